@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// Device hooks of the host-ring bridge (also used by the UDP bridge, whose
+// host thread moves datagrams into and out of the same ring). Compiled to
+// LTO-IR when skbuild-cudaq is built, linked by nvJitLink at run time, and
+// inlined into every dispatch kernel that calls the hooks.
+#include <cudaq/realtime/host_ring.cuh>
+#include <cudaq/realtime/unified_dispatch_device.cuh>
+
+namespace {
+
+__device__ __forceinline__ uint32_t load_acquire_sys(const volatile uint32_t *p) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void store_release_sys(volatile uint32_t *p, uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" : : "l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ int load_shutdown(volatile int *flag) {
+  int v;
+  asm volatile("ld.relaxed.sys.global.s32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
+  return v;
+}
+
+} // namespace
+
+extern "C" __device__ void *cudaq_host_ring_enter_lane(void *transport_ctx,
+                                                       volatile int *shutdown_flag,
+                                                       uint32_t lane, uint32_t num_lanes) {
+  cudaq_host_ring_ctx_t *ring = static_cast<cudaq_host_ring_ctx_t *>(transport_ctx);
+  if (ring == nullptr || ring->magic != CUDAQ_HOST_RING_CTX_MAGIC || num_lanes == 0 ||
+      num_lanes > CUDAQ_HOST_RING_MAX_LANES || lane >= num_lanes ||
+      ring->num_slots % num_lanes != 0 || lane >= ring->num_slots)
+    return nullptr;
+  cudaq_host_ring_lane_t *s = &ring->lanes[lane];
+  s->ring = ring;
+  s->shutdown = shutdown_flag;
+  s->next_slot = lane;
+  s->next_seq = 1;
+  s->pending_slot = 0xffffffffu;
+  s->pending_seq = 0;
+  s->lane = lane;
+  s->num_lanes = num_lanes;
+  return s;
+}
+
+extern "C" __device__ void *cudaq_dev_enter_kernel(void *transport_ctx,
+                                                   volatile int *shutdown_flag) {
+  return cudaq_host_ring_enter_lane(transport_ctx, shutdown_flag, 0, 1);
+}
+
+extern "C" __device__ int cudaq_dev_rx_poll(void *session, void **request, void **response) {
+  cudaq_host_ring_lane_t *s = static_cast<cudaq_host_ring_lane_t *>(session);
+  cudaq_host_ring_ctx_t *ring = static_cast<cudaq_host_ring_ctx_t *>(s->ring);
+  const uint32_t slot = s->next_slot;
+  const uint32_t seq = s->next_seq;
+  const volatile uint32_t *flag = &ring->rx_flags[slot];
+  for (;;) {
+    if (load_acquire_sys(flag) == seq)
+      break;
+    if (load_shutdown(s->shutdown) != 0)
+      return 0;
+  }
+  const size_t offset = static_cast<size_t>(slot) * ring->slot_size;
+  *request = ring->rx_slots + offset;
+  *response = ring->tx_slots + offset;
+  s->pending_slot = slot;
+  s->pending_seq = seq;
+  uint32_t next = slot + s->num_lanes;
+  if (next >= ring->num_slots) {
+    next -= ring->num_slots;
+    s->next_seq = seq + 1;
+  }
+  s->next_slot = next;
+  return 1;
+}
+
+extern "C" __device__ void cudaq_dev_tx_publish(void *session, void *response) {
+  cudaq_host_ring_lane_t *s = static_cast<cudaq_host_ring_lane_t *>(session);
+  cudaq_host_ring_ctx_t *ring = static_cast<cudaq_host_ring_ctx_t *>(s->ring);
+  (void)response; // the slot is the one last polled (in-order, once per request)
+  store_release_sys(&ring->tx_flags[s->pending_slot], s->pending_seq);
+}

@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// cudaq/realtime/host_ring.cuh -- the host-ring bridge's transport context.
+//
+// Request and response slots live in pinned host memory mapped into the GPU.
+// Request k (counting from 0 since the dispatcher started) goes into slot
+// k % num_slots with sequence number k / num_slots + 1. The host writes the
+// request bytes, then stores the sequence number into rx_flags[slot]; the
+// device waits for that value (acquire, system scope), runs the handler,
+// writes the response bytes into the slot's response area, then stores the
+// same sequence number into tx_flags[slot] (release, system scope). The host
+// reuses a slot only after it has collected that slot's previous response.
+//
+// The context itself lives in device memory; only the slots, the flags and the
+// shutdown flag live in mapped host memory. Its layout is mirrored by
+// skbuild_cudaq/realtime/_ring.py (HOST_RING_CTX_*): keep the two in sync.
+#ifndef CUDAQ_REALTIME_HOST_RING_CUH
+#define CUDAQ_REALTIME_HOST_RING_CUH
+
+#include <stdint.h>
+
+#define CUDAQ_HOST_RING_MAX_LANES 32u
+#define CUDAQ_HOST_RING_CTX_MAGIC 0x474e4952u /* 'RING' */
+
+typedef struct cudaq_host_ring_lane {
+  void *ring;             // back pointer to the context (the session handle)
+  volatile int *shutdown; // the dispatcher's shutdown flag
+  uint32_t next_slot;     // next slot this lane polls
+  uint32_t next_seq;      // sequence number expected in that slot
+  uint32_t pending_slot;  // slot of the request last polled
+  uint32_t pending_seq;   // its sequence number
+  uint32_t lane;          // this lane's index
+  uint32_t num_lanes;     // lanes sharing the ring (slots lane, lane+num_lanes, ...)
+} cudaq_host_ring_lane_t; // 40 bytes
+
+typedef struct cudaq_host_ring_ctx {
+  uint32_t magic;               // CUDAQ_HOST_RING_CTX_MAGIC
+  uint32_t num_slots;
+  uint32_t slot_size;           // bytes per slot (header + payload), a multiple of 8
+  uint32_t reserved;
+  uint8_t *rx_slots;            // num_slots * slot_size request bytes (device view)
+  uint8_t *tx_slots;            // num_slots * slot_size response bytes (device view)
+  volatile uint32_t *rx_flags;  // num_slots request sequence numbers (host writes)
+  volatile uint32_t *tx_flags;  // num_slots response sequence numbers (device writes)
+  cudaq_host_ring_lane_t lanes[CUDAQ_HOST_RING_MAX_LANES];
+} cudaq_host_ring_ctx_t;
+
+static_assert(sizeof(cudaq_host_ring_lane_t) == 40, "lane layout is mirrored in _ring.py");
+static_assert(sizeof(cudaq_host_ring_ctx_t) == 48 + 40 * CUDAQ_HOST_RING_MAX_LANES,
+              "context layout is mirrored in _ring.py");
+
+#ifdef __CUDACC__
+extern "C" {
+// Host-ring extension hook: opens a session over the slots
+// lane, lane + num_lanes, lane + 2 * num_lanes, ... of the ring, so that up to
+// CUDAQ_HOST_RING_MAX_LANES threads (a warp) poll and answer slots in parallel.
+// num_slots must be a multiple of num_lanes. Returns NULL for a bad lane count.
+// cudaq_dev_enter_kernel(ctx, flag) is cudaq_host_ring_enter_lane(ctx, flag, 0, 1).
+__device__ void *cudaq_host_ring_enter_lane(void *transport_ctx, volatile int *shutdown_flag,
+                                            uint32_t lane, uint32_t num_lanes);
+}
+#endif
+
+#endif // CUDAQ_REALTIME_HOST_RING_CUH

@@ -1,0 +1,206 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// cudaq/realtime/unified_dispatch_device.cuh -- the device-side contract of a
+// CUDA-Q realtime dispatch kernel (skbuild-cudaq).
+//
+// A dispatch kernel (the built-in unified kernel or one the application brings)
+// drives the transport through three hooks that only the run-time bridge
+// defines. The kernel is compiled on its own to LTO-IR with these hooks left
+// undefined; nvJitLink resolves (and inlines) them at run time when it links
+// the kernel together with the bridge, the built-in kernel and the handlers.
+//
+// Wire format (packed, little-endian, interoperable with CUDA-Q realtime):
+//   request  (24 bytes): u32 magic 'CUQR', u32 function_id, u32 arg_len,
+//                        u32 request_id, u64 ptp_timestamp, then arguments
+//   response (24 bytes): u32 magic 'CUQS', i32 status, u32 result_len,
+//                        u32 request_id (echo), u64 ptp_timestamp (echo),
+//                        then the result
+#ifndef CUDAQ_REALTIME_UNIFIED_DISPATCH_DEVICE_CUH
+#define CUDAQ_REALTIME_UNIFIED_DISPATCH_DEVICE_CUH
+
+#include <stdint.h>
+
+#ifndef __CUDACC__
+#error "cudaq/realtime/unified_dispatch_device.cuh is a CUDA header: compile with nvcc"
+#endif
+
+// ---------------------------------------------------------------------------
+// Wire format
+// ---------------------------------------------------------------------------
+#define CUDAQ_RPC_MAGIC_REQUEST 0x43555152u  /* 'CUQR' */
+#define CUDAQ_RPC_MAGIC_RESPONSE 0x43555153u /* 'CUQS' */
+#define CUDAQ_RPC_HEADER_SIZE 24u
+
+// Response status values.
+#define CUDAQ_RPC_STATUS_SUCCESS 0
+#define CUDAQ_RPC_STATUS_BAD_MAGIC (-1)
+#define CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION (-2)
+#define CUDAQ_RPC_STATUS_ARGS_TOO_LONG (-3)
+
+typedef struct __attribute__((packed, aligned(8))) cudaq_rpc_request_header {
+  uint32_t magic;
+  uint32_t function_id;
+  uint32_t arg_len;
+  uint32_t request_id;
+  uint64_t ptp_timestamp;
+} cudaq_rpc_request_header_t;
+
+typedef struct __attribute__((packed, aligned(8))) cudaq_rpc_response_header {
+  uint32_t magic;
+  int32_t status;
+  uint32_t result_len;
+  uint32_t request_id;
+  uint64_t ptp_timestamp;
+} cudaq_rpc_response_header_t;
+
+static_assert(sizeof(cudaq_rpc_request_header_t) == CUDAQ_RPC_HEADER_SIZE,
+              "request header is 24 bytes");
+static_assert(sizeof(cudaq_rpc_response_header_t) == CUDAQ_RPC_HEADER_SIZE,
+              "response header is 24 bytes");
+
+// 32-bit FNV-1a of a handler's name: the function_id of the wire format.
+#define CUDAQ_FNV1A_32_BASIS 2166136261u
+#define CUDAQ_FNV1A_32_PRIME 16777619u
+
+__host__ __device__ constexpr uint32_t cudaq_fnv1a_32(const char *name,
+                                                     uint32_t hash = CUDAQ_FNV1A_32_BASIS) {
+  return (*name == '\0')
+             ? hash
+             : cudaq_fnv1a_32(name + 1, (hash ^ static_cast<uint32_t>(
+                                                    static_cast<unsigned char>(*name))) *
+                                            CUDAQ_FNV1A_32_PRIME);
+}
+
+static_assert(cudaq_fnv1a_32("rpc_increment") == 0x191b6322u, "FNV-1a golden value");
+
+// ---------------------------------------------------------------------------
+// Function table
+// ---------------------------------------------------------------------------
+typedef int (*cudaq_device_handler_t)(const void *args, uint32_t arg_len, void *result,
+                                      uint32_t max_result_len, uint32_t *result_len);
+
+#define CUDAQ_DISPATCH_DEVICE_CALL 0
+#define CUDAQ_DISPATCH_HOST_CALL 2
+
+typedef struct cudaq_function_entry {
+  cudaq_device_handler_t handler; // device address (DEVICE_CALL); unused for HOST_CALL
+  uint32_t function_id;           // cudaq_fnv1a_32(name)
+  uint8_t dispatch_mode;          // CUDAQ_DISPATCH_DEVICE_CALL or CUDAQ_DISPATCH_HOST_CALL
+  uint8_t reserved[3];
+} cudaq_function_entry_t;
+
+static_assert(sizeof(cudaq_function_entry_t) == 16, "function table entries are 16 bytes");
+
+// ---------------------------------------------------------------------------
+// Transport hooks: defined by the run-time bridge, linked by nvJitLink.
+// ---------------------------------------------------------------------------
+extern "C" {
+// Opens this kernel's transport session; NULL means no transport: the kernel
+// must return.
+__device__ void *cudaq_dev_enter_kernel(void *transport_ctx, volatile int *shutdown_flag);
+// Waits for the next request. Returns 1 with *request (RPC header + args) and
+// *response (where the response header + result go), or 0 once shutdown is set.
+__device__ int cudaq_dev_rx_poll(void *session, void **request, void **response);
+// Publishes the response of the request last polled; exactly once per polled
+// request.
+__device__ void cudaq_dev_tx_publish(void *session, void *response);
+}
+
+// ---------------------------------------------------------------------------
+// Helpers shared by every dispatch kernel (inline: no symbol of their own).
+// ---------------------------------------------------------------------------
+
+// Linear search of the function table. Returns NULL for an unknown id.
+static __device__ __forceinline__ const cudaq_function_entry_t *
+unified_lookup_entry(const cudaq_function_entry_t *table, uint32_t count, uint32_t function_id) {
+  for (uint32_t i = 0; i < count; ++i) {
+    if (table[i].function_id == function_id)
+      return &table[i];
+  }
+  return nullptr;
+}
+
+// Writes the 24-byte response header for `request` into `response`.
+static __device__ __forceinline__ void write_response_header(void *response, const void *request,
+                                                             int32_t status,
+                                                             uint32_t result_len) {
+  const cudaq_rpc_request_header_t *req = static_cast<const cudaq_rpc_request_header_t *>(request);
+  cudaq_rpc_response_header_t *resp = static_cast<cudaq_rpc_response_header_t *>(response);
+  resp->magic = CUDAQ_RPC_MAGIC_RESPONSE;
+  resp->status = status;
+  resp->result_len = result_len;
+  resp->request_id = req->request_id;
+  resp->ptp_timestamp = req->ptp_timestamp;
+}
+
+// Checks a polled request before its handler runs. Returns CUDAQ_RPC_STATUS_SUCCESS
+// and the entry to call, or the error status to answer with (bad magic,
+// unknown function id, arguments longer than the slot).
+static __device__ __forceinline__ int32_t
+cudaq_validate_request(const void *request, uint32_t slot_size,
+                       const cudaq_function_entry_t *table, uint32_t table_count,
+                       const cudaq_function_entry_t **entry) {
+  const cudaq_rpc_request_header_t *req = static_cast<const cudaq_rpc_request_header_t *>(request);
+  *entry = nullptr;
+  if (req->magic != CUDAQ_RPC_MAGIC_REQUEST)
+    return CUDAQ_RPC_STATUS_BAD_MAGIC;
+  if (req->arg_len > slot_size - CUDAQ_RPC_HEADER_SIZE)
+    return CUDAQ_RPC_STATUS_ARGS_TOO_LONG;
+  const cudaq_function_entry_t *e = unified_lookup_entry(table, table_count, req->function_id);
+  if (e == nullptr || e->dispatch_mode != CUDAQ_DISPATCH_DEVICE_CALL || e->handler == nullptr)
+    return CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION;
+  *entry = e;
+  return CUDAQ_RPC_STATUS_SUCCESS;
+}
+
+// Pointers to the argument and result areas of a slot.
+static __device__ __forceinline__ const void *cudaq_request_args(const void *request) {
+  return static_cast<const uint8_t *>(request) + CUDAQ_RPC_HEADER_SIZE;
+}
+static __device__ __forceinline__ void *cudaq_response_result(void *response) {
+  return static_cast<uint8_t *>(response) + CUDAQ_RPC_HEADER_SIZE;
+}
+static __device__ __forceinline__ uint32_t cudaq_request_arg_len(const void *request) {
+  return static_cast<const cudaq_rpc_request_header_t *>(request)->arg_len;
+}
+
+// Rank and size of the calling group, for handlers that stride their work.
+// A dispatch kernel calls handlers either from one thread of a one-thread
+// launch, or from every thread of its launch (a block, a cooperative grid, a
+// cluster). Handlers stride by the whole launch: rank is the linear thread
+// index over the grid, size the number of threads in the grid.
+static __device__ __forceinline__ uint32_t cudaq_handler_size() {
+  return blockDim.x * blockDim.y * blockDim.z * gridDim.x * gridDim.y * gridDim.z;
+}
+static __device__ __forceinline__ uint32_t cudaq_handler_rank() {
+  const uint32_t block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  const uint32_t thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  return block * (blockDim.x * blockDim.y * blockDim.z) + thread;
+}
+
+// ---------------------------------------------------------------------------
+// Exporting a handler.
+//
+// CUDA cannot find a device function by name (after LTO it is even cloned into
+// its caller), so a handler is exported through a device global that holds its
+// address: `cudaq_handler_<name>`. The run time reads that global
+// (get_device_handler(module, "<name>")) and puts the address in the function
+// table. The braced extern "C" form matters: the one-line form leaves an
+// undefined host symbol and the module fails at import.
+// ---------------------------------------------------------------------------
+#define CUDAQ_REALTIME_HANDLER_SYMBOL_PREFIX "cudaq_handler_"
+#define CUDAQ_REALTIME_EXPORT_DEVICE_FUNCTION(name)                                              \
+  extern "C" {                                                                                   \
+  __device__ cudaq_device_handler_t cudaq_handler_##name = name;                                 \
+  }                                                                                              \
+  static_assert(true, "require a semicolon after CUDAQ_REALTIME_EXPORT_DEVICE_FUNCTION")
+
+// The signature every dispatch kernel takes, built-in or custom:
+//   extern "C" __global__ void my_dispatcher(void *transport_ctx, uint32_t slot_size,
+//       const cudaq_function_entry_t *table, uint32_t table_count,
+//       volatile int *shutdown_flag, unsigned long long *stats);
+#define CUDAQ_DISPATCH_KERNEL_PARAMS                                                             \
+  void *transport_ctx, uint32_t slot_size, const cudaq_function_entry_t *table,                  \
+      uint32_t table_count, volatile int *shutdown_flag, unsigned long long *stats
+
+#endif // CUDAQ_REALTIME_UNIFIED_DISPATCH_DEVICE_CUH

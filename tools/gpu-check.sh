@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs every GPU test and benchmark in one go, on a machine with a CUDA GPU.
+# Results go to ${OUT:-bench/results/gpu-run} (JUnit XML, logs, benchmark JSON).
+#
+#   bash tools/gpu-check.sh            # uses python3 from PATH, installs the project
+#   OUT=/tmp/res bash tools/gpu-check.sh
+#
+# Offline machines: put wheels of missing packages (e.g. pyelftools) in .whl/.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-bench/results/gpu-run}
+mkdir -p "$OUT"
+PY=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1
+log() { echo "== $*" | tee -a "$OUT/gpu-check.log"; }
+
+if compgen -G ".whl/*.whl" >/dev/null; then
+  log "installing carried wheels"
+  "$PY" -m pip install -q --no-index --no-deps --no-compile .whl/*.whl
+fi
+log "installing skbuild-cudaq and example_app (no build isolation)"
+"$PY" -m pip install -q --no-build-isolation --no-deps -e . 2>&1 | tail -20
+"$PY" -m pip install -q --no-build-isolation --no-deps ./example_app 2>&1 | tail -20
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee -a "$OUT/gpu-check.log"
+
+status=0
+log "pytest -m gpu"
+"$PY" -m pytest -m gpu -p no:cacheprovider -o addopts="" -ra --strict-markers \
+  -W error --junitxml "$OUT/gpu-tests.xml" ${PYTEST_ARGS:-} tests 2>&1 | tee "$OUT/gpu-tests.log" | tail -60
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+
+for bench in ${BENCHES:-startup dispatch}; do
+  if [ -f "bench/$bench.py" ]; then
+    log "bench/$bench.py"
+    "$PY" "bench/$bench.py" --out "$OUT/$bench.json" 2>&1 | tee "$OUT/bench-$bench.log" | tail -40
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  fi
+done
+log "done (status $status)"
+exit $status

@@ -67,7 +67,8 @@ ROOT_KEY: tuple[str, ...] = ("tool", "cudaq")
 # --------------------------------------------------------------------------------------
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
-_MAX_SHOWN = 80
+_MAX_SHOWN = 120  # arrays and tables
+_MAX_SHOWN_STRING = 400  # paths stay whole
 
 
 def _toml(value: Any) -> str:
@@ -98,8 +99,9 @@ def _toml(value: Any) -> str:
 def show_value(value: Any) -> str:
     """``value`` as TOML text (what the user wrote), shortened when long."""
     text = _toml(value)
-    if len(text) > _MAX_SHOWN:
-        text = text[: _MAX_SHOWN - 3] + "..."
+    limit = _MAX_SHOWN_STRING if isinstance(value, str) else _MAX_SHOWN
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
     return text
 
 
@@ -645,18 +647,17 @@ class _Converter:
                 return _INVALID
             return cls(**{short.name: converted})
         if not isinstance(raw, dict):
-            fix = ""
+            fix = f"write a table: [{format_key(path)}]"
             if short is not None and "item" in short.meta:
+                rule = short.meta["item"]
                 try:
-                    short.meta["item"].apply(raw, self.ctx)
+                    rule.apply(raw, self.ctx)
                 except Invalid:
-                    pass
+                    fix = f"write it like [{rule.example}]"
                 else:
                     fix = f"did you mean [{show_value(raw)}]?"
             self.report(
-                path,
-                f"{show_value(raw)} is {_toml_type(raw)}; expected {describe(cls)}",
-                fix or f"write a table: [{format_key(path)}]",
+                path, f"{show_value(raw)} is {_toml_type(raw)}; expected {describe(cls)}", fix
             )
             return _INVALID
         by_key = {s.key: s for s in specs}

@@ -202,7 +202,7 @@ class Rule:
 
     types: tuple[type, ...]
     expected: str  #: what is accepted, singular ("a .cu path relative to the project directory")
-    plural: str  #: the same, plural ("paths of .cu files relative to the project directory")
+    plural: str  #: the same, plural (".cu paths relative to the project directory")
     example: str  #: a good value as TOML text, for fixes
     schema: Mapping[str, Any]  #: JSON schema of one value
     check: Callable[[Any, Context], Any]
@@ -254,28 +254,25 @@ def setting(
     shorthand: bool = False,
     validate: Callable[[Any, Any, tuple[str | int, ...], _Reporter], None] | None = None,
 ) -> Any:
-    """A dataclass field of a settings class with its metadata (see :class:`Meta`)."""
-    meta: Meta = {"help": help}
+    """A dataclass field of a settings class with its metadata (see :class:`Meta`).
+
+    Options left at their neutral value (None, 0, False, no default) are omitted.
+    """
+    meta: dict[str, Any] = {"help": help}
     if default is not _MISSING:
         meta["default"] = default
-    if toml is not None:
-        meta["toml"] = toml
-    if item is not None:
-        meta["item"] = item
-    if key is not None:
-        meta["key"] = key
-    if key_name is not None:
-        meta["key_name"] = key_name
-    if key_example is not None:
-        meta["key_example"] = key_example
-    if min_items:
-        meta["min_items"] = min_items
-    if unique:
-        meta["unique"] = unique
-    if shorthand:
-        meta["shorthand"] = shorthand
-    if validate is not None:
-        meta["validate"] = validate
+    options = {
+        "toml": toml,
+        "item": item,
+        "key": key,
+        "key_name": key_name,
+        "key_example": key_example,
+        "min_items": min_items,
+        "unique": unique,
+        "shorthand": shorthand,
+        "validate": validate,
+    }
+    meta.update((k, v) for k, v in options.items() if v not in (None, False, 0))
     return field(default=default, default_factory=default_factory, metadata=meta)
 
 
@@ -772,15 +769,12 @@ class _Converter:
                 ok = False
             else:
                 out[key] = converted
-        if not ok:
-            return _INVALID
         validate = meta.get("validate")
-        if validate is not None:
+        if validate is not None:  # on the good entries too when others are bad: report all
             before = len(self.problems)
             validate(out, raw, path, self.report)
-            if len(self.problems) > before:
-                return _INVALID
-        return out
+            ok = ok and len(self.problems) == before
+        return out if ok else _INVALID
 
 
 def parse_settings(

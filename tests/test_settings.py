@@ -278,6 +278,17 @@ MALFORMED: list[tuple[str, str, list[str]]] = [
         ],
     ),
     (
+        "same-source-two-targets-and-a-bad-entry",
+        f'[{DK}]\na = ["src/other.cu"]\nb = ["src/other.cu"]\nc = ["src/kernel.cpp"]\n',
+        [
+            f'{DK}.c[0]: "src/kernel.cpp" is not a .cu file; expected {ACCEPTED_SOURCE}; '
+            "a dispatch kernel is a CUDA source: give the file the .cu suffix",
+            f'{DK}.b[0]: "src/other.cu" is already the dispatch kernel of target "a" '
+            f"({DK}.a[0]); expected each kernel source under one target; keep it under one "
+            "target (each binary links its own kernel), or copy it to a second .cu file",
+        ],
+    ),
+    (
         "arch-below-80",
         arch_body("[75]"),
         [

@@ -22,7 +22,8 @@ def add_parser(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "schema",
         help="print the [tool.cudaq] JSON schema, its reference table, or check a pyproject.toml",
-        description=__doc__.split("\n\n", 1)[0] if __doc__ else None,
+        description="Print the [tool.cudaq] JSON schema (default) or its reference table, or "
+        "check [tool.cudaq] of a pyproject.toml exactly as a build does.",
     )
     what = p.add_mutually_exclusive_group()
     what.add_argument(

@@ -19,7 +19,9 @@ __all__ = ["main"]
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m skbuild_cudaq",
-        description="Build and inspect CUDA-Q realtime dispatch kernels shipped in Python packages.",
+        description=(
+            "Build and inspect CUDA-Q realtime dispatch kernels shipped in Python packages."
+        ),
     )
     parser.add_argument(
         "--cmake-dir",

@@ -49,7 +49,7 @@ _EXPORTS: dict[str, str] = {
     "UdpClient": "udp",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = sorted(_EXPORTS)  # noqa: PLE0605  (names are loaded lazily)
 
 
 def __getattr__(name: str) -> Any:

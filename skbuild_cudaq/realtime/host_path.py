@@ -246,8 +246,13 @@ class HostDispatcher:
                     raise HostDispatcherError(msg)
             self._thread = None
 
+    def close(self) -> None:
+        """Stop and release the dispatcher's views of the ring memory (idempotent)."""
+        self.stop()
+        self._server.close()
+
     def __enter__(self) -> HostDispatcher:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self.close()

@@ -157,7 +157,9 @@ def test_processed_equals_sent() -> None:
     with HostDispatcher(RingLayout(4, 64), HANDLERS) as dispatcher:
         client = dispatcher.client()
         tickets = client.submit_many([("echo", bytes([i % 256])) for i in range(1000)])
-        assert [r.result for r in client.collect(tickets)] == [bytes([i % 256]) for i in range(1000)]
+        assert [r.result for r in client.collect(tickets)] == [
+            bytes([i % 256]) for i in range(1000)
+        ]
         assert dispatcher.processed == client.submitted == 1000
 
 

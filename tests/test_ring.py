@@ -21,7 +21,9 @@ from skbuild_cudaq.realtime._ring import (
 from skbuild_cudaq.realtime.wire import REQUEST_MAGIC, RESPONSE_MAGIC, function_id
 
 
-def _ring(num_slots: int = 4, slot_size: int = 64) -> tuple[RingLayout, bytearray, RingClient, RingServer]:
+def _ring(
+    num_slots: int = 4, slot_size: int = 64
+) -> tuple[RingLayout, bytearray, RingClient, RingServer]:
     layout = RingLayout(num_slots, slot_size)
     buf = bytearray(layout.total_bytes)
     return layout, buf, RingClient(buf, layout, spin=0), RingServer(buf, layout)
@@ -63,7 +65,13 @@ def test_layout_offsets() -> None:
     assert lay.max_payload == 8
     assert (lay.rx_slot_offset(2), lay.tx_slot_offset(2)) == (64, 160)
     assert [lay.position(k) for k in range(7)] == [
-        (0, 1), (1, 1), (2, 1), (0, 2), (1, 2), (2, 2), (0, 3)
+        (0, 1),
+        (1, 1),
+        (2, 1),
+        (0, 2),
+        (1, 2),
+        (2, 2),
+        (0, 3),
     ]
     # the device adds one to a u32: the sequence wraps through 0 like it
     assert lay.position(3 * (2**32 - 1)) == (0, 0)
@@ -72,7 +80,7 @@ def test_layout_offsets() -> None:
 
 @pytest.mark.parametrize(("n", "size"), [(0, 64), (4, 24), (4, 60), (4, 16), (-1, 64)])
 def test_layout_validation(n: int, size: int) -> None:
-    with pytest.raises(ValueError, match="num_slots|slot_size"):
+    with pytest.raises(ValueError, match=r"num_slots|slot_size"):
         RingLayout(n, size)
 
 
@@ -88,7 +96,7 @@ def test_buffer_checks() -> None:
 
 
 def test_bytes_in_memory_follow_the_protocol() -> None:
-    lay, buf, client, server = _ring(2, 32)
+    _, buf, client, server = _ring(2, 32)
     t = client.submit("echo", b"abcd", request_id=9, timestamp=77)
     assert (t.slot, t.seq) == (0, 1)
     head = struct.unpack_from("<IIIIQ", buf, 0)
@@ -112,7 +120,9 @@ def test_wrap_many_rounds_in_order() -> None:
     lay, _, client, server = _ring(4, 64)
     rng = random.Random(1)
     for _ in range(50):  # 200 requests: 50 wraps
-        payloads = [rng.randbytes(rng.randint(0, lay.max_payload)) for _ in range(rng.randint(1, 4))]
+        payloads = [
+            rng.randbytes(rng.randint(0, lay.max_payload)) for _ in range(rng.randint(1, 4))
+        ]
         tickets = client.submit_many([("f", p) for p in payloads])
         assert _answer_all(server) == len(payloads)
         responses = client.collect(tickets[::-1])[::-1]
@@ -208,7 +218,9 @@ def test_reset_gives_a_fresh_ring() -> None:
 def test_pipelined_against_a_consumer_thread(consumer: tuple[RingClient, RingLayout]) -> None:
     client, lay = consumer
     rng = random.Random(2)
-    payloads = [rng.randbytes(rng.randint(0, lay.max_payload)) for _ in range(3 * lay.num_slots + 5)]
+    payloads = [
+        rng.randbytes(rng.randint(0, lay.max_payload)) for _ in range(3 * lay.num_slots + 5)
+    ]
     tickets = client.submit_many([("f", p) for p in payloads])
     assert [r.result for r in client.collect(tickets)] == [p[::-1] for p in payloads]
     assert client.call("f", b"123") == (0, b"321")
@@ -224,7 +236,10 @@ def test_call_batch_vectorised(consumer: tuple[RingClient, RingLayout]) -> None:
     assert np.array_equal(res.data, arr[:, ::-1])
     assert list(res.request_ids) == list(range(1, 101))
     assert client.wait(single).result == b"erofeb"
-    varied = [bytes(rng.integers(0, 256, size=int(n), dtype=np.uint8)) for n in rng.integers(0, lay.max_payload + 1, 70)]
+    varied = [
+        bytes(rng.integers(0, 256, size=int(n), dtype=np.uint8))
+        for n in rng.integers(0, lay.max_payload + 1, 70)
+    ]
     res2 = client.call_batch("f", varied)
     assert [r for _, r in res2] == [p[::-1] for p in varied]
     assert len(client.call_batch("f", [])) == 0
@@ -239,7 +254,13 @@ def test_host_ring_ctx_mirror() -> None:
     fields = struct.unpack_from("<IIIIQQQQ", data)
     base = 0x7F0000000000
     assert fields == (
-        HOST_RING_CTX_MAGIC, 8, 256, 0,
-        base, base + 2048, base + 4096, base + 4096 + 32,
+        HOST_RING_CTX_MAGIC,
+        8,
+        256,
+        0,
+        base,
+        base + 2048,
+        base + 4096,
+        base + 4096 + 32,
     )
     assert data[48:] == bytes(40 * 32)

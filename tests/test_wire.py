@@ -64,7 +64,9 @@ def test_constants() -> None:
 
 
 def test_request_golden_bytes() -> None:
-    data = encode_request("rpc_increment", b"\x01\x02\x03", request_id=7, timestamp=0x0102030405060708)
+    data = encode_request(
+        "rpc_increment", b"\x01\x02\x03", request_id=7, timestamp=0x0102030405060708
+    )
     assert data.hex() == (
         "52515543"  # magic 'CUQR' little-endian
         "22631b19"  # fnv1a("rpc_increment")
@@ -81,7 +83,7 @@ def test_request_golden_bytes() -> None:
 
 def test_response_golden_bytes() -> None:
     data = encode_response(-2, b"", request_id=0xDEADBEEF, timestamp=5)
-    assert data.hex() == "53515543" "feffffff" "00000000" "efbeadde" "0500000000000000"
+    assert data.hex() == "53515543feffffff00000000efbeadde0500000000000000"
     resp = decode_response(data)
     assert resp.header == ResponseHeader(wire.RESPONSE_MAGIC, -2, 0, 0xDEADBEEF, 5)
     assert resp.status == -2

@@ -81,13 +81,15 @@ result=b"")`` answers it (exactly once per polled request).
 
 from __future__ import annotations
 
+import contextlib
 import struct
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import CudaqError
+from skbuild_cudaq.errors import CudaqError
+
 from .wire import (
     HEADER_SIZE,
     REQUEST_MAGIC,
@@ -265,7 +267,7 @@ def _as_bytes_view(buffer: Any, layout: RingLayout) -> memoryview:
 class _RingMemory:
     """Views over one ring allocation shared by producer and consumer."""
 
-    def __init__(self, buffer: Any, layout: RingLayout) -> None:
+    def __init__(self, buffer: Any, layout: object) -> None:
         if not isinstance(layout, RingLayout):
             msg = f"layout must be a RingLayout, got {type(layout).__name__}"
             raise TypeError(msg)
@@ -301,10 +303,8 @@ class _RingMemory:
     def release(self) -> None:
         self._np = None
         for view in (self.rx_flags, self.tx_flags, self.mv):
-            try:
+            with contextlib.suppress(BufferError):  # a numpy view still alive: GC finishes it
                 view.release()
-            except BufferError:  # a numpy view still alive elsewhere: let GC finish it
-                pass
 
 
 @dataclass(frozen=True)
@@ -508,7 +508,9 @@ class RingClient:
             return response
         return self._wait_slot(ticket, timeout, reason="wait")
 
-    def collect(self, tickets: Sequence[Ticket], timeout: float = DEFAULT_TIMEOUT) -> list[Response]:
+    def collect(
+        self, tickets: Sequence[Ticket], timeout: float = DEFAULT_TIMEOUT
+    ) -> list[Response]:
         """Responses of ``tickets`` in the same order; ``timeout`` bounds the whole call."""
         deadline = time.monotonic() + timeout
         return [self.wait(t, max(0.0, deadline - time.monotonic())) for t in tickets]
@@ -564,7 +566,9 @@ class RingClient:
             m = len(seq_payloads)
             lens = np.fromiter((len(p) for p in seq_payloads), dtype=np.uint32, count=m)
         if m and int(lens.max()) > lay.max_payload:
-            msg = f"a payload of {int(lens.max())} bytes does not fit a slot (max {lay.max_payload})"
+            msg = (
+                f"a payload of {int(lens.max())} bytes does not fit a slot (max {lay.max_payload})"
+            )
             raise ValueError(msg)
         self.drain(timeout)
         views = self._mem.numpy()

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, Union
+from typing import Any
 
-from ..errors import CudaqError
-from ._ring import _Backoff, RingClient, RingLayout, RingServer
+from skbuild_cudaq.errors import CudaqError
+
+from ._ring import RingClient, RingLayout, RingServer, _Backoff
 from .wire import (
     REQUEST_MAGIC,
     STATUS_ARGS_TOO_LONG,
@@ -53,7 +54,7 @@ STATUS_HANDLER_EXCEPTION = 0x7FFFFF01
 STATUS_RESULT_TOO_LONG = 0x7FFFFF02
 STATUS_BAD_HANDLER_RESULT = 0x7FFFFF03
 
-HostHandler = Callable[[bytes], Union[bytes, bytearray, memoryview, tuple[int, bytes]]]
+HostHandler = Callable[[bytes], bytes | bytearray | memoryview | tuple[int, bytes]]
 
 _INCREMENT = bytes((i + 1) & 0xFF for i in range(256))
 
@@ -133,7 +134,8 @@ class HostDispatcher:
 
     def add_handler(self, name: str | bytes | int, handler: HostHandler) -> int:
         """Register a HOST_CALL handler; returns its function id."""
-        if not callable(handler):
+        checked: object = handler  # callers without type checking may pass anything
+        if not callable(checked):
             msg = f"handler {name!r} is not callable"
             raise TypeError(msg)
         fid = function_id(name)
@@ -171,7 +173,7 @@ class HostDispatcher:
         name, handler = entry
         max_payload = self._layout.max_payload
         try:
-            out = handler(args)
+            out: Any = handler(args)
         except Exception as exc:
             self.handler_errors += 1
             self.last_handler_error = f"{name}: {type(exc).__name__}: {exc}"

@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any, NoReturn
 
-from .. import _log
-from ..errors import CudaqError
+from skbuild_cudaq import _log
+from skbuild_cudaq.errors import CudaqError
+
 from ._ring import RingClient, RingLayout
 
 __all__ = ["connect_host_ring", "main"]
@@ -166,7 +167,10 @@ def _start_host(args: argparse.Namespace, layout: RingLayout, buffer: Any) -> _S
     names = _handler_names(args, ",".join(available))
     unknown = [n for n in names if n not in available]
     if unknown:
-        msg = f"--handlers: the host path serves {', '.join(available)}; unknown: {', '.join(unknown)}"
+        msg = (
+            f"--handlers: the host path serves {', '.join(available)}; "
+            f"unknown: {', '.join(unknown)}"
+        )
         raise _UsageError(msg)
     if args.dispatcher != "builtin":
         msg = f"--dispatcher={args.dispatcher}: the host path has no dispatch kernels (use builtin)"
@@ -184,7 +188,7 @@ def _start_host(args: argparse.Namespace, layout: RingLayout, buffer: Any) -> _S
 
 def _start_device(args: argparse.Namespace, layout: RingLayout) -> _Served:
     """Device path, kept small: the realtime API of skbuild_cudaq.realtime does the work."""
-    from . import (  # type: ignore[attr-defined]
+    from . import (
         Dispatcher,
         DispatcherConfig,
         LaunchConfig,
@@ -198,7 +202,15 @@ def _start_device(args: argparse.Namespace, layout: RingLayout) -> _Served:
     except ImportError as exc:
         msg = f"--module={args.module}: cannot import it ({exc})"
         raise _UsageError(msg) from exc
-    config = DispatcherConfig(device=0, num_slots=layout.num_slots, slot_size=layout.slot_size)
+    config_args: dict[str, Any] = {}
+    if args.dispatcher == "builtin" and args.block != (1, 1, 1):
+        if args.block[1:] != (1, 1) or args.grid != (1, 1, 1):
+            msg = "the built-in kernel runs one block of X threads: use --block=X and no --grid"
+            raise _UsageError(msg)
+        config_args["block_size"] = args.block[0]
+    config = DispatcherConfig(
+        device=0, num_slots=layout.num_slots, slot_size=layout.slot_size, **config_args
+    )
     dispatcher = Dispatcher(config, module=module)
     served = _Served(
         client=None,  # type: ignore[arg-type]  # set once started
@@ -222,6 +234,7 @@ def _start_device(args: argparse.Namespace, layout: RingLayout) -> _Served:
             dispatcher.set_unified_launch(launcher)
         dispatcher.start()
         served.client = dispatcher.bridge.client()
+        served.close.append(served.client.close)  # release its views before the ring is freed
     except BaseException:
         served.shutdown()
         raise
@@ -268,7 +281,9 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise _UsageError(f"--num-slots/--slot-size: {exc}") from exc
     if args.cluster is not None and args.dispatcher == "builtin":
-        raise _UsageError("--cluster needs a custom --dispatcher (the built-in kernel is one block)")
+        raise _UsageError(
+            "--cluster needs a custom --dispatcher (the built-in kernel is one block)"
+        )
 
     stop = threading.Event()
 

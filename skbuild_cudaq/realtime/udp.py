@@ -22,6 +22,7 @@ Malformed datagrams never stop or wedge the bridge:
 
 from __future__ import annotations
 
+import contextlib
 import select
 import socket
 import struct
@@ -31,8 +32,9 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..errors import CudaqError
-from ._ring import _Backoff, RingClient, RingProtocolError, Ticket
+from skbuild_cudaq.errors import CudaqError
+
+from ._ring import RingClient, RingProtocolError, Ticket, _Backoff
 from .wire import (
     HEADER_SIZE,
     REQUEST_MAGIC,
@@ -58,10 +60,8 @@ class UdpBridgeError(CudaqError):
 
 def _big_buffers(sock: socket.socket) -> None:
     for opt in (socket.SO_RCVBUF, socket.SO_SNDBUF):
-        try:
+        with contextlib.suppress(OSError):  # capped by the kernel: not fatal
             sock.setsockopt(socket.SOL_SOCKET, opt, _SOCKET_BUFFER)
-        except OSError:  # pragma: no cover - capped by the kernel, not fatal
-            pass
 
 
 class UdpBridge:
@@ -134,7 +134,9 @@ class UdpBridge:
         except OSError:
             self.send_errors += 1
 
-    def _handle(self, data: bytes, addr: tuple[str, int], inflight: deque[tuple[Ticket, tuple[str, int]]]) -> None:
+    def _handle(
+        self, data: bytes, addr: tuple[str, int], inflight: deque[tuple[Ticket, tuple[str, int]]]
+    ) -> None:
         self.received += 1
         size = len(data)
         if size < HEADER_SIZE:
@@ -302,7 +304,7 @@ class UdpClient:
         self._sock.settimeout(max(timeout, 1e-6))
         try:
             data = self._sock.recv(_MAX_DATAGRAM)
-        except (socket.timeout, BlockingIOError):
+        except (TimeoutError, BlockingIOError):
             return False
         try:
             response = decode_response(data)
@@ -335,9 +337,7 @@ class UdpClient:
             self._receive(remaining)
         return self._responses.pop(key)
 
-    def collect(
-        self, tickets: Sequence[UdpTicket], timeout: float | None = None
-    ) -> list[Response]:
+    def collect(self, tickets: Sequence[UdpTicket], timeout: float | None = None) -> list[Response]:
         timeout = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
         return [self.wait(t, max(0.0, deadline - time.monotonic())) for t in tickets]

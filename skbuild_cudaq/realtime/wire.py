@@ -20,7 +20,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from ..errors import CudaqError
+from skbuild_cudaq.errors import CudaqError
 
 __all__ = [
     "FNV1A_32_BASIS",

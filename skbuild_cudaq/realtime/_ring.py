@@ -745,9 +745,9 @@ class RingServer:
         )
         if size:
             mv[off + HEADER_SIZE : off + HEADER_SIZE + size] = result
-        self._mem.tx_flags[req.slot] = req.seq  # after the response bytes (x86-TSO)
         self._pending = None
-        self.published += 1
+        self.published += 1  # counted first: never behind a response a reader can see
+        self._mem.tx_flags[req.slot] = req.seq  # after the response bytes (x86-TSO)
 
     def reset(self) -> None:
         """Forget the position (pair with :meth:`RingClient.reset`)."""

@@ -176,8 +176,8 @@ class UdpBridge:
                     if response is None:
                         break
                     inflight.popleft()
+                    self.answered += 1  # counted before the client can see it
                     self._send(response.to_bytes(), addr)
-                    self.answered += 1
                     progressed = True
                 while len(inflight) < capacity:
                     try:

@@ -188,14 +188,18 @@ def _start_host(args: argparse.Namespace, layout: RingLayout, buffer: Any) -> _S
 
 def _start_device(args: argparse.Namespace, layout: RingLayout) -> _Served:
     """Device path, kept small: the realtime API of skbuild_cudaq.realtime does the work."""
-    from . import (
-        Dispatcher,
-        DispatcherConfig,
-        LaunchConfig,
-        get_device_handler,
-        get_device_kernel,
-        launch_kernel,
-    )
+    try:
+        from . import (
+            Dispatcher,
+            DispatcherConfig,
+            LaunchConfig,
+            get_device_handler,
+            get_device_kernel,
+            launch_kernel,
+        )
+    except ImportError as exc:
+        msg = f"the device path needs the realtime run time (skbuild-cudaq[runtime]): {exc}"
+        raise CudaqError(msg) from exc
 
     try:
         module = importlib.import_module(args.module)

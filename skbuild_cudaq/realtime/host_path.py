@@ -1,0 +1,260 @@
+"""The host path: the realtime ring and wire format dispatched by a CPU thread.
+
+:class:`HostDispatcher` owns a ring (ordinary memory, or a buffer you pass, e.g.
+shared memory) and a thread that consumes it exactly like the device dispatch
+kernels do: take the next request in ring order, validate it, call the
+HOST_CALL handler, publish the response. The protocol, the UDP bridge and the
+two-process test server thus run without a GPU.
+
+Handlers are Python callables ``f(args: bytes) -> bytes | tuple[int, bytes]``
+(a bare bytes-like result means status 0). Bad requests are answered with the
+SPEC status and never stop the thread: bad magic -1, ``arg_len`` longer than
+the slot's payload -3, unknown function id -2 (checked in that order, like
+``cudaq_validate_request``). A handler that fails is answered with a reserved
+positive status and the thread keeps serving:
+
+- :data:`STATUS_HANDLER_EXCEPTION` (0x7FFFFF01): the handler raised; the result
+  is ``"ExceptionType: message"`` (UTF-8, truncated to the slot's payload);
+- :data:`STATUS_RESULT_TOO_LONG` (0x7FFFFF02): the result does not fit the slot;
+- :data:`STATUS_BAD_HANDLER_RESULT` (0x7FFFFF03): the handler returned something
+  other than bytes or ``(int32 status, bytes)``.
+
+Applications should keep their own positive statuses below 0x7FFFFF00.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from skbuild_cudaq.errors import CudaqError
+
+from ._ring import RingClient, RingLayout, RingServer, _Backoff
+from .wire import (
+    REQUEST_MAGIC,
+    STATUS_ARGS_TOO_LONG,
+    STATUS_BAD_MAGIC,
+    STATUS_SUCCESS,
+    STATUS_UNKNOWN_FUNCTION,
+    function_id,
+)
+
+__all__ = [
+    "STATUS_BAD_HANDLER_RESULT",
+    "STATUS_HANDLER_EXCEPTION",
+    "STATUS_RESULT_TOO_LONG",
+    "HostDispatcher",
+    "HostHandler",
+    "echo",
+    "rpc_increment",
+]
+
+STATUS_HANDLER_EXCEPTION = 0x7FFFFF01
+STATUS_RESULT_TOO_LONG = 0x7FFFFF02
+STATUS_BAD_HANDLER_RESULT = 0x7FFFFF03
+
+HostHandler = Callable[[bytes], bytes | bytearray | memoryview | tuple[int, bytes]]
+
+_INCREMENT = bytes((i + 1) & 0xFF for i in range(256))
+
+
+def rpc_increment(args: bytes) -> bytes:
+    """The example handler: adds one to each byte (mod 256)."""
+    return args.translate(_INCREMENT)
+
+
+def echo(args: bytes) -> bytes:
+    """The example handler: returns its arguments."""
+    return args
+
+
+class HostDispatcherError(CudaqError):
+    """Misconfiguration of a :class:`HostDispatcher` (duplicate function id, ...)."""
+
+
+class HostDispatcher:
+    """A CPU thread serving HOST_CALL handlers over a ring (see the module docstring).
+
+    ``HostDispatcher(RingLayout(8, 256), {"echo": echo})`` or
+    ``HostDispatcher(handlers={...}, num_slots=8, slot_size=256)``. ``buffer``
+    (optional) is the ring memory; by default the dispatcher allocates it.
+    """
+
+    def __init__(
+        self,
+        layout: RingLayout | None = None,
+        handlers: Mapping[str | bytes | int, HostHandler] | None = None,
+        *,
+        num_slots: int | None = None,
+        slot_size: int | None = None,
+        buffer: Any = None,
+        idle_sleep: float = 1e-3,
+    ) -> None:
+        if layout is None:
+            layout = RingLayout(num_slots or 8, slot_size or 256)
+        elif num_slots is not None or slot_size is not None:
+            msg = "give either a RingLayout or num_slots/slot_size, not both"
+            raise ValueError(msg)
+        self._layout = layout
+        self._buffer = bytearray(layout.total_bytes) if buffer is None else buffer
+        self._server = RingServer(self._buffer, layout)
+        self._handlers: dict[int, tuple[str, HostHandler]] = {}
+        for name, fn in (handlers or {}).items():
+            self.add_handler(name, fn)
+        self._idle_sleep = idle_sleep
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.handler_errors = 0  #: handler failures answered with a reserved status
+        self.rejected = 0  #: requests answered with -1, -2 or -3
+        self.last_handler_error: str | None = None
+
+    # -- configuration -------------------------------------------------------
+    @property
+    def layout(self) -> RingLayout:
+        return self._layout
+
+    @property
+    def buffer(self) -> Any:
+        return self._buffer
+
+    @property
+    def processed(self) -> int:
+        """Requests answered (good and bad)."""
+        return self._server.published
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def handler_names(self) -> list[str]:
+        return [name for name, _ in self._handlers.values()]
+
+    def add_handler(self, name: str | bytes | int, handler: HostHandler) -> int:
+        """Register a HOST_CALL handler; returns its function id."""
+        checked: object = handler  # callers without type checking may pass anything
+        if not callable(checked):
+            msg = f"handler {name!r} is not callable"
+            raise TypeError(msg)
+        fid = function_id(name)
+        label = name.decode() if isinstance(name, bytes) else str(name)
+        if fid in self._handlers and self._handlers[fid][1] is not handler:
+            msg = (
+                f"handlers {self._handlers[fid][0]!r} and {label!r} have the same "
+                f"function id {fid:#010x}"
+            )
+            raise HostDispatcherError(msg)
+        self._handlers[fid] = (label, handler)
+        return fid
+
+    def client(self, **kwargs: Any) -> RingClient:
+        """A :class:`RingClient` over this dispatcher's ring (one producer at a time).
+
+        Its waits spin only briefly (``spin=16``): the consumer is a thread of this
+        process and needs the GIL to make progress.
+        """
+        kwargs.setdefault("spin", 16)
+        return RingClient(self._buffer, self._layout, **kwargs)
+
+    # -- serving -------------------------------------------------------------
+    def _answer(self, magic: int, fid: int, arg_len: int, args: bytes) -> tuple[int, bytes]:
+        if magic != REQUEST_MAGIC:
+            self.rejected += 1
+            return STATUS_BAD_MAGIC, b""
+        if arg_len > self._layout.max_payload:
+            self.rejected += 1
+            return STATUS_ARGS_TOO_LONG, b""
+        entry = self._handlers.get(fid)
+        if entry is None:
+            self.rejected += 1
+            return STATUS_UNKNOWN_FUNCTION, b""
+        name, handler = entry
+        max_payload = self._layout.max_payload
+        try:
+            out: Any = handler(args)
+        except Exception as exc:
+            self.handler_errors += 1
+            self.last_handler_error = f"{name}: {type(exc).__name__}: {exc}"
+            text = f"{type(exc).__name__}: {exc}".encode(errors="replace")[:max_payload]
+            return STATUS_HANDLER_EXCEPTION, text
+        status = STATUS_SUCCESS
+        if isinstance(out, tuple):
+            if (
+                len(out) != 2
+                or not isinstance(out[0], int)
+                or not -(2**31) <= out[0] < 2**31
+                or not isinstance(out[1], (bytes, bytearray, memoryview))
+            ):
+                self.handler_errors += 1
+                self.last_handler_error = f"{name}: returned {type(out).__name__} {out!r:.80}"
+                return STATUS_BAD_HANDLER_RESULT, b""
+            status, out = out
+        if not isinstance(out, (bytes, bytearray, memoryview)):
+            self.handler_errors += 1
+            self.last_handler_error = f"{name}: returned {type(out).__name__}, expected bytes"
+            return STATUS_BAD_HANDLER_RESULT, b""
+        result = bytes(out)
+        if len(result) > max_payload:
+            self.handler_errors += 1
+            self.last_handler_error = (
+                f"{name}: result of {len(result)} bytes exceeds the max payload {max_payload}"
+            )
+            return STATUS_RESULT_TOO_LONG, b""
+        return status, result
+
+    def serve_one(self) -> bool:
+        """Answer the next request if it is there (no thread needed); returns whether it was."""
+        req = self._server.poll()
+        if req is None:
+            return False
+        h = req.header
+        status, result = self._answer(h.magic, h.function_id, h.arg_len, req.args)
+        self._server.publish(status, result)
+        return True
+
+    def _run(self) -> None:
+        backoff = _Backoff(spin=64, max_sleep=self._idle_sleep)
+        stop = self._stop
+        while not stop.is_set():
+            if self.serve_one():
+                backoff.reset()
+            else:
+                backoff.pause()
+
+    def start(self) -> HostDispatcher:
+        """Start the serving thread (no-op if it runs)."""
+        with self._lock:
+            if self.running:
+                return self
+            self._stop.clear()
+            self._thread = threading.Thread(
+                target=self._run, name="cudaq-host-dispatcher", daemon=True
+            )
+            self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the thread after the request in hand (idempotent). Pending requests stay
+        in the ring and are served after a later :meth:`start`."""
+        with self._lock:
+            thread = self._thread
+            self._stop.set()
+            if thread is not None:
+                thread.join(timeout)
+                if thread.is_alive():
+                    msg = f"host dispatcher thread did not stop within {timeout:g} s"
+                    raise HostDispatcherError(msg)
+            self._thread = None
+
+    def close(self) -> None:
+        """Stop and release the dispatcher's views of the ring memory (idempotent)."""
+        self.stop()
+        self._server.close()
+
+    def __enter__(self) -> HostDispatcher:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

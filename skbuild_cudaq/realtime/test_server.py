@@ -1,0 +1,366 @@
+"""``cudaq-realtime-test-server``: serve a dispatcher over UDP (or a shared-memory ring).
+
+Runs the whole flow in one process -- link and look up the dispatch kernel and
+handlers (device path) or set up the HOST_CALL handlers (host path), install the
+launcher, start -- then prints one line and serves::
+
+    CUDAQ_REALTIME_SERVER_READY transport=udp host=127.0.0.1 port=<P> path=<p> \
+dispatch=unified dispatcher=<name> slots=<N> slot_size=<B>
+
+(``transport=host-ring shm=<name>`` instead of ``host=... port=...`` for the
+shared-memory ring, host path only). On SIGTERM, SIGINT or ``--timeout`` it stops
+cleanly and prints ``CUDAQ_REALTIME_SERVER_PROCESSED count=<K>`` (K = requests
+the dispatcher answered), preceded by ``CUDAQ_REALTIME_SERVER_BRIDGE ...`` with
+the UDP bridge's counters. Bad arguments: one line on stderr, exit status 2;
+a failure while starting or serving: one line, exit status 1.
+
+See docs/test-server.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any, NoReturn
+
+from skbuild_cudaq import _log
+from skbuild_cudaq.errors import CudaqError
+
+from ._ring import RingClient, RingLayout
+
+__all__ = ["connect_host_ring", "main"]
+
+READY = "CUDAQ_REALTIME_SERVER_READY"
+PROCESSED = "CUDAQ_REALTIME_SERVER_PROCESSED"
+BRIDGE = "CUDAQ_REALTIME_SERVER_BRIDGE"
+
+DEFAULT_MODULE = "example_app._core"
+DEFAULT_DEVICE_HANDLERS = "rpc_increment,echo"
+BUILTIN_KERNEL = "cudaq_realtime_unified_dispatch"
+
+
+class _UsageError(Exception):
+    """A bad command-line argument (exit status 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(message)
+
+
+def _dims(text: str) -> tuple[int, int, int]:
+    parts = text.split(",")
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        values = []
+    if not 1 <= len(values) <= 3 or any(v < 1 for v in values):
+        msg = f"expected X[,Y,Z] with positive integers, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    values += [1] * (3 - len(values))
+    return values[0], values[1], values[2]
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        msg = f"expected a positive integer, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        msg = f"expected a port number 0..65535 (0 = any free port), got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        msg = f"expected a positive number of seconds, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def _build_parser() -> _Parser:
+    p = _Parser(
+        prog="cudaq-realtime-test-server",
+        description="Serve a CUDA-Q realtime dispatcher (device or host path) for tests.",
+    )
+    p.add_argument("--path", choices=["device", "host"], default="device")
+    p.add_argument("--dispatch", choices=["unified"], default="unified")
+    p.add_argument(
+        "--dispatcher",
+        default="builtin",
+        metavar="NAME|builtin",
+        help="custom dispatch kernel of --module, or the built-in unified kernel",
+    )
+    p.add_argument("--transport", choices=["udp", "host-ring"], default="udp")
+    p.add_argument("--num-slots", type=_positive, default=8)
+    p.add_argument("--slot-size", type=_positive, default=256)
+    p.add_argument("--host", default="127.0.0.1", help="UDP address to bind (default loopback)")
+    p.add_argument("--port", type=_port, default=0, help="UDP port (default: any free port)")
+    p.add_argument("--timeout", type=_seconds, default=None, help="stop after S seconds")
+    p.add_argument("--module", default=DEFAULT_MODULE, metavar="PKG.MOD")
+    p.add_argument("--handlers", default=None, metavar="A,B", help="handlers to serve")
+    p.add_argument("--grid", type=_dims, default=(1, 1, 1), metavar="X[,Y,Z]")
+    p.add_argument("--block", type=_dims, default=(1, 1, 1), metavar="X[,Y,Z]")
+    p.add_argument("--cluster", type=_dims, default=None, metavar="X[,Y,Z]")
+    p.add_argument("--cooperative", action="store_true")
+    return p
+
+
+@dataclass
+class _Served:
+    """What is running: the ring client, the dispatcher's counter, how to stop."""
+
+    client: RingClient
+    processed: Callable[[], int]
+    name: str
+    close: list[Callable[[], None]] = field(default_factory=list)
+    alive: Callable[[], bool] = lambda: True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def shutdown(self) -> None:
+        errors: list[BaseException] = []
+        for fn in reversed(self.close):
+            try:
+                fn()
+            except BaseException as exc:
+                errors.append(exc)
+        self.close.clear()
+        if errors:
+            raise errors[0]
+
+
+def _handler_names(args: argparse.Namespace, default: str) -> list[str]:
+    text = args.handlers if args.handlers is not None else default
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        msg = "--handlers needs at least one handler name"
+        raise _UsageError(msg)
+    return names
+
+
+def _start_host(args: argparse.Namespace, layout: RingLayout, buffer: Any) -> _Served:
+    from .host_path import HostDispatcher, echo, rpc_increment
+
+    available = {"rpc_increment": rpc_increment, "echo": echo}
+    names = _handler_names(args, ",".join(available))
+    unknown = [n for n in names if n not in available]
+    if unknown:
+        msg = (
+            f"--handlers: the host path serves {', '.join(available)}; "
+            f"unknown: {', '.join(unknown)}"
+        )
+        raise _UsageError(msg)
+    if args.dispatcher != "builtin":
+        msg = f"--dispatcher={args.dispatcher}: the host path has no dispatch kernels (use builtin)"
+        raise _UsageError(msg)
+    dispatcher = HostDispatcher(layout, {n: available[n] for n in names}, buffer=buffer)
+    dispatcher.start()
+    return _Served(
+        client=dispatcher.client(),
+        processed=lambda: dispatcher.processed,
+        name=args.dispatcher,
+        close=[dispatcher.close],
+        alive=lambda: dispatcher.running,
+    )
+
+
+def _start_device(args: argparse.Namespace, layout: RingLayout) -> _Served:
+    """Device path, kept small: the realtime API of skbuild_cudaq.realtime does the work."""
+    try:
+        from . import (
+            Dispatcher,
+            DispatcherConfig,
+            LaunchConfig,
+            get_device_handler,
+            get_device_kernel,
+            launch_kernel,
+        )
+    except ImportError as exc:
+        msg = f"the device path needs the realtime run time (skbuild-cudaq[runtime]): {exc}"
+        raise CudaqError(msg) from exc
+
+    try:
+        module = importlib.import_module(args.module)
+    except ImportError as exc:
+        msg = f"--module={args.module}: cannot import it ({exc})"
+        raise _UsageError(msg) from exc
+    config_args: dict[str, Any] = {}
+    if args.dispatcher == "builtin" and args.block != (1, 1, 1):
+        if args.block[1:] != (1, 1) or args.grid != (1, 1, 1):
+            msg = "the built-in kernel runs one block of X threads: use --block=X and no --grid"
+            raise _UsageError(msg)
+        config_args["block_size"] = args.block[0]
+    config = DispatcherConfig(
+        device=0, num_slots=layout.num_slots, slot_size=layout.slot_size, **config_args
+    )
+    dispatcher = Dispatcher(config, module=module)
+    served = _Served(
+        client=None,  # type: ignore[arg-type]  # set once started
+        processed=lambda: int(dispatcher.processed),
+        name=args.dispatcher,
+        close=[dispatcher.close],
+    )
+    try:
+        for name in _handler_names(args, DEFAULT_DEVICE_HANDLERS):
+            dispatcher.function_table.add_device(name, get_device_handler(module, name))
+        if args.dispatcher != "builtin":
+            kernel = get_device_kernel(module, args.dispatcher)
+            launch = LaunchConfig(
+                grid=args.grid, block=args.block, cluster=args.cluster, cooperative=args.cooperative
+            )
+
+            def launcher(launch_args: Any) -> None:
+                launch_kernel(kernel, launch, launch_args.stream, *launch_args.kernel_args())
+
+            launcher.kernel = kernel  # type: ignore[attr-defined]
+            dispatcher.set_unified_launch(launcher)
+        dispatcher.start()
+        served.client = dispatcher.bridge.client()
+        served.close.append(served.client.close)  # release its views before the ring is freed
+    except BaseException:
+        served.shutdown()
+        raise
+    return served
+
+
+def _serve_ring(args: argparse.Namespace, layout: RingLayout) -> tuple[_Served, str, Any]:
+    """Host path over a shared-memory ring another process attaches to."""
+    from multiprocessing import shared_memory
+
+    shm = shared_memory.SharedMemory(create=True, size=layout.total_bytes)
+    try:
+        served = _start_host(args, layout, shm.buf)
+    except BaseException:
+        shm.close()
+        shm.unlink()
+        raise
+
+    def release() -> None:
+        served.client.close()
+        shm.close()
+        shm.unlink()
+
+    served.close.insert(0, release)
+    return served, f"transport=host-ring shm={shm.name}", None
+
+
+def connect_host_ring(name: str, num_slots: int, slot_size: int) -> RingClient:
+    """A :class:`RingClient` over the shared-memory ring of a ``--transport=host-ring``
+    server (``shm=<name>`` of its READY line). Close it before the server exits."""
+    import mmap
+    from pathlib import Path
+
+    layout = RingLayout(num_slots, slot_size)
+    path = Path("/dev/shm") / name.lstrip("/")
+    with path.open("r+b") as f:
+        mapping = mmap.mmap(f.fileno(), layout.total_bytes)
+    return RingClient(mapping, layout, spin=4096)
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        layout = RingLayout(args.num_slots, args.slot_size)
+    except ValueError as exc:
+        raise _UsageError(f"--num-slots/--slot-size: {exc}") from exc
+    if args.cluster is not None and args.dispatcher == "builtin":
+        raise _UsageError(
+            "--cluster needs a custom --dispatcher (the built-in kernel is one block)"
+        )
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    served: _Served | None = None
+    bridge: Any = None
+    try:
+        if args.transport == "host-ring":
+            if args.path != "host":
+                raise _UsageError(
+                    "--transport=host-ring is served to other processes for --path=host only; "
+                    "use --transport=udp for the device path"
+                )
+            served, endpoint, bridge = _serve_ring(args, layout)
+        else:
+            if args.path == "host":
+                served = _start_host(args, layout, None)
+                spin = 16  # the consumer is a thread of this process: yield the GIL early
+            else:
+                served = _start_device(args, layout)
+                spin = 4096  # a GPU answers in microseconds: spin before yielding
+            from .udp import UdpBridge
+
+            bridge = UdpBridge(served.client, host=args.host, port=args.port, spin=spin)
+            served.close.append(bridge.close)
+            bridge.start()
+            host, port = bridge.address
+            endpoint = f"transport=udp host={host} port={port}"
+        _log.result(
+            f"{READY} {endpoint} path={args.path} dispatch={args.dispatch} "
+            f"dispatcher={served.name} slots={layout.num_slots} slot_size={layout.slot_size}"
+        )
+        deadline = None if args.timeout is None else time.monotonic() + args.timeout
+        while not stop.is_set():
+            remaining = 0.2 if deadline is None else min(0.2, deadline - time.monotonic())
+            if remaining <= 0:
+                break
+            stop.wait(remaining)
+            if not served.alive() or (bridge is not None and not bridge.running):
+                raise CudaqError("the dispatcher or the UDP bridge stopped unexpectedly")
+        served.shutdown()
+        if bridge is not None:
+            _log.result(BRIDGE + "".join(f" {k}={v}" for k, v in bridge.counters.items()))
+        _log.result(f"{PROCESSED} count={served.processed()}")
+        return 0
+    finally:
+        if served is not None:
+            try:
+                served.shutdown()
+            except BaseException as exc:  # already failing or already closed: report, go on
+                _log.warning(f"while shutting down: {exc}")
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Console-script entry point; returns the exit status."""
+    parser = _build_parser()
+    try:
+        args = parser.parse_args(argv)
+        return _run(args)
+    except _UsageError as exc:
+        _log.error(f"cudaq-realtime-test-server: {exc}")
+        return 2
+    except CudaqError as exc:
+        _log.error(f"cudaq-realtime-test-server: {exc}")
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,370 @@
+"""UDP transport: a host thread moving datagrams between a loopback socket and a ring.
+
+:class:`UdpBridge` needs only a :class:`~skbuild_cudaq.realtime._ring.RingClient`,
+so it fronts the device path (a GPU bridge's ring in pinned mapped memory) and
+the host path (:class:`~skbuild_cudaq.realtime.host_path.HostDispatcher`) alike.
+One datagram is one request (24-byte header + arguments); the response (24-byte
+header + result) goes back to the sender's address. Up to ``num_slots``
+requests are in flight; responses are sent in ring order as they arrive.
+
+Malformed datagrams never stop or wedge the bridge:
+
+- shorter than a header: dropped and counted (``dropped``);
+- longer than a slot, or ``arg_len`` not matching the datagram's length:
+  answered by the bridge itself (``rejected``) with -1 if the magic is wrong,
+  else -3 (the request id and timestamp are echoed, no result);
+- well-formed in size but with a bad magic or an unknown function id: forwarded,
+  and the dispatcher answers -1 / -2 like any other request.
+
+:class:`UdpClient` is the client side with the same ``call`` / ``submit`` /
+``submit_many`` / ``collect`` API as ``RingClient``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import socket
+import struct
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from skbuild_cudaq.errors import CudaqError
+
+from ._ring import RingClient, RingProtocolError, Ticket, _Backoff
+from .wire import (
+    HEADER_SIZE,
+    REQUEST_MAGIC,
+    STATUS_ARGS_TOO_LONG,
+    STATUS_BAD_MAGIC,
+    ProtocolError,
+    Response,
+    decode_response,
+    encode_request,
+    encode_response,
+)
+
+__all__ = ["UdpBridge", "UdpBridgeError", "UdpClient", "UdpTicket"]
+
+_REQUEST = struct.Struct("<IIIIQ")
+_MAX_DATAGRAM = 65535
+_SOCKET_BUFFER = 4 << 20
+
+
+class UdpBridgeError(CudaqError):
+    """The UDP bridge could not start, or its thread failed."""
+
+
+def _big_buffers(sock: socket.socket) -> None:
+    for opt in (socket.SO_RCVBUF, socket.SO_SNDBUF):
+        with contextlib.suppress(OSError):  # capped by the kernel: not fatal
+            sock.setsockopt(socket.SOL_SOCKET, opt, _SOCKET_BUFFER)
+
+
+class UdpBridge:
+    """Moves UDP datagrams on ``host:port`` into a ring and responses back (a thread).
+
+    ``port=0`` picks a free port (see :attr:`address`). ``spin`` bounds the busy
+    polls before the thread yields while responses are outstanding: large for a
+    GPU consumer (lowest latency), small when the consumer is a thread of this
+    process (it needs the GIL).
+    """
+
+    def __init__(
+        self,
+        client: RingClient,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        spin: int = 256,
+        idle_timeout: float = 0.05,
+    ) -> None:
+        self._client = client
+        self._spin = spin
+        self._idle_timeout = idle_timeout
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            _big_buffers(self._sock)
+            self._sock.bind((host, port))
+        except OSError as exc:
+            self._sock.close()
+            msg = f"cannot bind a UDP socket to {host}:{port}: {exc}"
+            raise UdpBridgeError(msg) from exc
+        self._sock.setblocking(False)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.error: BaseException | None = None  #: what ended the thread, if it failed
+        # counters (written by the bridge thread only)
+        self.received = 0  #: datagrams read from the socket
+        self.forwarded = 0  #: datagrams submitted to the ring
+        self.answered = 0  #: ring responses sent back
+        self.rejected = 0  #: malformed datagrams answered by the bridge (-1 / -3)
+        self.dropped = 0  #: datagrams too short to carry a header (no answer possible)
+        self.send_errors = 0  #: responses the socket refused to send
+        self.protocol_errors = 0  #: ring responses that broke the protocol (dropped)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self._sock.getsockname()[:2]
+        return str(host), int(port)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def counters(self) -> dict[str, int]:
+        return {
+            "received": self.received,
+            "forwarded": self.forwarded,
+            "answered": self.answered,
+            "rejected": self.rejected,
+            "dropped": self.dropped,
+            "send_errors": self.send_errors,
+            "protocol_errors": self.protocol_errors,
+        }
+
+    def _send(self, data: bytes, addr: tuple[str, int]) -> None:
+        try:
+            self._sock.sendto(data, addr)
+        except OSError:
+            self.send_errors += 1
+
+    def _handle(
+        self, data: bytes, addr: tuple[str, int], inflight: deque[tuple[Ticket, tuple[str, int]]]
+    ) -> None:
+        self.received += 1
+        size = len(data)
+        if size < HEADER_SIZE:
+            self.dropped += 1
+            return
+        magic, fid, arg_len, rid, ts = _REQUEST.unpack_from(data)
+        if size > self._client.layout.slot_size or size - HEADER_SIZE != arg_len:
+            self.rejected += 1
+            status = STATUS_BAD_MAGIC if magic != REQUEST_MAGIC else STATUS_ARGS_TOO_LONG
+            self._send(encode_response(status, request_id=rid, timestamp=ts), addr)
+            return
+        ticket = self._client.submit(
+            fid, data[HEADER_SIZE:], request_id=rid, timestamp=ts, magic=magic, arg_len=arg_len
+        )
+        self.forwarded += 1
+        inflight.append((ticket, addr))
+
+    def _run(self) -> None:
+        sock = self._sock
+        client = self._client
+        capacity = client.layout.num_slots
+        inflight: deque[tuple[Ticket, tuple[str, int]]] = deque()
+        backoff = _Backoff(self._spin, max_sleep=2e-4)
+        stop = self._stop
+        try:
+            while not stop.is_set():
+                progressed = False
+                while inflight:
+                    ticket, addr = inflight[0]
+                    try:
+                        response = client.poll(ticket)
+                    except RingProtocolError:
+                        inflight.popleft()
+                        self.protocol_errors += 1
+                        progressed = True
+                        continue
+                    if response is None:
+                        break
+                    inflight.popleft()
+                    self.answered += 1  # counted before the client can see it
+                    self._send(response.to_bytes(), addr)
+                    progressed = True
+                while len(inflight) < capacity:
+                    try:
+                        data, addr = sock.recvfrom(_MAX_DATAGRAM)
+                    except (BlockingIOError, InterruptedError):
+                        break
+                    except OSError:  # e.g. an ICMP error surfaced on the socket
+                        continue
+                    self._handle(data, addr, inflight)
+                    progressed = True
+                if progressed:
+                    backoff.reset()
+                elif inflight:
+                    backoff.pause()
+                else:
+                    select.select([sock], [], [], self._idle_timeout)
+        except BaseException as exc:  # keep the reason; stop() reports it
+            self.error = exc
+            raise
+
+    def start(self) -> UdpBridge:
+        """Start the bridge thread (no-op if it runs)."""
+        with self._lock:
+            if self.running:
+                return self
+            if self._sock.fileno() < 0:
+                msg = "the UDP bridge is closed"
+                raise UdpBridgeError(msg)
+            self._stop.clear()
+            self.error = None
+            self._thread = threading.Thread(target=self._run, name="cudaq-udp-bridge", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the thread (idempotent). Responses still in flight are not sent."""
+        with self._lock:
+            thread = self._thread
+            self._stop.set()
+            if thread is not None:
+                thread.join(timeout)
+                if thread.is_alive():
+                    msg = f"UDP bridge thread did not stop within {timeout:g} s"
+                    raise UdpBridgeError(msg)
+            self._thread = None
+        if self.error is not None:
+            msg = f"UDP bridge thread failed: {type(self.error).__name__}: {self.error}"
+            raise UdpBridgeError(msg) from self.error
+
+    def close(self) -> None:
+        """Stop and close the socket."""
+        try:
+            self.stop()
+        finally:
+            self._sock.close()
+
+    def __enter__(self) -> UdpBridge:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass(frozen=True)
+class UdpTicket:
+    """One request sent by :class:`UdpClient`; its response is matched by id and timestamp."""
+
+    request_id: int
+    timestamp: int
+
+
+class UdpClient:
+    """Client of a :class:`UdpBridge` (or any CUDA-Q realtime UDP endpoint).
+
+    Responses may arrive in any order; they are matched to requests by
+    ``(request_id, timestamp)``. Not thread-safe.
+    """
+
+    def __init__(self, host: str, port: int, *, timeout: float = 10.0) -> None:
+        self.timeout = timeout
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        _big_buffers(self._sock)
+        self._sock.connect((host, port))
+        self._responses: dict[tuple[int, int], Response] = {}
+        self._next_request_id = 0
+        self.unmatched = 0  #: datagrams received that were not valid responses
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self._sock.getpeername()[:2]
+        return str(host), int(port)
+
+    def send_raw(self, data: bytes) -> None:
+        """Send one datagram as is (for fuzzing)."""
+        self._sock.send(data)
+
+    def submit(
+        self,
+        function: str | bytes | int,
+        payload: bytes | bytearray | memoryview = b"",
+        *,
+        request_id: int | None = None,
+        timestamp: int | None = None,
+        magic: int = REQUEST_MAGIC,
+        arg_len: int | None = None,
+    ) -> UdpTicket:
+        if request_id is None:
+            request_id = self._next_request_id
+            self._next_request_id = (request_id + 1) & 0xFFFFFFFF
+        ts = 0 if timestamp is None else timestamp
+        data = encode_request(
+            function, payload, request_id=request_id, timestamp=ts, magic=magic, arg_len=arg_len
+        )
+        self._sock.send(data)
+        return UdpTicket(request_id, ts)
+
+    def submit_many(
+        self, items: Iterable[tuple[str | bytes | int, bytes | bytearray | memoryview]]
+    ) -> list[UdpTicket]:
+        return [self.submit(f, p) for f, p in items]
+
+    def _receive(self, timeout: float) -> bool:
+        """Read one datagram within ``timeout``; False if none came."""
+        self._sock.settimeout(max(timeout, 1e-6))
+        try:
+            data = self._sock.recv(_MAX_DATAGRAM)
+        except (TimeoutError, BlockingIOError):
+            return False
+        try:
+            response = decode_response(data)
+        except ProtocolError:
+            self.unmatched += 1
+            return True
+        key = (response.header.request_id, response.header.ptp_timestamp)
+        self._responses[key] = response
+        return True
+
+    def poll(self, ticket: UdpTicket) -> Response | None:
+        """The response of ``ticket`` if it already arrived (reads what is queued)."""
+        key = (ticket.request_id, ticket.timestamp)
+        while key not in self._responses and self._receive(0.0):
+            pass
+        return self._responses.pop(key, None)
+
+    def wait(self, ticket: UdpTicket, timeout: float | None = None) -> Response:
+        timeout = self.timeout if timeout is None else timeout
+        key = (ticket.request_id, ticket.timestamp)
+        deadline = time.monotonic() + timeout
+        while key not in self._responses:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                msg = (
+                    f"no UDP response to request {ticket.request_id} (timestamp "
+                    f"{ticket.timestamp}) from {self.address} within {timeout:g} s"
+                )
+                raise TimeoutError(msg)
+            self._receive(remaining)
+        return self._responses.pop(key)
+
+    def collect(self, tickets: Sequence[UdpTicket], timeout: float | None = None) -> list[Response]:
+        timeout = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
+        return [self.wait(t, max(0.0, deadline - time.monotonic())) for t in tickets]
+
+    def call(
+        self,
+        function: str | bytes | int,
+        payload: bytes | bytearray | memoryview = b"",
+        *,
+        timeout: float | None = None,
+    ) -> tuple[int, bytes]:
+        response = self.wait(self.submit(function, payload), timeout)
+        return response.status, response.result
+
+    def discard(self) -> int:
+        """Drop every response received and not collected; returns how many."""
+        while self._receive(0.0):
+            pass
+        count = len(self._responses)
+        self._responses.clear()
+        return count
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def __enter__(self) -> UdpClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,175 @@
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from skbuild_cudaq.realtime._ring import RingLayout
+from skbuild_cudaq.realtime.host_path import (
+    STATUS_BAD_HANDLER_RESULT,
+    STATUS_HANDLER_EXCEPTION,
+    STATUS_RESULT_TOO_LONG,
+    HostDispatcher,
+    HostDispatcherError,
+    echo,
+    rpc_increment,
+)
+from skbuild_cudaq.realtime.wire import (
+    STATUS_ARGS_TOO_LONG,
+    STATUS_BAD_MAGIC,
+    STATUS_UNKNOWN_FUNCTION,
+    fnv1a_32,
+)
+
+HANDLERS = {"rpc_increment": rpc_increment, "echo": echo}
+
+
+def test_example_handlers() -> None:
+    assert rpc_increment(bytes([0, 1, 254, 255])) == bytes([1, 2, 255, 0])
+    assert echo(b"abc") == b"abc"
+
+
+def test_hundred_thousand_random_requests_byte_checked() -> None:
+    layout = RingLayout(64, 256)
+    rng = np.random.default_rng(0)
+    m = 100_000
+    lens = rng.integers(0, layout.max_payload + 1, size=m)
+    lens[:2] = (0, layout.max_payload)
+    data = rng.integers(0, 256, size=(m, layout.max_payload), dtype=np.uint8)
+    payloads = [data[i, : lens[i]].tobytes() for i in range(m)]
+    with HostDispatcher(layout, HANDLERS) as dispatcher:
+        client = dispatcher.client()
+        res = client.call_batch("rpc_increment", payloads, timeout=30)
+        assert dispatcher.processed == m
+    assert res.all_ok
+    assert np.array_equal(res.result_lens, lens)
+    expected = (data[:, : res.data.shape[1]].astype(np.uint16) + 1) % 256
+    mask = np.arange(res.data.shape[1])[None, :] < lens[:, None]
+    assert np.array_equal(res.data[mask], expected[mask].astype(np.uint8))
+
+
+def test_bad_requests_are_answered_and_serving_continues() -> None:
+    with HostDispatcher(handlers=HANDLERS, num_slots=8, slot_size=64) as dispatcher:
+        client = dispatcher.client()
+        good = lambda i: ("echo", bytes([i]) * 3)  # noqa: E731
+        tickets = []
+        for i in range(5):  # bad ones interleaved with good ones, all in flight
+            tickets.append(client.submit(*good(i)))
+            tickets.append(client.submit("echo", b"x", magic=0xDEADBEEF))
+            tickets.append(client.submit("no_such_handler", b"x"))
+            tickets.append(client.submit("echo", b"x", arg_len=41))
+            tickets.append(client.submit(*good(100 + i)))
+        responses = client.collect(tickets)
+        for i in range(5):
+            r = responses[5 * i : 5 * i + 5]
+            assert (r[0].status, r[0].result) == (0, bytes([i]) * 3)
+            assert (r[1].status, r[1].result) == (STATUS_BAD_MAGIC, b"")
+            assert (r[2].status, r[2].result) == (STATUS_UNKNOWN_FUNCTION, b"")
+            assert (r[3].status, r[3].result) == (STATUS_ARGS_TOO_LONG, b"")
+            assert (r[4].status, r[4].result) == (0, bytes([100 + i]) * 3)
+        assert [r.request_id for r in responses] == [t.request_id for t in tickets]
+        assert client.call("echo", b"x" * 40) == (0, b"x" * 40)  # arg_len == max is fine
+        assert dispatcher.processed == 26
+        assert dispatcher.rejected == 15
+
+
+def test_handler_failures_get_reserved_statuses() -> None:
+    def boom(args: bytes) -> bytes:
+        raise RuntimeError("kaboom " + args.decode())
+
+    handlers = {
+        "boom": boom,
+        "status": lambda a: (7, a[:1]),
+        "bad": lambda a: 42,
+        "huge": lambda a: b"z" * 100,
+        "bad_tuple": lambda a: ("x", b""),
+        "echo": echo,
+    }
+    with HostDispatcher(RingLayout(4, 64), handlers) as dispatcher:  # type: ignore[arg-type]
+        c = dispatcher.client()
+        assert c.call("boom", b"now") == (STATUS_HANDLER_EXCEPTION, b"RuntimeError: kaboom now")
+        assert c.call("status", b"ab") == (7, b"a")
+        assert c.call("bad") == (STATUS_BAD_HANDLER_RESULT, b"")
+        assert c.call("bad_tuple") == (STATUS_BAD_HANDLER_RESULT, b"")
+        assert c.call("huge") == (STATUS_RESULT_TOO_LONG, b"")
+        assert c.call("echo", b"alive") == (0, b"alive")
+        assert dispatcher.handler_errors == 4
+        assert dispatcher.last_handler_error is not None
+        assert dispatcher.running
+
+
+def test_start_stop_idempotent_and_restart_serves_pending() -> None:
+    dispatcher = HostDispatcher(RingLayout(4, 64), HANDLERS)
+    dispatcher.stop()  # never started: fine
+    dispatcher.start()
+    dispatcher.start()
+    client = dispatcher.client()
+    assert client.call("echo", b"1") == (0, b"1")
+    t0 = time.monotonic()
+    dispatcher.stop()
+    assert time.monotonic() - t0 < 1.0  # shutdown observed while idle
+    dispatcher.stop()
+    assert not dispatcher.running
+    t = client.submit("echo", b"2")
+    assert client.poll(t) is None
+    time.sleep(0.01)
+    assert client.poll(t) is None  # nobody serves
+    with dispatcher:
+        assert client.wait(t).result == b"2"
+    assert dispatcher.processed == 2
+
+
+def test_stop_under_traffic() -> None:
+    dispatcher = HostDispatcher(RingLayout(8, 64), HANDLERS).start()
+    client = dispatcher.client()
+    answered = 0
+    failed: list[BaseException] = []
+    go = threading.Event()
+
+    def traffic() -> None:
+        nonlocal answered
+        try:
+            while True:
+                tickets = client.submit_many([("rpc_increment", b"\x01\x02")] * 8, timeout=0.5)
+                go.set()
+                for t in tickets:
+                    assert client.wait(t, timeout=0.5).result == b"\x02\x03"
+                    answered += 1
+        except TimeoutError:
+            pass
+        except BaseException as exc:
+            failed.append(exc)
+
+    thread = threading.Thread(target=traffic)
+    thread.start()
+    assert go.wait(5)
+    time.sleep(0.05)
+    dispatcher.stop()
+    thread.join(10)
+    assert not thread.is_alive() and not failed
+    assert answered > 0
+    assert dispatcher.processed == answered  # every answer published was collected
+
+
+def test_processed_equals_sent() -> None:
+    with HostDispatcher(RingLayout(4, 64), HANDLERS) as dispatcher:
+        client = dispatcher.client()
+        tickets = client.submit_many([("echo", bytes([i % 256])) for i in range(1000)])
+        assert [r.result for r in client.collect(tickets)] == [
+            bytes([i % 256]) for i in range(1000)
+        ]
+        assert dispatcher.processed == client.submitted == 1000
+
+
+def test_configuration_errors() -> None:
+    with pytest.raises(ValueError, match="not both"):
+        HostDispatcher(RingLayout(4, 64), num_slots=4)
+    d = HostDispatcher(num_slots=2, slot_size=32)
+    assert d.layout == RingLayout(2, 32)
+    assert d.add_handler("echo", echo) == fnv1a_32("echo")
+    with pytest.raises(HostDispatcherError, match="same function id"):
+        d.add_handler(fnv1a_32("echo"), rpc_increment)
+    with pytest.raises(TypeError, match="not callable"):
+        d.add_handler("x", 3)  # type: ignore[arg-type]

@@ -1,0 +1,266 @@
+from __future__ import annotations
+
+import random
+import struct
+import threading
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from skbuild_cudaq.realtime._ring import (
+    HOST_RING_CTX_MAGIC,
+    HOST_RING_CTX_SIZE,
+    RingClient,
+    RingError,
+    RingLayout,
+    RingProtocolError,
+    RingServer,
+    host_ring_ctx_bytes,
+)
+from skbuild_cudaq.realtime.wire import REQUEST_MAGIC, RESPONSE_MAGIC, function_id
+
+
+def _ring(
+    num_slots: int = 4, slot_size: int = 64
+) -> tuple[RingLayout, bytearray, RingClient, RingServer]:
+    layout = RingLayout(num_slots, slot_size)
+    buf = bytearray(layout.total_bytes)
+    return layout, buf, RingClient(buf, layout, spin=0), RingServer(buf, layout)
+
+
+def _answer_all(server: RingServer) -> int:
+    """Serve what is there: echo with the bytes reversed; returns how many."""
+    count = 0
+    while (req := server.poll()) is not None:
+        server.publish(0, req.args[::-1])
+        count += 1
+    return count
+
+
+@pytest.fixture
+def consumer() -> Iterator[tuple[RingClient, RingLayout]]:
+    """A ring with a RingServer thread answering every request with its bytes reversed."""
+    layout = RingLayout(16, 128)
+    buf = bytearray(layout.total_bytes)
+    server = RingServer(buf, layout)
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.is_set():
+            if _answer_all(server) == 0:
+                stop.wait(1e-4)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    yield RingClient(buf, layout, spin=0), layout
+    stop.set()
+    thread.join()
+
+
+def test_layout_offsets() -> None:
+    lay = RingLayout(3, 32)
+    assert (lay.rx_slots_offset, lay.tx_slots_offset) == (0, 96)
+    assert (lay.rx_flags_offset, lay.tx_flags_offset, lay.total_bytes) == (192, 204, 216)
+    assert lay.max_payload == 8
+    assert (lay.rx_slot_offset(2), lay.tx_slot_offset(2)) == (64, 160)
+    assert [lay.position(k) for k in range(7)] == [
+        (0, 1),
+        (1, 1),
+        (2, 1),
+        (0, 2),
+        (1, 2),
+        (2, 2),
+        (0, 3),
+    ]
+    # the device adds one to a u32: the sequence wraps through 0 like it
+    assert lay.position(3 * (2**32 - 1)) == (0, 0)
+    assert lay.position(3 * 2**32) == (0, 1)
+
+
+@pytest.mark.parametrize(("n", "size"), [(0, 64), (4, 24), (4, 60), (4, 16), (-1, 64)])
+def test_layout_validation(n: int, size: int) -> None:
+    with pytest.raises(ValueError, match=r"num_slots|slot_size"):
+        RingLayout(n, size)
+
+
+def test_buffer_checks() -> None:
+    lay = RingLayout(2, 32)
+    with pytest.raises(RingError, match="needs"):
+        RingClient(bytearray(lay.total_bytes - 1), lay)
+    with pytest.raises(RingError, match="read-only"):
+        RingClient(bytes(lay.total_bytes), lay)
+    with pytest.raises(RingError, match="buffer protocol"):
+        RingClient(object(), lay)
+    RingClient(np.zeros(lay.total_bytes, dtype=np.uint8), lay).close()
+
+
+def test_bytes_in_memory_follow_the_protocol() -> None:
+    _, buf, client, server = _ring(2, 32)
+    t = client.submit("echo", b"abcd", request_id=9, timestamp=77)
+    assert (t.slot, t.seq) == (0, 1)
+    head = struct.unpack_from("<IIIIQ", buf, 0)
+    assert head == (REQUEST_MAGIC, function_id("echo"), 4, 9, 77)
+    assert buf[24:28] == b"abcd"
+    rx_flags = struct.unpack_from("<2I", buf, 128)
+    assert rx_flags == (1, 0)
+    assert client.poll(t) is None
+    req = server.poll()
+    assert req is not None and req.args == b"abcd" and req.header.request_id == 9
+    server.publish(5, b"xy")
+    assert struct.unpack_from("<IiIIQ", buf, 64) == (RESPONSE_MAGIC, 5, 2, 9, 77)
+    assert struct.unpack_from("<2I", buf, 136) == (1, 0)
+    r = client.poll(t)
+    assert r is not None and (r.status, r.result, r.request_id) == (5, b"xy", 9)
+    with pytest.raises(RingError, match="already collected"):
+        client.poll(t)
+
+
+def test_wrap_many_rounds_in_order() -> None:
+    lay, _, client, server = _ring(4, 64)
+    rng = random.Random(1)
+    for _ in range(50):  # 200 requests: 50 wraps
+        payloads = [
+            rng.randbytes(rng.randint(0, lay.max_payload)) for _ in range(rng.randint(1, 4))
+        ]
+        tickets = client.submit_many([("f", p) for p in payloads])
+        assert _answer_all(server) == len(payloads)
+        responses = client.collect(tickets[::-1])[::-1]
+        assert [r.result for r in responses] == [p[::-1] for p in payloads]
+    assert client.submitted == server.published == client.collected
+
+
+def test_submit_collects_uncollected_responses_for_later() -> None:
+    _, _, client, server = _ring(4, 64)
+    first = client.submit_many([("f", bytes([i])) for i in range(4)])
+    _answer_all(server)
+    # the ring is full of uncollected responses; the next submits keep them
+    second = client.submit_many([("f", bytes([10 + i])) for i in range(4)])
+    assert client.in_flight == 4
+    _answer_all(server)
+    got = client.collect(second + first)
+    assert [r.result for r in got] == [bytes([10 + i]) for i in range(4)] + [
+        bytes([i]) for i in range(4)
+    ]
+
+
+def test_submit_times_out_when_the_slot_never_frees() -> None:
+    _, _, client, _ = _ring(2, 64)
+    client.submit_many([("f", b""), ("f", b"")])
+    with pytest.raises(TimeoutError, match=r"slot 0, seq 1.*tx_flags\[0\] = 0"):
+        client.submit("f", b"", timeout=0.05)
+
+
+def test_wait_timeout_names_slot_and_seq() -> None:
+    _, _, client, _ = _ring(2, 64)
+    client.submit("f")
+    t = client.submit("f")
+    with pytest.raises(TimeoutError, match=r"slot 1, seq 1"):
+        client.wait(t, timeout=0.02)
+
+
+def test_protocol_errors_are_detected() -> None:
+    lay, buf, client, server = _ring(2, 64)
+    t = client.submit("f", b"x", request_id=3)
+    server.poll()
+    server.publish(0, b"")
+    struct.pack_into("<I", buf, lay.tx_slot_offset(0) + 12, 4)  # corrupt the echoed id
+    with pytest.raises(RingProtocolError, match="request id 4 echoed for request 3"):
+        client.wait(t)
+    t = client.submit("f")
+    server.poll()
+    server.publish(0)
+    struct.pack_into("<I", buf, lay.tx_slot_offset(1), 0xBAD)
+    with pytest.raises(RingProtocolError, match="magic"):
+        client.wait(t)
+
+
+def test_server_misuse() -> None:
+    _, _, client, server = _ring(2, 32)
+    with pytest.raises(RingError, match="without a polled request"):
+        server.publish(0)
+    client.submit("f")
+    client.submit("f")
+    server.poll()
+    with pytest.raises(RingError, match="before polling again"):
+        server.poll()
+    with pytest.raises(ValueError, match="does not fit"):
+        server.publish(0, b"x" * 9)
+    with pytest.raises(ValueError, match="does not fit"):
+        client.submit("f", b"x" * 9)
+
+
+def test_forged_header_fields_reach_the_consumer() -> None:
+    _, _, client, server = _ring(2, 64)
+    client.submit(123, b"ab", magic=0x1234, arg_len=1000)
+    req = server.poll()
+    assert req is not None
+    assert (req.header.magic, req.header.function_id, req.header.arg_len) == (0x1234, 123, 1000)
+    assert len(req.args) == 40  # capped at the slot's payload
+
+
+def test_reset_gives_a_fresh_ring() -> None:
+    lay, buf, client, server = _ring(2, 64)
+    old = client.submit("f")
+    server.poll()
+    server.publish(0)
+    client.reset()
+    server.reset()
+    assert bytes(buf[lay.rx_flags_offset :]) == bytes(16)
+    with pytest.raises(RingError, match="reset"):
+        client.poll(old)
+    t = client.submit("f", b"q")
+    assert (t.index, t.seq, t.request_id) == (0, 1, 0)
+    _answer_all(server)
+    assert client.wait(t).result == b"q"
+
+
+def test_pipelined_against_a_consumer_thread(consumer: tuple[RingClient, RingLayout]) -> None:
+    client, lay = consumer
+    rng = random.Random(2)
+    payloads = [
+        rng.randbytes(rng.randint(0, lay.max_payload)) for _ in range(3 * lay.num_slots + 5)
+    ]
+    tickets = client.submit_many([("f", p) for p in payloads])
+    assert [r.result for r in client.collect(tickets)] == [p[::-1] for p in payloads]
+    assert client.call("f", b"123") == (0, b"321")
+
+
+def test_call_batch_vectorised(consumer: tuple[RingClient, RingLayout]) -> None:
+    client, lay = consumer
+    rng = np.random.default_rng(3)
+    arr = rng.integers(0, 256, size=(100, 40), dtype=np.uint8)
+    single = client.submit("f", b"before")  # drained, still available afterwards
+    res = client.call_batch("f", arr)
+    assert len(res) == 100 and res.all_ok
+    assert np.array_equal(res.data, arr[:, ::-1])
+    assert list(res.request_ids) == list(range(1, 101))
+    assert client.wait(single).result == b"erofeb"
+    varied = [
+        bytes(rng.integers(0, 256, size=int(n), dtype=np.uint8))
+        for n in rng.integers(0, lay.max_payload + 1, 70)
+    ]
+    res2 = client.call_batch("f", varied)
+    assert [r for _, r in res2] == [p[::-1] for p in varied]
+    assert len(client.call_batch("f", [])) == 0
+    with pytest.raises(ValueError, match="does not fit"):
+        client.call_batch("f", [b"x" * (lay.max_payload + 1)])
+
+
+def test_host_ring_ctx_mirror() -> None:
+    lay = RingLayout(8, 256)
+    data = host_ring_ctx_bytes(lay, 0x7F0000000000)
+    assert len(data) == HOST_RING_CTX_SIZE == 48 + 40 * 32
+    fields = struct.unpack_from("<IIIIQQQQ", data)
+    base = 0x7F0000000000
+    assert fields == (
+        HOST_RING_CTX_MAGIC,
+        8,
+        256,
+        0,
+        base,
+        base + 2048,
+        base + 4096,
+        base + 4096 + 32,
+    )
+    assert data[48:] == bytes(40 * 32)

@@ -1,0 +1,321 @@
+"""Two-process tests: pytest starts the test server (``python -m
+skbuild_cudaq.realtime.test_server``) and talks to it over UDP."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import random
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from skbuild_cudaq.realtime.udp import UdpClient
+from skbuild_cudaq.realtime.wire import (
+    STATUS_BAD_MAGIC,
+    STATUS_UNKNOWN_FUNCTION,
+    encode_request,
+)
+
+READY = re.compile(
+    r"^CUDAQ_REALTIME_SERVER_READY transport=udp host=(?P<host>\S+) port=(?P<port>\d+) "
+    r"path=(?P<path>\w+) dispatch=unified dispatcher=(?P<dispatcher>\w+) "
+    r"slots=(?P<slots>\d+) slot_size=(?P<slot_size>\d+)$"
+)
+STARTUP_TIMEOUT = 120.0  # the device path links with nvJitLink on first use
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen[str]
+    host: str
+    port: int
+    num_slots: int
+    slot_size: int
+    ready_line: str
+
+    def client(self) -> UdpClient:
+        return UdpClient(self.host, self.port, timeout=30)
+
+    def stop(self, sig: int = signal.SIGTERM) -> tuple[int, dict[str, int], str]:
+        """Signal, wait; returns (processed count, bridge counters, stderr)."""
+        self.proc.send_signal(sig)
+        out, err = self.proc.communicate(timeout=60)
+        assert self.proc.returncode == 0, err
+        return _parse_exit(out, err)
+
+
+def _parse_exit(out: str, err: str) -> tuple[int, dict[str, int], str]:
+    lines = out.splitlines()
+    assert re.fullmatch(r"CUDAQ_REALTIME_SERVER_PROCESSED count=\d+", lines[-1]), (out, err)
+    bridge = [line for line in lines if line.startswith("CUDAQ_REALTIME_SERVER_BRIDGE ")]
+    counters = dict(kv.split("=") for kv in bridge[-1].split()[1:]) if bridge else {}
+    return int(lines[-1].split("=")[1]), {k: int(v) for k, v in counters.items()}, err
+
+
+def start_server(*args: str) -> Server:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "skbuild_cudaq.realtime.test_server", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        bufsize=1,
+    )
+    assert proc.stdout is not None
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stdout], [], [], 0.5)
+        if ready:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            m = READY.match(line.rstrip("\n"))
+            if m:
+                return Server(
+                    proc,
+                    m["host"],
+                    int(m["port"]),
+                    int(m["slots"]),
+                    int(m["slot_size"]),
+                    line.rstrip("\n"),
+                )
+        elif proc.poll() is not None:
+            break
+    proc.kill()
+    out, err = proc.communicate()
+    pytest.fail(f"server did not become ready:\nstdout: {out}\nstderr: {err}")
+
+
+@pytest.fixture
+def host_server() -> Iterator[Server]:
+    server = start_server("--path=host", "--num-slots=8", "--slot-size=256")
+    yield server
+    if server.proc.poll() is None:
+        server.proc.kill()
+        server.proc.communicate()
+
+
+def _check_echo_increment(server: Server, count: int, seed: int) -> int:
+    """Random payloads through echo and rpc_increment, byte-checked; returns requests sent."""
+    rng = random.Random(seed)
+    max_payload = server.slot_size - 24
+    with server.client() as c:
+        payloads = [rng.randbytes(rng.randint(0, max_payload)) for _ in range(count)]
+        payloads[:2] = [b"", bytes(range(256))[:max_payload]]
+        for p in payloads[:20]:
+            assert c.call("echo", p) == (0, p)
+            assert c.call("rpc_increment", p) == (0, bytes((b + 1) % 256 for b in p))
+        # a burst of three ring wraps (and a bit), everything in flight
+        burst = payloads[: 3 * server.num_slots + 3]
+        tickets = c.submit_many([("rpc_increment", p) for p in burst])
+        responses = c.collect(tickets)
+        assert [r.request_id for r in responses] == [t.request_id for t in tickets]
+        assert [r.status for r in responses] == [0] * len(burst)
+        assert [r.result for r in responses] == [bytes((b + 1) % 256 for b in p) for p in burst]
+        return 40 + len(burst)
+
+
+def _check_bad_requests(server: Server) -> int:
+    with server.client() as c:
+        bad_magic = c.submit("echo", b"abc", request_id=0xABCD0001, magic=0x12345678)
+        unknown = c.submit("no_such_handler", b"abc", request_id=0xABCD0002, timestamp=99)
+        r1, r2 = c.collect([bad_magic, unknown])
+        assert (r1.status, r1.request_id, r1.result) == (STATUS_BAD_MAGIC, 0xABCD0001, b"")
+        assert (r2.status, r2.request_id, r2.header.ptp_timestamp) == (
+            STATUS_UNKNOWN_FUNCTION,
+            0xABCD0002,
+            99,
+        )
+        assert c.call("echo", b"after") == (0, b"after")
+    return 3
+
+
+def test_host_path_two_process(host_server: Server) -> None:
+    assert "path=host" in host_server.ready_line and "dispatcher=builtin" in host_server.ready_line
+    sent = _check_echo_increment(host_server, 64, seed=1)
+    sent += _check_bad_requests(host_server)
+    processed, counters, _ = host_server.stop()
+    assert processed == sent
+    assert counters["forwarded"] == counters["answered"] == sent
+    assert counters["rejected"] == counters["dropped"] == 0
+
+
+def test_host_path_fuzz(host_server: Server) -> None:
+    rng = random.Random(7)
+    max_size = host_server.slot_size + 64
+    good = 0
+    with host_server.client() as c:
+        for chunk in range(100):
+            for _ in range(100):
+                kind = rng.random()
+                if kind < 0.3:  # garbage of any length
+                    data = rng.randbytes(rng.randint(0, max_size))
+                else:  # a plausible header with random fields
+                    arg_len = rng.choice([rng.randint(0, max_size), 2**32 - 1, 0])
+                    data = encode_request(
+                        rng.choice(["echo", "rpc_increment", rng.getrandbits(32)]),
+                        rng.randbytes(rng.randint(0, max_size - 24)),
+                        request_id=rng.getrandbits(32),
+                        timestamp=rng.getrandbits(64),
+                        magic=rng.choice([0x43555152, rng.getrandbits(32)]),
+                        arg_len=None if kind < 0.7 else arg_len,
+                    )
+                c.send_raw(data)
+            # a good request after every 100 fuzzed datagrams: the server is alive and
+            # has read everything sent before it (one socket, in order)
+            marker = 2**63 + chunk
+            t = c.submit("rpc_increment", bytes([chunk]), request_id=chunk, timestamp=marker)
+            assert c.wait(t).result == bytes([chunk + 1])
+            good += 1
+            c.discard()
+    processed, counters, _ = host_server.stop()
+    assert counters["received"] == 10_000 + good
+    assert (
+        counters["received"] == counters["forwarded"] + counters["rejected"] + counters["dropped"]
+    )
+    assert processed == counters["forwarded"] == counters["answered"]
+    assert counters["dropped"] > 0 and counters["rejected"] > 0
+
+
+def test_timeout_stops_the_server() -> None:
+    server = start_server("--path=host", "--timeout=0.5")
+    with server.client() as c:
+        assert c.call("echo", b"x") == (0, b"x")
+    out, err = server.proc.communicate(timeout=30)
+    assert server.proc.returncode == 0, err
+    assert _parse_exit(out, err)[0] == 1
+
+
+def test_sigint_stops_the_server() -> None:
+    server = start_server("--path=host", "--num-slots=4", "--slot-size=64", "--handlers=echo")
+    assert "slots=4 slot_size=64" in server.ready_line
+    with server.client() as c:
+        assert c.call("echo", b"x") == (0, b"x")
+        assert c.call("rpc_increment", b"x")[0] == STATUS_UNKNOWN_FUNCTION
+    assert server.stop(signal.SIGINT)[0] == 2
+
+
+def test_host_ring_transport() -> None:
+    from skbuild_cudaq.realtime.test_server import connect_host_ring
+
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "skbuild_cudaq.realtime.test_server",
+            "--path=host",
+            "--transport=host-ring",
+            "--num-slots=4",
+            "--slot-size=64",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        m = re.match(
+            r"CUDAQ_REALTIME_SERVER_READY transport=host-ring shm=(\S+) path=host .*"
+            r"slots=4 slot_size=64$",
+            line.strip(),
+        )
+        assert m, line
+        client = connect_host_ring(m[1], 4, 64)
+        payloads = [os.urandom(n) for n in range(0, 41, 4)]
+        tickets = client.submit_many([("rpc_increment", p) for p in payloads])
+        got = [r.result for r in client.collect(tickets)]
+        assert got == [bytes((b + 1) % 256 for b in p) for p in payloads]
+        client.close()
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0, err
+        assert out.splitlines()[-1] == f"CUDAQ_REALTIME_SERVER_PROCESSED count={len(payloads)}"
+        assert not (Path("/dev/shm") / m[1].lstrip("/")).exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--path=gpu"], "--path"),
+        (["--path=host", "--slot-size=100"], "slot_size must be a multiple of 8"),
+        (["--path=host", "--num-slots=0"], "positive integer"),
+        (["--path=host", "--grid=0"], "X[,Y,Z]"),
+        (["--path=host", "--handlers=nope"], "unknown: nope"),
+        (["--path=host", "--dispatcher=single_thread_dispatcher"], "no dispatch kernels"),
+        (["--path=device", "--transport=host-ring"], "use --transport=udp"),
+        (["--path=host", "--port=70000"], "port"),
+        (["--bogus"], "unrecognized arguments"),
+    ],
+)
+def test_bad_arguments_exit_2(args: list[str], message: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "skbuild_cudaq.realtime.test_server", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+
+
+# -- device path (H200) -----------------------------------------------------------------------
+
+
+def _needs_example_app() -> None:
+    if importlib.util.find_spec("example_app") is None:
+        pytest.skip("example_app is not installed (pip install ./example_app)")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "dispatcher_args",
+    [
+        ["--dispatcher=builtin", "--block=64"],
+        ["--dispatcher=single_thread_dispatcher", "--grid=1", "--block=1"],
+    ],
+    ids=["builtin", "single_thread"],
+)
+def test_device_path_two_process(dispatcher_args: list[str]) -> None:
+    _needs_example_app()
+    server = start_server(
+        "--path=device",
+        "--module=example_app._core",
+        "--handlers=rpc_increment,echo",
+        "--num-slots=8",
+        "--slot-size=256",
+        *dispatcher_args,
+    )
+    try:
+        assert "path=device" in server.ready_line
+        sent = _check_echo_increment(server, 64, seed=3)
+        sent += _check_bad_requests(server)
+        with server.client() as c:
+            tickets = [
+                c.submit("rpc_increment", bytes([i]) * 8, request_id=1000 + i) for i in range(500)
+            ]
+            for i, r in enumerate(c.collect(tickets)):
+                assert (r.status, r.result) == (0, bytes([(i + 1) % 256]) * 8)
+            sent += 500
+        processed, counters, _ = server.stop()
+        assert processed == sent
+        assert counters["answered"] == sent
+    finally:
+        if server.proc.poll() is None:
+            server.proc.kill()
+            server.proc.communicate()

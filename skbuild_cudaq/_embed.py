@@ -238,7 +238,7 @@ def linked_binary_stubs(module_ids: Iterable[str]) -> str:
     """
     lines: list[str] = []
     for module_id in sorted(set(module_ids)):
-        if not _IDENTIFIER.match(module_id):
+        if not _IDENTIFIER.match(_REGISTER_PREFIX + module_id):
             msg = f"unexpected CUDA module id {module_id!r} in an nvcc object"
             raise KernelCompileError(msg)
         lines.append(

@@ -1,0 +1,433 @@
+"""The shared core of embedding dispatch kernels: nvcc commands, the embed C source, staleness.
+
+Everything here is plain Python with no build-system import, so any front door
+(the setuptools command today; anything that builds outside CMake tomorrow)
+produces exactly what ``cudaq_realtime_add_dispatch_kernel`` produces in CMake:
+
+* each kernel compiled **on its own** to an LTO-IR fatbin:
+  ``nvcc -fatbin -rdc=true -gencode arch=compute_XX,code=lto_XX`` with the
+  extension's C++ standard, macros and include directories, plus
+  :func:`skbuild_cudaq.include_dir`;
+* a generated **C** file whose top-level ``__asm__`` ``.incbin``'s every fatbin
+  into ``__nv_relfatbin`` (flags ``"aR"``: allocated and retained against
+  ``--gc-sections``; ``.balign 8``; absolute paths, because under host ``-flto``
+  the asm is assembled at link time in another directory). C, never a raw
+  ``.s``: a ``.s`` without ``.note.GNU-stack`` marks the module as needing an
+  executable stack, which glibc >= 2.41 refuses to load;
+* for handler sources compiled by nvcc with ``-c -rdc=true`` into the extension,
+  the ``__cudaRegisterLinkedBinary_<module id>`` functions that a device link
+  would define, as no-ops (see :func:`linked_binary_stubs`).
+
+Staleness is decided from make-style depfiles written by ``nvcc -MD -MF`` plus a
+record of the command line, so an unchanged tree recompiles nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import _log
+from ._paths import include_dir
+from .errors import CudaqError, ToolchainError
+
+__all__ = [
+    "DEFAULT_ARCHITECTURES",
+    "DEFAULT_CXX_STANDARD",
+    "SECTION",
+    "CompileFlags",
+    "KernelCompileError",
+    "Macro",
+    "asm_incbin",
+    "cudart_static_library",
+    "embed_c_source",
+    "fatbin_command",
+    "gencode_flags",
+    "is_stale",
+    "linked_binary_module_ids",
+    "linked_binary_stubs",
+    "preprocessor_from_args",
+    "rdc_object_command",
+    "read_depfile",
+    "run_compile",
+    "std_from_args",
+    "write_if_changed",
+]
+
+#: The section nvcc itself uses for relocatable device code and that the run time reads.
+SECTION = "__nv_relfatbin"
+#: C++ standard of kernels when the extension does not choose one (like the CMake path).
+DEFAULT_CXX_STANDARD = "c++17"
+_REGISTER_PREFIX = "__cudaRegisterLinkedBinary_"
+#: LTO-IR architecture of handler sources when the extension declares no dispatch kernel.
+DEFAULT_ARCHITECTURES = ("80",)
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_STD = re.compile(r"(?:-std=|/std:)(?:c|gnu)\+\+(\w+)\Z")
+
+
+class KernelCompileError(CudaqError):
+    """nvcc (or the host compiler) failed on a dispatch kernel, a handler or the embed source."""
+
+
+@dataclass(frozen=True)
+class Macro:
+    """A preprocessor macro option: ``-Dname``, ``-Dname=value`` or (``undefine``) ``-Uname``."""
+
+    name: str
+    value: str | None = None
+    undefine: bool = False
+
+    def option(self) -> str:
+        if self.undefine:
+            return f"-U{self.name}"
+        return f"-D{self.name}" if self.value is None else f"-D{self.name}={self.value}"
+
+
+@dataclass(frozen=True)
+class CompileFlags:
+    """Preprocessor and language flags a target gives its sources, forwarded to nvcc.
+
+    ``macros`` keep the order the host compiler sees them in (a later ``-D`` or
+    ``-U`` of the same name wins).
+    """
+
+    include_dirs: tuple[str, ...] = ()
+    macros: tuple[Macro, ...] = ()
+    std: str = DEFAULT_CXX_STANDARD
+    extra: tuple[str, ...] = field(default=())  #: further nvcc options, passed last
+
+    def nvcc_options(self) -> list[str]:
+        """``-std``, ``-D``/``-U`` (in order), ``-I`` (target's, then skbuild-cudaq's headers)."""
+        opts = [f"-std={self.std}"]
+        opts += [m.option() for m in self.macros]
+        opts += [f"-I{d}" for d in self.include_dirs]
+        opts.append(f"-I{include_dir()}")
+        opts += list(self.extra)
+        return opts
+
+
+def std_from_args(args: Iterable[str], default: str = DEFAULT_CXX_STANDARD) -> str:
+    """The C++ standard chosen by compiler arguments (last one wins), as nvcc spells it.
+
+    ``-std=c++20`` and ``-std=gnu++20`` (and MSVC's ``/std:c++20``) give
+    ``c++20``; C standards (``-std=c11``) do not apply to CUDA sources and are
+    ignored.
+    """
+    found = default
+    for arg in args:
+        match = _STD.match(arg)
+        if match:
+            found = f"c++{match.group(1)}"
+    return found
+
+
+def preprocessor_from_args(args: Sequence[str]) -> tuple[list[Macro], list[str]]:
+    """``-D``/``-U`` (in order) and ``-I`` options in compiler arguments (``-DX`` or ``-D X``)."""
+    macros: list[Macro] = []
+    includes: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        flag, value = arg[:2], arg[2:]
+        if flag in {"-D", "-U", "-I"}:
+            if not value and i + 1 < len(args):
+                i += 1
+                value = args[i]
+            if flag == "-D":
+                name, eq, val = value.partition("=")
+                macros.append(Macro(name, val if eq else None))
+            elif flag == "-U":
+                macros.append(Macro(value, undefine=True))
+            else:
+                includes.append(value)
+        i += 1
+    return macros, includes
+
+
+def gencode_flags(architectures: Sequence[str]) -> list[str]:
+    """``-gencode arch=compute_XX,code=lto_XX`` for each architecture (LTO-IR only)."""
+    flags: list[str] = []
+    for arch in architectures:
+        flags += ["-gencode", f"arch=compute_{arch},code=lto_{arch}"]
+    return flags
+
+
+def fatbin_command(
+    nvcc: Path | str,
+    source: Path,
+    output: Path,
+    *,
+    architectures: Sequence[str],
+    flags: CompileFlags,
+    depfile: Path | None = None,
+) -> list[str]:
+    """nvcc command compiling one dispatch kernel on its own to an LTO-IR fatbin."""
+    cmd = [str(nvcc), "-fatbin", "-rdc=true", *gencode_flags(architectures), *flags.nvcc_options()]
+    if depfile is not None:
+        cmd += ["-MD", "-MF", str(depfile)]
+    return [*cmd, "-o", str(output), str(source)]
+
+
+def rdc_object_command(
+    nvcc: Path | str,
+    source: Path,
+    output: Path,
+    *,
+    architectures: Sequence[str],
+    flags: CompileFlags,
+    depfile: Path | None = None,
+) -> list[str]:
+    """nvcc command compiling a handler source of an extension to a position-independent object.
+
+    With ``-rdc=true`` and an LTO architecture nvcc puts the handlers' LTO-IR in
+    the object's ``__nv_relfatbin`` section, where the run time finds it.
+    """
+    cmd = [
+        str(nvcc),
+        "-c",
+        "-rdc=true",
+        "-Xcompiler",
+        "-fPIC",
+        *gencode_flags(architectures),
+        *flags.nvcc_options(),
+    ]
+    if depfile is not None:
+        cmd += ["-MD", "-MF", str(depfile)]
+    return [*cmd, "-o", str(output), str(source)]
+
+
+# ---------------------------------------------------------------------------
+# The generated embed source
+# ---------------------------------------------------------------------------
+def _gas_string(text: str) -> str:
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
+        msg = f"cannot .incbin a path with control characters: {text!r}"
+        raise KernelCompileError(msg)
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _c_string(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def asm_incbin(fatbin: Path) -> str:
+    """One top-level C statement placing ``fatbin`` (made absolute) in ``__nv_relfatbin``."""
+    path = Path(fatbin).resolve()
+    body = f'.section {SECTION},"aR"\n.balign 8\n.incbin {_gas_string(str(path))}\n.previous'
+    return f"__asm__({_c_string(body)});"
+
+
+def linked_binary_stubs(module_ids: Iterable[str]) -> str:
+    """C definitions of ``__cudaRegisterLinkedBinary_<id>`` that do nothing.
+
+    Objects compiled with ``nvcc -c -rdc=true`` call these from a static
+    constructor; normally the device-link object (``nvcc -dlink``) defines them
+    to register the linked device code with the CUDA runtime. With LTO-IR the
+    device link needs ``-dlto`` and libnvvm under ``<nvcc>/../nvvm/lib64``, which
+    the toolkits built from wheels lack, and it would produce code nobody uses:
+    skbuild-cudaq's run time never loads this code through cudart, it reads the
+    LTO-IR from ``__nv_relfatbin`` and links it with nvJitLink. So the stubs
+    stand in for the device link and leave the registration callback uncalled;
+    the module imports with or without a GPU.
+    """
+    lines: list[str] = []
+    for module_id in sorted(set(module_ids)):
+        if not _IDENTIFIER.match(_REGISTER_PREFIX + module_id):
+            msg = f"unexpected CUDA module id {module_id!r} in an nvcc object"
+            raise KernelCompileError(msg)
+        lines.append(
+            f'__attribute__((visibility("hidden")))\n'
+            f"void {_REGISTER_PREFIX}{module_id}(void (*callback)(void **), void *fatbin,\n"
+            f"    void *module_id, void (*dummy)(void *));\n"
+            f"void {_REGISTER_PREFIX}{module_id}(void (*callback)(void **), void *fatbin,\n"
+            f"    void *module_id, void (*dummy)(void *)) {{\n"
+            f"  (void)callback; (void)fatbin; (void)module_id; (void)dummy;\n"
+            f"}}"
+        )
+    return "\n".join(lines)
+
+
+def embed_c_source(fatbins: Sequence[Path], module_ids: Iterable[str] = ()) -> str:
+    """The generated C file: one ``.incbin`` per kernel fatbin, then the device-link stubs."""
+    parts = [
+        "/* Generated by skbuild-cudaq: do not edit.\n"
+        " * Places each dispatch kernel's LTO-IR fatbin in __nv_relfatbin (flags aR:\n"
+        " * allocated, retained against --gc-sections), next to the fatbins nvcc emits\n"
+        " * for -rdc handlers. The run time reads them and links with nvJitLink. */",
+    ]
+    parts += [asm_incbin(f) for f in fatbins]
+    stubs = linked_binary_stubs(module_ids)
+    if stubs:
+        parts.append(
+            "/* Stand-ins for the device link of the -rdc handler objects (see\n"
+            " * skbuild_cudaq._embed.linked_binary_stubs). */"
+        )
+        parts.append(stubs)
+    return "\n".join(parts) + "\n"
+
+
+def linked_binary_module_ids(objects: Iterable[Path]) -> list[str]:
+    """Module ids of the ``__cudaRegisterLinkedBinary_*`` symbols the objects leave undefined."""
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
+
+    ids: set[str] = set()
+    for obj in objects:
+        with Path(obj).open("rb") as f:
+            elf = ELFFile(f)
+            for section in elf.iter_sections():
+                if not isinstance(section, SymbolTableSection):
+                    continue
+                for sym in section.iter_symbols():
+                    if sym.name.startswith(_REGISTER_PREFIX) and sym["st_shndx"] == "SHN_UNDEF":
+                        ids.add(sym.name[len(_REGISTER_PREFIX) :])
+    return sorted(ids)
+
+
+def _nvcc_library_dirs(nvcc: Path) -> list[Path]:
+    """The library directories nvcc links with, as nvcc itself reports them (``-dryrun``).
+
+    Asking nvcc sees through wrapper scripts and symlinks of ``nvcc`` on PATH.
+    """
+    try:
+        proc = subprocess.run(
+            [str(nvcc), "-dryrun", "-o", os.devnull, "skbuild-cudaq-probe.o"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    dirs: list[Path] = []
+    for line in (proc.stdout + proc.stderr).splitlines():
+        if line.startswith("#$ LIBRARIES="):
+            for token in re.findall(r'-L"?([^"\s]+)"?', line):
+                path = Path(token)
+                if path.name != "stubs":
+                    dirs.append(path)
+        elif line.startswith("#$ _HERE_="):
+            here = Path(line.split("=", 1)[1].strip())
+            dirs += [here.parent / "lib64", here.parent / "lib"]
+    return dirs
+
+
+def cudart_static_library(nvcc: Path) -> Path:
+    """``libcudart_static.a`` of the toolkit ``nvcc`` belongs to.
+
+    Objects compiled by nvcc reference the runtime's registration entry points
+    (``__cudaRegisterVar``, ...), as any nvcc-linked binary does; linking the
+    static runtime (nvcc's own default) keeps the module free of a run-time
+    dependency on libcudart.
+    """
+    root = Path(nvcc).resolve().parent.parent
+    candidates = _nvcc_library_dirs(nvcc)
+    candidates += [root / "lib64", root / "lib", root / "targets" / "x86_64-linux" / "lib"]
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        value = os.environ.get(var)
+        if value:
+            candidates += [Path(value) / "lib64", Path(value) / "lib"]
+    candidates = list(dict.fromkeys(candidates))
+    for directory in candidates:
+        lib = directory / "libcudart_static.a"
+        if lib.is_file():
+            return lib.resolve()
+    searched = ", ".join(str(c) for c in candidates)
+    msg = (
+        "libcudart_static.a not found: objects nvcc compiles from the extension's .cu "
+        f"sources reference the CUDA runtime (searched {searched}). Use the nvcc of a full "
+        "CUDA toolkit, or set CUDA_HOME to a toolkit that has lib64/libcudart_static.a."
+    )
+    raise ToolchainError(msg)
+
+
+# ---------------------------------------------------------------------------
+# Staleness and running
+# ---------------------------------------------------------------------------
+def read_depfile(path: Path) -> list[Path]:
+    """Prerequisites listed in a make-style depfile (``nvcc -MD -MF``/``gcc -MD``)."""
+    text = path.read_text(encoding="utf-8", errors="surrogateescape")
+    text = text.replace("\\\r\n", " ").replace("\\\n", " ")
+    deps: list[Path] = []
+    for line in text.splitlines():
+        target_sep = re.search(r":(\s|$)", line)
+        if target_sep is None:
+            continue
+        rest = line[target_sep.end() :]
+        for token in re.findall(r"(?:\\.|[^\s\\])+", rest):
+            name = re.sub(r"\\(.)", r"\1", token).replace("$$", "$")
+            deps.append(Path(name))
+    return deps
+
+
+def _cmd_record(output: Path) -> Path:
+    return output.with_name(output.name + ".cmd")
+
+
+def is_stale(
+    output: Path, command: Sequence[str], depfile: Path | None, inputs: Iterable[Path] = ()
+) -> bool:
+    """Whether ``output`` must be rebuilt.
+
+    It must when it is missing, when the command line differs from the one that
+    made it, when its depfile is missing, or when any prerequisite (from the
+    depfile, plus ``inputs``) is missing or newer.
+    """
+    try:
+        out_mtime = output.stat().st_mtime_ns
+        recorded = json.loads(_cmd_record(output).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return True
+    if recorded != list(command):
+        return True
+    deps = list(inputs)
+    if depfile is not None:
+        try:
+            deps += read_depfile(depfile)
+        except OSError:
+            return True
+    for dep in deps:
+        try:
+            if dep.stat().st_mtime_ns > out_mtime:
+                return True
+        except OSError:
+            return True
+    return False
+
+
+def run_compile(command: Sequence[str], output: Path, what: str) -> None:
+    """Run a compiler command (its diagnostics go straight to stderr) and record it."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    # Forget the old command first: a failed run must never leave a newer output
+    # that a later build would take as up to date.
+    _cmd_record(output).unlink(missing_ok=True)
+    _log.progress(" ".join(command))
+    try:
+        proc = subprocess.run(list(command), check=False)
+    except OSError as exc:
+        msg = f"cannot run {command[0]}: {exc}"
+        raise ToolchainError(msg) from exc
+    if proc.returncode != 0:
+        msg = f"{what} failed (exit status {proc.returncode}): {' '.join(command)}"
+        raise KernelCompileError(msg)
+    _cmd_record(output).write_text(json.dumps(list(command)), encoding="utf-8")
+
+
+def write_if_changed(path: Path, text: str) -> bool:
+    """Write ``text`` unless the file already holds it (keeps the mtime: no rebuild)."""
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return False
+    except OSError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+    return True

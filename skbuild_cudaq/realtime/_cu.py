@@ -18,7 +18,8 @@ def driver() -> ModuleType:
     """The CUDA driver bindings (``cuda.bindings.driver``), imported lazily."""
     from cuda.bindings import driver as drv
 
-    return drv
+    module: ModuleType = drv
+    return module
 
 
 def check(result: Any, what: str) -> Any:

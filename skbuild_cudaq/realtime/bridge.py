@@ -18,6 +18,7 @@ lets the bridge go.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any
@@ -215,10 +216,8 @@ class HostRingBridge:
 
     def __del__(self) -> None:  # pragma: no cover - best effort for forgotten bridges
         if self._host_ptr:
-            try:
+            with contextlib.suppress(Exception):
                 self.close()
-            except Exception:
-                pass
 
     # -- views ------------------------------------------------------------
     def _require_open(self) -> None:

@@ -111,7 +111,9 @@ class FunctionTable:
 
         for old in self._entries:
             if old.function_id == entry.function_id:
-                what = "is already in" if old.name == entry.name else f"collides with {old.name!r} in"
+                what = (
+                    "is already in" if old.name == entry.name else f"collides with {old.name!r} in"
+                )
                 msg = f"{entry.name!r} (function id {entry.function_id:#010x}) {what} the table"
                 raise InvalidArgumentError(msg)
         self._entries.append(entry)
@@ -133,7 +135,8 @@ class FunctionTable:
         from .errors import InvalidArgumentError
         from .wire import function_id
 
-        if not callable(handler):
+        candidate: object = handler
+        if not callable(candidate):
             msg = f"{name!r}: a HOST_CALL handler must be callable, got {handler!r}"
             raise InvalidArgumentError(msg)
         return self._add(FunctionEntry(name, function_id(name), HOST_CALL, callable=handler))
@@ -176,7 +179,11 @@ class LaunchArgs:
     def kernel_args(
         self,
     ) -> tuple[
-        ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_uint32,
+        ctypes.c_void_p,
+        ctypes.c_uint32,
+        ctypes.c_void_p,
         ctypes.c_void_p,
     ]:
         """``(transport_ctx, slot_size, table, table_count, shutdown_flag, stats)``."""
@@ -255,7 +262,9 @@ class Dispatcher:
         self._abandoned = False
 
     # -- configuration ----------------------------------------------------
-    def set_unified_launch(self, launcher: Launcher | None, transport_ctx: int | None = None) -> None:
+    def set_unified_launch(
+        self, launcher: Launcher | None, transport_ctx: int | None = None
+    ) -> None:
         """``start()`` will call ``launcher(LaunchArgs)`` instead of launching the built-in kernel.
 
         ``transport_ctx=None`` keeps the bridge's own context (the host-ring
@@ -267,7 +276,8 @@ class Dispatcher:
         if self._running:
             msg = "set_unified_launch() while the dispatcher runs: stop() it first"
             raise InvalidArgumentError(msg)
-        if launcher is not None and not callable(launcher):
+        candidate: object = launcher
+        if candidate is not None and not callable(candidate):
             msg = f"the launcher must be callable, got {launcher!r}"
             raise InvalidArgumentError(msg)
         self._launcher = launcher
@@ -349,7 +359,9 @@ class Dispatcher:
             self.bridge.reset()
             self._allocate(drv)
             transport = (
-                self._transport_ctx if self._transport_ctx is not None else self.bridge.transport_ctx
+                self._transport_ctx
+                if self._transport_ctx is not None
+                else self.bridge.transport_ctx
             )
             args = LaunchArgs(
                 transport_ctx=transport,
@@ -382,7 +394,9 @@ class Dispatcher:
         self._pinned_ptr = _cu.ptr(_cu.check(drv.cuMemHostAlloc(16, flags), "cuMemHostAlloc(flag)"))
         ctypes.memset(self._pinned_ptr, 0, 16)
         self._pinned_dev = _cu.ptr(
-            _cu.check(drv.cuMemHostGetDevicePointer(self._pinned_ptr, 0), "cuMemHostGetDevicePointer")
+            _cu.check(
+                drv.cuMemHostGetDevicePointer(self._pinned_ptr, 0), "cuMemHostGetDevicePointer"
+            )
         )
 
     def _launch(self, args: LaunchArgs, library: Any) -> None:

@@ -90,8 +90,8 @@ extern "C" __global__ void cluster_dispatcher(void *transport_ctx, uint32_t slot
       if (len > max_result)
         len = max_result;
       write_response_header(response, request, status, len);
+      atomicAdd(stats, 1ull); // counted before the publish: a seen response is counted
       cudaq_dev_tx_publish(session, response);
-      atomicAdd(stats, 1ull);
     }
   }
 }

@@ -80,8 +80,8 @@ extern "C" __global__ void cooperative_grid_dispatcher(void *transport_ctx, uint
       if (len > max_result)
         len = max_result;
       write_response_header(response, request, status, len);
+      atomicAdd(stats, 1ull); // counted before the publish: a seen response is counted
       cudaq_dev_tx_publish(session, response);
-      atomicAdd(stats, 1ull);
     }
     // The leader rewrites the mailbox only before the next grid.sync(), after
     // every thread has read this request's fields.

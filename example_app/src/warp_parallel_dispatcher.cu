@@ -131,13 +131,13 @@ extern "C" __global__ void warp_parallel_dispatcher(void *transport_ctx, uint32_
         my_len = len < max_result ? len : max_result;
       }
     }
-    __threadfence_system(); // every lane's result bytes reach the host before any publish
+    if (lane == 0) // counted before the publishes: a response the host sees is counted
+      atomicAdd(stats, static_cast<unsigned long long>(__popc(mask)));
+    __threadfence_system(); // every lane's result bytes (and the count) before any publish
     __syncwarp();
     if (ready) {
       write_response_header(response, request, my_status, my_len);
       cudaq_dev_tx_publish(session, response);
     }
-    if (lane == 0)
-      atomicAdd(stats, static_cast<unsigned long long>(__popc(mask)));
   }
 }

@@ -422,3 +422,19 @@ def test_context_manager_stops_and_frees(drv: FakeDriver) -> None:
     assert "kernel exited" in drv.log
     assert drv.device == {}
     assert drv.host == {}
+
+
+def test_kernel_returning_at_once_fails_start(drv: FakeDriver) -> None:
+    def launch_and_exit(args: LaunchArgs) -> None:
+        drv.launch(args)
+        assert drv.kernel is not None
+        drv.kernel.exited = True  # e.g. enter_lane refused the ring: nothing is served
+
+    d = make(drv, Launcher(drv))
+    launch_and_exit.library = LIB  # type: ignore[attr-defined]
+    d.set_unified_launch(launch_and_exit)
+    with pytest.raises(RealtimeError, match="returned right after its launch"):
+        d.start()
+    assert not d.running
+    d.close()
+    assert drv.device == {}

@@ -57,6 +57,7 @@ _ENTRY = struct.Struct("<QIB3x")  # cudaq_function_entry_t: handler, function_id
 assert _ENTRY.size == 16
 
 _NOT_READY = 600  # CUDA_ERROR_NOT_READY (cuStreamQuery while work is pending)
+ALIVE_CHECK_S = 0.002  #: start() looks this long after the launch for a kernel that returned
 
 
 @dataclass(frozen=True)
@@ -413,6 +414,7 @@ class Dispatcher:
             kernel = get_device_kernel(self.module, BUILTIN_KERNEL)
             config = LaunchConfig(grid=(1, 1, 1), block=(self.config.block_size, 1, 1))
             launch_kernel(kernel, config, args.stream, *args.kernel_args())
+            self._check_alive()
             return
         try:
             outcome = launcher(args)
@@ -422,12 +424,29 @@ class Dispatcher:
         if outcome is False:
             msg = f"the dispatch launcher {launcher!r} reported failure"
             raise _start_error(msg)
-        # Surface launch errors the driver reports at once (bad grid, attributes).
-        result = self._drv.cuStreamQuery(args.stream) if self._drv is not None else None
-        if result is not None:
-            code = int(result[0] if isinstance(result, tuple) else result)
-            if code not in (0, _NOT_READY):
-                _cu.check(result, "dispatch kernel launch")
+        self._check_alive()
+
+    def _check_alive(self) -> None:
+        """A persistent kernel only returns on shutdown: one that is gone at once never served.
+
+        Waits ``ALIVE_CHECK_S`` and fails start() if the stream is already idle
+        (no transport session: a bad launch shape, a ring the kernel cannot
+        serve) or the kernel faulted.
+        """
+        drv = self._drv
+        if drv is None or self._stream is None:
+            return
+        time.sleep(ALIVE_CHECK_S)
+        result = drv.cuStreamQuery(self._stream)
+        code = int(result[0] if isinstance(result, tuple) else result)
+        if code == 0:
+            msg = (
+                "the dispatch kernel returned right after its launch without serving (no "
+                "transport session: check the launch shape and the ring it was given)"
+            )
+            raise _start_error(msg)
+        if code != _NOT_READY:
+            _cu.check(result, "dispatch kernel launch")
 
     # -- stop -------------------------------------------------------------
     def _signal_shutdown(self) -> None:

@@ -52,18 +52,13 @@ extern "C" __device__ void *cudaq_dev_enter_kernel(void *transport_ctx,
   return cudaq_host_ring_enter_lane(transport_ctx, shutdown_flag, 0, 1);
 }
 
-extern "C" __device__ int cudaq_dev_rx_poll(void *session, void **request, void **response) {
-  cudaq_host_ring_lane_t *s = static_cast<cudaq_host_ring_lane_t *>(session);
-  cudaq_host_ring_ctx_t *ring = static_cast<cudaq_host_ring_ctx_t *>(s->ring);
-  const uint32_t slot = s->next_slot;
-  const uint32_t seq = s->next_seq;
-  const volatile uint32_t *flag = &ring->rx_flags[slot];
-  for (;;) {
-    if (load_acquire_sys(flag) == seq)
-      break;
-    if (load_shutdown(s->shutdown) != 0)
-      return 0;
-  }
+namespace {
+
+// Takes the request (sequence `seq`) that has arrived in the session's next
+// slot: fills *request / *response, records it as pending, advances.
+__device__ __forceinline__ void claim(cudaq_host_ring_lane_t *s, cudaq_host_ring_ctx_t *ring,
+                                      uint32_t slot, uint32_t seq, void **request,
+                                      void **response) {
   const size_t offset = static_cast<size_t>(slot) * ring->slot_size;
   *request = ring->rx_slots + offset;
   *response = ring->tx_slots + offset;
@@ -75,6 +70,40 @@ extern "C" __device__ int cudaq_dev_rx_poll(void *session, void **request, void 
     s->next_seq = seq + 1;
   }
   s->next_slot = next;
+}
+
+} // namespace
+
+extern "C" __device__ int cudaq_host_ring_try_poll(void *session, void **request,
+                                                   void **response) {
+  cudaq_host_ring_lane_t *s = static_cast<cudaq_host_ring_lane_t *>(session);
+  cudaq_host_ring_ctx_t *ring = static_cast<cudaq_host_ring_ctx_t *>(s->ring);
+  const uint32_t slot = s->next_slot;
+  const uint32_t seq = s->next_seq;
+  if (load_acquire_sys(&ring->rx_flags[slot]) != seq)
+    return 0;
+  claim(s, ring, slot, seq, request, response);
+  return 1;
+}
+
+extern "C" __device__ int cudaq_dev_rx_poll(void *session, void **request, void **response) {
+  cudaq_host_ring_lane_t *s = static_cast<cudaq_host_ring_lane_t *>(session);
+  cudaq_host_ring_ctx_t *ring = static_cast<cudaq_host_ring_ctx_t *>(s->ring);
+  const uint32_t slot = s->next_slot;
+  const uint32_t seq = s->next_seq;
+  const volatile uint32_t *flag = &ring->rx_flags[slot];
+  volatile int *shutdown = s->shutdown;
+  // Each load of mapped host memory is a PCIe round trip: look at the shutdown
+  // flag only every kShutdownEvery polls so that an arriving request is seen
+  // after one flag load, not after a flag load plus a shutdown load.
+  constexpr uint32_t kShutdownEvery = 16;
+  for (uint32_t polls = 0;; ++polls) {
+    if (load_acquire_sys(flag) == seq)
+      break;
+    if (polls % kShutdownEvery == kShutdownEvery - 1 && load_shutdown(shutdown) != 0)
+      return 0;
+  }
+  claim(s, ring, slot, seq, request, response);
   return 1;
 }
 

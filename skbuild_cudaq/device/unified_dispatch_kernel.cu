@@ -61,8 +61,8 @@ extern "C" __global__ void cudaq_realtime_unified_dispatch(void *transport_ctx, 
       if (len > max_result)
         len = max_result;
       write_response_header(s_response, s_request, status, len);
+      atomicAdd(stats, 1ull); // counted before the publish: a seen response is counted
       cudaq_dev_tx_publish(session, s_response);
-      atomicAdd(stats, 1ull);
     }
     __syncthreads();
   }

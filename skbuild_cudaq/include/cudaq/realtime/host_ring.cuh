@@ -58,6 +58,12 @@ extern "C" {
 // cudaq_dev_enter_kernel(ctx, flag) is cudaq_host_ring_enter_lane(ctx, flag, 0, 1).
 __device__ void *cudaq_host_ring_enter_lane(void *transport_ctx, volatile int *shutdown_flag,
                                             uint32_t lane, uint32_t num_lanes);
+// Host-ring extension hook: non-blocking cudaq_dev_rx_poll. Returns 1 and claims
+// the request in the session's next slot if it has arrived (publish it exactly
+// once with cudaq_dev_tx_publish), else 0 at once without waiting and without
+// looking at the shutdown flag: the caller decides when to give up. Lets a warp
+// of lanes poll their slots together and hand ready requests to the whole warp.
+__device__ int cudaq_host_ring_try_poll(void *session, void **request, void **response);
 }
 #endif
 

@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// A thread-block-cluster dispatch kernel (sm_90+): one cluster serves the ring
+// and every thread of every block of the cluster calls each handler. Launch
+// with CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION and a grid of exactly one cluster
+// (launchers.cluster does). Thread 0 of block 0 drives the transport and
+// writes the request into a mailbox in its shared memory; the other blocks read
+// it through distributed shared memory after a cluster barrier, and a second
+// barrier collects the blocks before the response is published.
+#include <cooperative_groups.h>
+#include <cudaq/realtime/unified_dispatch_device.cuh>
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#error "cluster_dispatcher.cu needs thread-block clusters: build it for sm_90 or newer"
+#endif
+
+namespace cg = cooperative_groups;
+
+namespace {
+struct Mailbox {
+  void *session;
+  const void *request;
+  void *response;
+  const cudaq_function_entry_t *entry;
+  int32_t status;
+  int32_t running;
+  uint32_t result_len;
+};
+} // namespace
+
+extern "C" __global__ void cluster_dispatcher(void *transport_ctx, uint32_t slot_size,
+                                              const cudaq_function_entry_t *table,
+                                              uint32_t table_count, volatile int *shutdown_flag,
+                                              unsigned long long *stats) {
+  __shared__ Mailbox local_box;
+  cg::cluster_group cluster = cg::this_cluster();
+  // Handlers stride over the whole grid: it must be this one cluster.
+  const uint32_t grid_blocks = gridDim.x * gridDim.y * gridDim.z;
+  if (cluster.num_blocks() != grid_blocks)
+    return; // uniform over the grid: every block returns, nothing is served
+  const bool leader_block = cluster.block_rank() == 0;
+  const bool leader = leader_block && threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
+  // Every block reads the leader block's mailbox (distributed shared memory).
+  volatile Mailbox *box = cluster.map_shared_rank(&local_box, 0);
+  if (leader)
+    box->session = cudaq_dev_enter_kernel(transport_ctx, shutdown_flag);
+  cluster.sync();
+  void *session = box->session;
+  if (session == nullptr) {
+    cluster.sync(); // block 0's shared memory must outlive the other blocks' reads
+    return;
+  }
+  const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
+
+  for (;;) {
+    if (leader) {
+      void *request = nullptr;
+      void *response = nullptr;
+      const int running = cudaq_dev_rx_poll(session, &request, &response);
+      if (running) {
+        const cudaq_function_entry_t *entry = nullptr;
+        box->status = cudaq_validate_request(request, slot_size, table, table_count, &entry);
+        box->entry = entry;
+        box->request = request;
+        box->response = response;
+        box->result_len = 0;
+      }
+      box->running = running;
+    }
+    cluster.sync(); // barrier.cluster arrive.release / wait.acquire: the mailbox is visible
+    const int running = box->running;
+    if (!running) {
+      cluster.sync(); // keep block 0 (and its mailbox) alive until every block has read it
+      break;
+    }
+    const void *request = box->request;
+    void *response = box->response;
+    int32_t status = box->status;
+    if (status == CUDAQ_RPC_STATUS_SUCCESS) {
+      uint32_t result_len = 0;
+      status = box->entry->handler(cudaq_request_args(request), cudaq_request_arg_len(request),
+                                   cudaq_response_result(response), max_result, &result_len);
+      if (result_len != 0)
+        box->result_len = result_len; // the one thread that wrote it (remote store to block 0)
+    }
+    __threadfence_system(); // this thread's result bytes reach the host before the publish
+    cluster.sync();         // every block is done with the request
+    if (leader) {
+      uint32_t len = box->result_len;
+      if (len > max_result)
+        len = max_result;
+      write_response_header(response, request, status, len);
+      atomicAdd(stats, 1ull); // counted before the publish: a seen response is counted
+      cudaq_dev_tx_publish(session, response);
+    }
+  }
+}

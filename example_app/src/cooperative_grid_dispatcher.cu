@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// A cooperative-grid dispatch kernel: every thread of every block calls each
+// handler. Launch cooperatively (CU_LAUNCH_ATTRIBUTE_COOPERATIVE) with a grid no
+// larger than what can be co-resident (launchers.cooperative_grid sizes it from
+// occupancy). Thread 0 of block 0 drives the transport; a grid barrier
+// (cooperative_groups grid.sync) hands each request to all blocks and another
+// collects them before the response is published.
+//
+// The hand-off goes through a mailbox in global memory (shared memory is per
+// block), so one launch of this kernel per linked module may run at a time.
+#include <cooperative_groups.h>
+#include <cudaq/realtime/unified_dispatch_device.cuh>
+
+namespace cg = cooperative_groups;
+
+namespace {
+struct Mailbox {
+  void *session;
+  const void *request;
+  void *response;
+  const cudaq_function_entry_t *entry;
+  int32_t status;
+  int32_t running;
+  uint32_t result_len;
+};
+__device__ Mailbox g_coop_mailbox;
+} // namespace
+
+extern "C" __global__ void cooperative_grid_dispatcher(void *transport_ctx, uint32_t slot_size,
+                                                       const cudaq_function_entry_t *table,
+                                                       uint32_t table_count,
+                                                       volatile int *shutdown_flag,
+                                                       unsigned long long *stats) {
+  cg::grid_group grid = cg::this_grid();
+  if (!grid.is_valid())
+    return; // not launched cooperatively: grid.sync() would be undefined
+  volatile Mailbox *box = &g_coop_mailbox; // volatile: never a stale L1 copy
+  const bool leader = grid.thread_rank() == 0;
+  if (leader)
+    box->session = cudaq_dev_enter_kernel(transport_ctx, shutdown_flag);
+  grid.sync();
+  void *session = box->session;
+  if (session == nullptr)
+    return; // every thread sees the same value: the whole grid returns
+  const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
+
+  for (;;) {
+    if (leader) {
+      void *request = nullptr;
+      void *response = nullptr;
+      const int running = cudaq_dev_rx_poll(session, &request, &response);
+      if (running) {
+        const cudaq_function_entry_t *entry = nullptr;
+        box->status = cudaq_validate_request(request, slot_size, table, table_count, &entry);
+        box->entry = entry;
+        box->request = request;
+        box->response = response;
+        box->result_len = 0;
+      }
+      box->running = running;
+    }
+    grid.sync(); // hand the request to every block
+    if (!box->running)
+      break;
+    const void *request = box->request;
+    void *response = box->response;
+    int32_t status = box->status;
+    if (status == CUDAQ_RPC_STATUS_SUCCESS) {
+      uint32_t result_len = 0;
+      status = box->entry->handler(cudaq_request_args(request), cudaq_request_arg_len(request),
+                                   cudaq_response_result(response), max_result, &result_len);
+      if (result_len != 0)
+        box->result_len = result_len; // the one thread that wrote it
+    }
+    __threadfence_system(); // this thread's result bytes reach the host before the publish
+    grid.sync();            // every block is done with the request
+    if (leader) {
+      uint32_t len = box->result_len;
+      if (len > max_result)
+        len = max_result;
+      write_response_header(response, request, status, len);
+      atomicAdd(stats, 1ull); // counted before the publish: a seen response is counted
+      cudaq_dev_tx_publish(session, response);
+    }
+    // The leader rewrites the mailbox only before the next grid.sync(), after
+    // every thread has read this request's fields.
+  }
+}

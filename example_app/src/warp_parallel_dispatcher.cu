@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// A warp-parallel dispatch kernel (host-ring transport): one warp, whose 32
+// lanes each open their own session over the slots lane, lane + 32, ... with
+// cudaq_host_ring_enter_lane(ctx, flag, lane, 32) and poll them at once, so 32
+// PCIe reads of request flags are in flight instead of one: throughput.
+// Launch with grid (1,1,1), block (32,1,1) and, to stage requests in shared
+// memory, 32 * slot_size bytes of dynamic shared memory (launchers.warp_parallel).
+// The ring's num_slots must be a multiple of 32.
+//
+// Each round every lane polls its next slot without waiting
+// (cudaq_host_ring_try_poll), copies a request that has arrived into its part
+// of shared memory (all lanes' PCIe reads overlap) and validates it. Then the
+// whole warp runs the handler of each ready request in turn, so a handler sees
+// the same shape as under the built-in kernel (one block of 32 threads, rank =
+// lane) and may stride, use __syncthreads() and shared memory; its arguments
+// are read from shared memory. Finally each lane writes its response header
+// and publishes its own slot.
+#include <cudaq/realtime/host_ring.cuh>
+#include <cudaq/realtime/unified_dispatch_device.cuh>
+
+namespace {
+constexpr unsigned kFull = 0xffffffffu;
+constexpr uint32_t kLanes = 32;
+constexpr uint32_t kShutdownEvery = 64; // idle rounds between loads of the shutdown flag
+
+__device__ __forceinline__ uint32_t dynamic_smem_size() {
+  uint32_t v;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(v));
+  return v;
+}
+
+// Copies `words` 8-byte words (slots are 8-byte aligned) from mapped host
+// memory, eight loads in flight per trip.
+__device__ __forceinline__ void copy_words(uint2 *dst, const volatile uint2 *src,
+                                           uint32_t words) {
+  for (uint32_t w = 0; w < words; w += 8) {
+    uint2 v[8];
+#pragma unroll
+    for (uint32_t k = 0; k < 8; ++k)
+      if (w + k < words)
+        v[k] = const_cast<const uint2 &>(src[w + k]);
+#pragma unroll
+    for (uint32_t k = 0; k < 8; ++k)
+      if (w + k < words)
+        dst[w + k] = v[k];
+  }
+}
+} // namespace
+
+extern "C" __global__ void warp_parallel_dispatcher(void *transport_ctx, uint32_t slot_size,
+                                                    const cudaq_function_entry_t *table,
+                                                    uint32_t table_count,
+                                                    volatile int *shutdown_flag,
+                                                    unsigned long long *stats) {
+  extern __shared__ __align__(16) uint8_t stage[];
+  if (gridDim.x * gridDim.y * gridDim.z != 1 || blockDim.x != kLanes || blockDim.y != 1 ||
+      blockDim.z != 1)
+    return; // exactly one warp (uniform: the whole launch returns)
+  const uint32_t lane = threadIdx.x;
+  void *session = cudaq_host_ring_enter_lane(transport_ctx, shutdown_flag, lane, kLanes);
+  if (__ballot_sync(kFull, session == nullptr) != 0)
+    return; // num_slots not a multiple of 32, or no host-ring context
+  const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
+  const bool staged = dynamic_smem_size() >= kLanes * slot_size;
+  uint8_t *my_stage = stage + static_cast<size_t>(lane) * slot_size;
+
+  uint32_t idle = 0;
+  for (;;) {
+    void *request = nullptr;
+    void *response = nullptr;
+    const int ready = cudaq_host_ring_try_poll(session, &request, &response);
+    const unsigned mask = __ballot_sync(kFull, ready);
+    if (mask == 0) {
+      if (++idle % kShutdownEvery == 0) {
+        int stop = 0;
+        if (lane == 0)
+          stop = *shutdown_flag;
+        if (__shfl_sync(kFull, stop, 0) != 0)
+          break; // no request was waiting in any lane's slot
+      }
+      continue;
+    }
+    idle = 0;
+
+    // Per lane, in parallel: stage the request, validate it.
+    const void *args_src = nullptr;
+    int32_t status = CUDAQ_RPC_STATUS_SUCCESS;
+    const cudaq_function_entry_t *entry = nullptr;
+    if (ready) {
+      const void *req = request;
+      if (staged) {
+        const volatile uint2 *src = static_cast<const volatile uint2 *>(request);
+        uint2 *dst = reinterpret_cast<uint2 *>(my_stage);
+        const uint32_t slot_words = slot_size / 8;
+        copy_words(dst, src, 3); // the header first: it says how much follows
+        uint32_t arg_len = reinterpret_cast<const cudaq_rpc_request_header_t *>(my_stage)->arg_len;
+        if (arg_len > max_result)
+          arg_len = max_result; // validation answers it; copy no more than the slot
+        const uint32_t words = (CUDAQ_RPC_HEADER_SIZE + arg_len + 7) / 8;
+        copy_words(dst + 3, src + 3, (words < slot_words ? words : slot_words) - 3);
+        req = my_stage;
+      }
+      status = cudaq_validate_request(req, slot_size, table, table_count, &entry);
+      args_src = req;
+      request = const_cast<void *>(req); // the header the response echoes
+    }
+    __syncwarp();
+
+    // The whole warp runs each ready request's handler in turn.
+    int32_t my_status = status;
+    uint32_t my_len = 0;
+    for (unsigned todo = mask; todo != 0; todo &= todo - 1) {
+      const int r = __ffs(todo) - 1;
+      const int32_t st = __shfl_sync(kFull, status, r);
+      if (st != CUDAQ_RPC_STATUS_SUCCESS)
+        continue; // uniform: answered with the validation status below
+      const cudaq_function_entry_t *e = reinterpret_cast<const cudaq_function_entry_t *>(
+          __shfl_sync(kFull, reinterpret_cast<unsigned long long>(entry), r));
+      const void *req = reinterpret_cast<const void *>(
+          __shfl_sync(kFull, reinterpret_cast<unsigned long long>(args_src), r));
+      void *resp = reinterpret_cast<void *>(
+          __shfl_sync(kFull, reinterpret_cast<unsigned long long>(response), r));
+      uint32_t len = 0;
+      const int32_t hs = e->handler(cudaq_request_args(req), cudaq_request_arg_len(req),
+                                    cudaq_response_result(resp), max_result, &len);
+      __syncwarp();
+      len = __reduce_max_sync(kFull, len); // the one thread that wrote *result_len
+      if (lane == static_cast<uint32_t>(r)) {
+        my_status = hs;
+        my_len = len < max_result ? len : max_result;
+      }
+    }
+    if (lane == 0) // counted before the publishes: a response the host sees is counted
+      atomicAdd(stats, static_cast<unsigned long long>(__popc(mask)));
+    __threadfence_system(); // every lane's result bytes (and the count) before any publish
+    __syncwarp();
+    if (ready) {
+      write_response_header(response, request, my_status, my_len);
+      cudaq_dev_tx_publish(session, response);
+    }
+  }
+}

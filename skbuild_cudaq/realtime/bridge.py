@@ -1,0 +1,296 @@
+"""The host-ring bridge: request/response slots in pinned host memory mapped to the GPU.
+
+One ``cuMemHostAlloc(DEVICEMAP | PORTABLE)`` allocation holds the whole ring in
+the layout of :class:`skbuild_cudaq.realtime.RingLayout` (``rx_slots`` at 0,
+``tx_slots``, ``rx_flags`` ``u32[num_slots]``, ``tx_flags`` ``u32[num_slots]``).
+The host sees it as a writable buffer (:attr:`HostRingBridge.buffer`, what
+:class:`RingClient` drives); the GPU sees it through
+``cuMemHostGetDevicePointer``. The transport context ``cudaq_host_ring_ctx_t``
+(``cudaq/realtime/host_ring.cuh``, mirrored by :class:`HostRingCtx`) lives in
+device memory; its device address is :attr:`HostRingBridge.transport_ctx`.
+
+Lifetimes are explicit: nothing is allocated until :meth:`open` (called by the
+dispatcher, or by the first property that needs memory); :meth:`close` frees
+everything and is idempotent; the bridge is a context manager. A bridge must
+outlive the kernel that serves it: the dispatcher stops its kernel before it
+lets the bridge go.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+from types import ModuleType, TracebackType
+from typing import TYPE_CHECKING, Any
+
+from . import _cu
+
+if TYPE_CHECKING:
+    from ._ring import RingClient
+
+__all__ = [
+    "HOST_RING_CTX_MAGIC",
+    "HOST_RING_MAX_LANES",
+    "HostRingBridge",
+    "HostRingCtx",
+    "HostRingLane",
+    "ring_offsets",
+]
+
+HOST_RING_CTX_MAGIC = 0x474E4952  # 'RING', CUDAQ_HOST_RING_CTX_MAGIC
+HOST_RING_MAX_LANES = 32  # CUDAQ_HOST_RING_MAX_LANES
+_HEADER_SIZE = 24  # CUDAQ_RPC_HEADER_SIZE
+
+
+class HostRingLane(ctypes.Structure):
+    """``cudaq_host_ring_lane_t`` (40 bytes): one polling lane's session state."""
+
+    _fields_ = (
+        ("ring", ctypes.c_uint64),
+        ("shutdown", ctypes.c_uint64),
+        ("next_slot", ctypes.c_uint32),
+        ("next_seq", ctypes.c_uint32),
+        ("pending_slot", ctypes.c_uint32),
+        ("pending_seq", ctypes.c_uint32),
+        ("lane", ctypes.c_uint32),
+        ("num_lanes", ctypes.c_uint32),
+    )
+
+
+class HostRingCtx(ctypes.Structure):
+    """``cudaq_host_ring_ctx_t``: the transport context, copied into device memory."""
+
+    _fields_ = (
+        ("magic", ctypes.c_uint32),
+        ("num_slots", ctypes.c_uint32),
+        ("slot_size", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
+        ("rx_slots", ctypes.c_uint64),
+        ("tx_slots", ctypes.c_uint64),
+        ("rx_flags", ctypes.c_uint64),
+        ("tx_flags", ctypes.c_uint64),
+        ("lanes", HostRingLane * HOST_RING_MAX_LANES),
+    )
+
+
+def _check_layout() -> None:
+    """The mirror must match host_ring.cuh's static_asserts byte for byte."""
+    expected = {
+        "magic": 0,
+        "num_slots": 4,
+        "slot_size": 8,
+        "reserved": 12,
+        "rx_slots": 16,
+        "tx_slots": 24,
+        "rx_flags": 32,
+        "tx_flags": 40,
+        "lanes": 48,
+    }
+    for name, offset in expected.items():
+        actual = getattr(HostRingCtx, name).offset
+        if actual != offset:  # pragma: no cover - guards against edits of the mirror
+            msg = f"HostRingCtx.{name} at offset {actual}, host_ring.cuh has {offset}"
+            raise AssertionError(msg)
+    assert ctypes.sizeof(HostRingLane) == 40, "cudaq_host_ring_lane_t is 40 bytes"
+    assert ctypes.sizeof(HostRingCtx) == 48 + 40 * HOST_RING_MAX_LANES
+
+
+_check_layout()
+
+
+def ring_offsets(num_slots: int, slot_size: int) -> dict[str, int]:
+    """Byte offsets of the four ring areas and the total size (DEVELOPING.md layout)."""
+    slots = num_slots * slot_size
+    return {
+        "rx_slots": 0,
+        "tx_slots": slots,
+        "rx_flags": 2 * slots,
+        "tx_flags": 2 * slots + 4 * num_slots,
+        "total_bytes": 2 * slots + 8 * num_slots,
+    }
+
+
+def validate_ring_shape(num_slots: int, slot_size: int) -> None:
+    """Raise :class:`InvalidArgumentError` for a ring the device hooks cannot serve."""
+    from .errors import InvalidArgumentError
+
+    if num_slots < 1 or num_slots > 0xFFFF_FFFF:
+        msg = f"num_slots={num_slots}: need at least 1 slot"
+        raise InvalidArgumentError(msg)
+    if slot_size <= _HEADER_SIZE or slot_size % 8 != 0 or slot_size > 0xFFFF_FFFF:
+        msg = (
+            f"slot_size={slot_size}: a slot holds the 24-byte RPC header and the payload; "
+            "use a multiple of 8 greater than 24"
+        )
+        raise InvalidArgumentError(msg)
+
+
+class HostRingBridge:
+    """The default bridge: a ring in mapped pinned host memory, served by the GPU.
+
+    ``HostRingBridge(num_slots, slot_size)``; the dispatcher calls :meth:`open`
+    with its device's context current (or pass ``num_slots``/``slot_size`` and
+    let :class:`Dispatcher` create the bridge). :meth:`client` returns the
+    :class:`RingClient` that submits requests and collects responses.
+    """
+
+    def __init__(self, num_slots: int = 64, slot_size: int = 256) -> None:
+        validate_ring_shape(num_slots, slot_size)
+        self.num_slots = num_slots
+        self.slot_size = slot_size
+        self._offsets = ring_offsets(num_slots, slot_size)
+        self._drv: ModuleType | None = None
+        self._host_ptr = 0  # cuMemHostAlloc'd ring (host view)
+        self._dev_ptr = 0  # its device view
+        self._ctx_ptr = 0  # cudaq_host_ring_ctx_t in device memory
+        self._buffer: Any = None
+        self._client: RingClient | None = None
+
+    # -- lifetime ---------------------------------------------------------
+    @property
+    def is_open(self) -> bool:
+        return self._host_ptr != 0
+
+    def open(self) -> HostRingBridge:
+        """Allocate the ring and the device context (needs a current CUDA context)."""
+        if self.is_open:
+            return self
+        drv = _cu.driver()
+        self._drv = drv
+        total = self._offsets["total_bytes"]
+        flags = drv.CU_MEMHOSTALLOC_DEVICEMAP | drv.CU_MEMHOSTALLOC_PORTABLE
+        try:
+            self._host_ptr = _cu.ptr(_cu.check(drv.cuMemHostAlloc(total, flags), "cuMemHostAlloc"))
+            ctypes.memset(self._host_ptr, 0, total)
+            self._dev_ptr = _cu.ptr(
+                _cu.check(
+                    drv.cuMemHostGetDevicePointer(self._host_ptr, 0), "cuMemHostGetDevicePointer"
+                )
+            )
+            ctx = self._context_struct()
+            size = ctypes.sizeof(ctx)
+            self._ctx_ptr = _cu.ptr(_cu.check(drv.cuMemAlloc(size), "cuMemAlloc"))
+            _cu.check(drv.cuMemcpyHtoD(self._ctx_ptr, ctypes.addressof(ctx), size), "cuMemcpyHtoD")
+        except BaseException:
+            self.close()
+            raise
+        self._buffer = (ctypes.c_uint8 * total).from_address(self._host_ptr)
+        return self
+
+    def close(self) -> None:
+        """Free the device context and the ring. Idempotent.
+
+        Only call it once no kernel serves the ring (the dispatcher stops first).
+        """
+        drv = self._drv
+        self._client = None
+        self._buffer = None
+        if drv is None:
+            return
+        ctx_ptr, host_ptr = self._ctx_ptr, self._host_ptr
+        self._ctx_ptr = self._host_ptr = self._dev_ptr = 0
+        errors: list[BaseException] = []
+        if ctx_ptr:
+            try:
+                _cu.check(drv.cuMemFree(ctx_ptr), "cuMemFree(transport context)")
+            except Exception as exc:
+                errors.append(exc)
+        if host_ptr:
+            try:
+                _cu.check(drv.cuMemFreeHost(host_ptr), "cuMemFreeHost(ring)")
+            except Exception as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+    def __enter__(self) -> HostRingBridge:
+        return self.open()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort for forgotten bridges
+        if self._host_ptr:
+            with contextlib.suppress(Exception):
+                self.close()
+
+    # -- views ------------------------------------------------------------
+    def _require_open(self) -> None:
+        if not self.is_open:
+            from .errors import InvalidArgumentError
+
+            msg = "the host-ring bridge is not open (use it through a Dispatcher or open() it)"
+            raise InvalidArgumentError(msg)
+
+    def _context_struct(self) -> HostRingCtx:
+        base = self._dev_ptr
+        ctx = HostRingCtx()
+        ctx.magic = HOST_RING_CTX_MAGIC
+        ctx.num_slots = self.num_slots
+        ctx.slot_size = self.slot_size
+        ctx.rx_slots = base + self._offsets["rx_slots"]
+        ctx.tx_slots = base + self._offsets["tx_slots"]
+        ctx.rx_flags = base + self._offsets["rx_flags"]
+        ctx.tx_flags = base + self._offsets["tx_flags"]
+        return ctx
+
+    @property
+    def transport_ctx(self) -> int:
+        """Device address of the ``cudaq_host_ring_ctx_t`` (the kernel's ``transport_ctx``)."""
+        self._require_open()
+        return self._ctx_ptr
+
+    @property
+    def device_ring(self) -> int:
+        """Device address of the ring allocation (the mapped view of :attr:`buffer`)."""
+        self._require_open()
+        return self._dev_ptr
+
+    @property
+    def host_address(self) -> int:
+        """Host address of the ring allocation (for native load generators)."""
+        self._require_open()
+        return self._host_ptr
+
+    @property
+    def total_bytes(self) -> int:
+        return self._offsets["total_bytes"]
+
+    @property
+    def buffer(self) -> memoryview:
+        """The ring as a writable host buffer (``RingLayout`` byte layout)."""
+        self._require_open()
+        return memoryview(self._buffer).cast("B")
+
+    def reset(self) -> None:
+        """Zero every flag (a fresh ring) and rewind the client. Only while no kernel runs."""
+        self._require_open()
+        start = self._host_ptr + self._offsets["rx_flags"]
+        ctypes.memset(start, 0, 8 * self.num_slots)
+        if self._client is not None:
+            self._client.reset()
+
+    def client(self) -> RingClient:
+        """The host-side client of this ring (one per bridge; rewound by :meth:`reset`)."""
+        self._require_open()
+        if self._client is None:
+            from ._ring import RingClient, RingLayout
+
+            layout = RingLayout(self.num_slots, self.slot_size)
+            if int(layout.total_bytes) != self.total_bytes:
+                msg = (
+                    f"RingLayout({self.num_slots}, {self.slot_size}) spans {layout.total_bytes} "
+                    f"bytes, the bridge allocated {self.total_bytes}"
+                )
+                raise AssertionError(msg)
+            self._client = RingClient(self.buffer, layout)
+        return self._client
+
+    def __repr__(self) -> str:
+        state = "open" if self.is_open else "closed"
+        return f"HostRingBridge(num_slots={self.num_slots}, slot_size={self.slot_size}, {state})"

@@ -1,0 +1,576 @@
+"""The realtime dispatcher: a persistent GPU kernel serving a bridge's ring.
+
+Three steps from the application's side (docs/dispatcher.md)::
+
+    kernel = get_device_kernel(my_ext, "my_dispatcher")
+    with Dispatcher(DispatcherConfig(num_slots=64, slot_size=256), module=my_ext) as d:
+        d.function_table.add_device("rpc_increment", get_device_handler(my_ext, "rpc_increment"))
+        d.set_unified_launch(my_launcher)        # or nothing: the built-in kernel
+        d.start()
+        d.bridge.client().call("rpc_increment", b"...")
+
+``start()`` packs the function table into device memory, allocates the shutdown
+flag (mapped pinned ``int32``) and the processed counter (device ``u64``), and
+then either launches the built-in kernel ``cudaq_realtime_unified_dispatch``
+(grid 1, block ``config.block_size``) or calls the launcher with a
+:class:`LaunchArgs`. The launcher launches on ``args.stream`` with any grid and
+launch attributes and reports success (returns ``None`` or ``True``) or failure
+(returns ``False`` or raises). Whatever fails after resources exist, the
+dispatcher signals shutdown and waits for the stream *before* it frees anything
+or lets the module go: a kernel the launcher enqueued never runs on freed memory.
+
+The persistent kernel never returns while it serves, so nothing here blocks on
+its stream while it runs: the dispatcher's streams are non-blocking (the legacy
+default stream would serialise with it) and :attr:`Dispatcher.processed` reads
+the counter with an asynchronous copy on a second non-blocking stream.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from types import ModuleType, TracebackType
+from typing import Any
+
+from . import _cu
+from .bridge import HostRingBridge, validate_ring_shape
+
+__all__ = [
+    "BUILTIN_KERNEL",
+    "DEVICE_CALL",
+    "HOST_CALL",
+    "Dispatcher",
+    "DispatcherConfig",
+    "FunctionEntry",
+    "FunctionTable",
+    "LaunchArgs",
+    "Launcher",
+]
+
+BUILTIN_KERNEL = "cudaq_realtime_unified_dispatch"
+DEVICE_CALL = 0  # CUDAQ_DISPATCH_DEVICE_CALL
+HOST_CALL = 2  # CUDAQ_DISPATCH_HOST_CALL
+_ENTRY = struct.Struct("<QIB3x")  # cudaq_function_entry_t: handler, function_id, mode, reserved
+assert _ENTRY.size == 16
+
+_NOT_READY = 600  # CUDA_ERROR_NOT_READY (cuStreamQuery while work is pending)
+ALIVE_CHECK_S = 0.002  #: start() looks this long after the launch for a kernel that returned
+
+
+@dataclass(frozen=True)
+class DispatcherConfig:
+    """What the dispatcher serves: device ordinal, ring shape, built-in kernel block size."""
+
+    device: int = 0
+    num_slots: int = 64
+    slot_size: int = 256  #: bytes per slot: 24-byte header + payload, a multiple of 8
+    block_size: int = 128  #: threads of the built-in kernel's one block
+    stop_timeout: float = 10.0  #: seconds stop() waits for the kernel to exit
+
+    def __post_init__(self) -> None:
+        from .errors import InvalidArgumentError
+
+        validate_ring_shape(self.num_slots, self.slot_size)
+        if not 1 <= self.block_size <= 1024:
+            msg = f"block_size={self.block_size}: the built-in kernel runs 1..1024 threads"
+            raise InvalidArgumentError(msg)
+        if self.device < 0:
+            msg = f"device={self.device}: a CUDA device ordinal is >= 0"
+            raise InvalidArgumentError(msg)
+
+    @property
+    def max_payload(self) -> int:
+        return self.slot_size - 24
+
+
+@dataclass(frozen=True)
+class FunctionEntry:
+    """One function-table entry: a device handler address or a host callable."""
+
+    name: str
+    function_id: int
+    dispatch_mode: int
+    address: int = 0  #: device address (DEVICE_CALL)
+    callable: Callable[..., Any] | None = None  #: host handler (HOST_CALL)
+
+    def pack(self) -> bytes:
+        """The 16-byte ``cudaq_function_entry_t``."""
+        return _ENTRY.pack(self.address, self.function_id, self.dispatch_mode)
+
+
+@dataclass
+class FunctionTable:
+    """The dispatcher's function table (name -> handler), keyed by FNV-1a function id."""
+
+    _entries: list[FunctionEntry] = field(default_factory=list)
+
+    def _add(self, entry: FunctionEntry) -> FunctionEntry:
+        from .errors import InvalidArgumentError
+
+        for old in self._entries:
+            if old.function_id == entry.function_id:
+                what = (
+                    "is already in" if old.name == entry.name else f"collides with {old.name!r} in"
+                )
+                msg = f"{entry.name!r} (function id {entry.function_id:#010x}) {what} the table"
+                raise InvalidArgumentError(msg)
+        self._entries.append(entry)
+        return entry
+
+    def add_device(self, name: str, address: int) -> FunctionEntry:
+        """A DEVICE_CALL entry: ``address`` from ``get_device_handler(module, name)``."""
+        from .errors import InvalidArgumentError
+        from .wire import function_id
+
+        address = int(address)
+        if address <= 0 or address >= 1 << 64:
+            msg = f"{name!r}: {address:#x} is not a device address"
+            raise InvalidArgumentError(msg)
+        return self._add(FunctionEntry(name, function_id(name), DEVICE_CALL, address=address))
+
+    def add_host(self, name: str, handler: Callable[..., Any]) -> FunctionEntry:
+        """A HOST_CALL entry, served by the host path (the GPU answers it as unknown)."""
+        from .errors import InvalidArgumentError
+        from .wire import function_id
+
+        candidate: object = handler
+        if not callable(candidate):
+            msg = f"{name!r}: a HOST_CALL handler must be callable, got {handler!r}"
+            raise InvalidArgumentError(msg)
+        return self._add(FunctionEntry(name, function_id(name), HOST_CALL, callable=handler))
+
+    def device_entries(self) -> list[FunctionEntry]:
+        return [e for e in self._entries if e.dispatch_mode == DEVICE_CALL]
+
+    def pack(self) -> bytes:
+        """Every entry as ``cudaq_function_entry_t[len(self)]``."""
+        return b"".join(e.pack() for e in self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[FunctionEntry]:
+        return iter(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        return any(e.name == name for e in self._entries)
+
+
+@dataclass(frozen=True)
+class LaunchArgs:
+    """Everything a dispatch kernel needs, handed to a launcher by :meth:`Dispatcher.start`.
+
+    Pointers are device addresses as ints. :meth:`kernel_args` gives the six
+    kernel parameters in the SPEC order, as ctypes values for ``launch_kernel``.
+    """
+
+    transport_ctx: int
+    slot_size: int
+    table: int
+    table_count: int
+    shutdown_flag: int
+    stats: int
+    stream: Any  #: the dispatcher's non-blocking ``CUstream``: launch on it
+    device: int = 0
+    num_slots: int = 0  #: the ring's slot count (warp-parallel kernels need a multiple of 32)
+
+    def kernel_args(
+        self,
+    ) -> tuple[
+        ctypes.c_void_p,
+        ctypes.c_uint32,
+        ctypes.c_void_p,
+        ctypes.c_uint32,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+    ]:
+        """``(transport_ctx, slot_size, table, table_count, shutdown_flag, stats)``."""
+        return (
+            ctypes.c_void_p(self.transport_ctx),
+            ctypes.c_uint32(self.slot_size),
+            ctypes.c_void_p(self.table),
+            ctypes.c_uint32(self.table_count),
+            ctypes.c_void_p(self.shutdown_flag),
+            ctypes.c_void_p(self.stats),
+        )
+
+
+#: A launcher: launches a dispatch kernel on ``args.stream``; None/True = ok, False/raise = failed.
+Launcher = Callable[[LaunchArgs], "bool | None"]
+
+
+def _start_error(message: str) -> Exception:
+    from .errors import RealtimeError
+
+    return RealtimeError(message)
+
+
+class Dispatcher:
+    """A realtime dispatcher on one GPU serving one bridge.
+
+    ``module`` is the extension module whose linked code (handlers, custom
+    kernels, the built-in kernel) the dispatcher serves; ``start()`` uses it to
+    find the built-in kernel and to check that every DEVICE_CALL address comes
+    from that module. Without it, the library of the launcher's ``kernel``
+    attribute (the example launchers carry one) is used.
+    """
+
+    def __init__(
+        self,
+        config: DispatcherConfig | None = None,
+        bridge: HostRingBridge | None = None,
+        *,
+        module: ModuleType | str | None = None,
+    ) -> None:
+        from .errors import InvalidArgumentError
+
+        self.config = config if config is not None else DispatcherConfig()
+        self._owns_bridge = bridge is None
+        self.bridge = (
+            bridge
+            if bridge is not None
+            else HostRingBridge(self.config.num_slots, self.config.slot_size)
+        )
+        if (self.bridge.num_slots, self.bridge.slot_size) != (
+            self.config.num_slots,
+            self.config.slot_size,
+        ):
+            msg = (
+                f"bridge ring ({self.bridge.num_slots} x {self.bridge.slot_size} B) differs from "
+                f"the config ({self.config.num_slots} x {self.config.slot_size} B)"
+            )
+            raise InvalidArgumentError(msg)
+        self.module = module
+        self.function_table = FunctionTable()
+        self._launcher: Launcher | None = None
+        self._transport_ctx: int | None = None
+        self._drv: ModuleType | None = None
+        self._cu_device: Any = None
+        self._context: Any = None
+        self._stream: Any = None  # the kernel's stream (non-blocking)
+        self._reader: Any = None  # reads the counter while the kernel runs (non-blocking)
+        self._table_ptr = 0
+        self._stats_ptr = 0
+        self._pinned_ptr = 0  # [0:4] shutdown flag (mapped), [8:16] counter read-back
+        self._pinned_dev = 0
+        self._library: Any = None  # keeps the linked module alive while the kernel may run
+        self._running = False
+        self._processed = 0
+        self._launch_args: LaunchArgs | None = None
+        self._abandoned = False
+
+    # -- configuration ----------------------------------------------------
+    def set_unified_launch(
+        self, launcher: Launcher | None, transport_ctx: int | None = None
+    ) -> None:
+        """``start()`` will call ``launcher(LaunchArgs)`` instead of launching the built-in kernel.
+
+        ``transport_ctx=None`` keeps the bridge's own context (the host-ring
+        context); pass another device address to serve a different transport.
+        ``launcher=None`` goes back to the built-in kernel.
+        """
+        from .errors import InvalidArgumentError
+
+        if self._running:
+            msg = "set_unified_launch() while the dispatcher runs: stop() it first"
+            raise InvalidArgumentError(msg)
+        candidate: object = launcher
+        if candidate is not None and not callable(candidate):
+            msg = f"the launcher must be callable, got {launcher!r}"
+            raise InvalidArgumentError(msg)
+        self._launcher = launcher
+        self._transport_ctx = None if transport_ctx is None else int(transport_ctx)
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    @property
+    def launch_args(self) -> LaunchArgs | None:
+        """What the running kernel was launched with (None when stopped)."""
+        return self._launch_args if self._running else None
+
+    # -- start ------------------------------------------------------------
+    def _ensure_context(self) -> ModuleType:
+        drv = self._drv
+        if drv is None:
+            drv = _cu.driver()
+            _cu.check(drv.cuInit(0), "cuInit")
+            self._cu_device = _cu.check(drv.cuDeviceGet(self.config.device), "cuDeviceGet")
+            self._context = _cu.check(
+                drv.cuDevicePrimaryCtxRetain(self._cu_device), "cuDevicePrimaryCtxRetain"
+            )
+            self._drv = drv
+        _cu.check(drv.cuCtxSetCurrent(self._context), "cuCtxSetCurrent")
+        if self._stream is None:
+            flags = int(drv.CUstream_flags.CU_STREAM_NON_BLOCKING)
+            self._stream = _cu.check(drv.cuStreamCreate(flags), "cuStreamCreate")
+            self._reader = _cu.check(drv.cuStreamCreate(flags), "cuStreamCreate")
+        return drv
+
+    def _resolve_library(self) -> Any:
+        if self.module is not None:
+            from .library import get_library
+
+            return get_library(self.module)
+        library = getattr(self._launcher, "library", None)
+        if library is None:
+            library = getattr(getattr(self._launcher, "kernel", None), "library", None)
+        return library
+
+    def _check_table(self, library: Any) -> None:
+        from .errors import InvalidArgumentError
+
+        entries = self.function_table.device_entries()
+        if not entries:
+            return
+        if library is None:
+            msg = (
+                "cannot check the DEVICE_CALL entries: pass module= to Dispatcher (the "
+                "extension whose handlers it serves) or a launcher with a .kernel"
+            )
+            raise InvalidArgumentError(msg)
+        foreign = [e for e in entries if not library.contains(e.address)]
+        if foreign:
+            names = ", ".join(f"{e.name!r} at {e.address:#x}" for e in foreign)
+            msg = (
+                f"DEVICE_CALL entries not in the linked module: {names}; look handlers up with "
+                "get_device_handler() on the same module as the dispatch kernel"
+            )
+            raise InvalidArgumentError(msg)
+
+    def start(self) -> None:
+        """Allocate, check, launch. Raises (and leaves nothing running) on any failure."""
+        from .errors import InvalidArgumentError
+
+        if self._running:
+            msg = "the dispatcher is already running"
+            raise InvalidArgumentError(msg)
+        if self._abandoned:
+            msg = "a previous kernel of this dispatcher never exited; make a new Dispatcher"
+            raise _start_error(msg)
+        library = self._resolve_library()
+        self._check_table(library)
+        drv = self._ensure_context()
+        try:
+            self.bridge.open()
+            self.bridge.reset()
+            self._allocate(drv)
+            transport = (
+                self._transport_ctx
+                if self._transport_ctx is not None
+                else self.bridge.transport_ctx
+            )
+            args = LaunchArgs(
+                transport_ctx=transport,
+                slot_size=self.config.slot_size,
+                table=self._table_ptr,
+                table_count=len(self.function_table),
+                shutdown_flag=self._pinned_dev,
+                stats=self._stats_ptr,
+                stream=self._stream,
+                device=self.config.device,
+                num_slots=self.config.num_slots,
+            )
+            self._library = library
+            self._launch_args = args
+            self._running = True  # from here on a kernel may be enqueued
+            self._launch(args, library)
+        except BaseException:
+            self._teardown_after_failure()
+            raise
+
+    def _allocate(self, drv: ModuleType) -> None:
+        table = self.function_table.pack()
+        size = max(len(table), 16)
+        self._table_ptr = _cu.ptr(_cu.check(drv.cuMemAlloc(size), "cuMemAlloc(function table)"))
+        if table:
+            _cu.check(drv.cuMemcpyHtoD(self._table_ptr, table, len(table)), "cuMemcpyHtoD(table)")
+        self._stats_ptr = _cu.ptr(_cu.check(drv.cuMemAlloc(8), "cuMemAlloc(stats)"))
+        _cu.check(drv.cuMemsetD8(self._stats_ptr, 0, 8), "cuMemsetD8(stats)")
+        flags = drv.CU_MEMHOSTALLOC_DEVICEMAP | drv.CU_MEMHOSTALLOC_PORTABLE
+        self._pinned_ptr = _cu.ptr(_cu.check(drv.cuMemHostAlloc(16, flags), "cuMemHostAlloc(flag)"))
+        ctypes.memset(self._pinned_ptr, 0, 16)
+        self._pinned_dev = _cu.ptr(
+            _cu.check(
+                drv.cuMemHostGetDevicePointer(self._pinned_ptr, 0), "cuMemHostGetDevicePointer"
+            )
+        )
+
+    def _launch(self, args: LaunchArgs, library: Any) -> None:
+        launcher = self._launcher
+        if launcher is None:
+            from .launch import LaunchConfig, launch_kernel
+            from .library import get_device_kernel
+
+            if self.module is None:
+                from .errors import InvalidArgumentError
+
+                msg = "the built-in kernel needs module= (the extension linked with it)"
+                raise InvalidArgumentError(msg)
+            kernel = get_device_kernel(self.module, BUILTIN_KERNEL)
+            config = LaunchConfig(grid=(1, 1, 1), block=(self.config.block_size, 1, 1))
+            launch_kernel(kernel, config, args.stream, *args.kernel_args())
+            self._check_alive()
+            return
+        try:
+            outcome = launcher(args)
+        except Exception as exc:
+            msg = f"the dispatch launcher {launcher!r} failed: {exc}"
+            raise _start_error(msg) from exc
+        if outcome is False:
+            msg = f"the dispatch launcher {launcher!r} reported failure"
+            raise _start_error(msg)
+        self._check_alive()
+
+    def _check_alive(self) -> None:
+        """A persistent kernel only returns on shutdown: one that is gone at once never served.
+
+        Waits ``ALIVE_CHECK_S`` and fails start() if the stream is already idle
+        (no transport session: a bad launch shape, a ring the kernel cannot
+        serve) or the kernel faulted.
+        """
+        drv = self._drv
+        if drv is None or self._stream is None:
+            return
+        time.sleep(ALIVE_CHECK_S)
+        result = drv.cuStreamQuery(self._stream)
+        code = int(result[0] if isinstance(result, tuple) else result)
+        if code == 0:
+            msg = (
+                "the dispatch kernel returned right after its launch without serving (no "
+                "transport session: check the launch shape and the ring it was given)"
+            )
+            raise _start_error(msg)
+        if code != _NOT_READY:
+            _cu.check(result, "dispatch kernel launch")
+
+    # -- stop -------------------------------------------------------------
+    def _signal_shutdown(self) -> None:
+        if self._pinned_ptr:
+            ctypes.c_int32.from_address(self._pinned_ptr).value = 1
+
+    def _wait_stream(self, timeout: float) -> bool:
+        """Wait for the kernel's stream without blocking forever. True once it is idle."""
+        drv = self._drv
+        if drv is None or self._stream is None:
+            return True
+        deadline = time.monotonic() + timeout
+        delay = 1e-5
+        while True:
+            result = drv.cuStreamQuery(self._stream)
+            code = int(result[0] if isinstance(result, tuple) else result)
+            if code == 0:
+                return True
+            if code != _NOT_READY:
+                _cu.check(result, "dispatch kernel")  # a fault of the kernel: raise it
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(delay)
+            delay = min(delay * 2, 1e-3)
+
+    def _read_counter(self) -> int:
+        drv = self._drv
+        if drv is None or not self._stats_ptr:
+            return self._processed
+        dst = self._pinned_ptr + 8
+        _cu.check(
+            drv.cuMemcpyDtoHAsync(dst, self._stats_ptr, 8, self._reader), "cuMemcpyDtoHAsync(stats)"
+        )
+        _cu.check(drv.cuStreamSynchronize(self._reader), "cuStreamSynchronize(reader)")
+        return int(ctypes.c_uint64.from_address(dst).value)
+
+    @property
+    def processed(self) -> int:
+        """Requests the kernel has answered (live while running, final after stop())."""
+        if self._running:
+            self._processed = self._read_counter()
+        return self._processed
+
+    def _free(self) -> None:
+        drv = self._drv
+        table, stats, pinned = self._table_ptr, self._stats_ptr, self._pinned_ptr
+        self._table_ptr = self._stats_ptr = self._pinned_ptr = self._pinned_dev = 0
+        if drv is None:
+            return
+        if table:
+            _cu.check(drv.cuMemFree(table), "cuMemFree(function table)")
+        if stats:
+            _cu.check(drv.cuMemFree(stats), "cuMemFree(stats)")
+        if pinned:
+            _cu.check(drv.cuMemFreeHost(pinned), "cuMemFreeHost(flag)")
+
+    def _teardown_after_failure(self) -> None:
+        """start() failed: make sure no kernel runs, then free. Never frees under a live kernel."""
+        self._signal_shutdown()
+        try:
+            idle = self._wait_stream(self.config.stop_timeout)
+        except Exception:
+            idle = True  # the kernel faulted: it no longer runs
+        self._running = False
+        self._launch_args = None
+        if not idle:
+            # The enqueued kernel ignores the shutdown flag: leak rather than free under it.
+            self._abandoned = True
+            return
+        self._free()
+        self._library = None
+
+    def stop(self, timeout: float | None = None) -> int:
+        """Signal shutdown, wait for the kernel to exit, return the processed count. Idempotent."""
+        if not self._running:
+            return self._processed
+        timeout = self.config.stop_timeout if timeout is None else timeout
+        self._signal_shutdown()
+        if not self._wait_stream(timeout):
+            self._abandoned = True
+            self._running = False
+            msg = (
+                f"the dispatch kernel did not exit within {timeout} s of the shutdown flag; "
+                "its memory and module are kept alive"
+            )
+            raise _start_error(msg)
+        self._processed = self._read_counter()
+        self._running = False
+        self._launch_args = None
+        self._free()
+        self._library = None
+        return self._processed
+
+    def close(self) -> None:
+        """stop(), then free the streams, the bridge (if the dispatcher made it), the context."""
+        self.stop()
+        if self._abandoned:
+            return
+        drv = self._drv
+        if drv is not None:
+            _cu.check(drv.cuCtxSetCurrent(self._context), "cuCtxSetCurrent")
+            for stream in (self._stream, self._reader):
+                if stream is not None:
+                    _cu.check(drv.cuStreamDestroy(stream), "cuStreamDestroy")
+            self._stream = self._reader = None
+        if self._owns_bridge:
+            self.bridge.close()
+        if drv is not None:
+            _cu.check(drv.cuDevicePrimaryCtxRelease(self._cu_device), "cuDevicePrimaryCtxRelease")
+            self._drv = None
+            self._context = None
+
+    def __enter__(self) -> Dispatcher:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "running" if self._running else "stopped"
+        kernel = "builtin" if self._launcher is None else repr(self._launcher)
+        return f"Dispatcher({self.config!r}, {kernel}, {state})"

@@ -1,0 +1,440 @@
+"""Dispatcher and host-ring bridge without a GPU: value objects and error paths.
+
+The error paths run against a mocked CUDA driver (the one seam,
+``skbuild_cudaq.realtime._cu.driver``). Host "pinned" memory is real ctypes
+memory, so the shutdown flag and the ring the code writes are really written;
+the mocked stream stays busy (``cuStreamQuery`` -> NOT_READY) while a launched
+"kernel" has not seen the shutdown flag, like a persistent kernel.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from skbuild_cudaq.realtime import _cu
+from skbuild_cudaq.realtime.bridge import HostRingBridge, HostRingCtx, ring_offsets
+from skbuild_cudaq.realtime.dispatcher import (
+    DEVICE_CALL,
+    HOST_CALL,
+    Dispatcher,
+    DispatcherConfig,
+    FunctionTable,
+    LaunchArgs,
+)
+from skbuild_cudaq.realtime.errors import CUDAError, InvalidArgumentError, RealtimeError
+
+NOT_READY = 600
+
+
+class FakeKernel:
+    """What a launched persistent kernel looks like to the host: busy until shutdown."""
+
+    def __init__(self, drv: FakeDriver, shutdown_flag: int, ignores_shutdown: bool) -> None:
+        self.drv = drv
+        self.shutdown_flag = shutdown_flag
+        self.ignores_shutdown = ignores_shutdown
+        self.exited = False
+
+    def poll(self) -> bool:
+        flag = ctypes.c_int32.from_address(self.shutdown_flag).value
+        if not self.exited and not self.ignores_shutdown and flag != 0:
+            self.exited = True
+            self.drv.log.append("kernel exited")
+        return self.exited
+
+
+class FakeDriver:
+    """The subset of cuda.bindings.driver the dispatcher and the bridge call."""
+
+    CU_MEMHOSTALLOC_DEVICEMAP = 2
+    CU_MEMHOSTALLOC_PORTABLE = 1
+    CUstream_flags = SimpleNamespace(CU_STREAM_NON_BLOCKING=1)
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+        self.host: dict[int, Any] = {}  # address -> ctypes buffer (keeps it alive)
+        self.device: dict[int, bytearray] = {}
+        self.next_device = 0x7F00_0000_0000
+        self.kernel: FakeKernel | None = None
+        self.ignores_shutdown = False
+        self.processed = 0
+        self.fail: dict[str, int] = {}
+
+    def _ok(self, name: str, *values: Any) -> tuple[Any, ...]:
+        self.log.append(name)
+        code = self.fail.get(name, 0)
+        return (code, *values) if code == 0 else (code,) + (None,) * len(values)
+
+    # context, streams
+    def cuInit(self, flags: int) -> tuple[Any, ...]:
+        return self._ok("cuInit")
+
+    def cuDeviceGet(self, ordinal: int) -> tuple[Any, ...]:
+        return self._ok("cuDeviceGet", ordinal)
+
+    def cuDevicePrimaryCtxRetain(self, dev: int) -> tuple[Any, ...]:
+        return self._ok("cuDevicePrimaryCtxRetain", "ctx")
+
+    def cuDevicePrimaryCtxRelease(self, dev: int) -> tuple[Any, ...]:
+        return self._ok("cuDevicePrimaryCtxRelease")
+
+    def cuCtxSetCurrent(self, ctx: Any) -> tuple[Any, ...]:
+        return self._ok("cuCtxSetCurrent")
+
+    def cuStreamCreate(self, flags: int) -> tuple[Any, ...]:
+        assert flags == 1, "dispatcher streams must be non-blocking"
+        return self._ok("cuStreamCreate", f"stream{self.log.count('cuStreamCreate')}")
+
+    def cuStreamDestroy(self, stream: Any) -> tuple[Any, ...]:
+        return self._ok("cuStreamDestroy")
+
+    def cuStreamQuery(self, stream: Any) -> tuple[Any, ...]:
+        self.log.append("cuStreamQuery")
+        if stream == "stream0" and self.kernel is not None and not self.kernel.poll():
+            return (NOT_READY,)
+        return (0,)
+
+    def cuStreamSynchronize(self, stream: Any) -> tuple[Any, ...]:
+        assert stream != "stream0", "never block on the persistent kernel's stream"
+        return self._ok("cuStreamSynchronize")
+
+    # memory
+    def cuMemHostAlloc(self, size: int, flags: int) -> tuple[Any, ...]:
+        assert flags == 3, "DEVICEMAP | PORTABLE"
+        buf = (ctypes.c_uint8 * size)(*([0xAB] * size))  # garbage: the code must clear it
+        addr = ctypes.addressof(buf)
+        self.host[addr] = buf
+        return self._ok("cuMemHostAlloc", addr)
+
+    def cuMemHostGetDevicePointer(self, addr: int, flags: int) -> tuple[Any, ...]:
+        assert addr in self.host
+        return self._ok("cuMemHostGetDevicePointer", addr)  # UVA: same address
+
+    def cuMemFreeHost(self, addr: int) -> tuple[Any, ...]:
+        assert addr in self.host
+        del self.host[addr]
+        return self._ok("cuMemFreeHost")
+
+    def cuMemAlloc(self, size: int) -> tuple[Any, ...]:
+        addr = self.next_device
+        self.next_device += 0x1000
+        self.device[addr] = bytearray(size)
+        return self._ok("cuMemAlloc", addr)
+
+    def cuMemFree(self, addr: int) -> tuple[Any, ...]:
+        del self.device[addr]
+        return self._ok("cuMemFree")
+
+    def cuMemcpyHtoD(self, dst: int, src: Any, size: int) -> tuple[Any, ...]:
+        data = ctypes.string_at(src, size) if isinstance(src, int) else bytes(src)[:size]
+        self.device[dst][:size] = data
+        return self._ok("cuMemcpyHtoD")
+
+    def cuMemsetD8(self, dst: int, value: int, size: int) -> tuple[Any, ...]:
+        self.device[dst][:size] = bytes([value]) * size
+        return self._ok("cuMemsetD8")
+
+    def cuMemcpyDtoHAsync(self, dst: int, src: int, size: int, stream: Any) -> tuple[Any, ...]:
+        assert stream != "stream0", "read the counter on the reader stream"
+        assert size == 8
+        ctypes.c_uint64.from_address(dst).value = self.processed
+        return self._ok("cuMemcpyDtoHAsync")
+
+    # "kernel"
+    def launch(self, args: LaunchArgs) -> None:
+        self.log.append("launch")
+        self.kernel = FakeKernel(self, args.shutdown_flag, self.ignores_shutdown)
+
+
+class FakeLibrary:
+    def __init__(self, lo: int, hi: int) -> None:
+        self.lo, self.hi = lo, hi
+
+    def contains(self, address: int) -> bool:
+        return self.lo <= address < self.hi
+
+
+@pytest.fixture
+def drv(monkeypatch: pytest.MonkeyPatch) -> FakeDriver:
+    fake = FakeDriver()
+    monkeypatch.setattr(_cu, "driver", lambda: fake)
+    return fake
+
+
+LIB = FakeLibrary(0x1000, 0x2000)
+
+
+def make(drv: FakeDriver, launcher: Any, **config: Any) -> Dispatcher:
+    d = Dispatcher(DispatcherConfig(num_slots=4, slot_size=64, stop_timeout=0.5, **config))
+    d.function_table.add_device("rpc_increment", 0x1100)
+    launcher.library = LIB
+    d.set_unified_launch(launcher)
+    return d
+
+
+class Launcher:
+    """A launcher that enqueues (fake) and can fail before or after."""
+
+    def __init__(self, drv: FakeDriver, *, enqueue: bool = True, fail: str | None = None) -> None:
+        self.drv, self.enqueue, self.fail = drv, enqueue, fail
+        self.library: Any = None
+        self.seen: LaunchArgs | None = None
+
+    def __call__(self, args: LaunchArgs) -> bool | None:
+        self.seen = args
+        if self.fail == "before":
+            raise RuntimeError("bad grid")
+        if self.enqueue:
+            self.drv.launch(args)
+        if self.fail == "after":
+            raise RuntimeError("attribute query failed after the launch")
+        if self.fail == "false":
+            return False
+        return None
+
+
+def frees_after_exit(log: list[str]) -> bool:
+    exit_at = log.index("kernel exited")
+    first_free = min(log.index(n) for n in ("cuMemFree", "cuMemFreeHost") if n in log)
+    return first_free > exit_at
+
+
+# -- value objects ---------------------------------------------------------------
+
+
+def test_function_table_packs_16_byte_entries() -> None:
+    table = FunctionTable()
+    table.add_device("rpc_increment", 0xDEAD_BEEF_0000)
+    table.add_host("host_echo", lambda *a: None)
+    packed = table.pack()
+    assert len(packed) == 32
+    handler, fid, mode = struct.unpack_from("<QIB", packed, 0)
+    assert (handler, fid, mode) == (0xDEAD_BEEF_0000, 0x191B6322, DEVICE_CALL)
+    assert struct.unpack_from("<QIB", packed, 16)[2] == HOST_CALL
+    assert packed[13:16] == b"\0\0\0"
+    with pytest.raises(InvalidArgumentError, match="already in"):
+        table.add_device("rpc_increment", 0x10)
+    with pytest.raises(InvalidArgumentError, match="not a device address"):
+        table.add_device("echo", 0)
+
+
+def test_launch_args_kernel_args_in_spec_order() -> None:
+    args = LaunchArgs(1, 256, 3, 4, 5, 6, stream="s")
+    values = args.kernel_args()
+    assert [type(v) for v in values] == [
+        ctypes.c_void_p,
+        ctypes.c_uint32,
+        ctypes.c_void_p,
+        ctypes.c_uint32,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+    ]
+    assert [v.value for v in values] == [1, 256, 3, 4, 5, 6]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"slot_size": 24}, "slot_size=24"),
+        ({"slot_size": 100}, "multiple of 8"),
+        ({"num_slots": 0}, "num_slots=0"),
+        ({"block_size": 2048}, "block_size=2048"),
+    ],
+)
+def test_config_rejects_bad_values(kwargs: dict[str, int], match: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=match):
+        DispatcherConfig(**kwargs)
+
+
+def test_bridge_shape_must_match_config() -> None:
+    with pytest.raises(InvalidArgumentError, match="differs"):
+        Dispatcher(DispatcherConfig(num_slots=8, slot_size=64), bridge=HostRingBridge(4, 64))
+
+
+def test_nothing_touches_cuda_before_start() -> None:
+    d = Dispatcher(DispatcherConfig())
+    assert not d.bridge.is_open
+    assert d.processed == 0
+    assert d.stop() == 0  # stop before start: nothing to do
+
+
+# -- bridge ----------------------------------------------------------------------
+
+
+def test_bridge_allocates_one_mapped_ring_and_a_device_context(drv: FakeDriver) -> None:
+    with HostRingBridge(num_slots=8, slot_size=64) as bridge:
+        offsets = ring_offsets(8, 64)
+        assert drv.log.count("cuMemHostAlloc") == 1
+        assert len(bridge.buffer) == offsets["total_bytes"] == 2 * 8 * 64 + 8 * 8
+        assert bytes(bridge.buffer) == bytes(offsets["total_bytes"])  # cleared
+        ctx = HostRingCtx.from_buffer_copy(bytes(drv.device[bridge.transport_ctx]))
+        base = bridge.device_ring
+        assert (ctx.magic, ctx.num_slots, ctx.slot_size) == (0x474E4952, 8, 64)
+        assert ctx.rx_slots == base
+        assert ctx.tx_slots == base + 512
+        assert ctx.rx_flags == base + 1024
+        assert ctx.tx_flags == base + 1024 + 32
+        bridge.buffer[1024:1088] = b"\x07" * 64  # flags of a used ring
+        bridge.reset()
+        assert bytes(bridge.buffer[1024:1088]) == bytes(64)
+    assert not bridge.is_open
+    assert drv.host == {}
+    assert drv.device == {}
+    bridge.close()  # idempotent
+
+
+def test_bridge_frees_what_it_got_when_open_fails(drv: FakeDriver) -> None:
+    drv.fail["cuMemAlloc"] = 2  # CUDA_ERROR_OUT_OF_MEMORY
+    bridge = HostRingBridge(4, 64)
+    with pytest.raises(CUDAError):
+        bridge.open()
+    assert drv.host == {}
+    assert not bridge.is_open
+
+
+# -- dispatcher error paths ------------------------------------------------------
+
+
+def test_start_hands_the_launcher_everything_and_stop_is_idempotent(drv: FakeDriver) -> None:
+    launcher = Launcher(drv)
+    d = make(drv, launcher)
+    d.start()
+    args = launcher.seen
+    assert args is not None
+    assert args.transport_ctx == d.bridge.transport_ctx
+    assert (args.slot_size, args.table_count, args.num_slots) == (64, 1, 4)
+    assert struct.unpack_from("<QI", bytes(drv.device[args.table]), 0) == (0x1100, 0x191B6322)
+    assert ctypes.c_int32.from_address(args.shutdown_flag).value == 0
+    drv.processed = 7
+    assert d.processed == 7  # live read through the reader stream
+    assert d.stop() == 7
+    assert frees_after_exit(drv.log)
+    log_len = len(drv.log)
+    assert d.stop() == 7
+    assert len(drv.log) == log_len  # second stop does nothing
+    d.close()
+    assert drv.device == {}
+    assert drv.host == {}
+
+
+def test_explicit_transport_ctx_replaces_the_bridges(drv: FakeDriver) -> None:
+    launcher = Launcher(drv)
+    d = make(drv, launcher)
+    d.set_unified_launch(launcher, transport_ctx=0xCAFE000)
+    d.start()
+    assert launcher.seen is not None
+    assert launcher.seen.transport_ctx == 0xCAFE000
+    d.close()
+
+
+@pytest.mark.parametrize("fail", ["before", "false"])
+def test_launcher_failing_before_enqueue_fails_start(drv: FakeDriver, fail: str) -> None:
+    launcher = Launcher(drv, enqueue=False, fail=fail)
+    d = make(drv, launcher)
+    with pytest.raises(RealtimeError, match="launcher"):
+        d.start()
+    assert not d.running
+    assert launcher.seen is not None
+    assert "launch" not in drv.log
+    assert "cuMemFree" in drv.log  # table and counter freed
+    d.close()
+    assert drv.device == {}
+    assert drv.host == {}
+
+
+def test_launcher_failing_after_enqueue_shuts_down_and_waits_before_freeing(
+    drv: FakeDriver,
+) -> None:
+    launcher = Launcher(drv, fail="after")
+    d = make(drv, launcher)
+    with pytest.raises(RealtimeError, match="after the launch") as info:
+        d.start()
+    assert isinstance(info.value.__cause__, RuntimeError)
+    log = drv.log
+    assert "launch" in log
+    assert "kernel exited" in log  # the shutdown flag was set and the stream drained
+    assert frees_after_exit(log)
+    assert d._library is None  # the module is let go only after the exit
+    d.close()
+    assert drv.device == {}
+
+
+def test_kernel_ignoring_shutdown_is_never_freed_under(drv: FakeDriver) -> None:
+    drv.ignores_shutdown = True
+    launcher = Launcher(drv, fail="after")
+    d = make(drv, launcher)
+    with pytest.raises(RealtimeError):
+        d.start()
+    assert "cuMemFree" not in drv.log  # leaked on purpose: the kernel may still run
+    assert d._library is LIB  # module kept alive
+    with pytest.raises(RealtimeError, match="never exited"):
+        d.start()
+
+
+def test_stop_timeout_reports_a_kernel_that_does_not_exit(drv: FakeDriver) -> None:
+    drv.ignores_shutdown = True
+    d = make(drv, Launcher(drv))
+    d.start()
+    with pytest.raises(RealtimeError, match="did not exit"):
+        d.stop(timeout=0.05)
+    assert "cuMemFree" not in drv.log
+
+
+def test_device_call_outside_the_module_is_rejected_before_anything_runs(
+    drv: FakeDriver,
+) -> None:
+    launcher = Launcher(drv)
+    d = make(drv, launcher)
+    d.function_table.add_device("echo", 0x9000)  # not in LIB
+    with pytest.raises(InvalidArgumentError, match="'echo' at 0x9000"):
+        d.start()
+    assert launcher.seen is None
+    assert drv.log == []
+
+
+def test_device_calls_need_a_module_to_check_against(drv: FakeDriver) -> None:
+    d = Dispatcher(DispatcherConfig(num_slots=4, slot_size=64))
+    d.function_table.add_device("echo", 0x1100)
+    d.set_unified_launch(lambda args: None)
+    with pytest.raises(InvalidArgumentError, match="module="):
+        d.start()
+
+
+def test_kernel_fault_surfaces_as_cuda_error(drv: FakeDriver) -> None:
+    d = make(drv, Launcher(drv))
+    d.start()
+    drv.kernel = None
+    drv.cuStreamQuery = lambda stream: (700,)  # type: ignore[method-assign]
+    with pytest.raises(CUDAError):
+        d.stop()
+
+
+def test_context_manager_stops_and_frees(drv: FakeDriver) -> None:
+    with make(drv, Launcher(drv)) as d:
+        d.start()
+        assert d.running
+    assert not d.running
+    assert "kernel exited" in drv.log
+    assert drv.device == {}
+    assert drv.host == {}
+
+
+def test_kernel_returning_at_once_fails_start(drv: FakeDriver) -> None:
+    def launch_and_exit(args: LaunchArgs) -> None:
+        drv.launch(args)
+        assert drv.kernel is not None
+        drv.kernel.exited = True  # e.g. enter_lane refused the ring: nothing is served
+
+    d = make(drv, Launcher(drv))
+    launch_and_exit.library = LIB  # type: ignore[attr-defined]
+    d.set_unified_launch(launch_and_exit)
+    with pytest.raises(RealtimeError, match="returned right after its launch"):
+        d.start()
+    assert not d.running
+    d.close()
+    assert drv.device == {}

@@ -110,15 +110,16 @@ def version_problem(code_version: tuple[int, int], nvjitlink: tuple[int, int]) -
     """
     ir = _fmt(code_version)
     for known, release in LTO_IR_RELEASES:
-        if code_version > known and release >= nvjitlink:
-            return (
-                f"LTO-IR code version {ir} comes from a CUDA release newer than {_fmt(release)} "
-                f"(which writes {_fmt(known)}), too new for nvJitLink {_fmt(nvjitlink)}"
-            )
         if code_version == known and release > nvjitlink:
             return (
                 f"LTO-IR code version {ir} comes from CUDA {_fmt(release)}, "
                 f"newer than nvJitLink {_fmt(nvjitlink)}"
+            )
+    for known, release in LTO_IR_RELEASES:
+        if code_version > known and release >= nvjitlink:
+            return (
+                f"LTO-IR code version {ir} comes from a CUDA release newer than {_fmt(release)} "
+                f"(which writes {_fmt(known)}), too new for nvJitLink {_fmt(nvjitlink)}"
             )
     for known, release in LTO_IR_RELEASES:
         if code_version <= known and release[0] < nvjitlink[0]:

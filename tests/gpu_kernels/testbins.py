@@ -24,7 +24,7 @@ LTO_90 = "-gencode=arch=compute_90,code=lto_90"
 
 
 @dataclass(frozen=True)
-class TestBinaries:
+class DeviceBinaries:
     root: Path
     app: Path  # dispatcher (incbin, "aR") + handlers_a.o + handlers_b.o: one section, 3 containers
     two_sections: Path  # dispatcher with "aR" + handlers fatbin with "" flags: two sections
@@ -50,7 +50,7 @@ def _embed_c(fatbin: Path, flags: str) -> str:
     )
 
 
-def build(nvcc: Path, root: Path) -> TestBinaries:
+def build(nvcc: Path, root: Path) -> DeviceBinaries:
     gcc = shutil.which("gcc") or shutil.which("cc")
     if gcc is None:
         msg = "no C compiler (gcc) to build the test binaries"
@@ -102,13 +102,13 @@ def build(nvcc: Path, root: Path) -> TestBinaries:
     plain_src.write_text("int plain_function(int x) { return x + 1; }\n")
     plain = root / "libplain.so"
     _run([gcc, "-shared", "-fPIC", "-o", str(plain), str(plain_src)], root)
-    return TestBinaries(root, app, two, missing, duplicate, checks, plain, dispatcher)
+    return DeviceBinaries(root, app, two, missing, duplicate, checks, plain, dispatcher)
 
 
-_BUILT: dict[Path, TestBinaries] = {}
+_BUILT: dict[Path, DeviceBinaries] = {}
 
 
-def build_once(nvcc: Path, root: Path) -> TestBinaries:
+def build_once(nvcc: Path, root: Path) -> DeviceBinaries:
     """Build once per test session (several test modules share the binaries)."""
     if not _BUILT:
         _BUILT[nvcc] = build(nvcc, root)

@@ -143,7 +143,10 @@ def _spawn(binary: Path, cache_dir: Path) -> subprocess.Popen[str]:
     env = dict(os.environ, **{CACHE_ENV: str(cache_dir)})
     return subprocess.Popen(
         [sys.executable, "-c", _LINK_SCRIPT, str(binary)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
 
 

@@ -19,8 +19,21 @@ from skbuild_cudaq.fatbin import (
 
 def _entry(kind: int, arch: int, code: bytes, version: tuple[int, int] = (1, 65)) -> bytes:
     header = struct.pack(
-        "<HHIQIIHHIIIQQQ", kind, 0x0101, 64, len(code), 0, 0, version[1], version[0], arch,
-        0, 0, 0x11, 0, len(code),
+        "<HHIQIIHHIIIQQQ",
+        kind,
+        0x0101,
+        64,
+        len(code),
+        0,
+        0,
+        version[1],
+        version[0],
+        arch,
+        0,
+        0,
+        0x11,
+        0,
+        len(code),
     )
     return header + code
 
@@ -38,7 +51,11 @@ def test_split_containers_skips_zero_padding_and_lists_entries() -> None:
     assert [c.offset for c in containers] == [0, len(a) + 8]
     assert [c.data for c in containers] == [a, b]
     kinds = [(e.kind, e.sm, e.code_version_str) for c in containers for e in c.entries]
-    assert kinds == [("lto-ir", "sm_80", "1.65"), ("cubin", "sm_90", "0.0"), ("ptx", "sm_100", "9.0")]
+    assert kinds == [
+        ("lto-ir", "sm_80", "1.65"),
+        ("cubin", "sm_90", "0.0"),
+        ("ptx", "sm_100", "9.0"),
+    ]
     assert not containers[0].entries[0].compressed
 
 
@@ -82,9 +99,7 @@ def test_reads_every_container_of_a_linked_module(bins: DeviceBinaries) -> None:
         assert container.entries[0].compressed  # nvcc 13 compresses by default
         assert container.data[:4] == struct.pack("<I", CONTAINER_MAGIC)
     # the incbin'd container is byte for byte the fatbin nvcc wrote
-    assert read_fatbin_file(bins.dispatcher_fatbin)[0].data in {
-        c.data for c in section.containers
-    }
+    assert read_fatbin_file(bins.dispatcher_fatbin)[0].data in {c.data for c in section.containers}
 
 
 @pytest.mark.toolchain
@@ -128,5 +143,7 @@ def test_garbage_inside_the_section(bins: DeviceBinaries, tmp_path: Path) -> Non
     data[second : second + 4] = b"JUNK"
     bad = tmp_path / "bad.so"
     bad.write_bytes(bytes(data))
-    with pytest.raises(DeviceCodeError, match=f"no fatbin container at offset {section.containers[1].offset}"):
+    with pytest.raises(
+        DeviceCodeError, match=f"no fatbin container at offset {section.containers[1].offset}"
+    ):
         read_relfatbin_sections(bad)

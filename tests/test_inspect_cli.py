@@ -21,7 +21,9 @@ def bins(nvcc: Path, tmp_path_factory: pytest.TempPathFactory) -> DeviceBinaries
 def _inspect(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "skbuild_cudaq", "inspect", *args],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
 
 

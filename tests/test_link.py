@@ -32,8 +32,9 @@ def bins(nvcc: Path, tmp_path_factory: pytest.TempPathFactory) -> DeviceBinaries
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90", "sm_100", "sm_120"])
 def test_link_for_arch(bins: DeviceBinaries, arch: str) -> None:
     cubin = link_device_code(bins.app, arch, cache=NO_CACHE)
-    from elftools.elf.elffile import ELFFile
     import io
+
+    from elftools.elf.elffile import ELFFile
 
     elf = ELFFile(io.BytesIO(cubin))
     assert elf["e_machine"] == "EM_CUDA"
@@ -168,7 +169,7 @@ def test_too_new_lto_ir_is_refused_up_front(bins: DeviceBinaries, tmp_path: Path
     newer = dataclasses.replace(entry, code_version=(1, 99))
     container = dataclasses.replace(code.inputs[0].container, entries=(newer,))
     patched = dataclasses.replace(code, inputs=(LinkInput("patched", container), *code.inputs[1:]))
-    with pytest.raises(VersionMismatchError, match="code version 1.99") as info:
+    with pytest.raises(VersionMismatchError, match=r"code version 1\.99") as info:
         link_device_code_ex(patched, LinkOptions(arch="sm_90"), NO_CACHE)
     assert info.value.log == ""  # refused before nvJitLink ran
 
@@ -182,7 +183,10 @@ def _cli(*args: str, env_cache: str = "off") -> subprocess.CompletedProcess[str]
     env = dict(os.environ, SKBUILD_CUDAQ_LINK_CACHE=env_cache)
     return subprocess.run(
         [sys.executable, "-m", "skbuild_cudaq", "link", *args],
-        capture_output=True, text=True, check=False, env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
     )
 
 

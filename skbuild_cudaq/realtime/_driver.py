@@ -11,7 +11,7 @@ import threading
 from types import ModuleType
 from typing import Any
 
-from .errors import CUDAError
+from .errors import CUDAError, RealtimeError
 
 __all__ = [
     "check",
@@ -83,7 +83,12 @@ def _init() -> None:
     global _initialised  # noqa: PLW0603 - once per process
     with _lock:
         if not _initialised:
-            check(driver().cuInit(0), "cuInit")
+            try:
+                ret = driver().cuInit(0)
+            except Exception as exc:  # e.g. libcuda not found: not a CUresult
+                msg = f"cannot initialise CUDA (is an NVIDIA driver installed?): {exc}"
+                raise RealtimeError(msg) from None
+            check(ret, "cuInit")
             _initialised = True
 
 

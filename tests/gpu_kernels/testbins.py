@@ -61,15 +61,39 @@ def build(nvcc: Path, root: Path) -> DeviceBinaries:
     def fatbin(name: str, gencode: str = LTO_80) -> Path:
         out = root / f"{name}.fatbin"
         src = HERE / f"{name}.cu"
-        _run([str(nvcc), "-fatbin", "-rdc=true", "-std=c++17", gencode, inc, "-o", str(out), str(src)], root)
+        _run(
+            [
+                str(nvcc),
+                "-fatbin",
+                "-rdc=true",
+                "-std=c++17",
+                gencode,
+                inc,
+                "-o",
+                str(out),
+                str(src),
+            ],
+            root,
+        )
         return out
 
     def obj(name: str) -> Path:
         out = root / f"{name}.o"
         src = HERE / f"{name}.cu"
         _run(
-            [str(nvcc), "-c", "-rdc=true", "-std=c++17", LTO_80, "-Xcompiler", "-fPIC", inc,
-             "-o", str(out), str(src)],
+            [
+                str(nvcc),
+                "-c",
+                "-rdc=true",
+                "-std=c++17",
+                LTO_80,
+                "-Xcompiler",
+                "-fPIC",
+                inc,
+                "-o",
+                str(out),
+                str(src),
+            ],
             root,
         )
         return out
@@ -92,7 +116,8 @@ def build(nvcc: Path, root: Path) -> DeviceBinaries:
     app = shared("app", [embed("app", dispatcher), handlers_a, handlers_b])
     handlers_fat = fatbin("handlers_b")
     two = shared(
-        "two_sections", [embed("two_a", dispatcher, "aR"), embed("two_b", handlers_fat, "")],
+        "two_sections",
+        [embed("two_a", dispatcher, "aR"), embed("two_b", handlers_fat, "")],
         gc_sections=False,
     )
     missing = shared("missing", [embed("missing", fatbin("missing_symbol"))])

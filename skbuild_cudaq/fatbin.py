@@ -21,8 +21,11 @@ Entry header (LE, ``header_size`` bytes, at least 64)::
     40 u64 flags (0x2000 / 0x8000: compressed)
     48 u64 (unused here)                      56 u64 uncompressed size
 
-This module uses pyelftools and never imports ``cuda.*``: it is the build-side
-inspector (``python -m skbuild_cudaq inspect``) and the run time's reader.
+This module never imports ``cuda.*``: it is the build-side inspector
+(``python -m skbuild_cudaq inspect``) and the run time's reader. It reads ELF
+section headers itself (a few dozen lines; a warm start cannot afford importing
+pyelftools, ~25 ms); pyelftools reads cubin symbol tables elsewhere and
+cross-checks this reader in the tests.
 """
 
 from __future__ import annotations
@@ -31,15 +34,18 @@ import struct
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
+from typing import BinaryIO
 
 from .errors import DeviceCodeError
 
 __all__ = [
     "CONTAINER_MAGIC",
     "SECTION_NAME",
+    "ElfSection",
     "FatbinContainer",
     "FatbinEntry",
     "FatbinSection",
+    "elf_sections",
     "read_fatbin_file",
     "read_relfatbin_sections",
     "split_containers",
@@ -224,6 +230,90 @@ def split_containers(data: bytes, where: str) -> tuple[FatbinContainer, ...]:
     return tuple(containers)
 
 
+_SHT_NOBITS = 8
+_SHN_XINDEX = 0xFFFF
+
+
+@dataclass(frozen=True)
+class ElfSection:
+    """One ELF section header (what the reader needs of it)."""
+
+    index: int
+    name: str
+    type: int
+    flags: int
+    offset: int
+    size: int
+
+
+def _read_at(stream: BinaryIO, offset: int, size: int, what: str, path: Path) -> bytes:
+    stream.seek(offset)
+    data = stream.read(size)
+    if len(data) != size:
+        msg = f"{path}: truncated ELF file ({what} at offset {offset} runs past the end)"
+        raise DeviceCodeError(msg)
+    return data
+
+
+def elf_sections(stream: BinaryIO, path: Path) -> list[ElfSection]:
+    """The section headers of an ELF file (32/64-bit, either byte order).
+
+    A small reader of the section header table only: reading a module's
+    sections must stay cheap on a warm start, where importing pyelftools alone
+    would cost more than the rest of the lookup. Cross-checked against pyelftools
+    in the tests.
+    """
+    ident = stream.read(16)
+    if (
+        len(ident) < 16
+        or ident[:4] != b"\x7fELF"
+        or ident[4] not in (1, 2)
+        or ident[5] not in (1, 2)
+    ):
+        msg = f"{path}: not an ELF file"
+        raise DeviceCodeError(msg)
+    is64, order = ident[4] == 2, "<" if ident[5] == 1 else ">"
+    if is64:
+        head = _read_at(stream, 0x28, 0x18, "ELF header", path)
+        shoff, _flags, _ehsize, _phentsize, _phnum, shentsize, shnum, shstrndx = struct.unpack(
+            order + "QIHHHHHH", head
+        )
+        shdr = struct.Struct(order + "IIQQQQIIQQ")
+    else:
+        head = _read_at(stream, 0x20, 0x14, "ELF header", path)
+        shoff, _flags, _ehsize, _phentsize, _phnum, shentsize, shnum, shstrndx = struct.unpack(
+            order + "IIHHHHHH", head
+        )
+        shdr = struct.Struct(order + "IIIIIIIIII")
+    if shoff == 0:
+        return []
+    if shentsize < shdr.size:
+        msg = f"{path}: malformed ELF file (section header size {shentsize})"
+        raise DeviceCodeError(msg)
+
+    def header(index: int) -> tuple[int, ...]:
+        raw = _read_at(stream, shoff + index * shentsize, shdr.size, "section header", path)
+        return shdr.unpack(raw)
+
+    first = header(0)
+    if shnum == 0:  # extended numbering: the count is in section 0's sh_size
+        shnum = first[5]
+    if shstrndx == _SHN_XINDEX:
+        shstrndx = first[6]
+    table = _read_at(stream, shoff, shnum * shentsize, "section header table", path)
+    rows = [shdr.unpack_from(table, i * shentsize) for i in range(shnum)]
+    if not 0 <= shstrndx < shnum:
+        msg = f"{path}: malformed ELF file (section name table index {shstrndx})"
+        raise DeviceCodeError(msg)
+    names = _read_at(stream, rows[shstrndx][4], rows[shstrndx][5], "section name table", path)
+    sections = []
+    for index, (name_off, sh_type, flags, _addr, offset, size, *_rest) in enumerate(rows):
+        end = names.find(b"\0", name_off)
+        name = names[name_off : end if end >= 0 else len(names)].decode("latin-1")
+        sections.append(ElfSection(index, name, sh_type, flags, offset, size))
+    return sections
+
+
 def read_relfatbin_sections(path: str | PathLike[str]) -> tuple[FatbinSection, ...]:
     """Every ``__nv_relfatbin`` section of the ELF file at ``path``, split into containers.
 
@@ -231,50 +321,44 @@ def read_relfatbin_sections(path: str | PathLike[str]) -> tuple[FatbinSection, .
     that is not ELF, has no such section, or whose section is truncated or holds
     something other than fatbin containers.
     """
-    from elftools.common.exceptions import ELFError
-    from elftools.elf.elffile import ELFFile
-
     path = Path(path)
+    found: list[tuple[ElfSection, bytes]] = []
     try:
         with path.open("rb") as stream:
-            file_size = path.stat().st_size
-            try:
-                elf = ELFFile(stream)
-                sections = []
-                for index, section in enumerate(elf.iter_sections()):
-                    if section.name != SECTION_NAME:
-                        continue
-                    if section["sh_type"] == "SHT_NOBITS":
-                        msg = f"{path}: section {SECTION_NAME} (index {index}) has no file data"
-                        raise DeviceCodeError(msg)
-                    offset, size = section["sh_offset"], section["sh_size"]
-                    if offset + size > file_size:
-                        msg = (
-                            f"{path}: section {SECTION_NAME} (index {index}) is truncated "
-                            f"({offset + size - file_size} bytes past the end of the file)"
-                        )
-                        raise DeviceCodeError(msg)
-                    sections.append((index, offset, size, section["sh_flags"], section.data()))
-            except (ELFError, struct.error, ValueError) as exc:
-                msg = f"{path}: not a readable ELF file ({exc})"
-                raise DeviceCodeError(msg) from None
+            for section in elf_sections(stream, path):
+                if section.name != SECTION_NAME:
+                    continue
+                if section.type == _SHT_NOBITS:
+                    msg = f"{path}: section {SECTION_NAME} (index {section.index}) has no file data"
+                    raise DeviceCodeError(msg)
+                stream.seek(section.offset)
+                data = stream.read(section.size)
+                if len(data) != section.size:
+                    msg = (
+                        f"{path}: section {SECTION_NAME} (index {section.index}) is truncated "
+                        f"({section.size - len(data)} bytes past the end of the file)"
+                    )
+                    raise DeviceCodeError(msg)
+                found.append((section, data))
     except OSError as exc:
         msg = f"cannot read {path}: {exc.strerror or exc}"
         raise DeviceCodeError(msg) from None
-    if not sections:
+    if not found:
         msg = (
             f"{path}: no {SECTION_NAME} section: the binary carries no relocatable device code "
             "(build it with a dispatch kernel or -rdc handlers)"
         )
         raise DeviceCodeError(msg)
     result = []
-    for index, offset, size, flags, data in sections:
-        where = f"{path}: {SECTION_NAME} (section {index})"
+    for section, data in found:
+        where = f"{path}: {SECTION_NAME} (section {section.index})"
         containers = split_containers(data, where)
         if not containers:
             msg = f"{where}: section holds no fatbin container (only zero bytes)"
             raise DeviceCodeError(msg)
-        result.append(FatbinSection(index, offset, size, flags, containers))
+        result.append(
+            FatbinSection(section.index, section.offset, section.size, section.flags, containers)
+        )
     return tuple(result)
 
 

@@ -119,7 +119,7 @@ def test_binary_without_device_code(bins: DeviceBinaries) -> None:
 def test_not_an_elf_file(tmp_path: Path) -> None:
     path = tmp_path / "x.so"
     path.write_bytes(b"this is not ELF" * 10)
-    with pytest.raises(DeviceCodeError, match="not a readable ELF file"):
+    with pytest.raises(DeviceCodeError, match="not an ELF file"):
         read_relfatbin_sections(path)
     with pytest.raises(DeviceCodeError, match="cannot read"):
         read_relfatbin_sections(tmp_path / "absent.so")
@@ -147,3 +147,22 @@ def test_garbage_inside_the_section(bins: DeviceBinaries, tmp_path: Path) -> Non
         DeviceCodeError, match=f"no fatbin container at offset {section.containers[1].offset}"
     ):
         read_relfatbin_sections(bad)
+
+
+@pytest.mark.toolchain
+def test_section_reader_agrees_with_pyelftools(bins: DeviceBinaries) -> None:
+    from elftools.elf.elffile import ELFFile
+
+    from skbuild_cudaq.fatbin import elf_sections
+
+    for binary in (bins.app, bins.two_sections, bins.plain, bins.root / "handlers_a.o"):
+        with binary.open("rb") as stream:
+            ours = [
+                (s.index, s.name, s.flags, s.offset, s.size) for s in elf_sections(stream, binary)
+            ]
+        with binary.open("rb") as stream:
+            theirs = [
+                (i, s.name, s["sh_flags"], s["sh_offset"], s["sh_size"])
+                for i, s in enumerate(ELFFile(stream).iter_sections())
+            ]
+        assert ours == theirs

@@ -11,7 +11,7 @@ Only :func:`link` (a cache miss) imports ``cuda.bindings.nvjitlink``.
 from __future__ import annotations
 
 import functools
-import importlib.metadata
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +37,6 @@ LTO_IR_RELEASES: tuple[tuple[tuple[int, int], tuple[int, int]], ...] = (
     ((1, 67), (13, 5)),
 )
 
-_DISTRIBUTIONS = ("nvidia-nvjitlink", "nvidia-nvjitlink-cu13", "nvidia-nvjitlink-cu12")
 _LTO_IR = 8
 
 
@@ -54,19 +53,34 @@ class NvJitLinkInfo:
         return f"{self.distribution} {self.version}"
 
 
+#: Where the nvidia-nvjitlink wheels put the library, relative to site-packages
+#: (the places cuda-pathfinder searches first).
+_WHEEL_LIB_DIRS = ("nvidia/cu13/lib", "nvidia/cu12/lib", "nvidia/nvjitlink/lib")
+
+
 @functools.cache
 def installed_nvjitlink() -> NvJitLinkInfo | None:
-    """The nvidia-nvjitlink distribution of this environment (metadata only, nothing loaded)."""
-    for name in _DISTRIBUTIONS:
-        try:
-            dist = importlib.metadata.distribution(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-        for file in dist.files or ():
-            if Path(str(file)).name.startswith("libnvJitLink.so"):
-                path = Path(str(dist.locate_file(file))).resolve()
-                if path.is_file():
-                    return NvJitLinkInfo(name, dist.version, path)
+    """The nvidia-nvjitlink wheel of this environment: its library file and version.
+
+    Looks for the file along ``sys.path`` the way cuda-pathfinder finds it, and
+    reads the version from the ``*.dist-info`` directory name: no library load
+    and no ``importlib.metadata`` import (which alone costs tens of ms).
+    """
+    for entry in sys.path:
+        site = Path(entry or ".")
+        for sub in _WHEEL_LIB_DIRS:
+            libdir = site / sub
+            if not libdir.is_dir():
+                continue
+            libs = sorted(libdir.glob("libnvJitLink.so*"))
+            if not libs:
+                continue
+            name, version = "nvidia-nvjitlink", "unknown"
+            for info in sorted(site.glob("nvidia_nvjitlink*.dist-info")):
+                dist, _, rest = info.name[: -len(".dist-info")].partition("-")
+                name, version = dist.replace("_", "-"), rest
+                break
+            return NvJitLinkInfo(name, version, libs[0].resolve())
     return None
 
 

@@ -19,7 +19,6 @@ import hashlib
 import os
 import stat
 import struct
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,6 +153,8 @@ class LinkCache:
         if directory is None:
             return None
         path = directory / f"{key}.cubin"
+        import tempfile  # only a cache miss writes
+
         header = _HEADER.pack(_MAGIC, len(cubin), hashlib.sha256(cubin).digest())
         fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=directory)
         try:

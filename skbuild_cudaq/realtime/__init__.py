@@ -18,6 +18,9 @@ _EXPORTS: dict[str, str] = {
     "LinkError": "errors",
     "VersionMismatchError": "errors",
     "RealtimeError": "errors",
+    "LibraryConflictError": "errors",
+    "LinkCacheError": "errors",
+    "DeviceCodeError": "errors",
     # device code of a binary, link, load, lookups
     "DeviceCode": "device_code",
     "device_code_of": "device_code",
@@ -29,6 +32,8 @@ _EXPORTS: dict[str, str] = {
     "get_device_kernel": "library",
     "get_device_handler": "library",
     "get_library": "library",
+    "release_library": "library",
+    "LinkResult": "link",
     "LaunchConfig": "launch",
     "launch_kernel": "launch",
     # wire format and rings (pure Python)

@@ -1,0 +1,301 @@
+#!/usr/bin/env python3
+"""Start-up cost of getting a launchable kernel handle, in fresh processes.
+
+Figures (each the median of --runs fresh processes on the same inputs; the
+variants are interleaved round by round so drift hits all of them alike):
+
+  floor    load an already-linked cubin: cuInit, primary context,
+           cuLibraryLoadData, cuLibraryGetKernel (raw cuda.bindings)
+  cold     our API, import -> kernel handle, linking (link cache disabled)
+  warm     our API, link cache hit (must not load libnvJitLink)
+  cuda.core  cuda.core's Linker path: ObjectCode.from_fatbin per container,
+           Linker(... LinkerOptions(arch, link_time_optimization=True)).link("cubin"),
+           get_kernel
+
+Each child reports the time from its first statement to the kernel handle
+("in_process_s"); the parent also records each child's wall time including
+interpreter start ("wall_s"). Goals: cold <= 1.3x floor, warm <= 1.05x floor
+(in-process medians).
+
+Inputs: --binary EXT.so --kernel NAME (e.g. example_app's extension and its
+dispatcher), or by default a small test binary built here with nvcc + gcc from
+tests/gpu_kernels (custom dispatcher + two handler objects).
+
+Usage: python bench/startup.py [--runs 9] [--out bench/results/startup.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+PROBE = r"""
+import json, sys
+from cuda.bindings import driver as d
+def ok(r):
+    assert int(r[0]) == 0, r
+    return r[1] if len(r) == 2 else r[1:]
+assert int(d.cuInit(0)[0]) == 0
+dev = ok(d.cuDeviceGet(0))
+name = ok(d.cuDeviceGetName(128, dev))
+a = d.CUdevice_attribute
+major = ok(d.cuDeviceGetAttribute(a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev))
+minor = ok(d.cuDeviceGetAttribute(a.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
+sms = ok(d.cuDeviceGetAttribute(a.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev))
+drv = ok(d.cuDriverGetVersion())
+print(json.dumps({
+    "name": name.split(b"\0")[0].decode() if isinstance(name, bytes) else str(name),
+    "arch": f"sm_{major}{minor}", "sms": int(sms),
+    "cuda_driver_api": f"{int(drv) // 1000}.{int(drv) % 1000 // 10}",
+}))
+"""
+
+FLOOR = r"""
+import time
+t0 = time.perf_counter()
+import json, sys
+from cuda.bindings import driver as d
+assert int(d.cuInit(0)[0]) == 0
+err, dev = d.cuDeviceGet(0); assert int(err) == 0
+err, ctx = d.cuDevicePrimaryCtxRetain(dev); assert int(err) == 0
+assert int(d.cuCtxSetCurrent(ctx)[0]) == 0
+with open(sys.argv[1], "rb") as f:
+    cubin = f.read()
+err, lib = d.cuLibraryLoadData(cubin, None, None, 0, None, None, 0); assert int(err) == 0, err
+err, kernel = d.cuLibraryGetKernel(lib, sys.argv[2].encode()); assert int(err) == 0, err
+t1 = time.perf_counter()
+print(json.dumps({"in_process_s": t1 - t0}))
+"""
+
+OURS = r"""
+import time
+t0 = time.perf_counter()
+import json, sys
+import skbuild_cudaq.realtime as rt
+kernel = rt.get_device_kernel(sys.argv[1], sys.argv[2])
+t1 = time.perf_counter()
+maps = open("/proc/self/maps").read()
+print(json.dumps({
+    "in_process_s": t1 - t0,
+    "nvjitlink_loaded": "libnvJitLink" in maps,
+    "nvjitlink_module": "cuda.bindings.nvjitlink" in sys.modules,
+}))
+"""
+
+CUDA_CORE = r"""
+import time
+t0 = time.perf_counter()
+import json, sys
+from pathlib import Path
+from cuda.core import Device, Linker, LinkerOptions, ObjectCode
+from skbuild_cudaq import device_runtime_dir
+from skbuild_cudaq.fatbin import read_fatbin_file, read_relfatbin_sections
+dev = Device(0)
+dev.set_current()
+containers = []
+for f in sorted(Path(device_runtime_dir()).glob("*.fatbin")):
+    containers += read_fatbin_file(f)
+for s in read_relfatbin_sections(sys.argv[1]):
+    containers += s.containers
+objs = [ObjectCode.from_fatbin(c.data) for c in containers]
+opts = LinkerOptions(arch=f"sm_{dev.arch}", link_time_optimization=True)
+try:
+    linker = Linker(*objs, options=opts)
+except TypeError:  # cuda.core versions whose signature is Linker(options, *object_codes)
+    linker = Linker(opts, *objs)
+code = linker.link("cubin")
+kernel = code.get_kernel(sys.argv[2])
+t1 = time.perf_counter()
+print(json.dumps({"in_process_s": t1 - t0, "backend": str(getattr(linker, "backend", "?"))}))
+"""
+
+
+def _child(script: str, args: list[str], env: dict[str, str]) -> dict[str, Any]:
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=300,
+    )
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        return {"error": tail, "wall_s": wall}
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    result["wall_s"] = wall
+    return result
+
+
+def _versions() -> dict[str, str | None]:
+    import importlib.metadata as md
+
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    for dist in (
+        "skbuild-cudaq",
+        "cuda-bindings",
+        "cuda-core",
+        "cuda-pathfinder",
+        "nvidia-nvjitlink",
+        "pyelftools",
+        "numpy",
+    ):
+        try:
+            out[dist] = md.version(dist)
+        except md.PackageNotFoundError:
+            out[dist] = None
+    try:
+        from cuda.bindings import nvjitlink
+
+        major, minor = nvjitlink.version()
+        out["nvJitLink"] = f"{major}.{minor}"
+    except Exception as exc:  # reported, not fatal
+        out["nvJitLink"] = f"unavailable: {exc}"
+    return out
+
+
+def _nvidia_driver() -> str | None:
+    try:
+        proc = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout.strip().splitlines()[0] if proc.returncode == 0 and proc.stdout else None
+
+
+def _default_binary(work: Path) -> tuple[Path, str]:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from gpu_kernels.testbins import build
+
+    from skbuild_cudaq._toolchain import find_nvcc
+
+    bins = build(find_nvcc(), work / "testbins")
+    return bins.app, "single_thread_dispatcher"
+
+
+def _summary(samples: list[dict[str, Any]], floor: float | None) -> dict[str, Any]:
+    good = [s for s in samples if "error" not in s]
+    out: dict[str, Any] = {"runs": len(samples), "ok": len(good)}
+    if len(good) < len(samples):
+        out["errors"] = sorted({s["error"] for s in samples if "error" in s})
+    if good:
+        med = statistics.median(s["in_process_s"] for s in good)
+        out["median_in_process_s"] = med
+        out["median_wall_s"] = statistics.median(s["wall_s"] for s in good)
+        out["in_process_s"] = [s["in_process_s"] for s in good]
+        if floor:
+            out["ratio_to_floor"] = med / floor
+        extra = {k for s in good for k in s} - {"in_process_s", "wall_s"}
+        for key in sorted(extra):
+            out[key] = sorted({json.dumps(s.get(key)) for s in good})
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=9, help="fresh processes per figure (>= 7)")
+    parser.add_argument("--binary", type=Path, help="extension module with device code")
+    parser.add_argument("--kernel", help="kernel to look up (with --binary)")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "startup.json")
+    args = parser.parse_args()
+    runs = max(args.runs, 7)
+
+    with tempfile.TemporaryDirectory(prefix="skbuild-cudaq-bench-") as tmp:
+        work = Path(tmp)
+        if args.binary:
+            if not args.kernel:
+                parser.error("--kernel is required with --binary")
+            binary, kernel = args.binary.resolve(), args.kernel
+        else:
+            binary, kernel = _default_binary(work)
+        env = dict(os.environ)
+        env.pop("SKBUILD_CUDAQ_VERBOSE", None)
+        probe = _child(PROBE, [], env)
+        if "error" in probe:
+            print(f"startup bench: no usable GPU: {probe['error']}", file=sys.stderr)
+            return 1
+        arch = probe["arch"]
+
+        from skbuild_cudaq.realtime import link_device_code
+        from skbuild_cudaq.realtime.cache import LinkCache
+
+        cubin = work / "linked.cubin"
+        cubin.write_bytes(link_device_code(binary, arch, cache=LinkCache(None)))
+        cubin_bytes = cubin.stat().st_size
+
+        cold_env = dict(env, SKBUILD_CUDAQ_LINK_CACHE="off")
+        warm_dir = work / "link-cache"
+        warm_env = dict(env, SKBUILD_CUDAQ_LINK_CACHE=str(warm_dir))
+        primed = _child(OURS, [str(binary), kernel], warm_env)  # fills the cache; not counted
+        variants: dict[str, tuple[str, list[str], dict[str, str]]] = {
+            "floor": (FLOOR, [str(cubin), kernel], env),
+            "cold": (OURS, [str(binary), kernel], cold_env),
+            "warm": (OURS, [str(binary), kernel], warm_env),
+            "cuda_core": (CUDA_CORE, [str(binary), kernel], env),
+        }
+        samples: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
+        for round_ in range(runs):
+            for name, (script, argv, venv) in variants.items():
+                samples[name].append(_child(script, argv, venv))
+            print(f"round {round_ + 1}/{runs} done", file=sys.stderr)
+
+    floor_sum = _summary(samples["floor"], None)
+    floor = floor_sum.get("median_in_process_s")
+    results = {"floor": floor_sum}
+    for name in ("cold", "warm", "cuda_core"):
+        results[name] = _summary(samples[name], floor)
+    goals = {
+        "cold_le_1.3x_floor": results["cold"].get("ratio_to_floor", float("inf")) <= 1.3,
+        "warm_le_1.05x_floor": results["warm"].get("ratio_to_floor", float("inf")) <= 1.05,
+    }
+    doc = {
+        "benchmark": "startup",
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "host": {
+            "machine": platform.machine(),
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+        },
+        "device": probe,
+        "driver": {"nvidia": _nvidia_driver(), "cuda_driver_api": probe.get("cuda_driver_api")},
+        "versions": _versions(),
+        "inputs": {
+            "binary": str(binary),
+            "kernel": kernel,
+            "binary_bytes": binary.stat().st_size,
+            "cubin_bytes": cubin_bytes,
+            "arch": arch,
+            "runs": runs,
+            "cache_primed": "error" not in primed,
+        },
+        "results": results,
+        "goals": goals,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(json.dumps({k: results[k].get("median_in_process_s") for k in results} | goals, indent=2))
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

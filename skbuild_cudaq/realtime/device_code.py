@@ -1,0 +1,80 @@
+"""The device code of a binary (twin of ``cudaq_device_code_of_this_binary``).
+
+A :class:`DeviceCode` holds every fatbin container of a binary's
+``__nv_relfatbin`` sections, each kept separate: nvJitLink must be given each
+container as its own ``FATBIN`` input (the whole section as one input silently
+links only the first container). Pure Python: no CUDA.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from skbuild_cudaq._paths import device_runtime_dir
+from skbuild_cudaq.fatbin import FatbinContainer, read_fatbin_file, read_relfatbin_sections
+
+from .errors import DeviceCodeError
+
+__all__ = ["DeviceCode", "LinkInput", "binary_path", "device_code_of", "runtime_device_code"]
+
+
+@dataclass(frozen=True)
+class LinkInput:
+    """One nvJitLink ``FATBIN`` input: a container and a name for messages."""
+
+    name: str
+    container: FatbinContainer
+
+
+@dataclass(frozen=True)
+class DeviceCode:
+    """Every fatbin container of one binary (or of the package's run time)."""
+
+    path: Path
+    inputs: tuple[LinkInput, ...]
+
+    @property
+    def containers(self) -> tuple[FatbinContainer, ...]:
+        return tuple(i.container for i in self.inputs)
+
+
+def binary_path(binary: ModuleType | str | os.PathLike[str]) -> Path:
+    """The resolved file of a module object or a path."""
+    if isinstance(binary, ModuleType):
+        file = getattr(binary, "__file__", None)
+        if not file:
+            msg = f"module {binary.__name__!r} has no file: it carries no device code"
+            raise DeviceCodeError(msg)
+        return Path(file).resolve()
+    return Path(binary).resolve()
+
+
+def device_code_of(binary: ModuleType | str | os.PathLike[str]) -> DeviceCode:
+    """Device code of an extension module (object or path): every container of every section."""
+    path = binary_path(binary)
+    inputs = []
+    for section in read_relfatbin_sections(path):
+        for number, container in enumerate(section.containers):
+            name = f"{path.name}:{section.index}:{number}"
+            inputs.append(LinkInput(name, container))
+    return DeviceCode(path, tuple(inputs))
+
+
+def runtime_device_code(directory: str | os.PathLike[str] | None = None) -> DeviceCode:
+    """skbuild-cudaq's own device run time: built-in kernel and bridge hooks (LTO-IR)."""
+    root = Path(directory) if directory is not None else device_runtime_dir()
+    files = sorted(root.glob("*.fatbin"))
+    if not files:
+        msg = (
+            f"no device run time (*.fatbin) in {root}: reinstall skbuild-cudaq "
+            "(the wheel ships skbuild_cudaq/_device/*.fatbin)"
+        )
+        raise DeviceCodeError(msg)
+    inputs = []
+    for file in files:
+        for number, container in enumerate(read_fatbin_file(file)):
+            inputs.append(LinkInput(f"{file.name}:{number}", container))
+    return DeviceCode(root, tuple(inputs))

@@ -1,0 +1,84 @@
+"""Typed errors of the run time (link, load, lookups, launches).
+
+Every class derives from :class:`skbuild_cudaq.errors.CudaqError` through
+:class:`RealtimeError`. :class:`InvalidArgumentError` is also a ``ValueError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from skbuild_cudaq.errors import CudaqError, DeviceCodeError
+
+__all__ = [
+    "CUDAError",
+    "DeviceCodeError",
+    "InvalidArgumentError",
+    "LibraryConflictError",
+    "LinkCacheError",
+    "LinkError",
+    "RealtimeError",
+    "VersionMismatchError",
+]
+
+
+class RealtimeError(CudaqError):
+    """Base class of the run time's errors."""
+
+
+class LinkError(RealtimeError):
+    """nvJitLink failed (or an input cannot be linked for the requested architecture).
+
+    ``log`` is nvJitLink's error log (empty when the problem was found before
+    nvJitLink ran); ``result`` the nvJitLink result name, e.g. ``ERROR_PTX_COMPILE``.
+    The log is part of ``str(error)``.
+    """
+
+    def __init__(self, message: str, log: str = "", result: str | None = None) -> None:
+        self.message = message
+        self.log = log.strip()
+        self.result = result
+        text = message
+        if result:
+            text += f" [{result}]"
+        if self.log:
+            text += "\nnvJitLink log:\n" + "\n".join(f"  {line}" for line in self.log.splitlines())
+        super().__init__(text)
+
+
+class VersionMismatchError(LinkError):
+    """LTO-IR and nvJitLink come from CUDA versions that cannot be linked together."""
+
+
+class CUDAError(RealtimeError):
+    """A CUDA driver call failed: ``name`` (e.g. ``CUDA_ERROR_INVALID_VALUE``) and ``code``."""
+
+    def __init__(self, call: str, name: str, code: int, description: str = "") -> None:
+        self.call = call
+        self.name = name
+        self.code = code
+        self.description = description
+        text = f"{call} failed: {name} ({code})"
+        if description:
+            text += f": {description}"
+        super().__init__(text)
+
+
+class InvalidArgumentError(RealtimeError, ValueError):
+    """A name was not found in the linked module; ``available`` lists what exists."""
+
+    def __init__(self, message: str, available: Iterable[str] = ()) -> None:
+        self.available = tuple(available)
+        super().__init__(message)
+
+
+class LibraryConflictError(RealtimeError):
+    """A lookup names a binary other than the one already linked in this process.
+
+    The dispatch kernel and the handlers of one dispatcher must come from one
+    module; call :func:`skbuild_cudaq.realtime.release_library` to switch.
+    """
+
+
+class LinkCacheError(RealtimeError):
+    """The link cache directory is unsafe (foreign-owned, group/other-writable) or unusable."""

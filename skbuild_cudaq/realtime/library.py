@@ -1,0 +1,413 @@
+"""The linked module (``CUlibrary``), its kernels and exported handlers.
+
+:class:`Library` links lazily (on first use), loads with ``cuLibraryLoadData``
+and looks names up: kernels with ``cuLibraryGetKernel``, handlers through the
+device global ``cudaq_handler_<name>`` that holds the handler's address
+(``CUDAQ_REALTIME_EXPORT_DEVICE_FUNCTION``). A :class:`Kernel` keeps its library
+alive.
+
+The contract lookups :func:`get_device_kernel` and :func:`get_device_handler`
+go through a process-wide registry: whichever comes first links and loads the
+module's device code; the kernel and the handlers of one dispatcher must come
+from that same binary, so a lookup naming another binary raises
+:class:`LibraryConflictError` until :func:`release_library` is called.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import io
+import os
+import threading
+import weakref
+from pathlib import Path
+from types import ModuleType, TracebackType
+from typing import Any
+
+from . import _driver
+from .cache import LinkCache
+from .device_code import binary_path
+from .errors import CUDAError, InvalidArgumentError, LibraryConflictError, RealtimeError
+
+__all__ = [
+    "HANDLER_PREFIX",
+    "Kernel",
+    "Library",
+    "ModuleSymbols",
+    "cubin_symbols",
+    "get_device_handler",
+    "get_device_kernel",
+    "get_library",
+    "release_library",
+]
+
+HANDLER_PREFIX = "cudaq_handler_"
+
+Binary = ModuleType | str | os.PathLike[str]
+
+
+class ModuleSymbols:
+    """Names defined and left undefined in a cubin's ELF symbol table."""
+
+    def __init__(self, kernels: list[str], globals_: list[str], undefined: list[str]) -> None:
+        self.kernels = tuple(sorted(kernels))  #: global functions (kernels)
+        self.globals = tuple(sorted(globals_))  #: global data objects
+        self.undefined = tuple(sorted(undefined))
+
+    @property
+    def handlers(self) -> tuple[str, ...]:
+        """Exported handler names (``cudaq_handler_<name>`` globals, prefix removed)."""
+        return tuple(n[len(HANDLER_PREFIX) :] for n in self.globals if n.startswith(HANDLER_PREFIX))
+
+
+def cubin_symbols(cubin: bytes) -> ModuleSymbols:
+    """Read a cubin's symbol table (pyelftools; no CUDA)."""
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
+
+    kernels: list[str] = []
+    globals_: list[str] = []
+    undefined: list[str] = []
+    try:
+        elf = ELFFile(io.BytesIO(cubin))
+        for section in elf.iter_sections():
+            if not isinstance(section, SymbolTableSection):
+                continue
+            for sym in section.iter_symbols():
+                kind, bind = sym["st_info"]["type"], sym["st_info"]["bind"]
+                if not sym.name or bind not in ("STB_GLOBAL", "STB_WEAK"):
+                    continue
+                if sym["st_shndx"] == "SHN_UNDEF":
+                    undefined.append(sym.name)
+                elif kind == "STT_FUNC":
+                    kernels.append(sym.name)
+                elif kind == "STT_OBJECT":
+                    globals_.append(sym.name)
+    except ELFError as exc:
+        msg = f"the linked cubin is not a readable ELF file: {exc}"
+        raise RealtimeError(msg) from None
+    return ModuleSymbols(kernels, globals_, undefined)
+
+
+def _unload(handle: Any) -> None:
+    with contextlib.suppress(Exception):  # finalizers must not raise
+        _driver.driver().cuLibraryUnload(handle)
+
+
+class Library:
+    """One linked CUDA module: links and loads on first use; ``close()`` unloads it."""
+
+    def __init__(
+        self,
+        binary: Binary | None = None,
+        *,
+        arch: str | None = None,
+        cubin: bytes | None = None,
+        cache: LinkCache | None = None,
+    ) -> None:
+        if binary is None and cubin is None:
+            msg = "Library needs a binary (module or path) or a cubin"
+            raise InvalidArgumentError(msg)
+        self._path = binary_path(binary) if binary is not None else None
+        self._binary = binary
+        self._arch = arch
+        self._cache = cache
+        self._cubin = cubin
+        self._symbols: ModuleSymbols | None = None
+        self._handle: Any = None
+        self._handlers: dict[str, int] | None = None
+        self._finalizer: weakref.finalize[Any, Any] | None = None
+        self._closed = False
+        self._lock = threading.RLock()
+
+    @classmethod
+    def from_cubin(cls, cubin: bytes) -> Library:
+        return cls(cubin=bytes(cubin))
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("loaded" if self._handle is not None else "lazy")
+        return f"<Library {self._path or 'cubin'} {state}>"
+
+    @property
+    def path(self) -> Path | None:
+        """The binary whose device code this is (None for a bare cubin)."""
+        return self._path
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            msg = f"{self!r} is closed"
+            raise RealtimeError(msg)
+
+    @property
+    def cubin(self) -> bytes:
+        """The linked cubin (links on first use; with an explicit arch, no GPU is needed)."""
+        with self._lock:
+            self._check_open()
+            if self._cubin is None:
+                from .link import LinkOptions, link_device_code_ex
+
+                assert self._binary is not None
+                result = link_device_code_ex(
+                    self._binary, LinkOptions(arch=self._arch), self._cache
+                )
+                self._cubin = result.cubin
+            return self._cubin
+
+    @property
+    def symbols(self) -> ModuleSymbols:
+        if self._symbols is None:
+            self._symbols = cubin_symbols(self.cubin)
+        return self._symbols
+
+    def load(self) -> Any:
+        """The ``CUlibrary`` handle (links and loads on first use)."""
+        with self._lock:
+            self._check_open()
+            if self._handle is None:
+                cubin = self.cubin
+                _driver.ensure_context()
+                drv = _driver.driver()
+                handle = _driver.check(
+                    drv.cuLibraryLoadData(cubin, None, None, 0, None, None, 0), "cuLibraryLoadData"
+                )
+                self._handle = handle
+                self._finalizer = weakref.finalize(self, _unload, handle)
+                self._finalizer.atexit = False
+            return self._handle
+
+    @property
+    def handle(self) -> Any:
+        return self.load()
+
+    def get_kernel(self, name: str) -> Kernel:
+        """The kernel ``name`` (``cuLibraryGetKernel``); InvalidArgumentError if absent."""
+        handle = self.load()
+        drv = _driver.driver()
+        try:
+            kernel = _driver.check(
+                drv.cuLibraryGetKernel(handle, name.encode()), f"cuLibraryGetKernel({name!r})"
+            )
+        except CUDAError as exc:
+            if not _driver.is_not_found(exc):
+                raise
+            symbols = self.symbols
+            hint = ""
+            if name in symbols.handlers or name.startswith(HANDLER_PREFIX):
+                hint = " (that is a handler: use get_device_handler)"
+            msg = (
+                f"no kernel {name!r} in the device code of {self._path or 'the cubin'}{hint}; "
+                f"kernels: {', '.join(symbols.kernels) or '(none)'}"
+            )
+            raise InvalidArgumentError(msg, symbols.kernels) from None
+        return Kernel(self, name, kernel)
+
+    def _read_handlers(self) -> dict[str, int]:
+        with self._lock:
+            if self._handlers is None:
+                handle = self.load()
+                _driver.ensure_context()
+                drv = _driver.driver()
+                found: dict[str, int] = {}
+                for name in self.symbols.handlers:
+                    symbol = HANDLER_PREFIX + name
+                    dptr, size = _driver.check(
+                        drv.cuLibraryGetGlobal(handle, symbol.encode()),
+                        f"cuLibraryGetGlobal({symbol!r})",
+                    )
+                    if int(size) != 8:
+                        msg = f"device global {symbol} has {int(size)} bytes, expected a pointer"
+                        raise RealtimeError(msg)
+                    value = ctypes.c_uint64(0)
+                    _driver.check(
+                        drv.cuMemcpyDtoH(ctypes.addressof(value), dptr, 8),
+                        f"cuMemcpyDtoH({symbol!r})",
+                    )
+                    found[name] = int(value.value)
+                self._handlers = found
+            return self._handlers
+
+    def get_handler(self, name: str) -> int:
+        """Device address of the handler exported as ``cudaq_handler_<name>``."""
+        if name.startswith(HANDLER_PREFIX):
+            name = name[len(HANDLER_PREFIX) :]
+        handlers = self._read_handlers()
+        if name not in handlers:
+            exported = sorted(handlers)
+            hint = ""
+            if name in self.symbols.kernels:
+                hint = " (that is a kernel: use get_device_kernel)"
+            msg = (
+                f"no handler {name!r} exported in the device code of "
+                f"{self._path or 'the cubin'}{hint} (export it with "
+                f"CUDAQ_REALTIME_EXPORT_DEVICE_FUNCTION({name})); "
+                f"exported handlers: {', '.join(exported) or '(none)'}"
+            )
+            raise InvalidArgumentError(msg, exported)
+        address = handlers[name]
+        if address == 0:
+            msg = f"handler {name!r} is exported as a null pointer"
+            raise RealtimeError(msg)
+        return address
+
+    def handler_addresses(self) -> dict[str, int]:
+        """Every exported handler's device address, by name."""
+        return dict(self._read_handlers())
+
+    def contains(self, address: int) -> bool:
+        """Whether ``address`` is the device address of a handler this module exports.
+
+        Device function addresses are code addresses (no driver call reports a
+        module's code range), and every handler a function table may hold is
+        exported through ``cudaq_handler_<name>``; so this is exact for the
+        dispatcher's DEVICE_CALL check.
+        """
+        return int(address) != 0 and int(address) in self._read_handlers().values()
+
+    def close(self) -> None:
+        """Unload the module (idempotent). Kernels and handler addresses become invalid."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self._finalizer is not None:
+                self._finalizer()  # unloads once
+                self._finalizer = None
+            self._handle = None
+            self._handlers = None
+
+    def __enter__(self) -> Library:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class Kernel:
+    """A kernel of a :class:`Library` (``CUkernel``). Keeps its library alive."""
+
+    def __init__(self, library: Library, name: str, handle: Any) -> None:
+        self._library: Library | None = library
+        self.name = name
+        self._handle = handle
+        self._functions: dict[int, Any] = {}
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<Kernel {self.name!r} {state}>"
+
+    @property
+    def closed(self) -> bool:
+        return self._library is None or self._library.closed
+
+    @property
+    def library(self) -> Library:
+        if self._library is None:
+            msg = f"kernel {self.name!r} is closed"
+            raise RealtimeError(msg)
+        return self._library
+
+    @property
+    def handle(self) -> Any:
+        """The ``CUkernel``."""
+        if self.closed:
+            msg = f"kernel {self.name!r} is closed (or its library was closed)"
+            raise RealtimeError(msg)
+        return self._handle
+
+    def function(self) -> Any:
+        """The ``CUfunction`` of this kernel in the current context (``cuKernelGetFunction``).
+
+        For occupancy queries (``cuOccupancyMaxActiveBlocksPerMultiprocessor`` ...)
+        and launches.
+        """
+        handle = self.handle
+        ctx = _driver.ensure_context()
+        key = int(ctx)
+        func = self._functions.get(key)
+        if func is None:
+            func = _driver.check(
+                _driver.driver().cuKernelGetFunction(handle), f"cuKernelGetFunction({self.name!r})"
+            )
+            self._functions[key] = func
+        return func
+
+    def close(self) -> None:
+        """Drop this handle (idempotent); the library stays loaded for its other users."""
+        self._library = None
+        self._functions.clear()
+
+    def __enter__(self) -> Kernel:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+_registry_lock = threading.Lock()
+_active: Library | None = None
+
+
+def get_library(binary: Binary, *, arch: str | None = None) -> Library:
+    """The process's linked module for ``binary`` (links and loads it on first call).
+
+    Raises :class:`LibraryConflictError` if another binary's device code is
+    already linked in this process (see :func:`release_library`).
+    """
+    global _active  # noqa: PLW0603 - the process-wide registry
+    path = binary_path(binary)
+    with _registry_lock:
+        if _active is not None and _active.closed:
+            _active = None
+        if _active is not None:
+            if _active.path != path:
+                msg = (
+                    f"device code of {_active.path} is already linked in this process; a "
+                    f"dispatcher's kernel and handlers must come from one binary, so {path} "
+                    "cannot be used as well (call skbuild_cudaq.realtime.release_library() "
+                    "first to switch binaries)"
+                )
+                raise LibraryConflictError(msg)
+            return _active
+        library = Library(binary, arch=arch)
+        library.load()
+        _active = library
+        return library
+
+
+def release_library() -> None:
+    """Close and forget the process's linked module (no-op when there is none).
+
+    Kernels and handler addresses looked up from it become invalid: stop every
+    dispatcher using them first.
+    """
+    global _active
+    with _registry_lock:
+        library, _active = _active, None
+    if library is not None:
+        library.close()
+
+
+def get_device_kernel(module: Binary, name: str) -> Kernel:
+    """Launchable handle of the kernel ``name`` in ``module``'s linked device code (contract)."""
+    return get_library(module).get_kernel(name)
+
+
+def get_device_handler(module: Binary, name: str) -> int:
+    """Device address of the handler ``name`` exported by ``module`` (contract)."""
+    return get_library(module).get_handler(name)

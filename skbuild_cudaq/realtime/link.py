@@ -1,0 +1,151 @@
+"""Linking a binary's device code with the package's run time into one cubin.
+
+Inputs, each added to nvJitLink separately as ``FATBIN``: skbuild-cudaq's
+device run time (the built-in kernel ``cudaq_realtime_unified_dispatch`` and
+the bridge hooks, ``device_runtime_dir()/*.fatbin``) and every fatbin
+container of the binary's ``__nv_relfatbin`` sections. Options:
+``-arch=sm_XY -lto``. The cubin is cached on disk (see :mod:`.cache`); a cache
+hit neither loads libnvJitLink nor touches the GPU (when ``arch`` is given).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from skbuild_cudaq import _log
+
+from . import _nvjitlink
+from .cache import LinkCache, cache_key, default_cache
+from .device_code import DeviceCode, LinkInput, device_code_of, runtime_device_code
+from .errors import LinkError
+
+__all__ = ["LinkOptions", "LinkResult", "link_device_code", "link_device_code_ex", "parse_arch"]
+
+_ARCH = re.compile(r"^(?:sm_|compute_)?(\d{2,3})([af]?)$")
+_KIND_LTO_IR, _KIND_CUBIN, _KIND_PTX = 8, 2, 1
+
+
+def parse_arch(arch: str | int) -> tuple[str, int]:
+    """``"sm_90"``, ``"90"`` or ``90`` -> (``"sm_90"``, 90); ``"sm_90a"`` keeps its suffix."""
+    m = _ARCH.match(str(arch).strip())
+    if not m:
+        msg = f"invalid architecture {arch!r}: expected sm_XY (e.g. sm_80, sm_90, sm_100)"
+        raise LinkError(msg)
+    number = int(m.group(1))
+    return f"sm_{number}{m.group(2)}", number
+
+
+@dataclass(frozen=True)
+class LinkOptions:
+    """How to link. ``arch=None``: the current GPU's. ``extra``: more nvJitLink options."""
+
+    arch: str | None = None
+    extra: tuple[str, ...] = ()
+    runtime_dir: Path | None = None  #: None: ``skbuild_cudaq.device_runtime_dir()``
+
+    def nvjitlink_options(self, arch: str) -> list[str]:
+        return [f"-arch={arch}", "-lto", *self.extra]
+
+
+@dataclass(frozen=True)
+class LinkResult:
+    """A linked cubin, the arch it is for and whether it came from the cache."""
+
+    cubin: bytes
+    arch: str
+    binary: Path
+    cache_hit: bool
+    cache_path: Path | None
+
+
+def _linkable(item: LinkInput, arch: int) -> bool:
+    """Whether a container has an entry nvJitLink can use for ``sm_<arch>``."""
+    for entry in item.container.entries:
+        if entry.kind_code in (_KIND_LTO_IR, _KIND_PTX) and entry.arch <= arch:
+            return True
+        if entry.kind_code == _KIND_CUBIN and entry.arch == arch:
+            return True
+    return False
+
+
+def _check_arch(groups: list[tuple[str, tuple[LinkInput, ...]]], sm: str, number: int) -> None:
+    for source, inputs in groups:
+        for item in inputs:
+            if not _linkable(item, number):
+                have = ", ".join(f"{e.kind} {e.sm}" for e in item.container.entries) or "no entries"
+                msg = (
+                    f"cannot link for {sm}: {item.name} from {source} has no code for it "
+                    f"({have}); LTO-IR for sm_XY links for sm_XY and newer GPUs only. "
+                    f"Link for a newer architecture or rebuild with an older one (ARCHITECTURES)"
+                )
+                raise LinkError(msg)
+
+
+def link_device_code_ex(
+    binary: ModuleType | str | os.PathLike[str] | DeviceCode,
+    options: LinkOptions | None = None,
+    cache: LinkCache | None = None,
+) -> LinkResult:
+    """Link ``binary``'s device code with the run time; see :func:`link_device_code`."""
+    options = options or LinkOptions()
+    cache = default_cache() if cache is None else cache
+    code = binary if isinstance(binary, DeviceCode) else device_code_of(binary)
+    runtime = runtime_device_code(options.runtime_dir)
+    if options.arch is None:
+        from ._driver import current_arch
+
+        arch_text = current_arch()
+    else:
+        arch_text = str(options.arch)
+    sm, number = parse_arch(arch_text)
+    groups = [
+        ("skbuild-cudaq's device run time", runtime.inputs),
+        (str(code.path), code.inputs),
+    ]
+    _check_arch(groups, sm, number)
+    inputs = runtime.inputs + code.inputs
+    opts = options.nvjitlink_options(sm)
+
+    key = None
+    if cache.enabled:
+        key = cache_key(
+            (i.container.data for i in inputs), opts, sm, _nvjitlink.nvjitlink_identity()
+        )
+        cubin = cache.load(key)
+        if cubin is not None:
+            _log.progress(f"link cache hit for {code.path.name} ({sm})")
+            return LinkResult(cubin, sm, code.path, True, cache.path_of(key))
+
+    _nvjitlink.check_versions(groups, _nvjitlink.nvjitlink_version())
+    with _log.step(f"nvJitLink {code.path.name} for {sm} ({len(inputs)} inputs)"):
+        cubin = _nvjitlink.link(inputs, opts, sources=f"{code.path} + run time for {sm}")
+    stored = None
+    if key is not None:
+        try:
+            stored = cache.store(key, cubin)
+        except OSError as exc:
+            _log.warning(f"could not write the link cache: {exc}")
+    return LinkResult(cubin, sm, code.path, False, stored)
+
+
+def link_device_code(
+    binary: ModuleType | str | os.PathLike[str] | DeviceCode,
+    arch: str | int | None = None,
+    *,
+    extra_options: tuple[str, ...] = (),
+    cache: LinkCache | None = None,
+) -> bytes:
+    """The cubin of ``binary``'s device code linked with the package's run time.
+
+    ``binary``: an extension module object or a path. ``arch``: ``"sm_90"``
+    (works with no GPU) or None for the current GPU's. ``cache``: a
+    :class:`LinkCache` (default: from ``SKBUILD_CUDAQ_LINK_CACHE``; pass
+    ``LinkCache(None)`` to disable). Raises :class:`LinkError` (with nvJitLink's
+    log), :class:`VersionMismatchError`, or ``DeviceCodeError``.
+    """
+    options = LinkOptions(arch=None if arch is None else str(arch), extra=tuple(extra_options))
+    return link_device_code_ex(binary, options, cache).cubin

@@ -1,0 +1,17 @@
+// Test handler compiled with nvcc -c -rdc=true code=lto_80: its LTO-IR lands in
+// __nv_relfatbin by nvcc itself. Adds one to each byte (strided by the launch).
+#include <cudaq/realtime/unified_dispatch_device.cuh>
+
+extern "C" __device__ int rpc_increment(const void *args, uint32_t arg_len, void *result,
+                                        uint32_t max_result_len, uint32_t *result_len) {
+  if (arg_len > max_result_len)
+    return 1;
+  const uint8_t *in = static_cast<const uint8_t *>(args);
+  uint8_t *out = static_cast<uint8_t *>(result);
+  for (uint32_t i = cudaq_handler_rank(); i < arg_len; i += cudaq_handler_size())
+    out[i] = static_cast<uint8_t>(in[i] + 1u);
+  if (cudaq_handler_rank() == 0)
+    *result_len = arg_len;
+  return 0;
+}
+CUDAQ_REALTIME_EXPORT_DEVICE_FUNCTION(rpc_increment);

@@ -1,0 +1,114 @@
+"""Library/Kernel without a GPU, and the driver-error helper (mocked driver, error paths only)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from gpu_kernels.testbins import DeviceBinaries, build_once
+
+import skbuild_cudaq.realtime as rt
+from skbuild_cudaq.realtime import _driver
+from skbuild_cudaq.realtime.cache import LinkCache
+from skbuild_cudaq.realtime.errors import CUDAError, InvalidArgumentError, RealtimeError
+from skbuild_cudaq.realtime.launch import LaunchConfig
+from skbuild_cudaq.realtime.library import Library
+
+
+@pytest.fixture(scope="module")
+def bins(nvcc: Path, tmp_path_factory: pytest.TempPathFactory) -> DeviceBinaries:
+    return build_once(nvcc, tmp_path_factory.mktemp("testbins"))
+
+
+class _Result(int):
+    """Stands in for a CUresult member (an int with a name)."""
+
+    def __new__(cls, code: int, name: str) -> _Result:
+        obj = super().__new__(cls, code)
+        obj.name = name  # type: ignore[attr-defined]
+        return obj
+
+
+def _fake_driver(get_kernel: Any) -> SimpleNamespace:
+    return SimpleNamespace(
+        cuLibraryLoadData=lambda *a: (_Result(0, "CUDA_SUCCESS"), "library-handle"),
+        cuLibraryGetKernel=get_kernel,
+        cuLibraryUnload=lambda h: _Result(0, "CUDA_SUCCESS"),
+        cuGetErrorString=lambda r: (_Result(0, "CUDA_SUCCESS"), b"described"),
+    )
+
+
+def test_importing_realtime_touches_no_cuda() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, skbuild_cudaq.realtime as rt; rt.LaunchConfig; rt.Library; rt.LinkError;"
+        "print(any(m.startswith('cuda') for m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_check_turns_results_into_cuda_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_driver, "driver", lambda: _fake_driver(None))
+    assert _driver.check((_Result(0, "CUDA_SUCCESS"), 42), "cuX") == 42
+    assert _driver.check((_Result(0, "CUDA_SUCCESS"), 1, 2), "cuX") == (1, 2)
+    assert _driver.check(_Result(0, "CUDA_SUCCESS"), "cuX") is None
+    with pytest.raises(CUDAError) as info:
+        _driver.check((_Result(201, "CUDA_ERROR_INVALID_CONTEXT"), None), "cuLibraryGetKernel")
+    assert info.value.name == "CUDA_ERROR_INVALID_CONTEXT"
+    assert info.value.code == 201
+    assert (
+        str(info.value) == "cuLibraryGetKernel failed: CUDA_ERROR_INVALID_CONTEXT (201): described"
+    )
+    assert not isinstance(info.value, ValueError)
+
+
+@pytest.mark.toolchain
+def test_not_found_is_invalid_argument_listing_kernels(
+    bins: DeviceBinaries, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cubin = rt.link_device_code(bins.app, "sm_90", cache=LinkCache(None))
+    fake = _fake_driver(lambda lib, name: (_Result(500, "CUDA_ERROR_NOT_FOUND"), None))
+    monkeypatch.setattr(_driver, "driver", lambda: fake)
+    monkeypatch.setattr(_driver, "ensure_context", lambda device=0: 1)
+    with Library.from_cubin(cubin) as lib:
+        with pytest.raises(InvalidArgumentError) as info:
+            lib.get_kernel("no_such_kernel")
+        assert isinstance(info.value, ValueError)
+        assert "single_thread_dispatcher" in str(info.value)
+        assert set(info.value.available) >= {
+            "cudaq_realtime_unified_dispatch",
+            "single_thread_dispatcher",
+        }
+        with pytest.raises(InvalidArgumentError, match="that is a handler"):
+            lib.get_kernel("cudaq_handler_echo")
+    # any other failure is a CUDAError with its name, not an invalid argument
+    fake.cuLibraryGetKernel = lambda lib, name: (_Result(201, "CUDA_ERROR_INVALID_CONTEXT"), None)
+    with Library.from_cubin(cubin) as lib:
+        with pytest.raises(CUDAError, match="CUDA_ERROR_INVALID_CONTEXT") as err:
+            lib.get_kernel("single_thread_dispatcher")
+        assert not isinstance(err.value, ValueError)
+
+
+@pytest.mark.toolchain
+def test_library_exists_and_links_without_a_gpu(bins: DeviceBinaries) -> None:
+    lib = Library(bins.app, arch="sm_90", cache=LinkCache(None))
+    assert repr(lib).endswith("lazy>")
+    assert lib.symbols.handlers == ("echo", "rpc_increment")
+    lib.close()
+    lib.close()  # idempotent
+    with pytest.raises(RealtimeError, match="closed"):
+        _ = lib.cubin
+
+
+def test_launch_config_validation() -> None:
+    cfg = LaunchConfig(grid=4, block=(32, 2), cluster=2)
+    assert (cfg.grid_dim, cfg.block_dim, cfg.cluster_dim) == ((4, 1, 1), (32, 2, 1), (2, 1, 1))
+    with pytest.raises(InvalidArgumentError, match="not a multiple"):
+        LaunchConfig(grid=3, block=32, cluster=2).validate()
+    with pytest.raises(InvalidArgumentError, match="grid must be"):
+        LaunchConfig(grid=0, block=32).validate()

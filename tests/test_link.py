@@ -1,0 +1,225 @@
+"""Linking with nvJitLink (no GPU): archs, symbols, errors, version rule, CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from gpu_kernels.testbins import DeviceBinaries, build_once
+
+from skbuild_cudaq.fatbin import FatbinContainer, FatbinEntry
+from skbuild_cudaq.realtime import _nvjitlink
+from skbuild_cudaq.realtime.cache import LinkCache
+from skbuild_cudaq.realtime.device_code import LinkInput, device_code_of, runtime_device_code
+from skbuild_cudaq.realtime.errors import DeviceCodeError, LinkError, VersionMismatchError
+from skbuild_cudaq.realtime.library import cubin_symbols
+from skbuild_cudaq.realtime.link import LinkOptions, link_device_code, link_device_code_ex
+
+NO_CACHE = LinkCache(None)
+HOOKS = ("cudaq_dev_enter_kernel", "cudaq_dev_rx_poll", "cudaq_dev_tx_publish")
+
+
+@pytest.fixture(scope="module")
+def bins(nvcc: Path, tmp_path_factory: pytest.TempPathFactory) -> DeviceBinaries:
+    return build_once(nvcc, tmp_path_factory.mktemp("testbins"))
+
+
+@pytest.mark.toolchain
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90", "sm_100", "sm_120"])
+def test_link_for_arch(bins: DeviceBinaries, arch: str) -> None:
+    cubin = link_device_code(bins.app, arch, cache=NO_CACHE)
+    import io
+
+    from elftools.elf.elffile import ELFFile
+
+    elf = ELFFile(io.BytesIO(cubin))
+    assert elf["e_machine"] == "EM_CUDA"
+    symbols = cubin_symbols(cubin)
+    # every dispatch kernel (built-in and custom) is a FUNC symbol
+    assert {"cudaq_realtime_unified_dispatch", "single_thread_dispatcher"} <= set(symbols.kernels)
+    # handlers from both nvcc -rdc objects are exported (each container was linked)
+    assert symbols.handlers == ("echo", "rpc_increment")
+    # no hook (nor anything else of ours) is left undefined; only the driver's .nv.* remain
+    assert not [u for u in symbols.undefined if not u.startswith(".nv.")]
+    assert not set(HOOKS) & set(symbols.undefined)
+
+
+@pytest.mark.toolchain
+def test_each_container_is_a_separate_input(bins: DeviceBinaries) -> None:
+    code = device_code_of(bins.app)
+    assert len(code.inputs) == 3
+    assert len({i.name for i in code.inputs}) == 3
+    runtime = runtime_device_code()
+    assert {i.name.split(":")[0] for i in runtime.inputs} == {
+        "host_ring_bridge.fatbin",
+        "unified_dispatch_kernel.fatbin",
+    }
+
+
+@pytest.mark.toolchain
+def test_module_object_and_path_link_the_same(bins: DeviceBinaries) -> None:
+    import types
+
+    module = types.ModuleType("fake_ext")
+    module.__file__ = str(bins.app)
+    assert link_device_code(module, "sm_90", cache=NO_CACHE) == link_device_code(
+        str(bins.app), "sm_90", cache=NO_CACHE
+    )
+
+
+@pytest.mark.toolchain
+def test_missing_symbol_is_a_link_error_with_the_log(bins: DeviceBinaries) -> None:
+    with pytest.raises(LinkError) as info:
+        link_device_code(bins.missing, "sm_90", cache=NO_CACHE)
+    assert info.value.result == "ERROR_PTX_COMPILE"
+    assert "Unresolved extern function 'cudaq_test_missing_function'" in info.value.log
+    assert "Unresolved extern function" in str(info.value)
+
+
+@pytest.mark.toolchain
+def test_duplicate_symbol_is_a_link_error_with_the_log(bins: DeviceBinaries) -> None:
+    with pytest.raises(LinkError) as info:
+        link_device_code(bins.duplicate, "sm_90", cache=NO_CACHE)
+    assert info.value.result == "ERROR_NVVM_COMPILE"
+    assert "cudaq_dev_rx_poll" in info.value.log
+    assert "multiply defined" in str(info.value)
+
+
+@pytest.mark.toolchain
+def test_sm75_is_refused_clearly(bins: DeviceBinaries) -> None:
+    with pytest.raises(LinkError, match=r"cannot link for sm_75: .*lto-ir sm_80.*newer GPUs only"):
+        link_device_code(bins.app, "sm_75", cache=NO_CACHE)
+
+
+@pytest.mark.toolchain
+def test_lto90_code_is_refused_for_sm80(bins: DeviceBinaries) -> None:
+    with pytest.raises(LinkError, match=r"cannot link for sm_80: liblaunch_checks\.so"):
+        link_device_code(bins.launch_checks, "sm_80", cache=NO_CACHE)
+    symbols = cubin_symbols(link_device_code(bins.launch_checks, "sm_90", cache=NO_CACHE))
+    assert {"cluster_report", "grid_sync_report"} <= set(symbols.kernels)
+
+
+def test_invalid_arch_text() -> None:
+    from skbuild_cudaq.realtime.link import parse_arch
+
+    assert parse_arch("90") == ("sm_90", 90)
+    assert parse_arch("sm_100a") == ("sm_100a", 100)
+    with pytest.raises(LinkError, match="invalid architecture 'gfx90a'"):
+        parse_arch("gfx90a")
+
+
+@pytest.mark.toolchain
+def test_file_without_device_code(bins: DeviceBinaries) -> None:
+    with pytest.raises(DeviceCodeError, match="no __nv_relfatbin"):
+        link_device_code(bins.plain, "sm_90", cache=NO_CACHE)
+
+
+# --- version rule -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ir", "nvjitlink", "verdict"),
+    [
+        ((1, 65), (13, 0), None),  # 13.0 IR, nvJitLink 13.0
+        ((1, 65), (13, 5), None),  # older minor: fine
+        ((1, 67), (13, 5), None),
+        ((1, 66), (13, 5), None),  # between 13.0 and 13.5: from <= 13.5
+        ((1, 67), (13, 0), "comes from CUDA 13.5, newer than nvJitLink 13.0"),
+        ((1, 66), (13, 0), "newer than 13.0"),  # written after 13.0
+        ((1, 70), (13, 5), "newer than 13.5"),
+        ((1, 65), (12, 9), "comes from CUDA 13.0, newer than nvJitLink 12.9"),
+        ((1, 65), (14, 0), "not from CUDA 14"),
+        ((1, 66), (13, 2), None),  # unknown: 13.1..13.5; nvJitLink decides
+    ],
+)
+def test_version_rule(ir: tuple[int, int], nvjitlink: tuple[int, int], verdict: str | None) -> None:
+    problem = _nvjitlink.version_problem(ir, nvjitlink)
+    if verdict is None:
+        assert problem is None
+    else:
+        assert problem is not None
+        assert verdict in problem
+
+
+def _fake_input(code_version: tuple[int, int], kind: int = 8) -> LinkInput:
+    entry = FatbinEntry(kind, 80, 16, 64, 8, 0, 8, 0x11, code_version)
+    return LinkInput("fake.so:1:0", FatbinContainer(0, 1, 16, 72, (entry,), b""))
+
+
+def test_version_check_names_the_packages_to_align() -> None:
+    with pytest.raises(VersionMismatchError) as info:
+        _nvjitlink.check_versions([("/x/ext.so", [_fake_input((1, 67))])], (13, 0))
+    text = str(info.value)
+    assert "fake.so:1:0" in text and "/x/ext.so" in text
+    assert "nvidia-nvjitlink" in text and "nvidia-cuda-nvcc" in text
+    # cubin and PTX entries carry other version schemes: not checked
+    _nvjitlink.check_versions([("x", [_fake_input((1, 99), kind=2)])], (13, 0))
+    _nvjitlink.check_versions([("x", [_fake_input((1, 65))])], (13, 0))
+
+
+@pytest.mark.toolchain
+def test_too_new_lto_ir_is_refused_up_front(bins: DeviceBinaries, tmp_path: Path) -> None:
+    """A binary whose LTO-IR claims a code version newer than this nvJitLink's CUDA."""
+    code = device_code_of(bins.app)
+    entry = code.inputs[0].container.entries[0]
+    newer = dataclasses.replace(entry, code_version=(1, 99))
+    container = dataclasses.replace(code.inputs[0].container, entries=(newer,))
+    patched = dataclasses.replace(code, inputs=(LinkInput("patched", container), *code.inputs[1:]))
+    with pytest.raises(VersionMismatchError, match=r"code version 1\.99") as info:
+        link_device_code_ex(patched, LinkOptions(arch="sm_90"), NO_CACHE)
+    assert info.value.log == ""  # refused before nvJitLink ran
+
+
+# --- CLI ------------------------------------------------------------------------------
+
+
+def _cli(*args: str, env_cache: str = "off") -> subprocess.CompletedProcess[str]:
+    import os
+
+    env = dict(os.environ, SKBUILD_CUDAQ_LINK_CACHE=env_cache)
+    return subprocess.run(
+        [sys.executable, "-m", "skbuild_cudaq", "link", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+
+
+@pytest.mark.toolchain
+def test_cli_link_writes_the_cubin(bins: DeviceBinaries, tmp_path: Path) -> None:
+    out = tmp_path / "app.cubin"
+    proc = _cli(str(bins.app), "--arch", "sm_90", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    expected = link_device_code(bins.app, "sm_90", cache=NO_CACHE)
+    assert hashlib.sha256(out.read_bytes()).digest() == hashlib.sha256(expected).digest()
+
+
+@pytest.mark.toolchain
+@pytest.mark.parametrize(
+    ("which", "words"),
+    [
+        ("missing", "Unresolved extern function 'cudaq_test_missing_function'"),
+        ("duplicate", "multiply defined"),
+        ("plain", "no __nv_relfatbin section"),
+    ],
+)
+def test_cli_link_failure(bins: DeviceBinaries, tmp_path: Path, which: str, words: str) -> None:
+    out = tmp_path / "x.cubin"
+    proc = _cli(str(getattr(bins, which)), "--arch", "sm_90", "-o", str(out))
+    assert proc.returncode == 1
+    assert words in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not out.exists()
+
+
+@pytest.mark.toolchain
+def test_cli_link_bad_arch(bins: DeviceBinaries, tmp_path: Path) -> None:
+    proc = _cli(str(bins.app), "--arch", "sm_75", "-o", str(tmp_path / "x.cubin"))
+    assert proc.returncode == 1
+    assert "cannot link for sm_75" in proc.stderr
+    assert "Traceback" not in proc.stderr

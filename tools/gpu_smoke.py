@@ -55,8 +55,9 @@ def main() -> int:
         fatbins.append(out.read_bytes())
     check(cu.cuInit(0))
     dev = check(cu.cuDeviceGet(0))
-    major = check(cu.cuDeviceGetAttribute(cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev))
-    minor = check(cu.cuDeviceGetAttribute(cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
+    attr = cu.CUdevice_attribute
+    major = check(cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev))
+    minor = check(cu.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev))
     ctx = check(cu.cuDevicePrimaryCtxRetain(dev))
     check(cu.cuCtxSetCurrent(ctx))
     opts = [f"-arch=sm_{major}{minor}", "-lto"]
@@ -118,7 +119,7 @@ def main() -> int:
         if first is None:
             first = time.perf_counter() - tl
         lat.append(te - ts)
-        m, st, rl, rid, pts = struct.unpack_from("<IiIIQ", mv, tx + s * slot)
+        m, st, _rl, rid, pts = struct.unpack_from("<IiIIQ", mv, tx + s * slot)
         assert m == 0x43555153 and rid == k and pts == k * 3, (m, rid, pts)
         statuses[st] = statuses.get(st, 0) + 1
     struct.pack_into("<i", mv, shut, 1)

@@ -23,25 +23,16 @@ def driver() -> ModuleType:
 
 
 def check(result: Any, what: str) -> Any:
-    """Unpack a driver result tuple: raise :class:`CUDAError` on failure, else return the value.
+    """Unpack a driver result tuple through the run time's one error path.
 
-    ``(CUDA_SUCCESS,)`` gives ``None``, ``(CUDA_SUCCESS, x)`` gives ``x`` and longer
-    tuples give the tuple of values.
+    Same as :func:`skbuild_cudaq.realtime._driver.check`: ``(CUDA_SUCCESS,)`` gives
+    ``None``, ``(CUDA_SUCCESS, x)`` gives ``x``, longer tuples the tuple of values;
+    a failure raises :class:`~skbuild_cudaq.realtime.errors.CUDAError` with the
+    CUresult name and code.
     """
-    from .errors import CUDAError
+    from ._driver import check as _check
 
-    if not isinstance(result, tuple):
-        result = (result,)
-    code = result[0]
-    if int(code) != 0:
-        name = getattr(code, "name", str(code))
-        raise CUDAError(f"{what}: {name}", int(code))
-    values = result[1:]
-    if not values:
-        return None
-    if len(values) == 1:
-        return values[0]
-    return values
+    return _check(result, what)
 
 
 def ptr(value: Any) -> int:

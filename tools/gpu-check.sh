@@ -26,7 +26,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee -a "$
 status=0
 log "pytest -m gpu"
 "$PY" -m pytest -m gpu -p no:cacheprovider -o addopts="" -ra --strict-markers \
-  -W error --junitxml "$OUT/gpu-tests.xml" ${PYTEST_ARGS:-} tests 2>&1 | tee "$OUT/gpu-tests.log" | tail -60
+  -W error --junitxml "$OUT/gpu-tests.xml" ${PYTEST_TIMEOUT:+-p timeout --timeout=$PYTEST_TIMEOUT} ${PYTEST_ARGS:-} tests 2>&1 | tee "$OUT/gpu-tests.log" | tail -60
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 for bench in ${BENCHES:-startup dispatch}; do

@@ -9,8 +9,9 @@
 
 namespace {
 
-const char *const kHandlers[] = {"rpc_increment", "echo"};
-const char *const kDispatchKernels[] = {"single_thread_dispatcher"};
+const char *const kHandlers[] = {"rpc_increment", "echo", "block_reverse"};
+const char *const kDispatchKernels[] = {"single_thread_dispatcher", "cooperative_grid_dispatcher",
+                                        "warp_parallel_dispatcher", "cluster_dispatcher"};
 
 PyObject *names(const char *const *items, Py_ssize_t count) {
   PyObject *tuple = PyTuple_New(count);

@@ -26,7 +26,7 @@ extern "C" __global__ void single_thread_dispatcher(void *transport_ctx, uint32_
         result_len = max_result;
     }
     write_response_header(response, request, status, result_len);
+    atomicAdd(stats, 1ull); // count before publishing: the host may read stats right after
     cudaq_dev_tx_publish(session, response);
-    atomicAdd(stats, 1ull);
   }
 }

@@ -2,11 +2,15 @@
 
 Its extension module :mod:`example_app._core` carries device code only:
 
-* RPC handlers ``rpc_increment`` (adds one to each byte) and ``echo``,
-  ordinary CUDA sources of the extension compiled by nvcc with relocatable
-  device code to LTO-IR, exported with ``CUDAQ_REALTIME_EXPORT_DEVICE_FUNCTION``;
-* the custom dispatch kernel ``single_thread_dispatcher`` (declared in
-  ``[tool.cudaq.dispatch-kernels]``), compiled on its own to LTO-IR and embedded.
+* RPC handlers ``rpc_increment`` (adds one to each byte), ``echo`` and the
+  block-cooperative ``block_reverse``, ordinary CUDA sources of the extension
+  compiled by nvcc with relocatable device code to LTO-IR, exported with
+  ``CUDAQ_REALTIME_EXPORT_DEVICE_FUNCTION``;
+* custom dispatch kernels, each compiled on its own to LTO-IR and embedded:
+  ``single_thread_dispatcher``, ``cooperative_grid_dispatcher`` and
+  ``warp_parallel_dispatcher`` (declared in ``[tool.cudaq.dispatch-kernels]``)
+  and ``cluster_dispatcher`` (sm_90+, declared with the CMake one-liner);
+  :mod:`example_app.launchers` holds a launcher for each.
 
 ``skbuild_cudaq.realtime`` reads both from the module's file and links them with
 nvJitLink on the GPU present. Importing this package needs no GPU.

@@ -37,7 +37,9 @@ REPORT = ROOT / "bench" / "report.py"
 #: Where a message goes, besides CudaqError subclasses: callable name -> (argument index,
 #: keyword). ``SettingsProblem(key, message, fix)`` and ``report(path, message, fix)`` (the
 #: settings converter's reporter) carry ``[tool.cudaq]`` problems; ``Invalid(message, fix)``
-#: is the settings rules' internal form of one; ``_log.error(message)`` prints.
+#: is the settings rules' internal form of one; ``_log.error(message)`` prints. Exception
+#: classes of the package (``CudaqError`` and its subclasses, and any class derived from an
+#: ``...Error``) carry their first argument.
 BASE_CARRIERS: dict[str, tuple[int, str]] = {
     "SettingsProblem": (1, "message"),
     "Invalid": (0, "message"),
@@ -67,8 +69,8 @@ def fragment_of(template: str) -> str:
 
     The constant leading fragment: the text before the first placeholder, cut at the end of its
     first clause (``: ``, ``; ``, ``. ``). When that is too short to identify the message (fewer
-    than two words, e.g. the message starts with a value), the longest constant run between
-    values that is long enough is used instead. Empty when no run is: the message is all values.
+    than two words, e.g. the message starts with a value), the first later run of at least three
+    words is used, else the longest of two words. Empty when no run is: the message is all values.
     The ``skbuild-cudaq:`` prefix every printed message gets is not part of it.
     """
     template = re.sub(r"^skbuild[-_]cudaq:\s*", "", template)
@@ -76,13 +78,13 @@ def fragment_of(template: str) -> str:
     for position, run in enumerate(template.split(_PLACEHOLDER)):
         text = " ".join(run.split()).strip(_EDGE)
         clause = re.split(r"[:;.] ", text, maxsplit=1)[0].strip(_EDGE)
+        least = MIN_WORDS if position == 0 else MIN_WORDS + 1  # later runs: more context
         for candidate in (clause, text):
             words = [w for w in candidate.split() if re.search(r"[A-Za-z]", w)]
+            if len(words) >= least and len(candidate) >= MIN_CHARS:
+                return candidate
             if len(words) >= MIN_WORDS and len(candidate) >= MIN_CHARS:
-                if position == 0:
-                    return candidate
                 candidates.append(candidate)
-                break
     return max(candidates, key=len, default="")
 
 
@@ -181,6 +183,23 @@ class _Module:
                 re.sub(r"\{[^{}]*\}", _PLACEHOLDER, t)
                 for t in self.templates(node.func.value, scope, depth + 1)
             ]
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "join"
+            and len(node.args) == 1
+            and isinstance(node.args[0], ast.Name)
+        ):  # "\n".join(problems): every item appended to or listed in `problems`
+            out: list[str] = []
+            for item in self.list_items(scope, node.args[0].id):
+                out += self.templates(item, scope, depth + 1)
+            return out or [_PLACEHOLDER]
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in {"strip", "rstrip", "lstrip", "capitalize"}
+        ):
+            return self.templates(node.func.value, scope, depth + 1)
         if isinstance(node, ast.IfExp):
             return self.templates(node.body, scope, depth + 1) + self.templates(
                 node.orelse, scope, depth + 1
@@ -197,6 +216,24 @@ class _Module:
                                       depth + 1)
             return out or [_PLACEHOLDER]
         return [_PLACEHOLDER]
+
+    def list_items(self, scope: ast.AST, name: str) -> list[ast.expr]:
+        """Items of the list ``name`` in ``scope``: literal elements and ``.append()`` args."""
+        items: list[ast.expr] = []
+        for value in self.assignments(scope, name):
+            if isinstance(value, ast.List):
+                items += value.elts
+        for node in ast.walk(scope):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "append"
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == name
+                and node.args
+            ):
+                items.append(node.args[0])
+        return items
 
     def _in(self, scope: ast.AST) -> set[ast.AST]:
         return set(ast.walk(scope))
@@ -235,7 +272,11 @@ def python_messages(package: Path = PACKAGE) -> Iterator[tuple[str, str, str]]:
                 bases.setdefault(node.name, set()).update(
                     _dotted(b).rsplit(".", 1)[-1] for b in node.bases
                 )
-    errors = {ERROR_BASE}
+    # every exception class of the package: CudaqError's subclasses, and private ones such
+    # as a CLI's usage error, which front doors print too
+    errors = {ERROR_BASE} | {
+        name for name, b in bases.items() if any(x.endswith(("Error", "Exception")) for x in b)
+    }
     while True:
         more = {name for name, b in bases.items() if b & errors} - errors
         if not more:
@@ -396,10 +437,13 @@ def _describe(messages: list[Message]) -> str:
         (f"cannot read {_PLACEHOLDER}: {_PLACEHOLDER}", "cannot read"),
         (f"{_PLACEHOLDER} is an absolute path; expected a .cu path {_PLACEHOLDER}",
          "is an absolute path"),
-        (f"{_PLACEHOLDER}: target \"{_PLACEHOLDER}\" is IMPORTED; use a target", "is IMPORTED"),
+        (f"{_PLACEHOLDER}: target \"{_PLACEHOLDER}\" is IMPORTED; use a target",
+         "is IMPORTED; use a target"),
         (f"{_PLACEHOLDER}: {_PLACEHOLDER}", ""),
         (f"{_PLACEHOLDER} is {_PLACEHOLDER}; expected {_PLACEHOLDER}", ""),
-        (f"block={_PLACEHOLDER}: 1..1024 threads", "1..1024 threads"),
+        (f"block={_PLACEHOLDER}: 1..1024 threads", ""),
+        (f"{_PLACEHOLDER}: source file \"{_PLACEHOLDER}\" does not exist (looked for {_PLACEHOLDER})",
+         "does not exist (looked for"),
     ],
 )
 def test_fragment_of(template: str, fragment: str) -> None:
@@ -413,7 +457,8 @@ def test_extractor_finds_every_kind_of_site(tmp_path: Path) -> None:
         "class CudaqError(Exception): ...\n"
         "class LinkError(CudaqError): ...\n"
         "class DeepError(LinkError): ...\n"
-        "class Unrelated(Exception): ...\n",
+        "class Unrelated: ...\n"
+        "class _UsageError(ValueError): ...\n",
         encoding="utf-8",
     )
     (pkg / "code.py").write_text(
@@ -434,7 +479,12 @@ def test_extractor_finds_every_kind_of_site(tmp_path: Path) -> None:
         "def j(ok):\n"
         "    _log.error('first branch message' if ok else TOP)\n"
         "def k(report):\n"
-        "    report(('a',), 'reported settings problem', 'fix it')\n",
+        "    report(('a',), 'reported settings problem', 'fix it')\n"
+        "def m(keys):\n"
+        "    problems = ['listed problem message']\n"
+        "    for key in keys:\n"
+        "        problems.append(f'unknown setting name {key!r}; x'.rstrip())\n"
+        "    raise _UsageError('\\n'.join(problems))\n",
         encoding="utf-8",
     )
     found = {fragment_of(t) for t, _, _ in python_messages(pkg)}
@@ -445,6 +495,8 @@ def test_extractor_finds_every_kind_of_site(tmp_path: Path) -> None:
         "first branch message",
         "module level constant message",
         "reported settings problem",
+        "listed problem message",
+        "unknown setting name",
     } <= found
     assert "never a documented message" not in found
 

@@ -59,6 +59,7 @@ class CMakeReference(SphinxDirective):
     has_content = False
 
     def run(self) -> list[nodes.Node]:
+        _note_volatile(self.env)
         files = [(p, cmake_rst_blocks(p)) for p in cmake_files()]
         files = [(p, blocks) for p, blocks in files if blocks]
         if not files:
@@ -111,6 +112,7 @@ class PythonApi(SphinxDirective):
     }
 
     def run(self) -> list[nodes.Node]:
+        _note_volatile(self.env)
         package = self.arguments[0]
         exclude = set((self.options.get("exclude") or "").split())
         if "no-submodules" in self.options:
@@ -158,10 +160,31 @@ def _packages_of(module: str, modules: list[str]) -> list[str]:
     return parents[-1:] or [module]
 
 
+def _note_volatile(env: Any) -> None:
+    """Re-read the current document on every build: what it shows depends on other files."""
+    volatile: set[str] = env.__dict__.setdefault("cudaq_volatile_docs", set())
+    volatile.add(env.docname)
+
+
+def _outdated(app: Sphinx, env: Any, added: set[str], changed: set[str], removed: set[str]) -> list[str]:
+    volatile: set[str] = env.__dict__.get("cudaq_volatile_docs", set())
+    return sorted(volatile & set(env.found_docs))
+
+
+def _purge(app: Sphinx, env: Any, docname: str) -> None:
+    env.__dict__.get("cudaq_volatile_docs", set()).discard(docname)
+
+
+def _merge(app: Sphinx, env: Any, docnames: set[str], other: Any) -> None:
+    mine: set[str] = env.__dict__.setdefault("cudaq_volatile_docs", set())
+    mine |= other.__dict__.get("cudaq_volatile_docs", set()) & docnames
+
+
 class OptionalTocTree(TocTree):
     """A toctree that silently leaves out entries whose document does not exist (yet)."""
 
     def run(self) -> list[nodes.Node]:
+        _note_volatile(self.env)
         kept = []
         for line in self.content:
             entry = line.strip()
@@ -179,6 +202,7 @@ class ExampleFile(LiteralInclude):
     """``literalinclude`` of a repository file; a note instead when it is absent."""
 
     def run(self) -> list[nodes.Node]:
+        _note_volatile(self.env)
         path = Path(self.env.relfn2path(self.arguments[0], self.env.docname)[1])
         if not path.is_file():
             para = nodes.paragraph()
@@ -199,6 +223,7 @@ class OptionalInclude(SphinxDirective):
     required_arguments = 1
 
     def run(self) -> list[nodes.Node]:
+        _note_volatile(self.env)
         rel, path = self.env.relfn2path(self.arguments[0], self.env.docname)
         if not Path(path).is_file():
             para = nodes.paragraph()
@@ -257,6 +282,9 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_object_type(
         "variable", "variable", objname="CMake variable", indextemplate="pair: %s; CMake variable"
     )
+    app.connect("env-get-outdated", _outdated)
+    app.connect("env-purge-doc", _purge)
+    app.connect("env-merge-info", _merge)
     app.add_directive("cmake-reference", CMakeReference)
     app.add_directive("python-api", PythonApi)
     app.add_directive("optional-toctree", OptionalTocTree)

@@ -19,7 +19,7 @@ import skbuild_cudaq  # noqa: E402
 
 project = "skbuild-cudaq"
 author = "skbuild-cudaq developers"
-copyright = f"{date.today().year}, {author}"  # noqa: A001
+copyright = f"{date.today().year}, {author}"
 release = skbuild_cudaq.__version__
 version = release
 

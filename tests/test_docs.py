@@ -138,11 +138,10 @@ class _Module:
                 continue
             if self.scope_of(node) is not scope and node is not scope:
                 continue
-            if isinstance(node, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id == name for t in node.targets
-            ):
-                found.append(node.value)
-            elif (
+            if (
+                isinstance(node, ast.Assign)
+                and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+            ) or (
                 isinstance(node, ast.AnnAssign)
                 and isinstance(node.target, ast.Name)
                 and node.target.id == name
@@ -212,8 +211,9 @@ class _Module:
                 values = self.assignments(self.tree, node.id)
             out: list[str] = []
             for value in values:
-                out += self.templates(value, scope if value in self._in(scope) else self.tree,
-                                      depth + 1)
+                out += self.templates(
+                    value, scope if value in self._in(scope) else self.tree, depth + 1
+                )
             return out or [_PLACEHOLDER]
         return [_PLACEHOLDER]
 
@@ -435,15 +435,22 @@ def _describe(messages: list[Message]) -> str:
     [
         ("nvcc not found: it compiles the kernels. Set X", "nvcc not found"),
         (f"cannot read {_PLACEHOLDER}: {_PLACEHOLDER}", "cannot read"),
-        (f"{_PLACEHOLDER} is an absolute path; expected a .cu path {_PLACEHOLDER}",
-         "is an absolute path"),
-        (f"{_PLACEHOLDER}: target \"{_PLACEHOLDER}\" is IMPORTED; use a target",
-         "is IMPORTED; use a target"),
+        (
+            f"{_PLACEHOLDER} is an absolute path; expected a .cu path {_PLACEHOLDER}",
+            "is an absolute path",
+        ),
+        (
+            f'{_PLACEHOLDER}: target "{_PLACEHOLDER}" is IMPORTED; use a target',
+            "is IMPORTED; use a target",
+        ),
         (f"{_PLACEHOLDER}: {_PLACEHOLDER}", ""),
         (f"{_PLACEHOLDER} is {_PLACEHOLDER}; expected {_PLACEHOLDER}", ""),
         (f"block={_PLACEHOLDER}: 1..1024 threads", ""),
-        (f"{_PLACEHOLDER}: source file \"{_PLACEHOLDER}\" does not exist (looked for {_PLACEHOLDER})",
-         "does not exist (looked for"),
+        (
+            f'{_PLACEHOLDER}: source file "{_PLACEHOLDER}" does not exist '
+            f"(looked for {_PLACEHOLDER})",
+            "does not exist (looked for",
+        ),
     ],
 )
 def test_fragment_of(template: str, fragment: str) -> None:
@@ -534,18 +541,42 @@ def built_docs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("html")
     env = dict(os.environ, PYTHONWARNINGS="ignore")  # Sphinx's own deprecations are not ours
     proc = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
-         "-d", str(out / ".doctrees"), str(DOCS), str(out)],
-        capture_output=True, text=True, env=env, timeout=300, check=False,
+        [
+            sys.executable,
+            "-m",
+            "sphinx",
+            "-W",
+            "--keep-going",
+            "-q",
+            "-b",
+            "html",
+            "-d",
+            str(out / ".doctrees"),
+            str(DOCS),
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
     )
     assert proc.returncode == 0, f"sphinx -W failed:\n{proc.stdout}\n{proc.stderr}"
     return out
 
 
 def test_docs_build_with_warnings_as_errors(built_docs: Path) -> None:
-    for page in ("index", "getting-started", "troubleshooting", "performance",
-                 "reference/python", "reference/cmake", "reference/tool-cudaq",
-                 "reference/device-header", "guides/index"):
+    for page in (
+        "index",
+        "getting-started",
+        "troubleshooting",
+        "performance",
+        "reference/python",
+        "reference/cmake",
+        "reference/tool-cudaq",
+        "reference/device-header",
+        "guides/index",
+    ):
         assert (built_docs / f"{page}.html").is_file(), page
 
 
@@ -602,8 +633,9 @@ def test_cmake_reference_is_extracted(built_docs: Path) -> None:
         return
     commands = set()
     for path in cmake_files:
-        commands |= set(re.findall(r"^\.\. command:: (\w+)", path.read_text(encoding="utf-8"),
-                                   re.M))
+        commands |= set(
+            re.findall(r"^\.\. command:: (\w+)", path.read_text(encoding="utf-8"), re.M)
+        )
     assert "cudaq_realtime_add_dispatch_kernel" in commands, "the CMake reST blocks lack it"
     for command in commands:
         assert f'id="command-{command.lower().replace("_", "-")}"' in html or command in html
@@ -626,13 +658,168 @@ if __name__ == "__main__":
     found, dynamic = error_messages()
     missing = {m.fragment for m in missing_messages()}
     if len(sys.argv) > 1 and sys.argv[1] == "json":
-        json.dump([m.__dict__ | {"documented": m.fragment not in missing} for m in found],
-                  sys.stdout, indent=1)
+        json.dump(
+            [m.__dict__ | {"documented": m.fragment not in missing} for m in found],
+            sys.stdout,
+            indent=1,
+        )
         sys.exit(0)
     for m in sorted(found, key=lambda m: m.where[0]):
         mark = "MISSING " if m.fragment in missing else "ok      "
         print(f"{mark}{m.fragment!r}  <- {m.where[0]}")
-    print(f"\n{len(found)} messages, {len(missing)} missing from docs/troubleshooting.md; "
-          f"{len(dynamic)} without constant text (not checked):")
+    print(
+        f"\n{len(found)} messages, {len(missing)} missing from docs/troubleshooting.md; "
+        f"{len(dynamic)} without constant text (not checked):"
+    )
     for m in dynamic:
         print(f"  {m.template!r}  <- {m.where[0]}")
+
+
+# ---------------------------------------------------------------------------------------------
+# bench/report.py: the performance page
+# ---------------------------------------------------------------------------------------------
+
+
+def _report(results: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    figures = out.parent / "_static" / "perf"
+    return subprocess.run(
+        [
+            sys.executable,
+            str(REPORT),
+            "--results",
+            str(results),
+            "--out",
+            str(out),
+            "--figures",
+            str(figures),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+
+
+def test_report_says_not_measured_without_results(tmp_path: Path) -> None:
+    out = tmp_path / "docs" / "performance.md"
+    _report(tmp_path / "no-results", out)
+    page = out.read_text(encoding="utf-8")
+    for name in ("dispatch", "startup", "build_overhead"):
+        assert f"Not measured yet: no `{name}` results file" in page
+    assert "![" not in page
+    assert not (tmp_path / "docs" / "_static").exists()
+
+
+def test_report_tables_and_figures_come_from_the_json(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    results.mkdir()
+    # distinctive inputs; the page must carry exactly these, with where they were measured
+    (results / "dispatch.json").write_text(
+        json.dumps(
+            {
+                "benchmark": "dispatch",
+                "date": "2031-02-03T04:05:06+00:00",
+                "device": "GPU-X17",
+                "compute_capability": "9.0",
+                "versions": {
+                    "cuda-bindings": "13.3.7",
+                    "nvidia_driver": "580.99",
+                    "cuda_driver_api": "13.0",
+                },
+                "latency_us": {
+                    "pingpong_floor": {
+                        "p50": 3.217,
+                        "p99": 3.9,
+                        "p99.9": 4.4,
+                        "min": 3.0,
+                        "mean": 3.3,
+                        "n": 777,
+                    },
+                    "single_thread": {
+                        "p50": 6.434,
+                        "p99": 7.1,
+                        "p99.9": 8.8,
+                        "min": 6.0,
+                        "mean": 6.5,
+                        "n": 777,
+                    },
+                },
+                "throughput_mrps": {"warp_parallel": {"1": 0.123, "64": 4.567}},
+                "errors": {"cluster": "InvalidArgumentError: needs sm_90"},
+            }
+        ),
+        encoding="utf-8",
+    )
+    (results / "old-dispatch.json").write_text(
+        json.dumps(
+            {
+                "benchmark": "dispatch",
+                "date": "2020-01-01T00:00:00+00:00",
+                "device": "OLD-GPU",
+                "latency_us": {"pingpong_floor": {"p50": 99.0}},
+            }
+        ),
+        encoding="utf-8",
+    )
+    (results / "startup.json").write_text(
+        json.dumps(
+            {
+                "benchmark": "startup",
+                "date": "2031-02-04T00:00:00+00:00",
+                "device": {"name": "GPU-X17", "arch": "sm_90", "sms": 132},
+                "driver": {"nvidia": "580.99", "cuda_driver_api": "13.0"},
+                "versions": {"nvJitLink": "13.0"},
+                "results": {
+                    "floor": {
+                        "runs": 7,
+                        "ok": 7,
+                        "median_in_process_s": 0.0812,
+                        "in_process_s": [0.0812, 0.0815],
+                    },
+                    "warm": {
+                        "runs": 7,
+                        "ok": 7,
+                        "median_in_process_s": 0.0833,
+                        "ratio_to_floor": 1.026,
+                        "in_process_s": [0.0833],
+                    },
+                },
+            }
+        ),
+        encoding="utf-8",
+    )
+    (results / "smoke.json").write_text('{"p50_us": 5.15}', encoding="utf-8")
+    (results / "broken.json").write_text("{", encoding="utf-8")
+    out = tmp_path / "docs" / "performance.md"
+    _report(results, out)
+    page = out.read_text(encoding="utf-8")
+
+    assert "GPU-X17" in page and "580.99" in page and "2031-02-03T04:05:06+00:00" in page
+    assert "cuda-bindings 13.3.7" in page
+    assert "| 3.22 |" in page and "| 6.43 |" in page and "| 777 |" in page
+    assert "2.00×" in page  # 6.434 / 3.217
+    assert "4.567" in page and "81.2" in page and "1.03" in page
+    assert "InvalidArgumentError: needs sm_90" in page
+    assert "OLD-GPU" not in page and "old-dispatch.json" in page  # superseded, named
+    assert "Not measured yet: no `build_overhead` results file" in page
+    assert "does not state its device, date, versions" in page  # smoke.json
+    assert "broken.json" in page
+    figures = sorted(p.name for p in (tmp_path / "docs" / "_static" / "perf").iterdir())
+    assert figures == ["dispatch_latency.png", "dispatch_throughput.png", "startup.png"]
+    for name in figures:
+        assert f"](_static/perf/{name})" in page
+        assert (tmp_path / "docs" / "_static" / "perf" / name).read_bytes()[:8] == (
+            b"\x89PNG\r\n\x1a\n"
+        )
+
+
+def test_committed_performance_page_is_fresh(tmp_path: Path) -> None:
+    out = tmp_path / "docs" / "performance.md"
+    _report(ROOT / "bench" / "results", out, "--no-figures")
+    committed = (DOCS / "performance.md").read_text(encoding="utf-8")
+    assert committed == out.read_text(encoding="utf-8"), (
+        "docs/performance.md is stale: run python bench/report.py"
+    )
+    for png in re.findall(r"\]\((_static/perf/[^)]+\.png)\)", committed):
+        assert (DOCS / png).is_file(), f"{png} is referenced but not committed"

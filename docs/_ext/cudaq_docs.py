@@ -166,7 +166,9 @@ def _note_volatile(env: Any) -> None:
     volatile.add(env.docname)
 
 
-def _outdated(app: Sphinx, env: Any, added: set[str], changed: set[str], removed: set[str]) -> list[str]:
+def _outdated(
+    app: Sphinx, env: Any, added: set[str], changed: set[str], removed: set[str]
+) -> list[str]:
     volatile: set[str] = env.__dict__.get("cudaq_volatile_docs", set())
     return sorted(volatile & set(env.found_docs))
 
@@ -224,7 +226,7 @@ class OptionalInclude(SphinxDirective):
 
     def run(self) -> list[nodes.Node]:
         _note_volatile(self.env)
-        rel, path = self.env.relfn2path(self.arguments[0], self.env.docname)
+        path = self.env.relfn2path(self.arguments[0], self.env.docname)[1]
         if not Path(path).is_file():
             para = nodes.paragraph()
             para += nodes.Text("(")

@@ -1,0 +1,693 @@
+#!/usr/bin/env python3
+"""Turn benchmark results (``bench/results/*.json``) into the docs' performance page.
+
+    python bench/report.py [--results bench/results] [--out docs/performance.md]
+                           [--figures docs/_static/perf]
+
+Reads the JSON written by ``bench/dispatch.py``, ``bench/startup.py`` and
+``bench/build_overhead.py`` (recognised by their ``"benchmark"`` key; with several
+files of one benchmark the newest ``"date"`` wins), writes the Markdown page with
+its tables and draws the figures (PNG, matplotlib) next to it. Every section
+states the device, driver, versions and date its file records. A benchmark with
+no results file is reported as "not measured yet": nothing here makes a figure up.
+Other JSON files are listed with their values, marked with what they do not state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_RESULTS = ROOT / "bench" / "results"
+DEFAULT_OUT = ROOT / "docs" / "performance.md"
+DEFAULT_FIGURES = ROOT / "docs" / "_static" / "perf"
+KNOWN = ("dispatch", "startup", "build_overhead")
+HOW_TO = {
+    "dispatch": "`python bench/dispatch.py` on a GPU (needs example_app installed; "
+    "`bash tools/gpu-check.sh` runs it)",
+    "startup": "`python bench/startup.py` on a GPU (`bash tools/gpu-check.sh` runs it)",
+    "build_overhead": "`python bench/build_overhead.py` (no GPU needed)",
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading results
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Results:
+    """The newest result of each known benchmark, the other JSON files, and unreadable ones."""
+
+    by_benchmark: dict[str, tuple[Path, dict[str, Any]]] = field(default_factory=dict)
+    others: list[tuple[Path, Any]] = field(default_factory=list)
+    unreadable: list[tuple[Path, str]] = field(default_factory=list)
+    superseded: list[Path] = field(default_factory=list)
+
+
+def load_results(directory: Path) -> Results:
+    found = Results()
+    files = sorted(directory.rglob("*.json")) if directory.is_dir() else []
+    for path in files:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            found.unreadable.append((path, str(exc).splitlines()[0]))
+            continue
+        name = data.get("benchmark") if isinstance(data, dict) else None
+        if name not in KNOWN:
+            found.others.append((path, data))
+            continue
+        assert isinstance(data, dict)
+        previous = found.by_benchmark.get(name)
+        if previous is None or str(data.get("date", "")) > str(previous[1].get("date", "")):
+            if previous is not None:
+                found.superseded.append(previous[0])
+            found.by_benchmark[name] = (path, data)
+        else:
+            found.superseded.append(path)
+    return found
+
+
+def _get(data: Any, *keys: str | int) -> Any:
+    for key in keys:
+        in_list = isinstance(data, list) and isinstance(key, int) and -len(data) <= key < len(data)
+        if (isinstance(data, Mapping) and key in data) or in_list:
+            data = data[key]
+        else:
+            return None
+    return data
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _fmt(value: Any, digits: int = 2, unit: str = "") -> str:
+    number = _num(value)
+    if number is None:
+        return "—"
+    text = f"{number:,.{digits}f}"
+    return f"{text} {unit}".rstrip()
+
+
+def _percent(fraction: Any) -> float | None:
+    number = _num(fraction)
+    return None if number is None else 100 * number
+
+
+def _rel(path: Path, start: Path) -> str:
+    """``path`` relative to ``start`` when it is inside it (or a sibling of it), else absolute."""
+    relative = Path(os.path.relpath(path, start)).as_posix()
+    return path.as_posix() if relative.startswith("../..") else relative
+
+
+# ---------------------------------------------------------------------------------------------
+# Provenance: device, driver, versions, date
+# ---------------------------------------------------------------------------------------------
+
+
+def provenance(name: str, data: dict[str, Any]) -> dict[str, str]:
+    """What a results file says about where and when it was measured ("not recorded" if not)."""
+    device = data.get("device")
+    if isinstance(device, Mapping):
+        parts = [str(device.get("name", "?"))]
+        if device.get("arch"):
+            parts.append(str(device["arch"]))
+        if device.get("sms"):
+            parts.append(f"{device['sms']} SMs")
+        device_text = ", ".join(parts)
+    elif device:
+        device_text = str(device)
+        if data.get("compute_capability"):
+            device_text += f" (compute capability {data['compute_capability']})"
+    else:
+        device_text = "not recorded"
+    versions = data.get("versions") if isinstance(data.get("versions"), Mapping) else {}
+    driver_parts = []
+    nvidia = _get(data, "driver", "nvidia") or versions.get("nvidia_driver")
+    api = _get(data, "driver", "cuda_driver_api") or versions.get("cuda_driver_api")
+    if nvidia:
+        driver_parts.append(f"NVIDIA driver {nvidia}")
+    if api:
+        driver_parts.append(f"CUDA driver API {api}")
+    if not driver_parts:
+        driver_parts.append("none (no GPU used)" if name == "build_overhead" else "not recorded")
+    version_text = (
+        ", ".join(
+            f"{k} {v}"
+            for k, v in versions.items()
+            if v is not None and k not in {"nvidia_driver", "cuda_driver_api"}
+        )
+        or "not recorded"
+    )
+    host = data.get("host") if isinstance(data.get("host"), Mapping) else data.get("machine")
+    host_text = (
+        ", ".join(f"{k} {v}" for k, v in host.items() if v is not None)
+        if isinstance(host, Mapping)
+        else "not recorded"
+    )
+    return {
+        "Date": str(data.get("date") or "not recorded"),
+        "Device": device_text,
+        "Driver": ", ".join(driver_parts),
+        "Versions": version_text,
+        "Host": host_text,
+    }
+
+
+def _provenance_md(name: str, path: Path, data: dict[str, Any], page_dir: Path) -> list[str]:
+    prov = provenance(name, data)
+    lines = [f"Measured from `{_rel(path, ROOT)}`:", ""]
+    lines += [f"- **{key}:** {value}" for key, value in prov.items()]
+    return [*lines, ""]
+
+
+def _caption(name: str, data: dict[str, Any]) -> str:
+    prov = provenance(name, data)
+    return f"{prov['Device']} · {prov['Driver']} · {prov['Date']}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures
+# ---------------------------------------------------------------------------------------------
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 100, "font.size": 9})
+    return plt
+
+
+def _save(fig: Any, path: Path, caption: str, versions: str) -> None:
+    fig.text(
+        0.01, 0.01, f"{caption}\n{versions}", fontsize=6.5, color="0.35", va="bottom", wrap=True
+    )
+    fig.tight_layout(rect=(0, 0.09, 1, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", metadata={"Software": None})
+    _pyplot().close(fig)
+
+
+def _short_versions(data: dict[str, Any]) -> str:
+    versions = data.get("versions") if isinstance(data.get("versions"), Mapping) else {}
+    return ", ".join(f"{k} {v}" for k, v in versions.items() if v is not None)[:220]
+
+
+# ---------------------------------------------------------------------------------------------
+# Sections
+# ---------------------------------------------------------------------------------------------
+
+Figure = Callable[[], None]
+
+
+@dataclass
+class Section:
+    lines: list[str]
+    figures: list[tuple[Path, Figure]] = field(default_factory=list)
+
+
+def _table(header: list[str], rows: Iterable[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    out += ["| " + " | ".join(row) + " |" for row in rows]
+    return [*out, ""]
+
+
+def _goals(goals: Any) -> list[str]:
+    if not isinstance(goals, Mapping) or not goals:
+        return []
+    rows = []
+    for key, value in goals.items():
+        if isinstance(value, Mapping):
+            met = value.get("met")
+            rows.append(
+                [
+                    f"`{key}`",
+                    _fmt(value.get("value"), 3),
+                    str(value.get("goal", "—")),
+                    "yes" if met else ("no" if met is not None else "—"),
+                ]
+            )
+        else:
+            rows.append([f"`{key}`", "—", "—", "yes" if value is True else "no"])
+    return [
+        "Goals, as the benchmark checked them:",
+        "",
+        *_table(["Goal", "Value", "Target", "Met"], rows),
+    ]
+
+
+def _errors(errors: Any) -> list[str]:
+    if not isinstance(errors, Mapping) or not errors:
+        return []
+    lines = ["Not measured in this run (the benchmark recorded an error):", ""]
+    lines += [f"- `{k}`: {v}" for k, v in errors.items()]
+    return [*lines, ""]
+
+
+_LAT_ORDER = ("pingpong_floor", "builtin", "single_thread", "cooperative_grid", "cluster")
+_LAT_NAMES = {
+    "pingpong_floor": "floor (bare ping-pong kernel)",
+    "builtin": "built-in unified kernel",
+    "single_thread": "single-thread dispatcher",
+    "cooperative_grid": "cooperative-grid dispatcher",
+    "cluster": "cluster dispatcher",
+    "warp_parallel": "warp-parallel dispatcher",
+    "warp_floor": "floor (bare warp kernel)",
+}
+
+
+def _ordered(keys: Iterable[str], order: tuple[str, ...]) -> list[str]:
+    keys = list(keys)
+    return [k for k in order if k in keys] + sorted(k for k in keys if k not in order)
+
+
+def dispatch_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Path) -> Section:
+    lines = ["## Dispatch: round trip and throughput", ""]
+    lines += _provenance_md("dispatch", path, data, page_dir)
+    config = data.get("config") if isinstance(data.get("config"), Mapping) else {}
+    if config:
+        lines += [
+            "Setup: "
+            + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in config.items() if v is not None)
+            + ".",
+            "",
+        ]
+    figures: list[tuple[Path, Figure]] = []
+    latency = data.get("latency_us") if isinstance(data.get("latency_us"), Mapping) else {}
+    floor = _num(_get(latency, "pingpong_floor", "p50"))
+    if latency:
+        lines += ["### Round trip (µs)", ""]
+        rows = []
+        for key in _ordered(latency, _LAT_ORDER):
+            stats = latency[key]
+            p50 = _num(_get(stats, "p50"))
+            ratio = f"{p50 / floor:.2f}×" if p50 is not None and floor else "—"
+            rows.append(
+                [
+                    _LAT_NAMES.get(key, key),
+                    _fmt(_get(stats, "min")),
+                    _fmt(_get(stats, "p50")),
+                    _fmt(_get(stats, "p99")),
+                    _fmt(_get(stats, "p99.9")),
+                    _fmt(_get(stats, "mean")),
+                    _fmt(_get(stats, "n"), 0),
+                    ratio,
+                ]
+            )
+        lines += _table(
+            ["Dispatcher", "min", "p50", "p99", "p99.9", "mean", "n", "p50 / floor p50"], rows
+        )
+        latency_png = fig_dir / "dispatch_latency.png"
+        lines += [f"![Round-trip latency per dispatcher]({_rel(latency_png, page_dir)})", ""]
+
+        def draw_latency() -> None:
+            plt = _pyplot()
+            keys = _ordered(latency, _LAT_ORDER)
+            fig, ax = plt.subplots(figsize=(7.5, 0.55 * len(keys) + 1.6))
+            marks = (
+                ("min", "|", "0.4"),
+                ("p50", "o", "C0"),
+                ("p99", "s", "C1"),
+                ("p99.9", "^", "C3"),
+            )
+            for row, key in enumerate(reversed(keys)):
+                stats = latency[key]
+                lo, hi = _num(_get(stats, "min")), _num(_get(stats, "p99.9"))
+                if lo is not None and hi is not None:
+                    ax.hlines(row, lo, hi, color="0.75", lw=2, zorder=1)
+                for stat, marker, color in marks:
+                    value = _num(_get(stats, stat))
+                    if value is not None:
+                        ax.plot(
+                            value,
+                            row,
+                            marker,
+                            color=color,
+                            zorder=2,
+                            label=stat if row == 0 else None,
+                        )
+            if floor:
+                ax.axvline(floor, color="0.3", ls="--", lw=1, label="floor p50")
+            ax.set_yticks(range(len(keys)))
+            ax.set_yticklabels([_LAT_NAMES.get(k, k) for k in reversed(keys)])
+            ax.set_xlabel("round trip (µs)")
+            ax.set_title("Round-trip latency distribution per dispatcher vs the floor")
+            ax.set_ylim(-0.6, len(keys) - 0.4 + 0.8)  # headroom for the legend
+            ax.legend(loc="upper center", fontsize=7, ncols=5, frameon=False)
+            ax.grid(axis="x", alpha=0.3)
+            _save(fig, latency_png, _caption("dispatch", data), _short_versions(data))
+
+        figures.append((latency_png, draw_latency))
+    else:
+        lines += ["Round trip: not measured in this run.", ""]
+
+    throughput = (
+        data.get("throughput_mrps") if isinstance(data.get("throughput_mrps"), Mapping) else {}
+    )
+    if throughput:
+        in_flight = sorted(
+            {
+                int(n)
+                for v in throughput.values()
+                if isinstance(v, Mapping)
+                for n in v
+                if str(n).isdigit()
+            }
+        )
+        lines += ["### Throughput (million requests/s) by requests in flight", ""]
+        order = ("pingpong_floor", "single_thread", "warp_floor", "warp_parallel")
+        rows = [
+            [_LAT_NAMES.get(k, k)] + [_fmt(_get(throughput[k], str(n)), 3) for n in in_flight]
+            for k in _ordered(throughput, order)
+        ]
+        lines += _table(["Dispatcher", *[str(n) for n in in_flight]], rows)
+        throughput_png = fig_dir / "dispatch_throughput.png"
+        lines += [f"![Throughput against requests in flight]({_rel(throughput_png, page_dir)})", ""]
+
+        def draw_throughput() -> None:
+            plt = _pyplot()
+            fig, ax = plt.subplots(figsize=(7.5, 4.2))
+            for key in _ordered(throughput, order):
+                pts = [(n, _num(_get(throughput[key], str(n)))) for n in in_flight]
+                xs = [n for n, v in pts if v is not None]
+                ys = [v for _, v in pts if v is not None]
+                style = "--" if "floor" in key else "-"
+                ax.plot(xs, ys, style, marker="o", label=_LAT_NAMES.get(key, key))
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(in_flight)
+            ax.set_xticklabels([str(n) for n in in_flight])
+            ax.set_xlabel("requests in flight")
+            ax.set_ylabel("million requests / s")
+            ax.set_title("Throughput vs requests in flight")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+            _save(fig, throughput_png, _caption("dispatch", data), _short_versions(data))
+
+        figures.append((throughput_png, draw_throughput))
+    else:
+        lines += ["Throughput: not measured in this run.", ""]
+
+    client = data.get("python_client_us")
+    if isinstance(client, Mapping):
+        lines += [
+            "### Python client",
+            "",
+            "`RingClient.call()` round trip from Python through the single-thread dispatcher (µs):",
+            "",
+        ]
+        rows = [
+            [
+                _fmt(client.get("p50")),
+                _fmt(client.get("p99")),
+                _fmt(client.get("p99.9")),
+                _fmt(client.get("overhead_over_floor_p50_us")),
+                _fmt(client.get("overhead_over_native_single_thread_p50_us")),
+                _fmt(client.get("n"), 0),
+            ]
+        ]
+        lines += _table(
+            ["p50", "p99", "p99.9", "p50 over floor", "p50 over native client", "n"], rows
+        )
+    lines += _goals(data.get("goals"))
+    lines += _errors(data.get("errors"))
+    return Section(lines, figures)
+
+
+_START_ORDER = ("floor", "cold", "warm", "cuda_core")
+_START_NAMES = {
+    "floor": "raw load of a linked cubin (floor)",
+    "cold": "skbuild-cudaq, cold (links with nvJitLink)",
+    "warm": "skbuild-cudaq, warm (link cache hit)",
+    "cuda_core": "cuda.core Linker",
+}
+
+
+def startup_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Path) -> Section:
+    lines = ["## Start-up: cold vs warm vs raw load", ""]
+    lines += _provenance_md("startup", path, data, page_dir)
+    inputs = data.get("inputs") if isinstance(data.get("inputs"), Mapping) else {}
+    if inputs:
+        lines += [
+            f"Time from a fresh process's first statement to a launchable kernel handle "
+            f"(`{inputs.get('kernel', '?')}`, arch {inputs.get('arch', '?')}, binary "
+            f"{_fmt(inputs.get('binary_bytes'), 0)} bytes, linked cubin "
+            f"{_fmt(inputs.get('cubin_bytes'), 0)} bytes); median of "
+            f"{inputs.get('runs', '?')} processes per variant.",
+            "",
+        ]
+    results = data.get("results") if isinstance(data.get("results"), Mapping) else {}
+    figures: list[tuple[Path, Figure]] = []
+    if results:
+        rows = []
+        for key in _ordered(results, _START_ORDER):
+            r = results[key] if isinstance(results[key], Mapping) else {}
+            median = _num(r.get("median_in_process_s"))
+            wall = _num(r.get("median_wall_s"))
+            rows.append(
+                [
+                    _START_NAMES.get(key, key),
+                    _fmt(median * 1e3 if median is not None else None, 1),
+                    _fmt(wall * 1e3 if wall is not None else None, 1),
+                    _fmt(r.get("ratio_to_floor"), 2),
+                    f"{r.get('ok', '—')}/{r.get('runs', '—')}",
+                    "; ".join(map(str, r.get("errors", []))) or "",
+                ]
+            )
+        lines += _table(
+            [
+                "Variant",
+                "in process (ms)",
+                "with interpreter start (ms)",
+                "× floor",
+                "runs ok",
+                "errors",
+            ],
+            rows,
+        )
+        warm = results.get("warm") if isinstance(results.get("warm"), Mapping) else {}
+        if "nvjitlink_loaded" in warm:
+            lines += [
+                f"Warm start loaded libnvJitLink: `{', '.join(warm['nvjitlink_loaded'])}` "
+                "(expected `false`).",
+                "",
+            ]
+        png = fig_dir / "startup.png"
+        lines += [f"![Start-up time per variant]({_rel(png, page_dir)})", ""]
+
+        def draw_startup() -> None:
+            plt = _pyplot()
+            keys = [
+                k
+                for k in _ordered(results, _START_ORDER)
+                if _num(_get(results, k, "median_in_process_s")) is not None
+            ]
+            fig, ax = plt.subplots(figsize=(7.5, 0.6 * max(len(keys), 1) + 1.6))
+            for row, key in enumerate(reversed(keys)):
+                r = results[key]
+                ax.barh(row, r["median_in_process_s"] * 1e3, color="C0", alpha=0.6)
+                runs = [x * 1e3 for x in r.get("in_process_s", []) if _num(x) is not None]
+                ax.plot(runs, [row] * len(runs), "k.", ms=4)
+            ax.set_yticks(range(len(keys)))
+            ax.set_yticklabels([_START_NAMES.get(k, k) for k in reversed(keys)])
+            ax.set_xlabel("first statement → kernel handle (ms); bar: median, dots: runs")
+            ax.set_title("Cold vs warm start vs raw load")
+            ax.grid(axis="x", alpha=0.3)
+            _save(fig, png, _caption("startup", data), _short_versions(data))
+
+        figures.append((png, draw_startup))
+    else:
+        lines += ["No start-up figures in this file.", ""]
+    goals = data.get("goals")
+    if isinstance(goals, Mapping) and goals:
+        lines += [
+            "Goals, as the benchmark checked them: "
+            + ", ".join(f"`{k}`: {'met' if v else 'not met'}" for k, v in goals.items())
+            + ".",
+            "",
+        ]
+    return Section(lines, figures)
+
+
+_BUILD_NAMES = {
+    "baseline": "wheel of the project without dispatch kernels",
+    "wheel": "wheel of example_app (with its dispatch kernel)",
+    "nvcc_kernels": "nvcc of the kernels alone",
+    "noop_rebuild": "no-op rebuild",
+    "backend_prepare": "backend: read [tool.cudaq], compute CMake defines",
+}
+
+
+def build_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Path) -> Section:
+    lines = ["## Build overhead", ""]
+    lines += _provenance_md("build_overhead", path, data, page_dir)
+    if data.get("project"):
+        lines += [f"Project: {data['project']}; {data.get('runs', '?')} runs.", ""]
+    median = data.get("median_s") if isinstance(data.get("median_s"), Mapping) else {}
+    samples = data.get("samples_s") if isinstance(data.get("samples_s"), Mapping) else {}
+    figures: list[tuple[Path, Figure]] = []
+    order = ("baseline", "wheel", "nvcc_kernels", "noop_rebuild", "backend_prepare")
+    if median:
+        rows = [
+            [
+                _BUILD_NAMES.get(k, k),
+                _fmt(median[k], 4),
+                ", ".join(_fmt(x, 3) for x in samples.get(k, [])[:8])
+                + (" …" if len(samples.get(k, [])) > 8 else ""),
+            ]
+            for k in _ordered(median, order)
+        ]
+        lines += _table(["Step", "median (s)", "runs (s)"], rows)
+        lines += [
+            f"Plug-in overhead (wheel − baseline − kernels' nvcc): "
+            f"{_fmt(data.get('plugin_overhead_s'), 3, 's')} "
+            f"({_fmt(_percent(data.get('plugin_overhead_vs_nvcc')), 1)} % "
+            f"of the kernels' nvcc time); goal: {data.get('goal', '—')}; met: "
+            f"{'yes' if data.get('goal_met') else 'no'}.",
+            "",
+        ]
+        if data.get("note"):
+            lines += [f"Note from the benchmark: {data['note']}", ""]
+        png = fig_dir / "build_overhead.png"
+        lines += [f"![Build times]({_rel(png, page_dir)})", ""]
+
+        def draw_build() -> None:
+            plt = _pyplot()
+            keys = [
+                k
+                for k in _ordered(median, order)
+                if k != "backend_prepare" and _num(median[k]) is not None
+            ]
+            fig, ax = plt.subplots(figsize=(7.5, 0.6 * max(len(keys), 1) + 1.6))
+            for row, key in enumerate(reversed(keys)):
+                ax.barh(row, median[key], color="C2", alpha=0.6)
+                runs = [x for x in samples.get(key, []) if _num(x) is not None]
+                ax.plot(runs, [row] * len(runs), "k.", ms=4)
+            ax.set_yticks(range(len(keys)))
+            ax.set_yticklabels([_BUILD_NAMES.get(k, k) for k in reversed(keys)])
+            ax.set_xlabel("seconds; bar: median, dots: runs")
+            ax.set_title("Build overhead of a dispatch kernel")
+            ax.grid(axis="x", alpha=0.3)
+            _save(fig, png, _caption("build_overhead", data), _short_versions(data))
+
+        figures.append((png, draw_build))
+    else:
+        lines += ["No build timings in this file.", ""]
+    return Section(lines, figures)
+
+
+SECTIONS: dict[str, tuple[str, Callable[[Path, dict[str, Any], Path, Path], Section]]] = {
+    "dispatch": ("Dispatch: round trip and throughput", dispatch_section),
+    "startup": ("Start-up: cold vs warm vs raw load", startup_section),
+    "build_overhead": ("Build overhead", build_section),
+}
+
+
+def _not_measured(name: str) -> list[str]:
+    title = SECTIONS[name][0]
+    return [
+        f"## {title}",
+        "",
+        f"Not measured yet: no `{name}` results file in `bench/results/`. "
+        f"Run {HOW_TO[name]}, then `python bench/report.py`.",
+        "",
+    ]
+
+
+def render(
+    results: Results, out: Path, fig_dir: Path, *, draw: bool = True
+) -> tuple[str, list[Path]]:
+    """The page's Markdown and the figures it references (drawn when ``draw``)."""
+    page_dir = out.parent
+    lines = [
+        "# Performance",
+        "",
+        "<!-- Generated by bench/report.py from bench/results/*.json; do not edit. -->",
+        "",
+        "Every figure on this page comes from a results file in `bench/results/`, written by the "
+        "benchmark named in its section; each section states the device, driver, versions and "
+        "date its file records. A benchmark without a results file is marked *not measured "
+        "yet*. To refresh: run the benchmarks (`bash tools/gpu-check.sh` on a GPU machine runs "
+        "the GPU ones), copy their JSON into `bench/results/`, and run `python bench/report.py`.",
+        "",
+        "For scale: CUDA-Q realtime's design targets are a p99 round trip below 10 µs and more "
+        "than a million messages per second.",
+        "",
+    ]
+    figures: list[Path] = []
+    for name in KNOWN:
+        if name not in results.by_benchmark:
+            lines += _not_measured(name)
+            continue
+        path, data = results.by_benchmark[name]
+        section = SECTIONS[name][1](path, data, page_dir, fig_dir)
+        lines += section.lines
+        for png, draw_figure in section.figures:
+            if draw:
+                draw_figure()
+            figures.append(png)
+    if results.others:
+        lines += ["## Other results files", ""]
+        for path, data in results.others:
+            lines += [f"### `{_rel(path, ROOT)}`", ""]
+            if not isinstance(data, Mapping):
+                lines += ["Not a JSON object; not shown.", ""]
+                continue
+            lacking = [k for k in ("device", "date", "versions") if k not in data]
+            if lacking:
+                lines += [f"This file does not state its {', '.join(lacking)}.", ""]
+            rows = [[f"`{k}`", f"`{json.dumps(v)[:120]}`"] for k, v in data.items()]
+            lines += _table(["Key", "Value"], rows)
+    if results.superseded:
+        lines += [
+            "Older results files not shown (a newer file of the same benchmark is): "
+            + ", ".join(f"`{_rel(p, ROOT)}`" for p in results.superseded)
+            + ".",
+            "",
+        ]
+    if results.unreadable:
+        lines += [
+            "Unreadable results files: "
+            + "; ".join(f"`{_rel(p, ROOT)}` ({why})" for p, why in results.unreadable)
+            + ".",
+            "",
+        ]
+    while lines and lines[-1] == "":
+        lines.pop()
+    return "\n".join(lines) + "\n", figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS)
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--figures", type=Path, default=DEFAULT_FIGURES)
+    parser.add_argument("--no-figures", action="store_true", help="write only the page")
+    args = parser.parse_args(argv)
+    results = load_results(args.results)
+    text, figures = render(
+        results, args.out.resolve(), args.figures.resolve(), draw=not args.no_figures
+    )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text, encoding="utf-8")
+    measured = ", ".join(sorted(results.by_benchmark)) or "none"
+    print(f"wrote {args.out} (measured: {measured}; {len(figures)} figures)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

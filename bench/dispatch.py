@@ -63,24 +63,31 @@ __device__ __forceinline__ uint32_t ld_acquire_sys(const volatile uint32_t *p) {
 __device__ __forceinline__ void st_release_sys(volatile uint32_t *p, uint32_t v) {
   asm volatile("st.release.sys.global.u32 [%0], %1;" : : "l"(p), "r"(v) : "memory");
 }
-// Echo one request: read the header (it says how long the arguments are), then
-// the arguments, write the response header and the result, publish.
+// Echo one request. Every load of the request is issued before the first use
+// (one PCIe round trip for up to 256 bytes, as the bridge's staging copy does),
+// then the response header and the result are written and published.
 __device__ __forceinline__ void serve(const uint8_t *rx, uint8_t *tx, volatile uint32_t *tx_flag,
                                       uint32_t slot_size, uint32_t seq) {
-  const volatile uint32_t *req = reinterpret_cast<const volatile uint32_t *>(rx);
-  uint32_t arg_len = req[2];
-  if (arg_len > slot_size - 24)
-    arg_len = 0;
-  const volatile uint64_t *src = reinterpret_cast<const volatile uint64_t *>(rx);
+  constexpr uint32_t kWords = 32;
+  const uint64_t *src = reinterpret_cast<const uint64_t *>(rx);
   uint64_t *dst = reinterpret_cast<uint64_t *>(tx);
-  uint32_t *dst32 = reinterpret_cast<uint32_t *>(tx);
-  dst32[0] = 0x43555153u;
-  dst32[1] = 0;
-  dst32[2] = arg_len;
-  dst32[3] = req[3];
-  dst[2] = src[2];
-  for (uint32_t w = 0; w < (arg_len + 7) / 8; ++w)
-    dst[3 + w] = src[3 + w];
+  const uint32_t words = slot_size / 8 < kWords ? slot_size / 8 : kWords;
+  uint64_t v[kWords];
+#pragma unroll
+  for (uint32_t i = 0; i < kWords; ++i)
+    if (i < words)
+      v[i] = src[i];
+  uint32_t arg_len = static_cast<uint32_t>(v[1]);
+  if (arg_len > words * 8 - 24)
+    arg_len = 0;
+  dst[0] = 0x43555153ull;                              // magic, status 0
+  dst[1] = (v[1] & 0xffffffff00000000ull) | arg_len;   // result_len, request_id
+  dst[2] = v[2];                                       // ptp timestamp
+  const uint32_t arg_words = (arg_len + 7) / 8;
+#pragma unroll
+  for (uint32_t i = 0; i < kWords - 3; ++i)
+    if (i < arg_words)
+      dst[3 + i] = v[3 + i];
   st_release_sys(tx_flag, seq);
 }
 } // namespace

@@ -83,7 +83,7 @@ def main() -> int:
     shut = rxf + 8 * num_slots + 8  # int32 shutdown flag after the flags
     ctx_buf = struct.pack("<IIII QQQQ", 0x474E4952, num_slots, slot, 0,
                           dptr + rx, dptr + tx, dptr + rxf, dptr + txf) + bytes(40 * 32)
-    dctx = check(cu.cuMemAlloc(len(ctx_buf)))
+    dctx = check(cu.cuMemAlloc(len(ctx_buf) + 32 * slot))  # + per-lane staging area
     check(cu.cuMemcpyHtoD(dctx, ctx_buf, len(ctx_buf)))
     stats = check(cu.cuMemAlloc(8))
     check(cu.cuMemsetD8(stats, 0, 8))

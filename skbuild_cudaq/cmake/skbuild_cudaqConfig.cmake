@@ -42,7 +42,9 @@ Commands
 
   The fatbin is rebuilt when the ``.cu`` file or any header it includes
   changes (nvcc ``-MD`` depfile), and only then; the object that embeds it is
-  rebuilt when the fatbin changes (``OBJECT_DEPENDS``).
+  rebuilt when the fatbin changes (``OBJECT_DEPENDS``). nvcc runs in the
+  source's directory (it records its working directory in the LTO-IR), so the
+  fatbin does not depend on where the build directory is.
 
 .. command:: cudaq_realtime_add_device_sources
 

@@ -54,13 +54,56 @@ extern "C" __device__ void *cudaq_dev_enter_kernel(void *transport_ctx,
 
 namespace {
 
+// Copies `words` 8-byte words from mapped host memory to device memory, issuing
+// up to kStageWords loads before the first store so that they travel over PCIe
+// together (a plain loop would wait one round trip per word).
+constexpr uint32_t kStageWords = 32; // 256 bytes per batch
+
+__device__ __forceinline__ void stage_words(uint64_t *dst, const uint64_t *src, uint32_t begin,
+                                            uint32_t words) {
+  for (uint32_t base = begin; base < words; base += kStageWords) {
+    uint64_t v[kStageWords];
+#pragma unroll
+    for (uint32_t i = 0; i < kStageWords; ++i)
+      if (base + i < words)
+        v[i] = src[base + i];
+#pragma unroll
+    for (uint32_t i = 0; i < kStageWords; ++i)
+      if (base + i < words)
+        dst[base + i] = v[i];
+  }
+}
+
+// Copies the request in a slot to the lane's staging area: the header and the
+// first arguments in one batch (speculatively, up to 256 bytes), the rest of a
+// long request after the header said how long it is. Must follow the acquire
+// load of the slot's flag in program order.
+__device__ __forceinline__ void stage_request(uint8_t *staging, const uint8_t *slot,
+                                              uint32_t slot_size) {
+  uint64_t *dst = reinterpret_cast<uint64_t *>(staging);
+  const uint64_t *src = reinterpret_cast<const uint64_t *>(slot);
+  const uint32_t slot_words = slot_size / 8;
+  const uint32_t first = slot_words < kStageWords ? slot_words : kStageWords;
+  stage_words(dst, src, 0, first);
+  const uint32_t max_args = slot_size - CUDAQ_RPC_HEADER_SIZE;
+  uint32_t arg_len = reinterpret_cast<const cudaq_rpc_request_header_t *>(staging)->arg_len;
+  if (arg_len > max_args)
+    arg_len = max_args; // the dispatcher answers CUDAQ_RPC_STATUS_ARGS_TOO_LONG
+  const uint32_t need = (CUDAQ_RPC_HEADER_SIZE + arg_len + 7) / 8;
+  if (need > first)
+    stage_words(dst, src, first, need);
+}
+
 // Takes the request (sequence `seq`) that has arrived in the session's next
 // slot: fills *request / *response, records it as pending, advances.
 __device__ __forceinline__ void claim(cudaq_host_ring_lane_t *s, cudaq_host_ring_ctx_t *ring,
                                       uint32_t slot, uint32_t seq, void **request,
                                       void **response) {
   const size_t offset = static_cast<size_t>(slot) * ring->slot_size;
-  *request = ring->rx_slots + offset;
+  uint8_t *staging = reinterpret_cast<uint8_t *>(ring) + sizeof(cudaq_host_ring_ctx_t) +
+                     static_cast<size_t>(s->lane) * ring->slot_size;
+  stage_request(staging, ring->rx_slots + offset, ring->slot_size);
+  *request = staging;
   *response = ring->tx_slots + offset;
   s->pending_slot = slot;
   s->pending_seq = seq;

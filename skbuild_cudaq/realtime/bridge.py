@@ -169,7 +169,9 @@ class HostRingBridge:
             )
             ctx = self._context_struct()
             size = ctypes.sizeof(ctx)
-            self._ctx_ptr = _cu.ptr(_cu.check(drv.cuMemAlloc(size), "cuMemAlloc"))
+            # context + one request staging area per lane (cudaq_host_ring_alloc_bytes)
+            alloc = size + HOST_RING_MAX_LANES * self.slot_size
+            self._ctx_ptr = _cu.ptr(_cu.check(drv.cuMemAlloc(alloc), "cuMemAlloc"))
             _cu.check(drv.cuMemcpyHtoD(self._ctx_ptr, ctypes.addressof(ctx), size), "cuMemcpyHtoD")
         except BaseException:
             self.close()

@@ -12,7 +12,13 @@
 // reuses a slot only after it has collected that slot's previous response.
 //
 // The context itself lives in device memory; only the slots, the flags and the
-// shutdown flag live in mapped host memory. Its layout is mirrored by
+// shutdown flag live in mapped host memory. The context's device allocation is
+// followed by a staging area of CUDAQ_HOST_RING_MAX_LANES * slot_size bytes
+// (cudaq_host_ring_alloc_bytes): when a lane takes a request, the hook copies
+// the slot into that lane's staging area with loads issued back to back (one
+// PCIe round trip for the first 256 bytes instead of one per dependent read),
+// and *request points there. Handlers thus read their arguments from device
+// memory; the response is still written straight into the mapped tx slot. Its layout is mirrored by
 // skbuild_cudaq/realtime/_ring.py (HOST_RING_CTX_*): keep the two in sync.
 #ifndef CUDAQ_REALTIME_HOST_RING_CUH
 #define CUDAQ_REALTIME_HOST_RING_CUH
@@ -48,6 +54,13 @@ typedef struct cudaq_host_ring_ctx {
 static_assert(sizeof(cudaq_host_ring_lane_t) == 40, "lane layout is mirrored in _ring.py");
 static_assert(sizeof(cudaq_host_ring_ctx_t) == 48 + 40 * CUDAQ_HOST_RING_MAX_LANES,
               "context layout is mirrored in _ring.py");
+static_assert(sizeof(cudaq_host_ring_ctx_t) % 16 == 0, "the staging area follows the context");
+
+// Bytes of device memory the bridge allocates for the context + staging area.
+static inline constexpr unsigned long long cudaq_host_ring_alloc_bytes(uint32_t slot_size) {
+  return sizeof(cudaq_host_ring_ctx_t) +
+         static_cast<unsigned long long>(CUDAQ_HOST_RING_MAX_LANES) * slot_size;
+}
 
 #ifdef __CUDACC__
 extern "C" {

@@ -2,8 +2,8 @@
 
 An extension module built with relocatable device code carries its device code
 in ELF sections named ``__nv_relfatbin``: nvcc puts the handlers' fatbins there,
-and skbuild-cudaq's ``cudaq_realtime_add_dispatch_kernel`` ``.incbin``s the
-custom dispatch kernel's LTO-IR fatbin next to them. The linker concatenates
+and skbuild-cudaq's ``cudaq_realtime_add_dispatch_kernel`` embeds the custom
+dispatch kernel's LTO-IR fatbin next to them with ``.incbin``. The linker concatenates
 what it finds into one section (or several, when flags differ), so a section
 holds fatbin *containers* back to back, possibly separated by zero padding::
 

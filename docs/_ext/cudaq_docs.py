@@ -118,41 +118,82 @@ class PythonApi(SphinxDirective):
         if "no-submodules" in self.options:
             modules = [package]
         else:
-            modules = [m for m in public_modules(package) if m not in exclude]
-        documented: dict[str, set[str]] = {}  # module -> names documented under a package
+            modules = [
+                m
+                for m in public_modules(package)
+                if not any(m == x or m.startswith(x + ".") for x in exclude)
+            ]
+        # module -> {name: package}: names a package re-exports, documented under the package
+        documented: dict[str, dict[str, str]] = {}
         lines = StringList()
         src = self.get_source_info()[0]
         for name in modules:
             mod = importlib.import_module(name)
-            exported = list(getattr(mod, "__all__", []))
-            for value_name in exported:
+            for value_name in getattr(mod, "__all__", []):
                 try:
                     value = getattr(mod, value_name)
                 except (AttributeError, ImportError):
                     continue  # autodoc reports it
                 home = getattr(value, "__module__", None)
-                if home and home != name:
-                    documented.setdefault(home, set()).add(value_name)
-            skip = sorted(documented.get(name, set()))
-            title = f"``{name}``"
-            block = [title, "-" * len(title), "", f".. automodule:: {name}", "   :members:"]
+                if isinstance(home, str) and home != name:
+                    documented.setdefault(home, {}).setdefault(value_name, name)
+            skip = documented.get(name, {})
+            rst = [f".. automodule:: {name}", "   :members:", "   :undoc-members:"]
+            if hasattr(mod, "__all__"):
+                # __all__ decides; autodoc would otherwise drop constants (their __module__
+                # is "builtins") and names a module re-exports on purpose
+                rst.append("   :imported-members:")
             if skip:
-                block.append(f"   :exclude-members: {', '.join(skip)}")
-                block += [
+                rst.append(f"   :exclude-members: {', '.join(sorted(skip))}")
+                rst += [
                     "",
-                    "Also defined here, documented under "
-                    + ", ".join(f"``{n}``" for n in sorted(_packages_of(name, modules)))
-                    + ": "
-                    + ", ".join(f":py:obj:`{n}`" for n in skip)
+                    "Also defined here and documented under the package that re-exports them: "
+                    + ", ".join(f":py:obj:`~{skip[n]}.{n}`" for n in sorted(skip))
                     + ".",
                 ]
-            block.append("")
+            for data_name, value in _undocumented_data(mod).items():
+                rst += ["", f".. py:data:: {data_name}", f"   :value: {_short_repr(value)}"]
+            block = [f"## `{name}`", "", "```{eval-rst}", *rst, "```", ""]
             for line in block:
                 lines.append(line, src, 0)
         container = nodes.section()
         container.document = self.state.document
         self.state.nested_parse(lines, 0, container, match_titles=True)
         return list(container.children)
+
+
+def _undocumented_data(mod: Any) -> dict[str, Any]:
+    """Constants in ``mod.__all__`` without a ``#:`` doc comment or docstring of their own.
+
+    autodoc (Sphinx 9) leaves these out even with ``:undoc-members:``; they are
+    public all the same, so the page lists them with their values.
+    """
+    import inspect
+
+    from sphinx.pycode import ModuleAnalyzer
+
+    try:
+        attr_docs = ModuleAnalyzer.for_module(mod.__name__).find_attr_docs()
+    except Exception:
+        attr_docs = {}
+    documented = {name for (_, name) in attr_docs}
+    out: dict[str, Any] = {}
+    for name in getattr(mod, "__all__", []):
+        try:
+            value = getattr(mod, name)
+        except (AttributeError, ImportError):
+            continue
+        if name in documented or inspect.isclass(value) or inspect.isroutine(value):
+            continue
+        if not inspect.ismodule(value):
+            out[name] = value
+    return out
+
+
+def _short_repr(value: Any) -> str:
+    text = hex(value) if isinstance(value, int) and value > 0xFFFF else repr(value)
+    text = " ".join(text.split())
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _packages_of(module: str, modules: list[str]) -> list[str]:

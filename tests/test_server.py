@@ -307,7 +307,8 @@ def test_device_path_two_process(dispatcher_args: list[str]) -> None:
         sent += _check_bad_requests(server)
         with server.client() as c:
             tickets = [
-                c.submit("rpc_increment", bytes([i]) * 8, request_id=1000 + i) for i in range(500)
+                c.submit("rpc_increment", bytes([i % 256]) * 8, request_id=1000 + i)
+                for i in range(500)
             ]
             for i, r in enumerate(c.collect(tickets)):
                 assert (r.status, r.result) == (0, bytes([(i + 1) % 256]) * 8)

@@ -111,10 +111,13 @@ __device__ void cudaq_dev_tx_publish(void *session, void *response);
 // ---------------------------------------------------------------------------
 
 // Linear search of the function table. Returns NULL for an unknown id.
+// The table does not change while a dispatch kernel runs, so it is read through
+// the read-only data cache (ld.global.nc), which the system-scope acquire of
+// each polled request does not invalidate.
 static __device__ __forceinline__ const cudaq_function_entry_t *
 unified_lookup_entry(const cudaq_function_entry_t *table, uint32_t count, uint32_t function_id) {
   for (uint32_t i = 0; i < count; ++i) {
-    if (table[i].function_id == function_id)
+    if (__ldg(&table[i].function_id) == function_id)
       return &table[i];
   }
   return nullptr;

@@ -71,7 +71,12 @@ def test_no_kernels_no_defines(tmp_path: Path) -> None:
     }
 
 
-def test_own_settings_are_stripped_and_checked(project: Path) -> None:
+def test_own_settings_are_stripped_and_checked(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # cudaq.verbose=true turns on SKBUILD_CUDAQ_VERBOSE in the (backend) process:
+    # keep that from leaking into the environment of later tests' subprocesses.
+    monkeypatch.delenv("SKBUILD_CUDAQ_VERBOSE", raising=False)
     settings = prepare_config_settings({"cudaq.verbose": "true"}, project, for_build=False)
     assert not any(k.startswith("cudaq.") for k in settings)
     with pytest.raises(

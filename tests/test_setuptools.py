@@ -274,8 +274,11 @@ def test_inspect_cli_lists_the_containers(built: Built) -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads(proc.stdout)
-    containers = data["containers"] if isinstance(data, dict) else data
+    containers = [c for section in data["sections"] for c in section["containers"]]
     assert len(containers) == 2
+    for container in containers:
+        assert [e["kind"] for e in container["entries"]] == ["lto-ir"]
+        assert container["entries"][0]["arch"] == "sm_80"
 
 
 @pytest.mark.integration

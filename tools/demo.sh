@@ -10,7 +10,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[runtime]"
-.venv/bin/python -m pip install -q ./example_app
+# example_app builds against this checkout's skbuild-cudaq (not a published one):
+# no build isolation, so its build requirements come from .venv.
+.venv/bin/python -m pip install -q --no-build-isolation ./example_app
 ext=$(.venv/bin/python -c "import example_app._core as m; print(m.__file__)")
 echo "example_app._core: $ext"
 .venv/bin/python -m skbuild_cudaq inspect "$ext"

@@ -76,7 +76,7 @@ def test_own_settings_are_stripped_and_checked(
 ) -> None:
     # cudaq.verbose=true turns on SKBUILD_CUDAQ_VERBOSE in the (backend) process:
     # keep that from leaking into the environment of later tests' subprocesses.
-    monkeypatch.delenv("SKBUILD_CUDAQ_VERBOSE", raising=False)
+    monkeypatch.setenv("SKBUILD_CUDAQ_VERBOSE", "0")  # recorded, so undone after the test
     settings = prepare_config_settings({"cudaq.verbose": "true"}, project, for_build=False)
     assert not any(k.startswith("cudaq.") for k in settings)
     with pytest.raises(

@@ -1,7 +1,7 @@
 """Dispatcher and host-ring bridge without a GPU: value objects and error paths.
 
 The error paths run against a mocked CUDA driver (the one seam,
-``skbuild_cudaq.realtime._cu.driver``). Host "pinned" memory is real ctypes
+``skbuild_cudaq.realtime._driver.driver``). Host "pinned" memory is real ctypes
 memory, so the shutdown flag and the ring the code writes are really written;
 the mocked stream stays busy (``cuStreamQuery`` -> NOT_READY) while a launched
 "kernel" has not seen the shutdown flag, like a persistent kernel.
@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from skbuild_cudaq.realtime import _cu
-from skbuild_cudaq.realtime.bridge import HostRingBridge, HostRingCtx, ring_offsets
+from skbuild_cudaq.realtime import _driver
+from skbuild_cudaq.realtime._ring import RingLayout
+from skbuild_cudaq.realtime.bridge import HostRingBridge
 from skbuild_cudaq.realtime.dispatcher import (
     DEVICE_CALL,
     HOST_CALL,
@@ -162,7 +163,7 @@ class FakeLibrary:
 @pytest.fixture
 def drv(monkeypatch: pytest.MonkeyPatch) -> FakeDriver:
     fake = FakeDriver()
-    monkeypatch.setattr(_cu, "driver", lambda: fake)
+    monkeypatch.setattr(_driver, "driver", lambda: fake)
     return fake
 
 
@@ -266,13 +267,20 @@ def test_nothing_touches_cuda_before_start() -> None:
 # -- bridge ----------------------------------------------------------------------
 
 
+def _host_ring_ctx(raw: bytes) -> SimpleNamespace:
+    """Decode the header of a cudaq_host_ring_ctx_t (host_ring.cuh)."""
+    fields = ("magic", "num_slots", "slot_size", "reserved", "rx_slots", "tx_slots")
+    fields += ("rx_flags", "tx_flags")
+    return SimpleNamespace(**dict(zip(fields, struct.unpack_from("<IIIIQQQQ", raw), strict=True)))
+
+
 def test_bridge_allocates_one_mapped_ring_and_a_device_context(drv: FakeDriver) -> None:
     with HostRingBridge(num_slots=8, slot_size=64) as bridge:
-        offsets = ring_offsets(8, 64)
+        total = RingLayout(8, 64).total_bytes
         assert drv.log.count("cuMemHostAlloc") == 1
-        assert len(bridge.buffer) == offsets["total_bytes"] == 2 * 8 * 64 + 8 * 8
-        assert bytes(bridge.buffer) == bytes(offsets["total_bytes"])  # cleared
-        ctx = HostRingCtx.from_buffer_copy(bytes(drv.device[bridge.transport_ctx]))
+        assert len(bridge.buffer) == total == 2 * 8 * 64 + 8 * 8
+        assert bytes(bridge.buffer) == bytes(total)  # cleared
+        ctx = _host_ring_ctx(bytes(drv.device[bridge.transport_ctx]))
         base = bridge.device_ring
         assert (ctx.magic, ctx.num_slots, ctx.slot_size) == (0x474E4952, 8, 64)
         assert ctx.rx_slots == base

@@ -19,6 +19,7 @@ __all__ = [
     "driver",
     "ensure_context",
     "is_not_found",
+    "ptr",
 ]
 
 _lock = threading.Lock()
@@ -39,7 +40,7 @@ def _result_name(result: Any) -> tuple[str, int]:
     if not name:
         try:
             name = driver().CUresult(code).name
-        except (ValueError, ImportError):
+        except (ValueError, ImportError, AttributeError):  # unknown code, no enum
             name = f"CUresult {code}"
     return str(name), code
 
@@ -72,6 +73,11 @@ def check(ret: Any, call: str) -> Any:
     if len(values) == 1:
         return values[0]
     return values
+
+
+def ptr(value: Any) -> int:
+    """A device or host pointer (``CUdeviceptr``, int, ``None``) as a Python int."""
+    return int(value) if value is not None else 0
 
 
 def is_not_found(error: CUDAError) -> bool:

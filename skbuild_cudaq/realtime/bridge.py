@@ -6,7 +6,7 @@ the layout of :class:`skbuild_cudaq.realtime.RingLayout` (``rx_slots`` at 0,
 The host sees it as a writable buffer (:attr:`HostRingBridge.buffer`, what
 :class:`RingClient` drives); the GPU sees it through
 ``cuMemHostGetDevicePointer``. The transport context ``cudaq_host_ring_ctx_t``
-(``cudaq/realtime/host_ring.cuh``, mirrored by :class:`HostRingCtx`) lives in
+(``cudaq/realtime/host_ring.cuh``, packed by :func:`host_ring_ctx_bytes`) lives in
 device memory; its device address is :attr:`HostRingBridge.transport_ctx`.
 
 Lifetimes are explicit: nothing is allocated until :meth:`open` (called by the
@@ -23,91 +23,14 @@ import ctypes
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any
 
-from . import _cu
+from . import _driver
+from ._ring import HOST_RING_CTX_SIZE, HOST_RING_MAX_LANES, RingLayout, host_ring_ctx_bytes
+from .wire import HEADER_SIZE
 
 if TYPE_CHECKING:
     from ._ring import RingClient
 
-__all__ = [
-    "HOST_RING_CTX_MAGIC",
-    "HOST_RING_MAX_LANES",
-    "HostRingBridge",
-    "HostRingCtx",
-    "HostRingLane",
-    "ring_offsets",
-]
-
-HOST_RING_CTX_MAGIC = 0x474E4952  # 'RING', CUDAQ_HOST_RING_CTX_MAGIC
-HOST_RING_MAX_LANES = 32  # CUDAQ_HOST_RING_MAX_LANES
-_HEADER_SIZE = 24  # CUDAQ_RPC_HEADER_SIZE
-
-
-class HostRingLane(ctypes.Structure):
-    """``cudaq_host_ring_lane_t`` (40 bytes): one polling lane's session state."""
-
-    _fields_ = (
-        ("ring", ctypes.c_uint64),
-        ("shutdown", ctypes.c_uint64),
-        ("next_slot", ctypes.c_uint32),
-        ("next_seq", ctypes.c_uint32),
-        ("pending_slot", ctypes.c_uint32),
-        ("pending_seq", ctypes.c_uint32),
-        ("lane", ctypes.c_uint32),
-        ("num_lanes", ctypes.c_uint32),
-    )
-
-
-class HostRingCtx(ctypes.Structure):
-    """``cudaq_host_ring_ctx_t``: the transport context, copied into device memory."""
-
-    _fields_ = (
-        ("magic", ctypes.c_uint32),
-        ("num_slots", ctypes.c_uint32),
-        ("slot_size", ctypes.c_uint32),
-        ("reserved", ctypes.c_uint32),
-        ("rx_slots", ctypes.c_uint64),
-        ("tx_slots", ctypes.c_uint64),
-        ("rx_flags", ctypes.c_uint64),
-        ("tx_flags", ctypes.c_uint64),
-        ("lanes", HostRingLane * HOST_RING_MAX_LANES),
-    )
-
-
-def _check_layout() -> None:
-    """The mirror must match host_ring.cuh's static_asserts byte for byte."""
-    expected = {
-        "magic": 0,
-        "num_slots": 4,
-        "slot_size": 8,
-        "reserved": 12,
-        "rx_slots": 16,
-        "tx_slots": 24,
-        "rx_flags": 32,
-        "tx_flags": 40,
-        "lanes": 48,
-    }
-    for name, offset in expected.items():
-        actual = getattr(HostRingCtx, name).offset
-        if actual != offset:  # pragma: no cover - guards against edits of the mirror
-            msg = f"HostRingCtx.{name} at offset {actual}, host_ring.cuh has {offset}"
-            raise AssertionError(msg)
-    assert ctypes.sizeof(HostRingLane) == 40, "cudaq_host_ring_lane_t is 40 bytes"
-    assert ctypes.sizeof(HostRingCtx) == 48 + 40 * HOST_RING_MAX_LANES
-
-
-_check_layout()
-
-
-def ring_offsets(num_slots: int, slot_size: int) -> dict[str, int]:
-    """Byte offsets of the four ring areas and the total size (DEVELOPING.md layout)."""
-    slots = num_slots * slot_size
-    return {
-        "rx_slots": 0,
-        "tx_slots": slots,
-        "rx_flags": 2 * slots,
-        "tx_flags": 2 * slots + 4 * num_slots,
-        "total_bytes": 2 * slots + 8 * num_slots,
-    }
+__all__ = ["HostRingBridge", "validate_ring_shape"]
 
 
 def validate_ring_shape(num_slots: int, slot_size: int) -> None:
@@ -117,7 +40,7 @@ def validate_ring_shape(num_slots: int, slot_size: int) -> None:
     if num_slots < 1 or num_slots > 0xFFFF_FFFF:
         msg = f"num_slots={num_slots}: need at least 1 slot"
         raise InvalidArgumentError(msg)
-    if slot_size <= _HEADER_SIZE or slot_size % 8 != 0 or slot_size > 0xFFFF_FFFF:
+    if slot_size <= HEADER_SIZE or slot_size % 8 != 0 or slot_size > 0xFFFF_FFFF:
         msg = (
             f"slot_size={slot_size}: a slot holds the 24-byte RPC header and the payload; "
             "use a multiple of 8 greater than 24"
@@ -138,7 +61,7 @@ class HostRingBridge:
         validate_ring_shape(num_slots, slot_size)
         self.num_slots = num_slots
         self.slot_size = slot_size
-        self._offsets = ring_offsets(num_slots, slot_size)
+        self.layout = RingLayout(num_slots, slot_size)
         self._drv: ModuleType | None = None
         self._host_ptr = 0  # cuMemHostAlloc'd ring (host view)
         self._dev_ptr = 0  # its device view
@@ -155,24 +78,25 @@ class HostRingBridge:
         """Allocate the ring and the device context (needs a current CUDA context)."""
         if self.is_open:
             return self
-        drv = _cu.driver()
+        drv = _driver.driver()
         self._drv = drv
-        total = self._offsets["total_bytes"]
+        total = self.layout.total_bytes
         flags = drv.CU_MEMHOSTALLOC_DEVICEMAP | drv.CU_MEMHOSTALLOC_PORTABLE
         try:
-            self._host_ptr = _cu.ptr(_cu.check(drv.cuMemHostAlloc(total, flags), "cuMemHostAlloc"))
+            self._host_ptr = _driver.ptr(
+                _driver.check(drv.cuMemHostAlloc(total, flags), "cuMemHostAlloc")
+            )
             ctypes.memset(self._host_ptr, 0, total)
-            self._dev_ptr = _cu.ptr(
-                _cu.check(
+            self._dev_ptr = _driver.ptr(
+                _driver.check(
                     drv.cuMemHostGetDevicePointer(self._host_ptr, 0), "cuMemHostGetDevicePointer"
                 )
             )
-            ctx = self._context_struct()
-            size = ctypes.sizeof(ctx)
+            ctx = host_ring_ctx_bytes(self.layout, self._dev_ptr)
             # context + one request staging area per lane (cudaq_host_ring_alloc_bytes)
-            alloc = size + HOST_RING_MAX_LANES * self.slot_size
-            self._ctx_ptr = _cu.ptr(_cu.check(drv.cuMemAlloc(alloc), "cuMemAlloc"))
-            _cu.check(drv.cuMemcpyHtoD(self._ctx_ptr, ctypes.addressof(ctx), size), "cuMemcpyHtoD")
+            alloc = HOST_RING_CTX_SIZE + HOST_RING_MAX_LANES * self.slot_size
+            self._ctx_ptr = _driver.ptr(_driver.check(drv.cuMemAlloc(alloc), "cuMemAlloc"))
+            _driver.check(drv.cuMemcpyHtoD(self._ctx_ptr, ctx, len(ctx)), "cuMemcpyHtoD")
         except BaseException:
             self.close()
             raise
@@ -194,12 +118,12 @@ class HostRingBridge:
         errors: list[BaseException] = []
         if ctx_ptr:
             try:
-                _cu.check(drv.cuMemFree(ctx_ptr), "cuMemFree(transport context)")
+                _driver.check(drv.cuMemFree(ctx_ptr), "cuMemFree(transport context)")
             except Exception as exc:
                 errors.append(exc)
         if host_ptr:
             try:
-                _cu.check(drv.cuMemFreeHost(host_ptr), "cuMemFreeHost(ring)")
+                _driver.check(drv.cuMemFreeHost(host_ptr), "cuMemFreeHost(ring)")
             except Exception as exc:
                 errors.append(exc)
         if errors:
@@ -229,18 +153,6 @@ class HostRingBridge:
             msg = "the host-ring bridge is not open (use it through a Dispatcher or open() it)"
             raise InvalidArgumentError(msg)
 
-    def _context_struct(self) -> HostRingCtx:
-        base = self._dev_ptr
-        ctx = HostRingCtx()
-        ctx.magic = HOST_RING_CTX_MAGIC
-        ctx.num_slots = self.num_slots
-        ctx.slot_size = self.slot_size
-        ctx.rx_slots = base + self._offsets["rx_slots"]
-        ctx.tx_slots = base + self._offsets["tx_slots"]
-        ctx.rx_flags = base + self._offsets["rx_flags"]
-        ctx.tx_flags = base + self._offsets["tx_flags"]
-        return ctx
-
     @property
     def transport_ctx(self) -> int:
         """Device address of the ``cudaq_host_ring_ctx_t`` (the kernel's ``transport_ctx``)."""
@@ -261,7 +173,7 @@ class HostRingBridge:
 
     @property
     def total_bytes(self) -> int:
-        return self._offsets["total_bytes"]
+        return self.layout.total_bytes
 
     @property
     def buffer(self) -> memoryview:
@@ -272,7 +184,7 @@ class HostRingBridge:
     def reset(self) -> None:
         """Zero every flag (a fresh ring) and rewind the client. Only while no kernel runs."""
         self._require_open()
-        start = self._host_ptr + self._offsets["rx_flags"]
+        start = self._host_ptr + self.layout.rx_flags_offset
         ctypes.memset(start, 0, 8 * self.num_slots)
         if self._client is not None:
             self._client.reset()
@@ -281,16 +193,9 @@ class HostRingBridge:
         """The host-side client of this ring (one per bridge; rewound by :meth:`reset`)."""
         self._require_open()
         if self._client is None:
-            from ._ring import RingClient, RingLayout
+            from ._ring import RingClient
 
-            layout = RingLayout(self.num_slots, self.slot_size)
-            if int(layout.total_bytes) != self.total_bytes:
-                msg = (
-                    f"RingLayout({self.num_slots}, {self.slot_size}) spans {layout.total_bytes} "
-                    f"bytes, the bridge allocated {self.total_bytes}"
-                )
-                raise AssertionError(msg)
-            self._client = RingClient(self.buffer, layout)
+            self._client = RingClient(self.buffer, self.layout)
         return self._client
 
     def __repr__(self) -> str:

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from types import ModuleType, TracebackType
 from typing import Any
 
-from . import _cu
+from . import _driver
 from .bridge import HostRingBridge, validate_ring_shape
 
 __all__ = [
@@ -297,18 +297,18 @@ class Dispatcher:
     def _ensure_context(self) -> ModuleType:
         drv = self._drv
         if drv is None:
-            drv = _cu.driver()
-            _cu.check(drv.cuInit(0), "cuInit")
-            self._cu_device = _cu.check(drv.cuDeviceGet(self.config.device), "cuDeviceGet")
-            self._context = _cu.check(
+            drv = _driver.driver()
+            _driver.check(drv.cuInit(0), "cuInit")
+            self._cu_device = _driver.check(drv.cuDeviceGet(self.config.device), "cuDeviceGet")
+            self._context = _driver.check(
                 drv.cuDevicePrimaryCtxRetain(self._cu_device), "cuDevicePrimaryCtxRetain"
             )
             self._drv = drv
-        _cu.check(drv.cuCtxSetCurrent(self._context), "cuCtxSetCurrent")
+        _driver.check(drv.cuCtxSetCurrent(self._context), "cuCtxSetCurrent")
         if self._stream is None:
             flags = int(drv.CUstream_flags.CU_STREAM_NON_BLOCKING)
-            self._stream = _cu.check(drv.cuStreamCreate(flags), "cuStreamCreate")
-            self._reader = _cu.check(drv.cuStreamCreate(flags), "cuStreamCreate")
+            self._stream = _driver.check(drv.cuStreamCreate(flags), "cuStreamCreate")
+            self._reader = _driver.check(drv.cuStreamCreate(flags), "cuStreamCreate")
         return drv
 
     def _resolve_library(self) -> Any:
@@ -386,16 +386,22 @@ class Dispatcher:
     def _allocate(self, drv: ModuleType) -> None:
         table = self.function_table.pack()
         size = max(len(table), 16)
-        self._table_ptr = _cu.ptr(_cu.check(drv.cuMemAlloc(size), "cuMemAlloc(function table)"))
+        self._table_ptr = _driver.ptr(
+            _driver.check(drv.cuMemAlloc(size), "cuMemAlloc(function table)")
+        )
         if table:
-            _cu.check(drv.cuMemcpyHtoD(self._table_ptr, table, len(table)), "cuMemcpyHtoD(table)")
-        self._stats_ptr = _cu.ptr(_cu.check(drv.cuMemAlloc(8), "cuMemAlloc(stats)"))
-        _cu.check(drv.cuMemsetD8(self._stats_ptr, 0, 8), "cuMemsetD8(stats)")
+            _driver.check(
+                drv.cuMemcpyHtoD(self._table_ptr, table, len(table)), "cuMemcpyHtoD(table)"
+            )
+        self._stats_ptr = _driver.ptr(_driver.check(drv.cuMemAlloc(8), "cuMemAlloc(stats)"))
+        _driver.check(drv.cuMemsetD8(self._stats_ptr, 0, 8), "cuMemsetD8(stats)")
         flags = drv.CU_MEMHOSTALLOC_DEVICEMAP | drv.CU_MEMHOSTALLOC_PORTABLE
-        self._pinned_ptr = _cu.ptr(_cu.check(drv.cuMemHostAlloc(16, flags), "cuMemHostAlloc(flag)"))
+        self._pinned_ptr = _driver.ptr(
+            _driver.check(drv.cuMemHostAlloc(16, flags), "cuMemHostAlloc(flag)")
+        )
         ctypes.memset(self._pinned_ptr, 0, 16)
-        self._pinned_dev = _cu.ptr(
-            _cu.check(
+        self._pinned_dev = _driver.ptr(
+            _driver.check(
                 drv.cuMemHostGetDevicePointer(self._pinned_ptr, 0), "cuMemHostGetDevicePointer"
             )
         )
@@ -446,7 +452,7 @@ class Dispatcher:
             )
             raise _start_error(msg)
         if code != _NOT_READY:
-            _cu.check(result, "dispatch kernel launch")
+            _driver.check(result, "dispatch kernel launch")
 
     # -- stop -------------------------------------------------------------
     def _signal_shutdown(self) -> None:
@@ -466,7 +472,7 @@ class Dispatcher:
             if code == 0:
                 return True
             if code != _NOT_READY:
-                _cu.check(result, "dispatch kernel")  # a fault of the kernel: raise it
+                _driver.check(result, "dispatch kernel")  # a fault of the kernel: raise it
             if time.monotonic() >= deadline:
                 return False
             time.sleep(delay)
@@ -477,10 +483,10 @@ class Dispatcher:
         if drv is None or not self._stats_ptr:
             return self._processed
         dst = self._pinned_ptr + 8
-        _cu.check(
+        _driver.check(
             drv.cuMemcpyDtoHAsync(dst, self._stats_ptr, 8, self._reader), "cuMemcpyDtoHAsync(stats)"
         )
-        _cu.check(drv.cuStreamSynchronize(self._reader), "cuStreamSynchronize(reader)")
+        _driver.check(drv.cuStreamSynchronize(self._reader), "cuStreamSynchronize(reader)")
         return int(ctypes.c_uint64.from_address(dst).value)
 
     @property
@@ -497,11 +503,11 @@ class Dispatcher:
         if drv is None:
             return
         if table:
-            _cu.check(drv.cuMemFree(table), "cuMemFree(function table)")
+            _driver.check(drv.cuMemFree(table), "cuMemFree(function table)")
         if stats:
-            _cu.check(drv.cuMemFree(stats), "cuMemFree(stats)")
+            _driver.check(drv.cuMemFree(stats), "cuMemFree(stats)")
         if pinned:
-            _cu.check(drv.cuMemFreeHost(pinned), "cuMemFreeHost(flag)")
+            _driver.check(drv.cuMemFreeHost(pinned), "cuMemFreeHost(flag)")
 
     def _teardown_after_failure(self) -> None:
         """start() failed: make sure no kernel runs, then free. Never frees under a live kernel."""
@@ -547,15 +553,17 @@ class Dispatcher:
             return
         drv = self._drv
         if drv is not None:
-            _cu.check(drv.cuCtxSetCurrent(self._context), "cuCtxSetCurrent")
+            _driver.check(drv.cuCtxSetCurrent(self._context), "cuCtxSetCurrent")
             for stream in (self._stream, self._reader):
                 if stream is not None:
-                    _cu.check(drv.cuStreamDestroy(stream), "cuStreamDestroy")
+                    _driver.check(drv.cuStreamDestroy(stream), "cuStreamDestroy")
             self._stream = self._reader = None
         if self._owns_bridge:
             self.bridge.close()
         if drv is not None:
-            _cu.check(drv.cuDevicePrimaryCtxRelease(self._cu_device), "cuDevicePrimaryCtxRelease")
+            _driver.check(
+                drv.cuDevicePrimaryCtxRelease(self._cu_device), "cuDevicePrimaryCtxRelease"
+            )
             self._drv = None
             self._context = None
 

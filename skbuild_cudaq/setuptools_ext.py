@@ -53,6 +53,11 @@ __all__ = [
 
 _TABLE = "tool.cudaq.dispatch-kernels"
 _CUDA_SUFFIXES = (".cu",)
+#: kind -> (build subdirectory, output suffix, log label, nvcc command builder)
+_SOURCE_KINDS: dict[str, tuple[str, str, str, Callable[..., list[str]]]] = {
+    "kernel": ("kernels", ".fatbin", "nvcc (LTO-IR dispatch kernel)", _embed.fatbin_command),
+    "handler": ("objects", ".o", "nvcc (-rdc, LTO-IR)", _embed.rdc_object_command),
+}
 
 
 # ---------------------------------------------------------------------------
@@ -270,7 +275,8 @@ class build_cudaq_kernels(Command):  # type: ignore[misc]  # setuptools is untyp
             if entry is not None:
                 for source in entry.sources:
                     plan.fatbins.append(
-                        self._compile_kernel(
+                        self._compile_source(
+                            "kernel",
                             nvcc,
                             ext.name,
                             source,
@@ -282,7 +288,8 @@ class build_cudaq_kernels(Command):  # type: ignore[misc]  # setuptools is untyp
             for source in ext.sources:
                 if _is_cuda_source(source):
                     plan.handler_objects.append(
-                        self._compile_handler(
+                        self._compile_source(
+                            "handler",
                             nvcc,
                             ext.name,
                             source,
@@ -318,8 +325,9 @@ class build_cudaq_kernels(Command):  # type: ignore[misc]  # setuptools is untyp
             _log.progress(f"{what}: up to date")
         return output
 
-    def _compile_kernel(
+    def _compile_source(
         self,
+        kind: str,
         nvcc: Path,
         ext_name: str,
         source: str,
@@ -328,33 +336,15 @@ class build_cudaq_kernels(Command):  # type: ignore[misc]  # setuptools is untyp
         flags: _embed.CompileFlags,
         plan: ExtensionPlan,
     ) -> Path:
+        """Compile a kernel (``kind="kernel"``: LTO-IR fatbin) or a handler source
+        (``kind="handler"``: ``-rdc`` object) of ``ext_name`` unless up to date."""
+        subdir, suffix, label, command = _SOURCE_KINDS[kind]
         path = (self.project_dir / source).resolve()
-        output = plan.directory / "kernels" / f"{path.stem}-{_short_hash(source)}.fatbin"
+        output = plan.directory / subdir / f"{path.stem}-{_short_hash(source)}{suffix}"
         return self._compile(
-            f"nvcc (LTO-IR dispatch kernel) {source} -> {ext_name}",
+            f"{label} {source} -> {ext_name}",
             output,
-            lambda dep: _embed.fatbin_command(
-                nvcc, path, output, architectures=architectures, flags=flags, depfile=dep
-            ),
-            path,
-        )
-
-    def _compile_handler(
-        self,
-        nvcc: Path,
-        ext_name: str,
-        source: str,
-        *,
-        architectures: tuple[str, ...],
-        flags: _embed.CompileFlags,
-        plan: ExtensionPlan,
-    ) -> Path:
-        path = (self.project_dir / source).resolve()
-        output = plan.directory / "objects" / f"{path.stem}-{_short_hash(source)}.o"
-        return self._compile(
-            f"nvcc (-rdc, LTO-IR) {source} -> {ext_name}",
-            output,
-            lambda dep: _embed.rdc_object_command(
+            lambda dep: command(
                 nvcc, path, output, architectures=architectures, flags=flags, depfile=dep
             ),
             path,

@@ -91,6 +91,8 @@ from typing import Any
 from skbuild_cudaq.errors import CudaqError
 
 from .wire import (
+    _REQUEST,
+    _RESPONSE,
     HEADER_SIZE,
     REQUEST_MAGIC,
     RESPONSE_MAGIC,
@@ -119,8 +121,6 @@ __all__ = [
 
 DEFAULT_TIMEOUT = 10.0
 _U32 = 0xFFFFFFFF
-_REQUEST = struct.Struct("<IIIIQ")
-_RESPONSE = struct.Struct("<IiIIQ")
 
 # Mirror of cudaq/realtime/host_ring.cuh (keep in sync).
 HOST_RING_CTX_MAGIC = 0x474E4952  # 'RING'

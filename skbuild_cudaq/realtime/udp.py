@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import select
 import socket
-import struct
 import threading
 import time
 from collections import deque
@@ -36,6 +35,7 @@ from skbuild_cudaq.errors import CudaqError
 
 from ._ring import RingClient, RingProtocolError, Ticket, _Backoff
 from .wire import (
+    _REQUEST,
     HEADER_SIZE,
     REQUEST_MAGIC,
     STATUS_ARGS_TOO_LONG,
@@ -49,7 +49,6 @@ from .wire import (
 
 __all__ = ["UdpBridge", "UdpBridgeError", "UdpClient", "UdpTicket"]
 
-_REQUEST = struct.Struct("<IIIIQ")
 _MAX_DATAGRAM = 65535
 _SOCKET_BUFFER = 4 << 20
 

@@ -4,17 +4,17 @@
 // lanes each open their own session over the slots lane, lane + 32, ... with
 // cudaq_host_ring_enter_lane(ctx, flag, lane, 32) and poll them at once, so 32
 // PCIe reads of request flags are in flight instead of one: throughput.
-// Launch with grid (1,1,1) and block (32,1,1) (launchers.warp_parallel). The
-// ring's num_slots must be a multiple of 32.
+// Launch with grid (1,1,1), block (32,1,1) and, to stage requests in shared
+// memory, 32 * slot_size bytes of dynamic shared memory (launchers.warp_parallel).
+// The ring's num_slots must be a multiple of 32.
 //
 // Each round every lane polls its next slot without waiting
-// (cudaq_host_ring_try_poll), which copies a request that has arrived into the
-// lane's staging area in device memory (all lanes' PCIe reads overlap), and
-// validates it. Then the
+// (cudaq_host_ring_try_poll), copies a request that has arrived into its part
+// of shared memory (all lanes' PCIe reads overlap) and validates it. Then the
 // whole warp runs the handler of each ready request in turn, so a handler sees
 // the same shape as under the built-in kernel (one block of 32 threads, rank =
 // lane) and may stride, use __syncthreads() and shared memory; its arguments
-// are read from the staging area. Finally each lane writes its response header
+// are read from shared memory. Finally each lane writes its response header
 // and publishes its own slot.
 #include <cudaq/realtime/host_ring.cuh>
 #include <cudaq/realtime/unified_dispatch_device.cuh>
@@ -23,6 +23,29 @@ namespace {
 constexpr unsigned kFull = 0xffffffffu;
 constexpr uint32_t kLanes = 32;
 constexpr uint32_t kShutdownEvery = 64; // idle rounds between loads of the shutdown flag
+
+__device__ __forceinline__ uint32_t dynamic_smem_size() {
+  uint32_t v;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(v));
+  return v;
+}
+
+// Copies `words` 8-byte words (slots are 8-byte aligned) from mapped host
+// memory, eight loads in flight per trip.
+__device__ __forceinline__ void copy_words(uint2 *dst, const volatile uint2 *src,
+                                           uint32_t words) {
+  for (uint32_t w = 0; w < words; w += 8) {
+    uint2 v[8];
+#pragma unroll
+    for (uint32_t k = 0; k < 8; ++k)
+      if (w + k < words)
+        v[k] = const_cast<const uint2 &>(src[w + k]);
+#pragma unroll
+    for (uint32_t k = 0; k < 8; ++k)
+      if (w + k < words)
+        dst[w + k] = v[k];
+  }
+}
 } // namespace
 
 extern "C" __global__ void warp_parallel_dispatcher(void *transport_ctx, uint32_t slot_size,
@@ -30,6 +53,7 @@ extern "C" __global__ void warp_parallel_dispatcher(void *transport_ctx, uint32_
                                                     uint32_t table_count,
                                                     volatile int *shutdown_flag,
                                                     unsigned long long *stats) {
+  extern __shared__ __align__(16) uint8_t stage[];
   if (gridDim.x * gridDim.y * gridDim.z != 1 || blockDim.x != kLanes || blockDim.y != 1 ||
       blockDim.z != 1)
     return; // exactly one warp (uniform: the whole launch returns)
@@ -38,6 +62,8 @@ extern "C" __global__ void warp_parallel_dispatcher(void *transport_ctx, uint32_
   if (__ballot_sync(kFull, session == nullptr) != 0)
     return; // num_slots not a multiple of 32, or no host-ring context
   const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
+  const bool staged = dynamic_smem_size() >= kLanes * slot_size;
+  uint8_t *my_stage = stage + static_cast<size_t>(lane) * slot_size;
 
   uint32_t idle = 0;
   for (;;) {
@@ -57,13 +83,27 @@ extern "C" __global__ void warp_parallel_dispatcher(void *transport_ctx, uint32_
     }
     idle = 0;
 
-    // Per lane, in parallel: validate the request (the hook staged it in device memory).
+    // Per lane, in parallel: stage the request, validate it.
     const void *args_src = nullptr;
     int32_t status = CUDAQ_RPC_STATUS_SUCCESS;
     const cudaq_function_entry_t *entry = nullptr;
     if (ready) {
-      status = cudaq_validate_request(request, slot_size, table, table_count, &entry);
-      args_src = request;
+      const void *req = request;
+      if (staged) {
+        const volatile uint2 *src = static_cast<const volatile uint2 *>(request);
+        uint2 *dst = reinterpret_cast<uint2 *>(my_stage);
+        const uint32_t slot_words = slot_size / 8;
+        copy_words(dst, src, 3); // the header first: it says how much follows
+        uint32_t arg_len = reinterpret_cast<const cudaq_rpc_request_header_t *>(my_stage)->arg_len;
+        if (arg_len > max_result)
+          arg_len = max_result; // validation answers it; copy no more than the slot
+        const uint32_t words = (CUDAQ_RPC_HEADER_SIZE + arg_len + 7) / 8;
+        copy_words(dst + 3, src + 3, (words < slot_words ? words : slot_words) - 3);
+        req = my_stage;
+      }
+      status = cudaq_validate_request(req, slot_size, table, table_count, &entry);
+      args_src = req;
+      request = const_cast<void *>(req); // the header the response echoes
     }
     __syncwarp();
 

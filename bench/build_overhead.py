@@ -5,7 +5,8 @@ Measures, median of ``--runs`` runs each:
 * ``wheel``: ``pip wheel --no-build-isolation`` of example_app with a fresh build directory
   (backend ``skbuild_cudaq.build``, kernel declared in ``[tool.cudaq]``);
 * ``baseline``: the same project built with plain ``scikit_build_core.build``, no
-  ``[tool.cudaq]`` table and no ``cudaq_realtime_add_dispatch_kernel`` line (same CMakeLists.txt: handlers, host code, CUDA language);
+  ``[tool.cudaq]`` table and no ``cudaq_realtime_add_dispatch_kernel`` line (otherwise the
+  same CMakeLists.txt: handlers, host code, CUDA language);
 * ``nvcc_kernels``: the nvcc commands of the dispatch kernels, taken from the build log
   and run directly in the same directories;
 * ``noop_rebuild``: a second ``pip wheel`` with the same build directory, nothing changed;

@@ -160,7 +160,7 @@ def main() -> int:
     overhead = med["wheel"] - med["baseline"] - med["nvcc_kernels"]
     result = {
         "benchmark": "build_overhead",
-        "project": "example_app (1 dispatch kernel from [tool.cudaq], handlers via CMake CUDA)",
+        "project": f"example_app ({len(kernels)} dispatch kernel fatbins, handlers via CMake CUDA)",
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "device": "none (CPU-only build benchmark)",
         "machine": {

@@ -29,11 +29,13 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_RESULTS = ROOT / "bench" / "results"
 DEFAULT_OUT = ROOT / "docs" / "performance.md"
 DEFAULT_FIGURES = ROOT / "docs" / "_static" / "perf"
-KNOWN = ("dispatch", "startup", "build_overhead")
+KNOWN = ("dispatch", "startup", "startup_phases", "build_overhead")
 HOW_TO = {
     "dispatch": "`python bench/dispatch.py` on a GPU (needs example_app installed; "
     "`bash tools/gpu-check.sh` runs it)",
     "startup": "`python bench/startup.py` on a GPU (`bash tools/gpu-check.sh` runs it)",
+    "startup_phases": "`python bench/startup_phases.py` on a GPU (`bash tools/gpu-check.sh` "
+    "runs it)",
     "build_overhead": "`python bench/build_overhead.py` (no GPU needed)",
 }
 
@@ -523,6 +525,58 @@ def startup_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: P
     return Section(lines, figures)
 
 
+_PHASE_PROBES = {
+    "floor": "Raw load of a linked cubin, phase by phase",
+    "link": "Linking (cache miss), phase by phase",
+    "warm": "Our warm path, step by step (each step's own time)",
+    "overlap": "Link on a worker thread while the main thread creates the context",
+}
+
+
+def phases_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Path) -> Section:
+    lines = ["## Start-up phases: where the time goes", ""]
+    lines += _provenance_md("startup_phases", path, data, page_dir)
+    inputs = data.get("inputs") if isinstance(data.get("inputs"), Mapping) else {}
+    if inputs:
+        lines += [
+            f"Medians of {inputs.get('runs', '?')} fresh processes, in ms "
+            f"(binary `{Path(str(inputs.get('binary', '?'))).name}`, kernel "
+            f"`{inputs.get('kernel', '?')}`). This is what the start-up path is designed on: "
+            "context creation dominates and releases the GIL, so the link runs meanwhile.",
+            "",
+        ]
+    results = data.get("results") if isinstance(data.get("results"), Mapping) else {}
+    for key, title in _PHASE_PROBES.items():
+        probe = results.get(key)
+        if not isinstance(probe, Mapping):
+            continue
+        rows = [
+            [f"`{name}`", _fmt(value, 2)]
+            for name, value in probe.items()
+            if name not in ("runs", "ok", "errors") and _num(value) is not None
+        ]
+        if rows:
+            lines += [f"**{title}** ({probe.get('ok', '?')}/{probe.get('runs', '?')} runs ok)", ""]
+            lines += _table(["phase", "ms"], rows)
+    gil = results.get("gil")
+    if isinstance(gil, Mapping):
+        rows = [
+            [f"`{name}`", _fmt(_get(gil, name, "ms"), 2), _fmt(_get(gil, name, "released"), 2)]
+            for name, value in gil.items()
+            if isinstance(value, Mapping)
+        ]
+        if rows:
+            lines += [
+                "**GIL released during a call**: a Python thread's counting rate while the "
+                "main thread is in the call, over its rate alone (1.00: released throughout).",
+                "",
+            ]
+            lines += _table(["call", "ms", "released"], rows)
+    if not results:
+        lines += ["No phase figures in this file.", ""]
+    return Section(lines, [])
+
+
 _BUILD_NAMES = {
     "baseline": "wheel of the project without dispatch kernels",
     "wheel": "wheel of example_app (with its dispatch kernel)",
@@ -593,6 +647,7 @@ def build_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Pat
 SECTIONS: dict[str, tuple[str, Callable[[Path, dict[str, Any], Path, Path], Section]]] = {
     "dispatch": ("Dispatch: round trip and throughput", dispatch_section),
     "startup": ("Start-up: cold vs warm vs raw load", startup_section),
+    "startup_phases": ("Start-up phases: where the time goes", phases_section),
     "build_overhead": ("Build overhead", build_section),
 }
 

@@ -122,13 +122,14 @@ print(json.dumps({"in_process_s": t1 - t0, "backend": str(getattr(linker, "backe
 """
 
 
-def _child(script: str, args: list[str], env: dict[str, str]) -> dict[str, Any]:
+def _child(script: str, args: list[str], env: dict[str, str], cwd: Path) -> dict[str, Any]:
     start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-c", script, *args],
         capture_output=True,
         text=True,
         env=env,
+        cwd=cwd,  # not the source tree: the installed package is measured
         check=False,
         timeout=300,
     )
@@ -166,6 +167,22 @@ def _versions() -> dict[str, str | None]:
     except Exception as exc:  # reported, not fatal
         out["nvJitLink"] = f"unavailable: {exc}"
     return out
+
+
+def _install() -> dict[str, Any]:
+    """How skbuild-cudaq is installed (an editable install adds an import hook)."""
+    import importlib.metadata as md
+
+    import skbuild_cudaq
+
+    editable = None
+    try:
+        direct = md.distribution("skbuild-cudaq").read_text("direct_url.json")
+    except md.PackageNotFoundError:
+        direct = None
+    if direct:
+        editable = bool(json.loads(direct).get("dir_info", {}).get("editable", False))
+    return {"skbuild_cudaq": str(Path(skbuild_cudaq.__file__).parent), "editable": editable}
 
 
 def _nvidia_driver() -> str | None:
@@ -237,7 +254,7 @@ def main() -> int:
         binary_bytes = binary.stat().st_size
         env = dict(os.environ)
         env.pop("SKBUILD_CUDAQ_VERBOSE", None)
-        probe = _child(PROBE, [], env)
+        probe = _child(PROBE, [], env, work)
         if "error" in probe:
             print(f"startup bench: no usable GPU: {probe['error']}", file=sys.stderr)
             return 1
@@ -253,7 +270,7 @@ def main() -> int:
         cold_env = dict(env, SKBUILD_CUDAQ_LINK_CACHE="off")
         warm_dir = work / "link-cache"
         warm_env = dict(env, SKBUILD_CUDAQ_LINK_CACHE=str(warm_dir))
-        primed = _child(OURS, [str(binary), kernel], warm_env)  # fills the cache; not counted
+        primed = _child(OURS, [str(binary), kernel], warm_env, work)  # fills the cache; not counted
         variants: dict[str, tuple[str, list[str], dict[str, str]]] = {
             "floor": (FLOOR, [str(cubin), kernel], env),
             "cold": (OURS, [str(binary), kernel], cold_env),
@@ -263,7 +280,7 @@ def main() -> int:
         samples: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
         for round_ in range(runs):
             for name, (script, argv, venv) in variants.items():
-                samples[name].append(_child(script, argv, venv))
+                samples[name].append(_child(script, argv, venv, work))
             print(f"round {round_ + 1}/{runs} done", file=sys.stderr)
 
     floor_sum = _summary(samples["floor"], None)
@@ -294,6 +311,7 @@ def main() -> int:
             "arch": arch,
             "runs": runs,
             "cache_primed": "error" not in primed,
+            "install": _install(),
         },
         "results": results,
         "goals": goals,

@@ -11,7 +11,13 @@ from pathlib import Path
 import pytest
 from gpu_kernels.testbins import DeviceBinaries, build_once
 
-from skbuild_cudaq.realtime.cache import CACHE_ENV, LinkCache, cache_key
+from skbuild_cudaq.realtime.cache import (
+    CACHE_ENV,
+    LinkCache,
+    cache_digest,
+    cache_entry,
+    cache_key,
+)
 from skbuild_cudaq.realtime.errors import LinkCacheError
 from skbuild_cudaq.realtime.link import LinkOptions, link_device_code_ex
 
@@ -22,14 +28,22 @@ def bins(nvcc: Path, tmp_path_factory: pytest.TempPathFactory) -> DeviceBinaries
 
 
 def test_key_covers_every_input() -> None:
-    base = cache_key([b"a", b"b"], ["-arch=sm_90", "-lto"], "sm_90", "nvjl 13.5")
-    assert base == cache_key([b"a", b"b"], ["-arch=sm_90", "-lto"], "sm_90", "nvjl 13.5")
-    assert base != cache_key([b"a", b"c"], ["-arch=sm_90", "-lto"], "sm_90", "nvjl 13.5")
-    assert base != cache_key([b"ab"], ["-arch=sm_90", "-lto"], "sm_90", "nvjl 13.5")
-    assert base != cache_key([b"b", b"a"], ["-arch=sm_90", "-lto"], "sm_90", "nvjl 13.5")
-    assert base != cache_key([b"a", b"b"], ["-arch=sm_90"], "sm_90", "nvjl 13.5")
-    assert base != cache_key([b"a", b"b"], ["-arch=sm_90", "-lto"], "sm_100", "nvjl 13.5")
-    assert base != cache_key([b"a", b"b"], ["-arch=sm_90", "-lto"], "sm_90", "nvjl 13.0")
+    base = cache_key([b"a", b"b"], ["-lto"], "sm_90", "nvjl 13.5")
+    assert base == cache_key([b"a", b"b"], ["-lto"], "sm_90", "nvjl 13.5")
+    assert base != cache_key([b"a", b"c"], ["-lto"], "sm_90", "nvjl 13.5")
+    assert base != cache_key([b"ab"], ["-lto"], "sm_90", "nvjl 13.5")
+    assert base != cache_key([b"b", b"a"], ["-lto"], "sm_90", "nvjl 13.5")
+    assert base != cache_key([b"a", b"b"], [], "sm_90", "nvjl 13.5")
+    assert base != cache_key([b"a", b"b"], ["-lto", "-O3"], "sm_90", "nvjl 13.5")
+    assert base != cache_key([b"a", b"b"], ["-lto"], "sm_100", "nvjl 13.5")
+    assert base != cache_key([b"a", b"b"], ["-lto"], "sm_90", "nvjl 13.0")
+    # the arch is the key's readable suffix; the hash before it covers all the rest
+    digest = cache_digest([b"a", b"b"], ["-lto"], "nvjl 13.5")
+    assert base == cache_entry(digest, "sm_90") == f"{digest}-sm_90"
+    assert cache_key([b"a", b"b"], ["-lto"], "sm_90a", "nvjl 13.5") == f"{digest}-sm_90a"
+    for bad in ("90", "sm_9", "../sm_90", "sm_90/x", ""):
+        with pytest.raises(ValueError, match="invalid architecture"):
+            cache_entry(digest, bad)
 
 
 def test_env_selects_directory_or_disables(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

@@ -112,3 +112,120 @@ def test_launch_config_validation() -> None:
         LaunchConfig(grid=3, block=32, cluster=2).validate()
     with pytest.raises(InvalidArgumentError, match="grid must be"):
         LaunchConfig(grid=0, block=32).validate()
+
+
+# -- start-up: the link runs on a worker thread while the context is created ---------------------
+
+_OK = _Result(0, "CUDA_SUCCESS")
+
+
+def _startup_driver(events: list[str], retain: Any) -> SimpleNamespace:
+    """A driver with no context current and device 0 an sm_90 (error paths and ordering only)."""
+    attrs = SimpleNamespace(
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR="major",
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR="minor",
+    )
+
+    def record(name: str, value: Any = None) -> Any:
+        events.append(name)
+        return (_OK, value)
+
+    return SimpleNamespace(
+        cuInit=lambda flags: _OK,
+        cuCtxGetCurrent=lambda: record("cuCtxGetCurrent", None),
+        cuDeviceGet=lambda ordinal: (_OK, ordinal),
+        CUdevice_attribute=attrs,
+        cuDeviceGetAttribute=lambda attr, dev: record(attr, 9 if attr == "major" else 0),
+        cuDevicePrimaryCtxRetain=retain,
+        cuCtxSetCurrent=lambda ctx: _OK,
+        cuLibraryLoadData=lambda *a: record("cuLibraryLoadData", "library-handle"),
+        cuLibraryGetKernel=lambda lib, name: (_OK, f"kernel:{name.decode()}"),
+        cuLibraryUnload=lambda h: _OK,
+        cuGetErrorString=lambda r: (_OK, b"described"),
+    )
+
+
+def _link_threads() -> list[str]:
+    import threading
+
+    return [t.name for t in threading.enumerate() if t.name == "skbuild-cudaq-link"]
+
+
+@pytest.mark.toolchain
+def test_load_links_while_the_context_is_created(
+    bins: DeviceBinaries, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import threading
+
+    from skbuild_cudaq.realtime import link as link_module
+
+    events: list[str] = []
+    linked = threading.Event()
+    real_link = link_module.link_device_code_ex
+
+    def link_and_tell(*args: Any, **kwargs: Any) -> Any:
+        result = real_link(*args, **kwargs)
+        events.append(f"linked for {result.arch}")
+        linked.set()
+        return result
+
+    def retain(dev: int) -> Any:
+        events.append("retain started")
+        # the link must finish while the context is being created; a sequential
+        # implementation would never set the event here
+        events.append("link done during retain" if linked.wait(60) else "retain timed out")
+        return (_OK, "ctx")
+
+    monkeypatch.setattr(link_module, "link_device_code_ex", link_and_tell)
+    monkeypatch.setattr(_driver, "driver", lambda: _startup_driver(events, retain))
+    monkeypatch.setattr(_driver, "_initialised", False)
+    lib = Library(bins.app, cache=LinkCache(tmp_path / "cache"))
+    assert lib.load() == "library-handle"
+    assert events.index("minor") < events.index("retain started")  # arch known first
+    assert "link done during retain" in events
+    assert "linked for sm_90" in events
+    assert events[-1] == "cuLibraryLoadData"
+    assert lib.symbols.kernels  # the cubin is the real link's
+    assert _link_threads() == []
+    lib.close()
+
+
+@pytest.mark.toolchain
+def test_load_reports_the_context_error_and_waits_for_the_worker(
+    bins: DeviceBinaries, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    events: list[str] = []
+
+    def retain(dev: int) -> Any:
+        return (_Result(2, "CUDA_ERROR_OUT_OF_MEMORY"), None)
+
+    monkeypatch.setattr(_driver, "driver", lambda: _startup_driver(events, retain))
+    monkeypatch.setattr(_driver, "_initialised", False)
+    lib = Library(bins.app, cache=LinkCache(tmp_path / "cache"))
+    with pytest.raises(CUDAError, match="cuDevicePrimaryCtxRetain failed: CUDA_ERROR_OUT_OF_MEMORY"):
+        lib.load()
+    assert _link_threads() == []  # the worker was waited for, not left running
+    assert "cuLibraryLoadData" not in events
+
+
+def test_load_reraises_the_link_error_after_the_context(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from skbuild_cudaq.realtime.errors import DeviceCodeError
+
+    events: list[str] = []
+
+    def retain(dev: int) -> Any:
+        events.append("retain")
+        return (_OK, "ctx")
+
+    not_elf = tmp_path / "not_an_extension.so"
+    not_elf.write_bytes(b"this is not an ELF file")
+    monkeypatch.setattr(_driver, "driver", lambda: _startup_driver(events, retain))
+    monkeypatch.setattr(_driver, "_initialised", False)
+    lib = Library(not_elf, cache=LinkCache(None))
+    with pytest.raises(DeviceCodeError, match="not_an_extension.so"):
+        lib.load()
+    assert "retain" in events
+    assert "cuLibraryLoadData" not in events
+    assert _link_threads() == []

@@ -16,9 +16,12 @@ from .errors import CUDAError, RealtimeError
 __all__ = [
     "check",
     "current_arch",
+    "current_device",
+    "device_arch",
     "driver",
     "ensure_context",
     "is_not_found",
+    "make_primary_current",
     "ptr",
 ]
 
@@ -87,6 +90,8 @@ def is_not_found(error: CUDAError) -> bool:
 
 def _init() -> None:
     global _initialised  # noqa: PLW0603 - once per process
+    if _initialised:
+        return
     with _lock:
         if not _initialised:
             try:
@@ -98,24 +103,43 @@ def _init() -> None:
             _initialised = True
 
 
-def ensure_context(device: int = 0) -> Any:
-    """The current context; if none, the primary context of ``device`` is made current."""
+def current_device(device: int = 0) -> tuple[Any, Any]:
+    """``(context, device)``: the current context and its device, or ``(None, device)``.
+
+    Initialises CUDA but creates nothing: a few fast driver calls. Used to learn
+    the architecture before the (slow) context creation.
+    """
     _init()
     drv = driver()
     ctx = check(drv.cuCtxGetCurrent(), "cuCtxGetCurrent")
     if ctx is not None and int(ctx) != 0:
-        return ctx
-    dev = check(drv.cuDeviceGet(device), "cuDeviceGet")
+        return ctx, check(drv.cuCtxGetDevice(), "cuCtxGetDevice")
+    return None, check(drv.cuDeviceGet(device), "cuDeviceGet")
+
+
+def make_primary_current(dev: Any) -> Any:
+    """Retain ``dev``'s primary context and make it current; returns it.
+
+    Creating the primary context is most of CUDA's start-up (~120 ms on an H200,
+    ``bench/startup_phases.py``); ``cuda.bindings`` releases the GIL meanwhile.
+    """
+    drv = driver()
     ctx = check(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
     check(drv.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
     return ctx
 
 
-def current_arch() -> str:
-    """``sm_XY`` of the device of the current context (device 0's when none is current)."""
-    ensure_context()
+def ensure_context(device: int = 0) -> Any:
+    """The current context; if none, the primary context of ``device`` is made current."""
+    ctx, dev = current_device(device)
+    if ctx is not None:
+        return ctx
+    return make_primary_current(dev)
+
+
+def device_arch(dev: Any) -> str:
+    """``sm_XY`` of a ``CUdevice``."""
     drv = driver()
-    dev = check(drv.cuCtxGetDevice(), "cuCtxGetDevice")
     attr = drv.CUdevice_attribute
     major = check(
         drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
@@ -126,3 +150,11 @@ def current_arch() -> str:
         "cuDeviceGetAttribute",
     )
     return f"sm_{int(major)}{int(minor)}"
+
+
+def current_arch() -> str:
+    """``sm_XY`` of the current context's device (device 0's when none is current).
+
+    Creates no context.
+    """
+    return device_arch(current_device()[1])

@@ -1,11 +1,12 @@
 """On-disk cache of linked cubins.
 
-Key: SHA-256 over every input byte (each container, in order), every option,
-the architecture and nvJitLink's identity (taken from the installed wheel's
-metadata and the library file's stat, so that a warm start never loads
-libnvJitLink). Entries are written atomically (temporary file + ``os.replace``)
-and carry a header with the payload's length and SHA-256, verified before use:
-a corrupt or truncated entry is ignored (the caller re-links and overwrites).
+Key: SHA-256 over every input byte (each container, in order), every option
+and nvJitLink's identity (taken from the installed wheel's metadata and the
+library file's stat, so that a warm start never loads libnvJitLink), followed
+by the architecture: ``<sha256>-sm_90``. Entries are written atomically
+(temporary file + ``os.replace``) and carry a header with the payload's length
+and SHA-256, verified before use: a corrupt or truncated entry is ignored (the
+caller re-links and overwrites).
 
 Location: ``$SKBUILD_CUDAQ_LINK_CACHE`` if set (``0``/``off``/``false``/``no``
 disable the cache), else ``$XDG_CACHE_HOME/skbuild-cudaq/link`` or
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import stat
 import struct
 from collections.abc import Iterable
@@ -27,26 +29,24 @@ from skbuild_cudaq import _log
 
 from .errors import LinkCacheError
 
-__all__ = ["CACHE_ENV", "LinkCache", "cache_key", "default_cache"]
+__all__ = ["CACHE_ENV", "LinkCache", "cache_digest", "cache_entry", "cache_key", "default_cache"]
 
 CACHE_ENV = "SKBUILD_CUDAQ_LINK_CACHE"
 _DISABLED = {"0", "off", "false", "no", "none"}
 _MAGIC = b"SKCQCUB1"
 _HEADER = struct.Struct("<8sQ32s")  # magic, payload length, sha256(payload)
-_KEY_FORMAT = b"skbuild-cudaq link cache v1\0"
+_KEY_FORMAT = b"skbuild-cudaq link cache v2\0"
+_ARCH_NAME = re.compile(r"^sm_\d{2,3}[af]?$")
 
 
-def cache_key(
-    inputs: Iterable[bytes], options: Iterable[str], arch: str, nvjitlink_identity: str
-) -> str:
-    """Hex SHA-256 of everything that determines the linked cubin."""
+def cache_digest(inputs: Iterable[bytes], options: Iterable[str], nvjitlink_identity: str) -> str:
+    """Hex SHA-256 of everything that determines the linked cubin except the arch."""
     h = hashlib.sha256(_KEY_FORMAT)
 
     def field(data: bytes) -> None:
         h.update(struct.pack("<Q", len(data)))
         h.update(data)
 
-    field(arch.encode())
     field(nvjitlink_identity.encode())
     opts = list(options)
     h.update(struct.pack("<Q", len(opts)))
@@ -57,6 +57,24 @@ def cache_key(
     for data in items:
         field(data)
     return h.hexdigest()
+
+
+def cache_entry(digest: str, arch: str) -> str:
+    """The entry name for ``digest`` linked for ``arch`` (``sm_XY``, from ``parse_arch``)."""
+    if not _ARCH_NAME.match(arch):
+        msg = f"invalid architecture {arch!r} for a link cache entry"
+        raise ValueError(msg)
+    return f"{digest}-{arch}"
+
+
+def cache_key(
+    inputs: Iterable[bytes], options: Iterable[str], arch: str, nvjitlink_identity: str
+) -> str:
+    """The cache key: every input byte, option and nvJitLink's identity hashed, then the arch.
+
+    ``options`` are those other than ``-arch`` (the arch is the key's suffix).
+    """
+    return cache_entry(cache_digest(inputs, options, nvjitlink_identity), arch)
 
 
 def _default_dir() -> Path:

@@ -16,6 +16,7 @@ from types import ModuleType
 from skbuild_cudaq._paths import device_runtime_dir
 from skbuild_cudaq.fatbin import FatbinContainer, read_fatbin_file, read_relfatbin_sections
 
+from ._binary import binary_path
 from .errors import DeviceCodeError
 
 __all__ = ["DeviceCode", "LinkInput", "binary_path", "device_code_of", "runtime_device_code"]
@@ -39,17 +40,6 @@ class DeviceCode:
     @property
     def containers(self) -> tuple[FatbinContainer, ...]:
         return tuple(i.container for i in self.inputs)
-
-
-def binary_path(binary: ModuleType | str | os.PathLike[str]) -> Path:
-    """The resolved file of a module object or a path."""
-    if isinstance(binary, ModuleType):
-        file = getattr(binary, "__file__", None)
-        if not file:
-            msg = f"module {binary.__name__!r} has no file: it carries no device code"
-            raise DeviceCodeError(msg)
-        return Path(file).resolve()
-    return Path(binary).resolve()
 
 
 def device_code_of(binary: ModuleType | str | os.PathLike[str]) -> DeviceCode:

@@ -18,17 +18,18 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import io
-import os
 import threading
 import weakref
 from pathlib import Path
-from types import ModuleType, TracebackType
-from typing import Any
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
 
 from . import _driver
-from .cache import LinkCache
-from .device_code import binary_path
+from ._binary import Binary, binary_path
 from .errors import CUDAError, InvalidArgumentError, LibraryConflictError, RealtimeError
+
+if TYPE_CHECKING:
+    from .cache import LinkCache
 
 __all__ = [
     "HANDLER_PREFIX",
@@ -43,8 +44,6 @@ __all__ = [
 ]
 
 HANDLER_PREFIX = "cudaq_handler_"
-
-Binary = ModuleType | str | os.PathLike[str]
 
 
 class ModuleSymbols:
@@ -89,6 +88,46 @@ def cubin_symbols(cubin: bytes) -> ModuleSymbols:
         msg = f"the linked cubin is not a readable ELF file: {exc}"
         raise RealtimeError(msg) from None
     return ModuleSymbols(kernels, globals_, undefined)
+
+
+class _LinkJob:
+    """Reads, looks up and links a binary's device code on a worker thread.
+
+    Started once the arch is known; the caller meanwhile creates the CUDA
+    context, then collects the cubin with :meth:`result`. The worker imports the
+    link modules itself, so they stay off the caller's path too.
+    """
+
+    def __init__(self, binary: Binary, arch: str, cache: LinkCache | None) -> None:
+        self._binary = binary
+        self._arch = arch
+        self._cache = cache
+        self._cubin: bytes | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="skbuild-cudaq-link", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            from .link import LinkOptions, link_device_code_ex
+
+            options = LinkOptions(arch=self._arch)
+            self._cubin = link_device_code_ex(self._binary, options, self._cache).cubin
+        except BaseException as exc:  # handed to the caller by result()
+            self._error = exc
+
+    def result(self) -> bytes:
+        """The cubin; re-raises whatever the link raised."""
+        self._thread.join()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        assert self._cubin is not None
+        return self._cubin
+
+    def wait(self) -> None:
+        """Wait for the worker, dropping its result (the caller failed first)."""
+        self._thread.join()
 
 
 def _unload(handle: Any) -> None:
@@ -165,13 +204,30 @@ class Library:
             self._symbols = cubin_symbols(self.cubin)
         return self._symbols
 
+    def _link_while_creating_context(self) -> bytes:
+        """Link on a worker thread while this one creates the context (see the module doc)."""
+        assert self._binary is not None
+        ctx, dev = _driver.current_device()
+        arch = self._arch or _driver.device_arch(dev)
+        job = _LinkJob(self._binary, arch, self._cache)
+        try:
+            if ctx is None:
+                _driver.make_primary_current(dev)
+        except BaseException:
+            job.wait()
+            raise
+        return job.result()
+
     def load(self) -> Any:
         """The ``CUlibrary`` handle (links and loads on first use)."""
         with self._lock:
             self._check_open()
             if self._handle is None:
-                cubin = self.cubin
-                _driver.ensure_context()
+                if self._cubin is None:
+                    self._cubin = self._link_while_creating_context()
+                else:
+                    _driver.ensure_context()
+                cubin = self._cubin
                 drv = _driver.driver()
                 handle = _driver.check(
                     drv.cuLibraryLoadData(cubin, None, None, 0, None, None, 0), "cuLibraryLoadData"

@@ -19,11 +19,19 @@ from types import ModuleType
 from skbuild_cudaq import _log
 
 from . import _nvjitlink
-from .cache import LinkCache, cache_key, default_cache
+from .cache import LinkCache, cache_digest, cache_entry, default_cache
 from .device_code import DeviceCode, LinkInput, device_code_of, runtime_device_code
 from .errors import LinkError
 
-__all__ = ["LinkOptions", "LinkResult", "link_device_code", "link_device_code_ex", "parse_arch"]
+__all__ = [
+    "LinkOptions",
+    "LinkResult",
+    "PreparedLink",
+    "link_device_code",
+    "link_device_code_ex",
+    "parse_arch",
+    "prepare_link",
+]
 
 _ARCH = re.compile(r"^(?:sm_|compute_)?(\d{2,3})([af]?)$")
 _KIND_LTO_IR, _KIND_CUBIN, _KIND_PTX = 8, 2, 1
@@ -47,8 +55,12 @@ class LinkOptions:
     extra: tuple[str, ...] = ()
     runtime_dir: Path | None = None  #: None: ``skbuild_cudaq.device_runtime_dir()``
 
+    def common_options(self) -> list[str]:
+        """The nvJitLink options other than ``-arch``."""
+        return ["-lto", *self.extra]
+
     def nvjitlink_options(self, arch: str) -> list[str]:
-        return [f"-arch={arch}", "-lto", *self.extra]
+        return [f"-arch={arch}", *self.common_options()]
 
 
 @dataclass(frozen=True)
@@ -85,51 +97,88 @@ def _check_arch(groups: list[tuple[str, tuple[LinkInput, ...]]], sm: str, number
                 raise LinkError(msg)
 
 
+@dataclass(frozen=True)
+class PreparedLink:
+    """A link's inputs read and hashed: everything but the architecture.
+
+    :func:`prepare_link` needs no GPU and no nvJitLink, so it can run while CUDA
+    creates its context (see :class:`~skbuild_cudaq.realtime.Library`);
+    :meth:`finish` then takes the arch and returns the cached or linked cubin.
+    """
+
+    code: DeviceCode
+    runtime: DeviceCode
+    options: LinkOptions
+    cache: LinkCache
+    digest: str | None  #: the cache key without the arch (None: the cache is off)
+
+    @property
+    def inputs(self) -> tuple[LinkInput, ...]:
+        return self.runtime.inputs + self.code.inputs
+
+    def finish(self, arch: str | int) -> LinkResult:
+        """The cubin for ``arch``: from the cache, else linked (and stored)."""
+        sm, number = parse_arch(arch)
+        groups = [
+            ("skbuild-cudaq's device run time", self.runtime.inputs),
+            (str(self.code.path), self.code.inputs),
+        ]
+        _check_arch(groups, sm, number)
+        inputs = self.inputs
+        key = None
+        if self.digest is not None:
+            key = cache_entry(self.digest, sm)
+            cubin = self.cache.load(key)
+            if cubin is not None:
+                _log.progress(f"link cache hit for {self.code.path.name} ({sm})")
+                return LinkResult(cubin, sm, self.code.path, True, self.cache.path_of(key))
+
+        opts = self.options.nvjitlink_options(sm)
+        _nvjitlink.check_versions(groups, _nvjitlink.nvjitlink_version())
+        with _log.step(f"nvJitLink {self.code.path.name} for {sm} ({len(inputs)} inputs)"):
+            cubin = _nvjitlink.link(inputs, opts, sources=f"{self.code.path} + run time for {sm}")
+        stored = None
+        if key is not None:
+            try:
+                stored = self.cache.store(key, cubin)
+            except OSError as exc:
+                _log.warning(f"could not write the link cache: {exc}")
+        return LinkResult(cubin, sm, self.code.path, False, stored)
+
+
+def prepare_link(
+    binary: ModuleType | str | os.PathLike[str] | DeviceCode,
+    options: LinkOptions | None = None,
+    cache: LinkCache | None = None,
+) -> PreparedLink:
+    """Read ``binary``'s device code and the run time's and hash them (no GPU, no nvJitLink)."""
+    options = options or LinkOptions()
+    cache = default_cache() if cache is None else cache
+    code = binary if isinstance(binary, DeviceCode) else device_code_of(binary)
+    runtime = runtime_device_code(options.runtime_dir)
+    digest = None
+    if cache.enabled:
+        digest = cache_digest(
+            (i.container.data for i in runtime.inputs + code.inputs),
+            options.common_options(),
+            _nvjitlink.nvjitlink_identity(),
+        )
+    return PreparedLink(code, runtime, options, cache, digest)
+
+
 def link_device_code_ex(
     binary: ModuleType | str | os.PathLike[str] | DeviceCode,
     options: LinkOptions | None = None,
     cache: LinkCache | None = None,
 ) -> LinkResult:
     """Link ``binary``'s device code with the run time; see :func:`link_device_code`."""
-    options = options or LinkOptions()
-    cache = default_cache() if cache is None else cache
-    code = binary if isinstance(binary, DeviceCode) else device_code_of(binary)
-    runtime = runtime_device_code(options.runtime_dir)
-    if options.arch is None:
+    prepared = prepare_link(binary, options, cache)
+    arch = prepared.options.arch
+    if arch is None:
         from ._driver import current_arch
 
-        arch_text = current_arch()
-    else:
-        arch_text = str(options.arch)
-    sm, number = parse_arch(arch_text)
-    groups = [
-        ("skbuild-cudaq's device run time", runtime.inputs),
-        (str(code.path), code.inputs),
-    ]
-    _check_arch(groups, sm, number)
-    inputs = runtime.inputs + code.inputs
-    opts = options.nvjitlink_options(sm)
-
-    key = None
-    if cache.enabled:
-        key = cache_key(
-            (i.container.data for i in inputs), opts, sm, _nvjitlink.nvjitlink_identity()
-        )
-        cubin = cache.load(key)
-        if cubin is not None:
-            _log.progress(f"link cache hit for {code.path.name} ({sm})")
-            return LinkResult(cubin, sm, code.path, True, cache.path_of(key))
-
-    _nvjitlink.check_versions(groups, _nvjitlink.nvjitlink_version())
-    with _log.step(f"nvJitLink {code.path.name} for {sm} ({len(inputs)} inputs)"):
-        cubin = _nvjitlink.link(inputs, opts, sources=f"{code.path} + run time for {sm}")
-    stored = None
-    if key is not None:
-        try:
-            stored = cache.store(key, cubin)
-        except OSError as exc:
-            _log.warning(f"could not write the link cache: {exc}")
-    return LinkResult(cubin, sm, code.path, False, stored)
+        arch = current_arch()
+    return prepared.finish(arch)
 
 
 def link_device_code(

@@ -466,6 +466,7 @@ def startup_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: P
                     _fmt(median * 1e3 if median is not None else None, 1),
                     _fmt(wall * 1e3 if wall is not None else None, 1),
                     _fmt(r.get("ratio_to_floor"), 2),
+                    _fmt(r.get("paired_ratio_median"), 2),
                     f"{r.get('ok', '—')}/{r.get('runs', '—')}",
                     "; ".join(map(str, r.get("errors", []))) or "",
                 ]
@@ -476,6 +477,7 @@ def startup_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: P
                 "in process (ms)",
                 "with interpreter start (ms)",
                 "× floor",
+                "median of per-round × floor",
                 "runs ok",
                 "errors",
             ],

@@ -18,15 +18,20 @@ extern "C" __global__ void single_thread_dispatcher(void *transport_ctx, uint32_
   while (cudaq_dev_rx_poll(session, &request, &response)) {
     const cudaq_function_entry_t *entry = nullptr;
     int32_t status = cudaq_validate_request(request, slot_size, table, table_count, &entry);
+    const void *args = cudaq_request_args(request);
+    const uint32_t arg_len = cudaq_request_arg_len(request);
+    // Count the request now rather than just before publishing: the publish (a
+    // system-scope release) waits for earlier stores to complete, and by then
+    // this one has. Still counted before the host can see the response.
+    atomicAdd(stats, 1ull);
     uint32_t result_len = 0;
     if (status == CUDAQ_RPC_STATUS_SUCCESS) {
-      status = entry->handler(cudaq_request_args(request), cudaq_request_arg_len(request),
-                              cudaq_response_result(response), max_result, &result_len);
+      status = entry->handler(args, arg_len, cudaq_response_result(response), max_result,
+                              &result_len);
       if (result_len > max_result)
         result_len = max_result;
     }
     write_response_header(response, request, status, result_len);
-    atomicAdd(stats, 1ull); // count before publishing: the host may read stats right after
     cudaq_dev_tx_publish(session, response);
   }
 }

@@ -54,65 +54,128 @@ extern "C" __device__ void *cudaq_dev_enter_kernel(void *transport_ctx,
 
 namespace {
 
-// Copies `words` 8-byte words from mapped host memory to device memory, issuing
-// up to kStageWords loads before the first store so that they travel over PCIe
-// together (a plain loop would wait one round trip per word).
-constexpr uint32_t kStageWords = 32; // 256 bytes per batch
+// The ring's header (magic .. tx_flags) is written by the host before the
+// kernel starts and never changes while it runs, so it is read with
+// ld.global.nc: those loads are invariant, and the compiler keeps the values in
+// registers across polls. The lanes' state changes (this kernel writes it) and
+// is read with plain loads before waiting for a request, never after the
+// acquire: everything that follows a successful poll is on the round trip's
+// critical path, and after a system-scope acquire (which invalidates L1) a
+// dependent load from device memory costs an L2 round trip.
+struct RingView {
+  uint32_t num_slots;
+  uint32_t slot_size;
+  const uint8_t *rx_slots;
+  uint8_t *tx_slots;
+  const volatile uint32_t *rx_flags;
+  volatile uint32_t *tx_flags;
+};
 
-__device__ __forceinline__ void stage_words(uint64_t *dst, const uint64_t *src, uint32_t begin,
-                                            uint32_t words) {
-  for (uint32_t base = begin; base < words; base += kStageWords) {
-    uint64_t v[kStageWords];
-#pragma unroll
-    for (uint32_t i = 0; i < kStageWords; ++i)
-      if (base + i < words)
-        v[i] = src[base + i];
-#pragma unroll
-    for (uint32_t i = 0; i < kStageWords; ++i)
-      if (base + i < words)
-        dst[base + i] = v[i];
-  }
+__device__ __forceinline__ RingView view_of(const cudaq_host_ring_ctx_t *ring) {
+  RingView v;
+  v.num_slots = __ldg(&ring->num_slots);
+  v.slot_size = __ldg(&ring->slot_size);
+  v.rx_slots = reinterpret_cast<const uint8_t *>(
+      __ldg(reinterpret_cast<const unsigned long long *>(&ring->rx_slots)));
+  v.tx_slots = reinterpret_cast<uint8_t *>(
+      __ldg(reinterpret_cast<const unsigned long long *>(&ring->tx_slots)));
+  v.rx_flags = reinterpret_cast<const volatile uint32_t *>(
+      __ldg(reinterpret_cast<const unsigned long long *>(&ring->rx_flags)));
+  v.tx_flags = reinterpret_cast<volatile uint32_t *>(
+      __ldg(reinterpret_cast<const unsigned long long *>(&ring->tx_flags)));
+  return v;
 }
 
-// Copies the request in a slot to the lane's staging area: the header and the
-// first arguments in one batch (speculatively, up to 256 bytes), the rest of a
-// long request after the header said how long it is. Must follow the acquire
-// load of the slot's flag in program order.
+// A lane's position, read once per poll (before waiting).
+struct LaneState {
+  uint32_t slot;
+  uint32_t seq;
+  uint32_t lane;
+  uint32_t num_lanes;
+};
+
+__device__ __forceinline__ LaneState state_of(const cudaq_host_ring_lane_t *s) {
+  return LaneState{s->next_slot, s->next_seq, s->lane, s->num_lanes};
+}
+
+// Copies the request in a slot to the lane's staging area in device memory.
+// The header and the first arguments (up to 256 bytes) are loaded in one batch
+// (the loads are issued back to back: one PCIe round trip, not one per word);
+// a longer request's tail follows once the header said how long it is. The
+// first batch is stored last and its first four words unconditionally (a slot
+// holds at least 32 bytes), so that the dispatch kernel's reads of the header
+// right after the poll can be served from registers instead of memory. Must
+// follow the acquire load of the slot's flag in program order.
+constexpr uint32_t kStageWords = 32; // 256 bytes in the first batch
+constexpr uint32_t kTailWords = 8;   // then 64 bytes per batch (fewer registers)
+
 __device__ __forceinline__ void stage_request(uint8_t *staging, const uint8_t *slot,
                                               uint32_t slot_size) {
-  uint64_t *dst = reinterpret_cast<uint64_t *>(staging);
-  const uint64_t *src = reinterpret_cast<const uint64_t *>(slot);
+  cudaq_detail_word_t *dst = reinterpret_cast<cudaq_detail_word_t *>(staging);
+  const cudaq_detail_word_t *src = reinterpret_cast<const cudaq_detail_word_t *>(slot);
   const uint32_t slot_words = slot_size / 8;
   const uint32_t first = slot_words < kStageWords ? slot_words : kStageWords;
-  stage_words(dst, src, 0, first);
+  uint64_t v[kStageWords];
+#pragma unroll
+  for (uint32_t i = 0; i < 4; ++i)
+    v[i] = src[i];
+#pragma unroll
+  for (uint32_t i = 4; i < kStageWords; ++i)
+    if (i < first)
+      v[i] = src[i];
   const uint32_t max_args = slot_size - CUDAQ_RPC_HEADER_SIZE;
-  uint32_t arg_len = reinterpret_cast<const cudaq_rpc_request_header_t *>(staging)->arg_len;
+  uint32_t arg_len = static_cast<uint32_t>(v[1]); // header bytes 8..11
   if (arg_len > max_args)
     arg_len = max_args; // the dispatcher answers CUDAQ_RPC_STATUS_ARGS_TOO_LONG
   const uint32_t need = (CUDAQ_RPC_HEADER_SIZE + arg_len + 7) / 8;
-  if (need > first)
-    stage_words(dst, src, first, need);
+  for (uint32_t base = first; base < need; base += kTailWords) {
+    uint64_t t[kTailWords];
+#pragma unroll
+    for (uint32_t i = 0; i < kTailWords; ++i)
+      if (base + i < need)
+        t[i] = src[base + i];
+#pragma unroll
+    for (uint32_t i = 0; i < kTailWords; ++i)
+      if (base + i < need)
+        dst[base + i] = t[i];
+  }
+#pragma unroll
+  for (uint32_t i = 4; i < kStageWords; ++i)
+    if (i < first)
+      dst[i] = v[i];
+#pragma unroll
+  for (uint32_t i = 0; i < 4; ++i)
+    dst[i] = v[i];
 }
 
-// Takes the request (sequence `seq`) that has arrived in the session's next
-// slot: fills *request / *response, records it as pending, advances.
+// Takes the request that has arrived in the lane's next slot: records it as
+// pending, advances, stages it and fills *request / *response.
 __device__ __forceinline__ void claim(cudaq_host_ring_lane_t *s, cudaq_host_ring_ctx_t *ring,
-                                      uint32_t slot, uint32_t seq, void **request,
+                                      const RingView &v, const LaneState &st, void **request,
                                       void **response) {
-  const size_t offset = static_cast<size_t>(slot) * ring->slot_size;
+  const size_t offset = static_cast<size_t>(st.slot) * v.slot_size;
   uint8_t *staging = reinterpret_cast<uint8_t *>(ring) + sizeof(cudaq_host_ring_ctx_t) +
-                     static_cast<size_t>(s->lane) * ring->slot_size;
-  stage_request(staging, ring->rx_slots + offset, ring->slot_size);
-  *request = staging;
-  *response = ring->tx_slots + offset;
-  s->pending_slot = slot;
-  s->pending_seq = seq;
-  uint32_t next = slot + s->num_lanes;
-  if (next >= ring->num_slots) {
-    next -= ring->num_slots;
-    s->next_seq = seq + 1;
+                     static_cast<size_t>(st.lane) * v.slot_size;
+  uint32_t next = st.slot + st.num_lanes;
+  s->pending_slot = st.slot;
+  s->pending_seq = st.seq;
+  if (next >= v.num_slots) {
+    next -= v.num_slots;
+    s->next_seq = st.seq + 1;
   }
   s->next_slot = next;
+  // The acquire emptied L1. Ask, without waiting, for the lines read next: the
+  // lane's (cudaq_dev_tx_publish reads the pending slot there) and the staging
+  // area's first two (the handler reads its arguments there). Issued before the
+  // staging stores: between those stores and the dispatch kernel's reads of the
+  // header nothing may stand that the compiler must assume touches memory, or
+  // it could not serve those reads from registers.
+  asm volatile("prefetch.global.L1 [%0];" : : "l"(s));
+  asm volatile("prefetch.global.L1 [%0];" : : "l"(staging));
+  asm volatile("prefetch.global.L1 [%0];" : : "l"(staging + 128));
+  stage_request(staging, v.rx_slots + offset, v.slot_size);
+  *request = staging;
+  *response = v.tx_slots + offset;
 }
 
 } // namespace
@@ -121,32 +184,32 @@ extern "C" __device__ int cudaq_host_ring_try_poll(void *session, void **request
                                                    void **response) {
   cudaq_host_ring_lane_t *s = static_cast<cudaq_host_ring_lane_t *>(session);
   cudaq_host_ring_ctx_t *ring = static_cast<cudaq_host_ring_ctx_t *>(s->ring);
-  const uint32_t slot = s->next_slot;
-  const uint32_t seq = s->next_seq;
-  if (load_acquire_sys(&ring->rx_flags[slot]) != seq)
+  const RingView v = view_of(ring);
+  const LaneState st = state_of(s);
+  if (load_acquire_sys(&v.rx_flags[st.slot]) != st.seq)
     return 0;
-  claim(s, ring, slot, seq, request, response);
+  claim(s, ring, v, st, request, response);
   return 1;
 }
 
 extern "C" __device__ int cudaq_dev_rx_poll(void *session, void **request, void **response) {
   cudaq_host_ring_lane_t *s = static_cast<cudaq_host_ring_lane_t *>(session);
   cudaq_host_ring_ctx_t *ring = static_cast<cudaq_host_ring_ctx_t *>(s->ring);
-  const uint32_t slot = s->next_slot;
-  const uint32_t seq = s->next_seq;
-  const volatile uint32_t *flag = &ring->rx_flags[slot];
+  const RingView v = view_of(ring);
+  const LaneState st = state_of(s);
   volatile int *shutdown = s->shutdown;
+  const volatile uint32_t *flag = &v.rx_flags[st.slot];
   // Each load of mapped host memory is a PCIe round trip: look at the shutdown
   // flag only every kShutdownEvery polls so that an arriving request is seen
   // after one flag load, not after a flag load plus a shutdown load.
   constexpr uint32_t kShutdownEvery = 16;
   for (uint32_t polls = 0;; ++polls) {
-    if (load_acquire_sys(flag) == seq)
+    if (load_acquire_sys(flag) == st.seq)
       break;
     if (polls % kShutdownEvery == kShutdownEvery - 1 && load_shutdown(shutdown) != 0)
       return 0;
   }
-  claim(s, ring, slot, seq, request, response);
+  claim(s, ring, v, st, request, response);
   return 1;
 }
 
@@ -154,5 +217,7 @@ extern "C" __device__ void cudaq_dev_tx_publish(void *session, void *response) {
   cudaq_host_ring_lane_t *s = static_cast<cudaq_host_ring_lane_t *>(session);
   cudaq_host_ring_ctx_t *ring = static_cast<cudaq_host_ring_ctx_t *>(s->ring);
   (void)response; // the slot is the one last polled (in-order, once per request)
-  store_release_sys(&ring->tx_flags[s->pending_slot], s->pending_seq);
+  volatile uint32_t *tx_flags = reinterpret_cast<volatile uint32_t *>(
+      __ldg(reinterpret_cast<const unsigned long long *>(&ring->tx_flags)));
+  store_release_sys(&tx_flags[s->pending_slot], s->pending_seq);
 }

@@ -37,6 +37,10 @@ extern "C" __global__ void cudaq_realtime_unified_dispatch(void *transport_ctx, 
       if (s_running) {
         const cudaq_function_entry_t *entry = nullptr;
         s_status = cudaq_validate_request(request, slot_size, table, table_count, &entry);
+        // Counted now, not just before the publish: the publish (a system-scope
+        // release) waits for earlier stores to complete, and by then this one
+        // has. Still counted before the host can see the response.
+        atomicAdd(stats, 1ull);
         s_entry = entry;
         s_request = request;
         s_response = response;
@@ -61,7 +65,6 @@ extern "C" __global__ void cudaq_realtime_unified_dispatch(void *transport_ctx, 
       if (len > max_result)
         len = max_result;
       write_response_header(s_response, s_request, status, len);
-      atomicAdd(stats, 1ull); // counted before the publish: a seen response is counted
       cudaq_dev_tx_publish(session, s_response);
     }
     __syncthreads();

@@ -110,14 +110,47 @@ __device__ void cudaq_dev_tx_publish(void *session, void *response);
 // Helpers shared by every dispatch kernel (inline: no symbol of their own).
 // ---------------------------------------------------------------------------
 
+// Internal: reads a kernel's function table through the read-only data path
+// (ld.global.nc). The table does not change while a dispatch kernel runs, and
+// the compiler may keep such loads in registers or hoist them.
+static __device__ __forceinline__ uint32_t cudaq_detail_ldnc_u32(const uint32_t *p) {
+  uint32_t v;
+  asm("ld.global.nc.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+static __device__ __forceinline__ uint64_t cudaq_detail_ldnc_u64(const void *p) {
+  uint64_t v;
+  asm("ld.global.nc.u64 %0, [%1];" : "=l"(v) : "l"(p));
+  return v;
+}
+
+// Internal: the request header as three 8-byte words. Bridges stage requests
+// with 8-byte stores; reading the header with the same width and a may_alias
+// type lets the compiler serve these reads from the values it just stored
+// (after inlining) instead of a round trip to memory, and keeps the reads
+// ordered after those stores whatever types the bridge used.
+typedef uint64_t __attribute__((__may_alias__)) cudaq_detail_word_t;
+typedef struct cudaq_detail_request_words {
+  uint64_t w0; // magic | function_id << 32
+  uint64_t w1; // arg_len | request_id << 32
+  uint64_t w2; // ptp_timestamp
+} cudaq_detail_request_words_t;
+
+static __device__ __forceinline__ cudaq_detail_request_words_t
+cudaq_detail_request_header(const void *request) {
+  const cudaq_detail_word_t *w = static_cast<const cudaq_detail_word_t *>(request);
+  cudaq_detail_request_words_t h;
+  h.w0 = w[0];
+  h.w1 = w[1];
+  h.w2 = w[2];
+  return h;
+}
+
 // Linear search of the function table. Returns NULL for an unknown id.
-// The table does not change while a dispatch kernel runs, so it is read through
-// the read-only data cache (ld.global.nc), which the system-scope acquire of
-// each polled request does not invalidate.
 static __device__ __forceinline__ const cudaq_function_entry_t *
 unified_lookup_entry(const cudaq_function_entry_t *table, uint32_t count, uint32_t function_id) {
   for (uint32_t i = 0; i < count; ++i) {
-    if (__ldg(&table[i].function_id) == function_id)
+    if (cudaq_detail_ldnc_u32(&table[i].function_id) == function_id)
       return &table[i];
   }
   return nullptr;
@@ -127,13 +160,13 @@ unified_lookup_entry(const cudaq_function_entry_t *table, uint32_t count, uint32
 static __device__ __forceinline__ void write_response_header(void *response, const void *request,
                                                              int32_t status,
                                                              uint32_t result_len) {
-  const cudaq_rpc_request_header_t *req = static_cast<const cudaq_rpc_request_header_t *>(request);
+  const cudaq_detail_request_words_t h = cudaq_detail_request_header(request);
   cudaq_rpc_response_header_t *resp = static_cast<cudaq_rpc_response_header_t *>(response);
   resp->magic = CUDAQ_RPC_MAGIC_RESPONSE;
   resp->status = status;
   resp->result_len = result_len;
-  resp->request_id = req->request_id;
-  resp->ptp_timestamp = req->ptp_timestamp;
+  resp->request_id = static_cast<uint32_t>(h.w1 >> 32);
+  resp->ptp_timestamp = h.w2;
 }
 
 // Checks a polled request before its handler runs. Returns CUDAQ_RPC_STATUS_SUCCESS
@@ -143,14 +176,20 @@ static __device__ __forceinline__ int32_t
 cudaq_validate_request(const void *request, uint32_t slot_size,
                        const cudaq_function_entry_t *table, uint32_t table_count,
                        const cudaq_function_entry_t **entry) {
-  const cudaq_rpc_request_header_t *req = static_cast<const cudaq_rpc_request_header_t *>(request);
+  const cudaq_detail_request_words_t h = cudaq_detail_request_header(request);
   *entry = nullptr;
-  if (req->magic != CUDAQ_RPC_MAGIC_REQUEST)
+  if (static_cast<uint32_t>(h.w0) != CUDAQ_RPC_MAGIC_REQUEST)
     return CUDAQ_RPC_STATUS_BAD_MAGIC;
-  if (req->arg_len > slot_size - CUDAQ_RPC_HEADER_SIZE)
+  if (static_cast<uint32_t>(h.w1) > slot_size - CUDAQ_RPC_HEADER_SIZE)
     return CUDAQ_RPC_STATUS_ARGS_TOO_LONG;
-  const cudaq_function_entry_t *e = unified_lookup_entry(table, table_count, req->function_id);
-  if (e == nullptr || e->dispatch_mode != CUDAQ_DISPATCH_DEVICE_CALL || e->handler == nullptr)
+  const cudaq_function_entry_t *e =
+      unified_lookup_entry(table, table_count, static_cast<uint32_t>(h.w0 >> 32));
+  if (e == nullptr)
+    return CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION;
+  // handler (bytes 0..7) and function_id | dispatch_mode << 32 (bytes 8..15)
+  const uint64_t handler = cudaq_detail_ldnc_u64(&e->handler);
+  const uint64_t id_mode = cudaq_detail_ldnc_u64(&e->function_id);
+  if (static_cast<uint8_t>(id_mode >> 32) != CUDAQ_DISPATCH_DEVICE_CALL || handler == 0)
     return CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION;
   *entry = e;
   return CUDAQ_RPC_STATUS_SUCCESS;
@@ -164,7 +203,7 @@ static __device__ __forceinline__ void *cudaq_response_result(void *response) {
   return static_cast<uint8_t *>(response) + CUDAQ_RPC_HEADER_SIZE;
 }
 static __device__ __forceinline__ uint32_t cudaq_request_arg_len(const void *request) {
-  return static_cast<const cudaq_rpc_request_header_t *>(request)->arg_len;
+  return static_cast<uint32_t>(cudaq_detail_request_header(request).w1);
 }
 
 // Rank and size of the calling group, for handlers that stride their work.

@@ -10,6 +10,51 @@
 // Handler-specific status: the result does not fit.
 #define EXAMPLE_APP_STATUS_RESULT_TOO_LONG 1
 
+namespace {
+
+// Applies `word_op` to 8-byte words and `byte_op` to the bytes left over,
+// strided over the calling group. The host-ring and UDP bridges hand over
+// 8-byte-aligned arguments and results; then every 8 bytes cost one load and
+// one wide store, which matters because `result` is host memory mapped over
+// PCIe, where each store is a transaction of its own. Unaligned buffers (another
+// bridge's) go byte by byte.
+template <typename WordOp, typename ByteOp>
+__device__ __forceinline__ void transform_bytes(const void *args, void *result, uint32_t n,
+                                                WordOp word_op, ByteOp byte_op) {
+  const uint8_t *in = static_cast<const uint8_t *>(args);
+  uint8_t *out = static_cast<uint8_t *>(result);
+  const uint32_t rank = cudaq_handler_rank();
+  const uint32_t size = cudaq_handler_size();
+  uint32_t done = 0;
+  if (((reinterpret_cast<uintptr_t>(in) | reinterpret_cast<uintptr_t>(out)) & 7u) == 0) {
+    const uint32_t words = n / 8;
+    const uint64_t *in_words = reinterpret_cast<const uint64_t *>(in);
+    uint64_t *out_words = reinterpret_cast<uint64_t *>(out);
+    for (uint32_t i = rank; i < words; i += size)
+      out_words[i] = word_op(in_words[i]);
+    done = words * 8;
+  }
+  for (uint32_t i = done + rank; i < n; i += size)
+    out[i] = byte_op(in[i]);
+}
+
+struct Increment {
+  __device__ uint64_t operator()(uint64_t w) const {
+    // per byte, modulo 256: __vadd4 adds four bytes lane by lane without carries
+    const uint32_t lo = __vadd4(static_cast<uint32_t>(w), 0x01010101u);
+    const uint32_t hi = __vadd4(static_cast<uint32_t>(w >> 32), 0x01010101u);
+    return (static_cast<uint64_t>(hi) << 32) | lo;
+  }
+  __device__ uint8_t operator()(uint8_t b) const { return static_cast<uint8_t>(b + 1u); }
+};
+
+struct Identity {
+  __device__ uint64_t operator()(uint64_t w) const { return w; }
+  __device__ uint8_t operator()(uint8_t b) const { return b; }
+};
+
+} // namespace
+
 // Adds one to each byte of the arguments.
 extern "C" __device__ int rpc_increment(const void *args, uint32_t arg_len, void *result,
                                         uint32_t max_result_len, uint32_t *result_len) {
@@ -18,10 +63,7 @@ extern "C" __device__ int rpc_increment(const void *args, uint32_t arg_len, void
       *result_len = 0;
     return EXAMPLE_APP_STATUS_RESULT_TOO_LONG;
   }
-  const uint8_t *in = static_cast<const uint8_t *>(args);
-  uint8_t *out = static_cast<uint8_t *>(result);
-  for (uint32_t i = cudaq_handler_rank(); i < arg_len; i += cudaq_handler_size())
-    out[i] = static_cast<uint8_t>(in[i] + 1u);
+  transform_bytes(args, result, arg_len, Increment{}, Increment{});
   if (cudaq_handler_rank() == 0)
     *result_len = arg_len;
   return CUDAQ_RPC_STATUS_SUCCESS;
@@ -35,10 +77,7 @@ extern "C" __device__ int echo(const void *args, uint32_t arg_len, void *result,
       *result_len = 0;
     return EXAMPLE_APP_STATUS_RESULT_TOO_LONG;
   }
-  const uint8_t *in = static_cast<const uint8_t *>(args);
-  uint8_t *out = static_cast<uint8_t *>(result);
-  for (uint32_t i = cudaq_handler_rank(); i < arg_len; i += cudaq_handler_size())
-    out[i] = in[i];
+  transform_bytes(args, result, arg_len, Identity{}, Identity{});
   if (cudaq_handler_rank() == 0)
     *result_len = arg_len;
   return CUDAQ_RPC_STATUS_SUCCESS;

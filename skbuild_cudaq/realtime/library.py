@@ -93,9 +93,12 @@ def cubin_symbols(cubin: bytes) -> ModuleSymbols:
 class _LinkJob:
     """Reads, looks up and links a binary's device code on a worker thread.
 
-    Started once the arch is known; the caller meanwhile creates the CUDA
-    context, then collects the cubin with :meth:`result`. The worker imports the
-    link modules itself, so they stay off the caller's path too.
+    Created once the arch is known; the worker waits for :meth:`go`, which the
+    caller says right before the long driver call (creating the context), so
+    that the caller never has to win the GIL back from a busy worker (Python
+    hands the GIL over only every ``sys.getswitchinterval()``, 5 ms). The caller
+    then collects the cubin with :meth:`result`. The worker imports the link
+    modules itself, so they stay off the caller's path too.
     """
 
     def __init__(self, binary: Binary, arch: str, cache: LinkCache | None) -> None:
@@ -104,10 +107,12 @@ class _LinkJob:
         self._cache = cache
         self._cubin: bytes | None = None
         self._error: BaseException | None = None
+        self._go = threading.Event()
         self._thread = threading.Thread(target=self._run, name="skbuild-cudaq-link", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
+        self._go.wait()
         try:
             from .link import LinkOptions, link_device_code_ex
 
@@ -116,8 +121,13 @@ class _LinkJob:
         except BaseException as exc:  # handed to the caller by result()
             self._error = exc
 
+    def go(self) -> None:
+        """Let the worker start (call right before a long call that releases the GIL)."""
+        self._go.set()
+
     def result(self) -> bytes:
         """The cubin; re-raises whatever the link raised."""
+        self._go.set()
         self._thread.join()
         if self._error is not None:
             error, self._error = self._error, None
@@ -127,6 +137,7 @@ class _LinkJob:
 
     def wait(self) -> None:
         """Wait for the worker, dropping its result (the caller failed first)."""
+        self._go.set()
         self._thread.join()
 
 
@@ -211,6 +222,7 @@ class Library:
         arch = self._arch or _driver.device_arch(dev)
         job = _LinkJob(self._binary, arch, self._cache)
         try:
+            job.go()
             if ctx is None:
                 _driver.make_primary_current(dev)
         except BaseException:

@@ -8,7 +8,7 @@ from :class:`CudaqError` too.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 __all__ = [
     "CudaqError",
@@ -23,9 +23,12 @@ class CudaqError(Exception):
     """Base class of every error skbuild-cudaq raises on purpose."""
 
 
-@dataclass(frozen=True)
-class SettingsProblem:
-    """One problem in ``[tool.cudaq]``: where, what was found, what is accepted, how to fix."""
+class SettingsProblem(NamedTuple):
+    """One problem in ``[tool.cudaq]``: where, what was found, what is accepted, how to fix.
+
+    (A named tuple rather than a dataclass: this module is imported on the run
+    time's start-up path, where importing ``dataclasses`` alone costs ~1 ms.)
+    """
 
     key: str  #: dotted key path, e.g. ``tool.cudaq.dispatch-kernels._core``
     message: str  #: what is wrong, naming the bad value

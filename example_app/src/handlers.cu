@@ -27,24 +27,11 @@ __device__ __forceinline__ void transform_bytes(const void *args, void *result, 
   const uint32_t size = cudaq_handler_size();
   uint32_t done = 0;
   if (((reinterpret_cast<uintptr_t>(in) | reinterpret_cast<uintptr_t>(out)) & 7u) == 0) {
-    // Up to kBatch loads in flight before the first store (a plain loop would
-    // wait a load's latency per word: args and result may overlap, as far as
-    // the compiler knows).
-    constexpr uint32_t kBatch = 4;
     const uint32_t words = n / 8;
     const uint64_t *in_words = reinterpret_cast<const uint64_t *>(in);
     uint64_t *out_words = reinterpret_cast<uint64_t *>(out);
-    for (uint32_t i = rank; i < words; i += kBatch * size) {
-      uint64_t v[kBatch];
-#pragma unroll
-      for (uint32_t k = 0; k < kBatch; ++k)
-        if (i + k * size < words)
-          v[k] = in_words[i + k * size];
-#pragma unroll
-      for (uint32_t k = 0; k < kBatch; ++k)
-        if (i + k * size < words)
-          out_words[i + k * size] = word_op(v[k]);
-    }
+    for (uint32_t i = rank; i < words; i += size)
+      out_words[i] = word_op(in_words[i]);
     done = words * 8;
   }
   for (uint32_t i = done + rank; i < n; i += size)

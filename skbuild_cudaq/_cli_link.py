@@ -36,6 +36,16 @@ def add_parser(sub: Any) -> None:
         "--no-cache", action="store_true", help="do not use the link cache (always run nvJitLink)"
     )
     p.add_argument(
+        "--bridge",
+        action="append",
+        type=Path,
+        metavar="FATBIN",
+        help=(
+            "LTO-IR fatbin of a bridge of your own, linked instead of the host-ring hooks "
+            "(repeatable)"
+        ),
+    )
+    p.add_argument(
         "-X",
         "--option",
         action="append",
@@ -57,7 +67,11 @@ def _run(args: argparse.Namespace) -> int:
         )
         raise ToolchainError(msg) from None
     cache = LinkCache(None) if args.no_cache else default_cache()
-    options = LinkOptions(arch=args.arch, extra=tuple(args.option))
+    from .realtime.device_code import bridge_files
+
+    options = LinkOptions(
+        arch=args.arch, extra=tuple(args.option), bridge=bridge_files(args.bridge)
+    )
     try:
         result = link_device_code_ex(args.binary, options, cache)
     except ImportError as exc:

@@ -202,7 +202,7 @@ def test_load_reports_the_context_error_and_waits_for_the_worker(
     monkeypatch.setattr(_driver, "driver", lambda: _startup_driver(events, retain))
     monkeypatch.setattr(_driver, "_initialised", False)
     lib = Library(bins.app, cache=LinkCache(tmp_path / "cache"))
-    with pytest.raises(CUDAError, match="cuDevicePrimaryCtxRetain failed: CUDA_ERROR_OUT_OF_MEMORY"):
+    with pytest.raises(CUDAError, match="cuDevicePrimaryCtxRetain failed: CUDA_ERROR_OUT_OF_MEMO"):
         lib.load()
     assert _link_threads() == []  # the worker was waited for, not left running
     assert "cuLibraryLoadData" not in events
@@ -224,7 +224,7 @@ def test_load_reraises_the_link_error_after_the_context(
     monkeypatch.setattr(_driver, "driver", lambda: _startup_driver(events, retain))
     monkeypatch.setattr(_driver, "_initialised", False)
     lib = Library(not_elf, cache=LinkCache(None))
-    with pytest.raises(DeviceCodeError, match="not_an_extension.so"):
+    with pytest.raises(DeviceCodeError, match=r"not_an_extension\.so"):
         lib.load()
     assert "retain" in events
     assert "cuLibraryLoadData" not in events

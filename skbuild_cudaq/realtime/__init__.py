@@ -48,6 +48,7 @@ _EXPORTS: dict[str, str] = {
     "Dispatcher": "dispatcher",
     "LaunchArgs": "dispatcher",
     "FunctionTable": "dispatcher",
+    "Bridge": "bridge",
     "HostRingBridge": "bridge",
     "HostDispatcher": "host_path",
     "UdpBridge": "udp",

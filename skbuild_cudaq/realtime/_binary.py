@@ -1,14 +1,18 @@
-"""Which file a binary is: a module object or a path (no fatbin reading, cheap to import)."""
+"""Which files a link takes: a binary (module object or path) and a bridge's device code.
+
+No fatbin reading here: this is on the lookup path and must be cheap to import.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
 
 from .errors import DeviceCodeError
 
-__all__ = ["Binary", "binary_path"]
+__all__ = ["Binary", "binary_path", "bridge_files"]
 
 #: An extension module object, or the path of a binary.
 Binary = ModuleType | str | os.PathLike[str]
@@ -23,3 +27,21 @@ def binary_path(binary: Binary) -> Path:
             raise DeviceCodeError(msg)
         return Path(file).resolve()
     return Path(binary).resolve()
+
+
+def bridge_files(
+    bridge: Iterable[str | os.PathLike[str]] | str | os.PathLike[str] | None,
+) -> tuple[Path, ...] | None:
+    """A bridge's device code (LTO-IR fatbins) as resolved paths; None: the host-ring hooks."""
+    if bridge is None:
+        return None
+    if isinstance(bridge, (str, os.PathLike)):
+        bridge = (bridge,)
+    files = tuple(Path(f).resolve() for f in bridge)
+    if not files:
+        msg = (
+            "a bridge's device code must name at least one fatbin (pass None for the "
+            "built-in host-ring hooks)"
+        )
+        raise DeviceCodeError(msg)
+    return files

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+from pathlib import Path
 from types import ModuleType, TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import _driver
 from ._ring import HOST_RING_CTX_SIZE, HOST_RING_MAX_LANES, RingLayout, host_ring_ctx_bytes
@@ -30,7 +31,51 @@ from .wire import HEADER_SIZE
 if TYPE_CHECKING:
     from ._ring import RingClient
 
-__all__ = ["HostRingBridge", "validate_ring_shape"]
+__all__ = ["Bridge", "HostRingBridge", "validate_ring_shape"]
+
+
+class Bridge(Protocol):
+    """The host half of a bridge: what a :class:`Dispatcher` uses of it.
+
+    :class:`HostRingBridge` is one; a bridge of your own implements the same
+    (see :doc:`/guides/bridges`). The dispatcher calls :meth:`open` and
+    :meth:`reset` with its device's context current at every ``start()``, hands
+    :attr:`transport_ctx` to the dispatch kernel as its first parameter, stops
+    its kernel before the bridge may go, and closes a bridge it created itself.
+    A static protocol: check a bridge of your own with a type checker.
+    """
+
+    @property
+    def num_slots(self) -> int:
+        """Requests the transport holds at once (checked against the config)."""
+        ...
+
+    @property
+    def slot_size(self) -> int:
+        """Bytes per request and per response: 24-byte header + payload."""
+        ...
+
+    @property
+    def device_code(self) -> tuple[Path, ...] | None:
+        """The bridge's device hooks as LTO-IR fatbins; None: the built-in host-ring hooks."""
+        ...
+
+    @property
+    def transport_ctx(self) -> int:
+        """Device address of the transport context (the kernel's first parameter)."""
+        ...
+
+    def open(self) -> object:
+        """Allocate (idempotent; a CUDA context is current)."""
+        ...
+
+    def reset(self) -> None:
+        """Bring the transport to its initial state before a kernel starts."""
+        ...
+
+    def close(self) -> None:
+        """Free everything (idempotent)."""
+        ...
 
 
 def validate_ring_shape(num_slots: int, slot_size: int) -> None:
@@ -56,6 +101,9 @@ class HostRingBridge:
     let :class:`Dispatcher` create the bridge). :meth:`client` returns the
     :class:`RingClient` that submits requests and collects responses.
     """
+
+    #: The host-ring hooks are part of skbuild-cudaq's own device run time.
+    device_code: tuple[Path, ...] | None = None
 
     def __init__(self, num_slots: int = 64, slot_size: int = 256) -> None:
         validate_ring_shape(num_slots, slot_size)

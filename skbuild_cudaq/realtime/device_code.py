@@ -9,6 +9,7 @@ links only the first container). Pure Python: no CUDA.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -16,10 +17,18 @@ from types import ModuleType
 from skbuild_cudaq._paths import device_runtime_dir
 from skbuild_cudaq.fatbin import FatbinContainer, read_fatbin_file, read_relfatbin_sections
 
-from ._binary import binary_path
+from ._binary import binary_path, bridge_files
 from .errors import DeviceCodeError
 
-__all__ = ["DeviceCode", "LinkInput", "binary_path", "device_code_of", "runtime_device_code"]
+__all__ = [
+    "HOST_RING_HOOKS",
+    "DeviceCode",
+    "LinkInput",
+    "binary_path",
+    "bridge_files",
+    "device_code_of",
+    "runtime_device_code",
+]
 
 
 @dataclass(frozen=True)
@@ -53,8 +62,21 @@ def device_code_of(binary: ModuleType | str | os.PathLike[str]) -> DeviceCode:
     return DeviceCode(path, tuple(inputs))
 
 
-def runtime_device_code(directory: str | os.PathLike[str] | None = None) -> DeviceCode:
-    """skbuild-cudaq's own device run time: built-in kernel and bridge hooks (LTO-IR)."""
+#: The host-ring bridge's hooks in the device run time: what a bridge of your
+#: own replaces (see :func:`runtime_device_code`).
+HOST_RING_HOOKS = "host_ring_bridge.fatbin"
+
+
+def runtime_device_code(
+    directory: str | os.PathLike[str] | None = None,
+    bridge: Iterable[str | os.PathLike[str]] | None = None,
+) -> DeviceCode:
+    """skbuild-cudaq's own device run time: built-in kernel and bridge hooks (LTO-IR).
+
+    ``bridge``: the device code (LTO-IR fatbins) of a bridge of your own; it
+    replaces the host-ring hooks (``host_ring_bridge.fatbin``) and the built-in
+    kernel stays. None: the host-ring hooks.
+    """
     root = Path(directory) if directory is not None else device_runtime_dir()
     files = sorted(root.glob("*.fatbin"))
     if not files:
@@ -63,6 +85,14 @@ def runtime_device_code(directory: str | os.PathLike[str] | None = None) -> Devi
             "(the wheel ships skbuild_cudaq/_device/*.fatbin)"
         )
         raise DeviceCodeError(msg)
+    own = bridge_files(bridge)
+    if own is not None:
+        files = [f for f in files if f.name != HOST_RING_HOOKS]
+        for file in own:
+            if not file.is_file():
+                msg = f"the bridge's device code {file} does not exist (expected an LTO-IR fatbin)"
+                raise DeviceCodeError(msg)
+        files += own
     inputs = []
     for file in files:
         for number, container in enumerate(read_fatbin_file(file)):

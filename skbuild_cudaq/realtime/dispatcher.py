@@ -36,7 +36,7 @@ from types import ModuleType, TracebackType
 from typing import Any
 
 from . import _driver
-from .bridge import HostRingBridge, validate_ring_shape
+from .bridge import Bridge, HostRingBridge, validate_ring_shape
 
 __all__ = [
     "BUILTIN_KERNEL",
@@ -221,7 +221,7 @@ class Dispatcher:
     def __init__(
         self,
         config: DispatcherConfig | None = None,
-        bridge: HostRingBridge | None = None,
+        bridge: Bridge | None = None,
         *,
         module: ModuleType | str | None = None,
     ) -> None:
@@ -229,7 +229,7 @@ class Dispatcher:
 
         self.config = config if config is not None else DispatcherConfig()
         self._owns_bridge = bridge is None
-        self.bridge = (
+        self.bridge: Bridge = (
             bridge
             if bridge is not None
             else HostRingBridge(self.config.num_slots, self.config.slot_size)
@@ -312,13 +312,25 @@ class Dispatcher:
         return drv
 
     def _resolve_library(self) -> Any:
+        from ._binary import bridge_files
+
+        wanted = bridge_files(getattr(self.bridge, "device_code", None))
         if self.module is not None:
             from .library import get_library
 
-            return get_library(self.module)
+            return get_library(self.module, bridge=wanted)
         library = getattr(self._launcher, "library", None)
         if library is None:
             library = getattr(getattr(self._launcher, "kernel", None), "library", None)
+        if library is not None and wanted is not None and library.bridge != wanted:
+            from .errors import LibraryConflictError
+
+            msg = (
+                f"the launcher's kernel was linked without this bridge's device code "
+                f"({', '.join(map(str, wanted))}): look it up after get_library(module, "
+                "bridge=bridge.device_code)"
+            )
+            raise LibraryConflictError(msg)
         return library
 
     def _check_table(self, library: Any) -> None:

@@ -25,11 +25,16 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from . import _driver
-from ._binary import Binary, binary_path
+from ._binary import Binary, binary_path, bridge_files
 from .errors import CUDAError, InvalidArgumentError, LibraryConflictError, RealtimeError
 
 if TYPE_CHECKING:
+    import os
+    from collections.abc import Iterable
+
     from .cache import LinkCache
+
+    BridgeCode = Iterable[str | os.PathLike[str]] | str | os.PathLike[str] | None
 
 __all__ = [
     "HANDLER_PREFIX",
@@ -101,10 +106,17 @@ class _LinkJob:
     modules itself, so they stay off the caller's path too.
     """
 
-    def __init__(self, binary: Binary, arch: str, cache: LinkCache | None) -> None:
+    def __init__(
+        self,
+        binary: Binary,
+        arch: str,
+        cache: LinkCache | None,
+        bridge: tuple[Path, ...] | None,
+    ) -> None:
         self._binary = binary
         self._arch = arch
         self._cache = cache
+        self._bridge = bridge
         self._cubin: bytes | None = None
         self._error: BaseException | None = None
         self._go = threading.Event()
@@ -116,7 +128,7 @@ class _LinkJob:
         try:
             from .link import LinkOptions, link_device_code_ex
 
-            options = LinkOptions(arch=self._arch)
+            options = LinkOptions(arch=self._arch, bridge=self._bridge)
             self._cubin = link_device_code_ex(self._binary, options, self._cache).cubin
         except BaseException as exc:  # handed to the caller by result()
             self._error = exc
@@ -156,6 +168,7 @@ class Library:
         arch: str | None = None,
         cubin: bytes | None = None,
         cache: LinkCache | None = None,
+        bridge: BridgeCode = None,
     ) -> None:
         if binary is None and cubin is None:
             msg = "Library needs a binary (module or path) or a cubin"
@@ -164,6 +177,7 @@ class Library:
         self._binary = binary
         self._arch = arch
         self._cache = cache
+        self._bridge = bridge_files(bridge)
         self._cubin = cubin
         self._symbols: ModuleSymbols | None = None
         self._handle: Any = None
@@ -186,6 +200,11 @@ class Library:
         return self._path
 
     @property
+    def bridge(self) -> tuple[Path, ...] | None:
+        """The device code of the bridge linked in (None: the built-in host-ring hooks)."""
+        return self._bridge
+
+    @property
     def closed(self) -> bool:
         return self._closed
 
@@ -204,7 +223,7 @@ class Library:
 
                 assert self._binary is not None
                 result = link_device_code_ex(
-                    self._binary, LinkOptions(arch=self._arch), self._cache
+                    self._binary, LinkOptions(arch=self._arch, bridge=self._bridge), self._cache
                 )
                 self._cubin = result.cubin
             return self._cubin
@@ -220,7 +239,7 @@ class Library:
         assert self._binary is not None
         ctx, dev = _driver.current_device()
         arch = self._arch or _driver.device_arch(dev)
-        job = _LinkJob(self._binary, arch, self._cache)
+        job = _LinkJob(self._binary, arch, self._cache, self._bridge)
         try:
             job.go()
             if ctx is None:
@@ -431,14 +450,25 @@ _registry_lock = threading.Lock()
 _active: Library | None = None
 
 
-def get_library(binary: Binary, *, arch: str | None = None) -> Library:
+def _describe_bridge(bridge: tuple[Path, ...] | None) -> str:
+    if bridge is None:
+        return "the host-ring hooks"
+    return "the bridge " + ", ".join(str(f) for f in bridge)
+
+
+def get_library(binary: Binary, *, arch: str | None = None, bridge: BridgeCode = None) -> Library:
     """The process's linked module for ``binary`` (links and loads it on first call).
 
+    ``bridge``: LTO-IR fatbins of a bridge of your own, linked instead of the
+    host-ring hooks (see :doc:`/guides/bridges`); None accepts whatever the
+    module was linked with (the host-ring hooks when this call links it).
     Raises :class:`LibraryConflictError` if another binary's device code is
-    already linked in this process (see :func:`release_library`).
+    already linked in this process, or this one with another bridge (see
+    :func:`release_library`).
     """
     global _active  # noqa: PLW0603 - the process-wide registry
     path = binary_path(binary)
+    wanted = bridge_files(bridge)
     with _registry_lock:
         if _active is not None and _active.closed:
             _active = None
@@ -451,8 +481,17 @@ def get_library(binary: Binary, *, arch: str | None = None) -> Library:
                     "first to switch binaries)"
                 )
                 raise LibraryConflictError(msg)
+            if wanted is not None and _active.bridge != wanted:
+                msg = (
+                    f"device code of {path} is already linked with "
+                    f"{_describe_bridge(_active.bridge)}, not with {_describe_bridge(wanted)}: "
+                    "link with the bridge before the first lookup "
+                    "(get_library(module, bridge=...)), or call "
+                    "skbuild_cudaq.realtime.release_library() first"
+                )
+                raise LibraryConflictError(msg)
             return _active
-        library = Library(binary, arch=arch)
+        library = Library(binary, arch=arch, bridge=wanted)
         library.load()
         _active = library
         return library

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -20,7 +21,13 @@ from skbuild_cudaq import _log
 
 from . import _nvjitlink
 from .cache import LinkCache, cache_digest, cache_entry, default_cache
-from .device_code import DeviceCode, LinkInput, device_code_of, runtime_device_code
+from .device_code import (
+    DeviceCode,
+    LinkInput,
+    bridge_files,
+    device_code_of,
+    runtime_device_code,
+)
 from .errors import LinkError
 
 __all__ = [
@@ -54,6 +61,9 @@ class LinkOptions:
     arch: str | None = None
     extra: tuple[str, ...] = ()
     runtime_dir: Path | None = None  #: None: ``skbuild_cudaq.device_runtime_dir()``
+    #: LTO-IR fatbins of a bridge of your own, replacing the host-ring hooks
+    #: (None: the built-in host-ring hooks); see :doc:`/guides/bridges`.
+    bridge: tuple[Path, ...] | None = None
 
     def common_options(self) -> list[str]:
         """The nvJitLink options other than ``-arch``."""
@@ -119,8 +129,14 @@ class PreparedLink:
     def finish(self, arch: str | int) -> LinkResult:
         """The cubin for ``arch``: from the cache, else linked (and stored)."""
         sm, number = parse_arch(arch)
+        runtime_name = "skbuild-cudaq's device run time"
+        runtime = "run time"
+        if self.options.bridge is not None:
+            bridge = " with the bridge " + ", ".join(str(f) for f in self.options.bridge)
+            runtime_name += bridge
+            runtime += bridge
         groups = [
-            ("skbuild-cudaq's device run time", self.runtime.inputs),
+            (runtime_name, self.runtime.inputs),
             (str(self.code.path), self.code.inputs),
         ]
         _check_arch(groups, sm, number)
@@ -136,7 +152,7 @@ class PreparedLink:
         opts = self.options.nvjitlink_options(sm)
         _nvjitlink.check_versions(groups, _nvjitlink.nvjitlink_version())
         with _log.step(f"nvJitLink {self.code.path.name} for {sm} ({len(inputs)} inputs)"):
-            cubin = _nvjitlink.link(inputs, opts, sources=f"{self.code.path} + run time for {sm}")
+            cubin = _nvjitlink.link(inputs, opts, sources=f"{self.code.path} + {runtime} for {sm}")
         stored = None
         if key is not None:
             try:
@@ -155,7 +171,7 @@ def prepare_link(
     options = options or LinkOptions()
     cache = default_cache() if cache is None else cache
     code = binary if isinstance(binary, DeviceCode) else device_code_of(binary)
-    runtime = runtime_device_code(options.runtime_dir)
+    runtime = runtime_device_code(options.runtime_dir, options.bridge)
     digest = None
     if cache.enabled:
         digest = cache_digest(
@@ -187,14 +203,20 @@ def link_device_code(
     *,
     extra_options: tuple[str, ...] = (),
     cache: LinkCache | None = None,
+    bridge: Iterable[str | os.PathLike[str]] | None = None,
 ) -> bytes:
     """The cubin of ``binary``'s device code linked with the package's run time.
 
     ``binary``: an extension module object or a path. ``arch``: ``"sm_90"``
     (works with no GPU) or None for the current GPU's. ``cache``: a
     :class:`LinkCache` (default: from ``SKBUILD_CUDAQ_LINK_CACHE``; pass
-    ``LinkCache(None)`` to disable). Raises :class:`LinkError` (with nvJitLink's
-    log), :class:`VersionMismatchError`, or ``DeviceCodeError``.
+    ``LinkCache(None)`` to disable). ``bridge``: LTO-IR fatbins of a bridge of
+    your own, linked instead of the host-ring hooks. Raises :class:`LinkError`
+    (with nvJitLink's log), :class:`VersionMismatchError`, or ``DeviceCodeError``.
     """
-    options = LinkOptions(arch=None if arch is None else str(arch), extra=tuple(extra_options))
+    options = LinkOptions(
+        arch=None if arch is None else str(arch),
+        extra=tuple(extra_options),
+        bridge=bridge_files(bridge),
+    )
     return link_device_code_ex(binary, options, cache).cubin

@@ -33,6 +33,8 @@ class DeviceBinaries:
     launch_checks: Path  # cluster / cooperative report kernels (lto_90)
     plain: Path  # no device code at all
     dispatcher_fatbin: Path
+    mailbox_bridge: Path  # a bridge of one's own: the three hooks (LTO-IR fatbin)
+    not_a_bridge: Path  # an LTO-IR fatbin without the hooks
 
 
 def _run(cmd: list[str], cwd: Path) -> None:
@@ -127,7 +129,10 @@ def build(nvcc: Path, root: Path) -> DeviceBinaries:
     plain_src.write_text("int plain_function(int x) { return x + 1; }\n")
     plain = root / "libplain.so"
     _run([gcc, "-shared", "-fPIC", "-o", str(plain), str(plain_src)], root)
-    return DeviceBinaries(root, app, two, missing, duplicate, checks, plain, dispatcher)
+    mailbox, not_a_bridge = fatbin("mailbox_bridge"), fatbin("not_a_bridge")
+    return DeviceBinaries(
+        root, app, two, missing, duplicate, checks, plain, dispatcher, mailbox, not_a_bridge
+    )
 
 
 _BUILT: dict[Path, DeviceBinaries] = {}

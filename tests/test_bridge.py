@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -175,54 +176,49 @@ def _fake_driver() -> SimpleNamespace:
     )
 
 
-@pytest.mark.toolchain
-def test_one_binary_is_linked_with_one_bridge(
-    bins: DeviceBinaries, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+@pytest.fixture
+def fake_gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """A fake driver (loads succeed), a private link cache, an empty registry."""
     monkeypatch.setattr(_driver, "driver", _fake_driver)
     monkeypatch.setattr(_driver, "_initialised", False)
     monkeypatch.setenv("SKBUILD_CUDAQ_LINK_CACHE", str(tmp_path / "cache"))
     rt.release_library()
-    try:
-        lib = rt.get_library(bins.app, bridge=[bins.mailbox_bridge])
-        assert lib.bridge == (bins.mailbox_bridge.resolve(),)
-        assert MAILBOX_MAGIC in lib.cubin
-        assert rt.get_library(bins.app) is lib  # no bridge named: whatever is linked
-        assert rt.get_library(bins.app, bridge=bins.mailbox_bridge) is lib
-        with pytest.raises(LibraryConflictError, match="already linked with the bridge"):
-            rt.get_library(bins.app, bridge=[bins.not_a_bridge])
-        rt.release_library()
-        lib = rt.get_library(bins.app)  # the host-ring hooks
-        assert lib.bridge is None
-        with pytest.raises(
-            LibraryConflictError, match=r"already linked with the host-ring hooks.*release_library"
-        ):
-            rt.get_library(bins.app, bridge=[bins.mailbox_bridge])
-    finally:
-        rt.release_library()
+    yield
+    rt.release_library()
+
+
+@pytest.mark.toolchain
+def test_one_binary_is_linked_with_one_bridge(bins: DeviceBinaries, fake_gpu: None) -> None:
+    lib = rt.get_library(bins.app, bridge=[bins.mailbox_bridge])
+    assert lib.bridge == (bins.mailbox_bridge.resolve(),)
+    assert MAILBOX_MAGIC in lib.cubin
+    assert rt.get_library(bins.app) is lib  # no bridge named: whatever is linked
+    assert rt.get_library(bins.app, bridge=bins.mailbox_bridge) is lib
+    with pytest.raises(LibraryConflictError, match="already linked with the bridge"):
+        rt.get_library(bins.app, bridge=[bins.not_a_bridge])
+    rt.release_library()
+    lib = rt.get_library(bins.app)  # the host-ring hooks
+    assert lib.bridge is None
+    with pytest.raises(
+        LibraryConflictError, match=r"already linked with the host-ring hooks.*release_library"
+    ):
+        rt.get_library(bins.app, bridge=[bins.mailbox_bridge])
 
 
 @pytest.mark.toolchain
 def test_dispatcher_refuses_a_library_linked_without_its_bridge(
-    bins: DeviceBinaries, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    bins: DeviceBinaries, fake_gpu: None
 ) -> None:
-    monkeypatch.setattr(_driver, "driver", _fake_driver)
-    monkeypatch.setattr(_driver, "_initialised", False)
-    monkeypatch.setenv("SKBUILD_CUDAQ_LINK_CACHE", str(tmp_path / "cache"))
-    rt.release_library()
-    try:
-        rt.get_library(bins.app)  # e.g. a handler looked up before the bridge was known
-        bridge = MailboxBridge(bins.mailbox_bridge)
-        dispatcher = rt.Dispatcher(rt.DispatcherConfig(num_slots=1, slot_size=128), bridge=bridge,
-                                   module=str(bins.app))  # fmt: skip
-        with pytest.raises(LibraryConflictError, match="already linked with the host-ring hooks"):
-            dispatcher._resolve_library()
-        # a launcher's kernel from a library linked without the bridge is refused too
-        kernel: Any = SimpleNamespace(library=rt.get_library(bins.app))
-        launcher: Any = SimpleNamespace(kernel=kernel)
-        dispatcher.module = None
-        dispatcher._launcher = launcher
-        with pytest.raises(LibraryConflictError, match="linked without this bridge's device code"):
-            dispatcher._resolve_library()
-    finally:
-        rt.release_library()
+    rt.get_library(bins.app)  # e.g. a handler looked up before the bridge was known
+    bridge = MailboxBridge(bins.mailbox_bridge)
+    config = rt.DispatcherConfig(num_slots=1, slot_size=128)
+    dispatcher = rt.Dispatcher(config, bridge=bridge, module=str(bins.app))
+    with pytest.raises(LibraryConflictError, match="already linked with the host-ring hooks"):
+        dispatcher._resolve_library()
+    # a launcher's kernel from a library linked without the bridge is refused too
+    kernel: Any = SimpleNamespace(library=rt.get_library(bins.app))
+    launcher: Any = SimpleNamespace(kernel=kernel)
+    dispatcher.module = None
+    dispatcher._launcher = launcher
+    with pytest.raises(LibraryConflictError, match="linked without this bridge's device code"):
+        dispatcher._resolve_library()

@@ -222,3 +222,79 @@ def test_dispatcher_refuses_a_library_linked_without_its_bridge(
     dispatcher._launcher = launcher
     with pytest.raises(LibraryConflictError, match="linked without this bridge's device code"):
         dispatcher._resolve_library()
+
+
+def test_the_lazy_package_is_typed_for_type_checkers() -> None:
+    """Every lazily exported name is imported under TYPE_CHECKING, as an explicit re-export."""
+    import ast
+
+    source = Path(rt.__file__).read_text(encoding="utf-8")
+    typed: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for stmt in node.body:
+                assert isinstance(stmt, ast.ImportFrom)
+                for alias in stmt.names:
+                    assert alias.asname == alias.name, alias.name  # explicit re-export
+                    assert rt._EXPORTS[alias.name] == stmt.module, alias.name
+                    typed.add(alias.name)
+    assert typed == set(rt._EXPORTS)
+
+
+_TYPED_USE = """
+from pathlib import Path
+
+from skbuild_cudaq.realtime import Dispatcher, DispatcherConfig, HostRingBridge
+
+
+class MailBridge:
+    num_slots = 1
+    slot_size = 128
+    device_code: tuple[Path, ...] | None = (Path("mailbox.fatbin"),)
+    transport_ctx = 0
+
+    def open(self) -> "MailBridge":
+        return self
+
+    def reset(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def post(self) -> int:
+        return 1
+
+
+ring: HostRingBridge = Dispatcher(DispatcherConfig()).bridge
+ring.client()
+config = DispatcherConfig(num_slots=1, slot_size=128)
+own: MailBridge = Dispatcher(config, bridge=MailBridge()).bridge
+own.post()
+with Dispatcher() as d:
+    d.bridge.client()
+"""
+
+
+def test_dispatcher_bridge_keeps_its_type(tmp_path: Path) -> None:
+    """A type checker sees ``dispatcher.bridge`` as the bridge given (HostRingBridge by default)."""
+    pytest.importorskip("mypy", reason="mypy comes with the lint extra")
+    source = tmp_path / "typed_use.py"
+    source.write_text(_TYPED_USE, encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(source)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    bad = source.with_name("bad_use.py")
+    bad.write_text(_TYPED_USE.replace("own.post()", "own.client()"), encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(bad)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 1
+    assert '"MailBridge" has no attribute "client"' in proc.stdout

@@ -25,3 +25,10 @@ def test_device_header_ships() -> None:
 def test_device_runtime_fatbins_ship() -> None:
     names = sorted(p.name for p in skbuild_cudaq.device_runtime_dir().glob("*.fatbin"))
     assert names == ["host_ring_bridge.fatbin", "unified_dispatch_kernel.fatbin"]
+
+
+def test_the_package_is_marked_typed() -> None:
+    """PEP 561: without py.typed, type checkers skip the package's annotations."""
+    from pathlib import Path
+
+    assert (Path(skbuild_cudaq.__file__).parent / "py.typed").is_file()

@@ -8,7 +8,7 @@ initialised by the first call that needs it. Never imports settings/TOML code.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 # public name -> submodule that defines it
 _EXPORTS: dict[str, str] = {
@@ -54,6 +54,119 @@ _EXPORTS: dict[str, str] = {
     "UdpBridge": "udp",
     "UdpClient": "udp",
 }
+
+if TYPE_CHECKING:  # what type checkers see; at run time the names load lazily
+    from ._ring import (
+        RingClient as RingClient,
+    )
+    from ._ring import (
+        RingLayout as RingLayout,
+    )
+    from .bridge import (
+        Bridge as Bridge,
+    )
+    from .bridge import (
+        HostRingBridge as HostRingBridge,
+    )
+    from .cache import (
+        LinkCache as LinkCache,
+    )
+    from .device_code import (
+        DeviceCode as DeviceCode,
+    )
+    from .device_code import (
+        device_code_of as device_code_of,
+    )
+    from .dispatcher import (
+        Dispatcher as Dispatcher,
+    )
+    from .dispatcher import (
+        DispatcherConfig as DispatcherConfig,
+    )
+    from .dispatcher import (
+        FunctionTable as FunctionTable,
+    )
+    from .dispatcher import (
+        LaunchArgs as LaunchArgs,
+    )
+    from .errors import (
+        CUDAError as CUDAError,
+    )
+    from .errors import (
+        DeviceCodeError as DeviceCodeError,
+    )
+    from .errors import (
+        InvalidArgumentError as InvalidArgumentError,
+    )
+    from .errors import (
+        LibraryConflictError as LibraryConflictError,
+    )
+    from .errors import (
+        LinkCacheError as LinkCacheError,
+    )
+    from .errors import (
+        LinkError as LinkError,
+    )
+    from .errors import (
+        RealtimeError as RealtimeError,
+    )
+    from .errors import (
+        VersionMismatchError as VersionMismatchError,
+    )
+    from .host_path import (
+        HostDispatcher as HostDispatcher,
+    )
+    from .launch import (
+        LaunchConfig as LaunchConfig,
+    )
+    from .launch import (
+        launch_kernel as launch_kernel,
+    )
+    from .library import (
+        Kernel as Kernel,
+    )
+    from .library import (
+        Library as Library,
+    )
+    from .library import (
+        get_device_handler as get_device_handler,
+    )
+    from .library import (
+        get_device_kernel as get_device_kernel,
+    )
+    from .library import (
+        get_library as get_library,
+    )
+    from .library import (
+        release_library as release_library,
+    )
+    from .link import (
+        LinkOptions as LinkOptions,
+    )
+    from .link import (
+        LinkResult as LinkResult,
+    )
+    from .link import (
+        link_device_code as link_device_code,
+    )
+    from .udp import (
+        UdpBridge as UdpBridge,
+    )
+    from .udp import (
+        UdpClient as UdpClient,
+    )
+    from .wire import (
+        RequestHeader as RequestHeader,
+    )
+    from .wire import (
+        ResponseHeader as ResponseHeader,
+    )
+    from .wire import (
+        fnv1a_32 as fnv1a_32,
+    )
+    from .wire import (
+        function_id as function_id,
+    )
 
 __all__ = sorted(_EXPORTS)  # noqa: PLE0605  (names are loaded lazily)
 

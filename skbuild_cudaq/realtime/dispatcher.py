@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType, TracebackType
-from typing import Any
+from typing import Any, Generic, TypeVar, cast, overload
 
 from . import _driver
 from .bridge import Bridge, HostRingBridge, validate_ring_shape
@@ -208,7 +208,10 @@ def _start_error(message: str) -> Exception:
     return RealtimeError(message)
 
 
-class Dispatcher:
+BridgeT = TypeVar("BridgeT", bound=Bridge)
+
+
+class Dispatcher(Generic[BridgeT]):
     """A realtime dispatcher on one GPU serving one bridge.
 
     ``module`` is the extension module whose linked code (handlers, custom
@@ -216,7 +219,37 @@ class Dispatcher:
     find the built-in kernel and to check that every DEVICE_CALL address comes
     from that module. Without it, the library of the launcher's ``kernel``
     attribute (the example launchers carry one) is used.
+
+    Without a ``bridge`` the dispatcher makes (and owns) a :class:`HostRingBridge`
+    of the config's shape; ``dispatcher.bridge`` is typed as the bridge given.
     """
+
+    @overload
+    def __init__(
+        self: Dispatcher[HostRingBridge],
+        config: DispatcherConfig | None = None,
+        bridge: None = None,
+        *,
+        module: ModuleType | str | None = None,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Dispatcher[BridgeT],
+        config: DispatcherConfig | None,
+        bridge: BridgeT,
+        *,
+        module: ModuleType | str | None = None,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Dispatcher[BridgeT],
+        config: DispatcherConfig | None = None,
+        *,
+        bridge: BridgeT,
+        module: ModuleType | str | None = None,
+    ) -> None: ...
 
     def __init__(
         self,
@@ -229,10 +262,11 @@ class Dispatcher:
 
         self.config = config if config is not None else DispatcherConfig()
         self._owns_bridge = bridge is None
-        self.bridge: Bridge = (
+        self.bridge: BridgeT = cast(
+            "BridgeT",
             bridge
             if bridge is not None
-            else HostRingBridge(self.config.num_slots, self.config.slot_size)
+            else HostRingBridge(self.config.num_slots, self.config.slot_size),
         )
         if (self.bridge.num_slots, self.bridge.slot_size) != (
             self.config.num_slots,
@@ -579,7 +613,7 @@ class Dispatcher:
             self._drv = None
             self._context = None
 
-    def __enter__(self) -> Dispatcher:
+    def __enter__(self) -> Dispatcher[BridgeT]:
         return self
 
     def __exit__(

@@ -264,3 +264,54 @@ def test_host_ring_ctx_mirror() -> None:
         base + 4096 + 32,
     )
     assert data[48:] == bytes(40 * 32)
+
+
+def _preanswer(client: RingClient, buf: bytearray, status: int, result: bytes, **bad: int) -> None:
+    """Write the next request's response (and its flag) before call() even submits it."""
+    lay = client.layout
+    slot, seq = lay.position(client.submitted)
+    rid = bad.get("rid", client._next_request_id)
+    off = lay.tx_slot_offset(slot)
+    magic = bad.get("magic", RESPONSE_MAGIC)
+    struct.pack_into("<IiIIQ", buf, off, magic, status, len(result), rid, 0)
+    buf[off + 24 : off + 24 + len(result)] = result
+    struct.pack_into("<I", buf, lay.tx_flags_offset + 4 * slot, seq)
+
+
+def test_call_fast_path_reads_the_answer_and_checks_it() -> None:
+    lay, buf, _, _ = _ring(2, 64)
+    client = RingClient(buf, lay, spin=64)
+    for k in range(5):  # wraps: seq 1, 1, 2, 2, 3
+        _preanswer(client, buf, 7, bytes([k]) * 3)
+        assert client.call("f", b"abc") == (7, bytes([k]) * 3)
+        slot = k % 2
+        req = struct.unpack_from("<IIIIQ", buf, lay.rx_slot_offset(slot))
+        assert req == (REQUEST_MAGIC, function_id("f"), 3, k, 0)
+        assert bytes(buf[lay.rx_slot_offset(slot) + 24 : lay.rx_slot_offset(slot) + 27]) == b"abc"
+    assert client.collected == 5 and client.in_flight == 0
+    _preanswer(client, buf, 0, b"", rid=99)
+    with pytest.raises(RingProtocolError, match="request id 99 echoed for request 5"):
+        client.call("f")
+    _preanswer(client, buf, 0, b"", magic=0xBAD)
+    with pytest.raises(RingProtocolError, match="magic"):
+        client.call("f")
+    assert client.in_flight == 0  # a bad answer frees its slot
+
+
+def test_call_falls_back_to_waiting_for_a_slow_consumer() -> None:
+    lay, buf, _, server = _ring(4, 64)
+    client = RingClient(buf, lay, spin=8)
+
+    def late() -> None:
+        while server.poll() is None:
+            threading.Event().wait(1e-3)
+        threading.Event().wait(0.02)  # long after call() stopped spinning
+        server.publish(3, b"late")
+
+    thread = threading.Thread(target=late)
+    thread.start()
+    assert client.call("f", b"x") == (3, b"late")
+    thread.join()
+    assert client.in_flight == 0
+    with pytest.raises(TimeoutError, match="did not arrive within"):
+        client.call("f", b"y", timeout=0.05)

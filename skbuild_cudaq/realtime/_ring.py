@@ -522,9 +522,52 @@ class RingClient:
         *,
         timeout: float = DEFAULT_TIMEOUT,
     ) -> tuple[int, bytes]:
-        """Submit one request and wait for it: ``(status, result)``."""
-        response = self.wait(self.submit(function, payload, timeout=timeout), timeout)
-        return response.status, response.result
+        """Submit one request and wait for it: ``(status, result)``.
+
+        The round trip's own path: when the next slot is free it writes the
+        request, publishes it and spins on the response flag without creating a
+        ticket (the same checks as :meth:`wait`); otherwise it goes through
+        :meth:`submit` and :meth:`wait`.
+        """
+        lay = self._layout
+        k = self._next
+        slot, seq = lay.position(k)
+        if self._pending[slot] is not None or not isinstance(payload, (bytes, bytearray)):
+            response = self.wait(self.submit(function, payload, timeout=timeout), timeout)
+            return response.status, response.result
+        size = len(payload)
+        if size > lay.max_payload:
+            msg = f"payload of {size} bytes does not fit a slot (max payload {lay.max_payload})"
+            raise ValueError(msg)
+        fid = function_id(function)
+        rid = self._next_request_id
+        self._next_request_id = (rid + 1) & _U32
+        mem = self._mem
+        mv = mem.mv
+        off = lay.rx_slot_offset(slot)
+        _REQUEST.pack_into(mv, off, REQUEST_MAGIC, fid, size, rid, 0)
+        if size:
+            mv[off + HEADER_SIZE : off + HEADER_SIZE + size] = payload
+        tx_flags = mem.tx_flags
+        mem.rx_flags[slot] = seq  # publish after the bytes (x86-TSO)
+        self._next = k + 1
+        spins = self._spin
+        while tx_flags[slot] != seq:  # the common case: the answer comes while spinning
+            spins -= 1
+            if spins <= 0:
+                ticket = Ticket(k, slot, seq, rid, 0, fid, self._generation)
+                self._pending[slot] = ticket
+                response = self._wait_slot(ticket, timeout, reason="wait")
+                return response.status, response.result
+        off = lay.tx_slot_offset(slot)
+        magic, status, rlen, echoed, ts = _RESPONSE.unpack_from(mv, off)
+        if magic != RESPONSE_MAGIC or rlen > lay.max_payload or echoed != rid or ts != 0:
+            ticket = Ticket(k, slot, seq, rid, 0, fid, self._generation)
+            self._pending[slot] = ticket
+            response = self._read(ticket)  # raises RingProtocolError with the details
+            return response.status, response.result
+        self.collected += 1
+        return status, bytes(mv[off + HEADER_SIZE : off + HEADER_SIZE + rlen])
 
     def drain(self, timeout: float = DEFAULT_TIMEOUT) -> None:
         """Read every outstanding response out of the ring (kept for ``poll``/``wait``)."""

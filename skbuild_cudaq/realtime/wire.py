@@ -77,8 +77,17 @@ def fnv1a_32(name: str | bytes) -> int:
     return h
 
 
+#: function ids of names seen so far: a handler name is hashed once per process
+#: (clients call the same few handlers over and over).
+_IDS: dict[str, int] = {}
+_IDS_MAX = 4096
+
+
 def function_id(name: str | bytes | int) -> int:
     """The wire ``function_id`` of a handler: FNV-1a of its name; an ``int`` is taken as the id."""
+    fid = _IDS.get(name) if type(name) is str else None
+    if fid is not None:
+        return fid
     if isinstance(name, bool):
         msg = f"a function is named by str, bytes or int id, not {name!r}"
         raise TypeError(msg)
@@ -87,7 +96,10 @@ def function_id(name: str | bytes | int) -> int:
             msg = f"function id {name} is not an unsigned 32-bit value"
             raise ValueError(msg)
         return name
-    return fnv1a_32(name)
+    fid = fnv1a_32(name)
+    if type(name) is str and len(_IDS) < _IDS_MAX:
+        _IDS[name] = fid
+    return fid
 
 
 def _check_range(name: str, value: int, lo: int, hi: int) -> None:

@@ -89,6 +89,12 @@ def _get(data: Any, *keys: str | int) -> Any:
     return data
 
 
+def _mapping(data: Any, key: str) -> Mapping[str, Any]:
+    """``data[key]`` if it is a mapping, else an empty one (results files may lack parts)."""
+    value = data.get(key) if isinstance(data, Mapping) else None
+    return value if isinstance(value, Mapping) else {}
+
+
 def _num(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -135,7 +141,7 @@ def provenance(name: str, data: dict[str, Any]) -> dict[str, str]:
             device_text += f" (compute capability {data['compute_capability']})"
     else:
         device_text = "not recorded"
-    versions = data.get("versions") if isinstance(data.get("versions"), Mapping) else {}
+    versions = _mapping(data, "versions")
     driver_parts = []
     nvidia = _get(data, "driver", "nvidia") or versions.get("nvidia_driver")
     api = _get(data, "driver", "cuda_driver_api") or versions.get("cuda_driver_api")
@@ -206,7 +212,7 @@ def _save(fig: Any, path: Path, caption: str, versions: str) -> None:
 
 
 def _short_versions(data: dict[str, Any]) -> str:
-    versions = data.get("versions") if isinstance(data.get("versions"), Mapping) else {}
+    versions = _mapping(data, "versions")
     return ", ".join(f"{k} {v}" for k, v in versions.items() if v is not None)[:220]
 
 
@@ -281,7 +287,7 @@ def _ordered(keys: Iterable[str], order: tuple[str, ...]) -> list[str]:
 def dispatch_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Path) -> Section:
     lines = ["## Dispatch: round trip and throughput", ""]
     lines += _provenance_md("dispatch", path, data, page_dir)
-    config = data.get("config") if isinstance(data.get("config"), Mapping) else {}
+    config = _mapping(data, "config")
     if config:
         lines += [
             "Setup: "
@@ -290,7 +296,7 @@ def dispatch_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: 
             "",
         ]
     figures: list[tuple[Path, Figure]] = []
-    latency = data.get("latency_us") if isinstance(data.get("latency_us"), Mapping) else {}
+    latency = _mapping(data, "latency_us")
     floor = _num(_get(latency, "pingpong_floor", "p50"))
     if latency:
         lines += ["### Round trip (µs)", ""]
@@ -358,9 +364,7 @@ def dispatch_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: 
     else:
         lines += ["Round trip: not measured in this run.", ""]
 
-    throughput = (
-        data.get("throughput_mrps") if isinstance(data.get("throughput_mrps"), Mapping) else {}
-    )
+    throughput = _mapping(data, "throughput_mrps")
     if throughput:
         in_flight = sorted(
             {
@@ -442,7 +446,7 @@ _START_NAMES = {
 def startup_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Path) -> Section:
     lines = ["## Start-up: cold vs warm vs raw load", ""]
     lines += _provenance_md("startup", path, data, page_dir)
-    inputs = data.get("inputs") if isinstance(data.get("inputs"), Mapping) else {}
+    inputs = _mapping(data, "inputs")
     if inputs:
         lines += [
             f"Time from a fresh process's first statement to a launchable kernel handle "
@@ -452,7 +456,7 @@ def startup_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: P
             f"{inputs.get('runs', '?')} processes per variant.",
             "",
         ]
-    results = data.get("results") if isinstance(data.get("results"), Mapping) else {}
+    results = _mapping(data, "results")
     figures: list[tuple[Path, Figure]] = []
     if results:
         rows = []
@@ -483,7 +487,7 @@ def startup_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: P
             ],
             rows,
         )
-        warm = results.get("warm") if isinstance(results.get("warm"), Mapping) else {}
+        warm = _mapping(results, "warm")
         if "nvjitlink_loaded" in warm:
             lines += [
                 f"Warm start loaded libnvJitLink: `{', '.join(warm['nvjitlink_loaded'])}` "
@@ -538,7 +542,7 @@ _PHASE_PROBES = {
 def phases_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Path) -> Section:
     lines = ["## Start-up phases: where the time goes", ""]
     lines += _provenance_md("startup_phases", path, data, page_dir)
-    inputs = data.get("inputs") if isinstance(data.get("inputs"), Mapping) else {}
+    inputs = _mapping(data, "inputs")
     if inputs:
         lines += [
             f"Medians of {inputs.get('runs', '?')} fresh processes, in ms "
@@ -547,7 +551,7 @@ def phases_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Pa
             "context creation dominates and releases the GIL, so the link runs meanwhile.",
             "",
         ]
-    results = data.get("results") if isinstance(data.get("results"), Mapping) else {}
+    results = _mapping(data, "results")
     for key, title in _PHASE_PROBES.items():
         probe = results.get(key)
         if not isinstance(probe, Mapping):
@@ -593,8 +597,8 @@ def build_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Pat
     lines += _provenance_md("build_overhead", path, data, page_dir)
     if data.get("project"):
         lines += [f"Project: {data['project']}; {data.get('runs', '?')} runs.", ""]
-    median = data.get("median_s") if isinstance(data.get("median_s"), Mapping) else {}
-    samples = data.get("samples_s") if isinstance(data.get("samples_s"), Mapping) else {}
+    median = _mapping(data, "median_s")
+    samples = _mapping(data, "samples_s")
     figures: list[tuple[Path, Figure]] = []
     order = ("baseline", "wheel", "nvcc_kernels", "noop_rebuild", "backend_prepare")
     if median:

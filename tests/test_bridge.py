@@ -277,24 +277,15 @@ with Dispatcher() as d:
 def test_dispatcher_bridge_keeps_its_type(tmp_path: Path) -> None:
     """A type checker sees ``dispatcher.bridge`` as the bridge given (HostRingBridge by default)."""
     pytest.importorskip("mypy", reason="mypy comes with the lint extra")
-    source = tmp_path / "typed_use.py"
-    source.write_text(_TYPED_USE, encoding="utf-8")
-    proc = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(source)],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=tmp_path,
-    )
+
+    def mypy(name: str, text: str) -> subprocess.CompletedProcess[str]:
+        source = tmp_path / name
+        source.write_text(text, encoding="utf-8")
+        cmd = [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(source)]
+        return subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=tmp_path)
+
+    proc = mypy("typed_use.py", _TYPED_USE)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    bad = source.with_name("bad_use.py")
-    bad.write_text(_TYPED_USE.replace("own.post()", "own.client()"), encoding="utf-8")
-    proc = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(bad)],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=tmp_path,
-    )
+    proc = mypy("bad_use.py", _TYPED_USE.replace("own.post()", "own.client()"))
     assert proc.returncode == 1
     assert '"MailBridge" has no attribute "client"' in proc.stdout

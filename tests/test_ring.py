@@ -249,7 +249,7 @@ def test_call_batch_vectorised(consumer: tuple[RingClient, RingLayout]) -> None:
 
 def test_host_ring_ctx_mirror() -> None:
     lay = RingLayout(8, 256)
-    data = host_ring_ctx_bytes(lay, 0x7F0000000000)
+    data = host_ring_ctx_bytes(lay, 0x7F0000000000, 0x7E0000001000)
     assert len(data) == HOST_RING_CTX_SIZE == 48 + 40 * 32
     fields = struct.unpack_from("<IIIIQQQQ", data)
     base = 0x7F0000000000
@@ -263,7 +263,10 @@ def test_host_ring_ctx_mirror() -> None:
         base + 4096,
         base + 4096 + 32,
     )
-    assert data[48:] == bytes(40 * 32)
+    for lane in range(32):  # each lane: the context's own address, then zeros
+        entry = data[48 + 40 * lane : 48 + 40 * (lane + 1)]
+        assert struct.unpack_from("<Q", entry) == (0x7E0000001000,)
+        assert entry[8:] == bytes(32)
 
 
 def _preanswer(client: RingClient, buf: bytearray, status: int, result: bytes, **bad: int) -> None:

@@ -36,7 +36,10 @@ extern "C" __device__ void *cudaq_host_ring_enter_lane(void *transport_ctx,
       ring->num_slots % num_lanes != 0 || lane >= ring->num_slots)
     return nullptr;
   cudaq_host_ring_lane_t *s = &ring->lanes[lane];
-  s->ring = ring;
+  // The host wrote each lane's back pointer (host_ring_ctx_bytes): it is read
+  // only, through the read-only path, so the hooks keep it in a register.
+  if (cudaq_detail_ldnc_u64(&s->ring) != reinterpret_cast<uint64_t>(ring))
+    return nullptr;
   s->shutdown = shutdown_flag;
   s->next_slot = lane;
   s->next_seq = 1;
@@ -54,10 +57,10 @@ extern "C" __device__ void *cudaq_dev_enter_kernel(void *transport_ctx,
 
 namespace {
 
-// The ring's header (magic .. tx_flags) is written by the host before the
-// kernel starts and never changes while it runs, so it is read with
-// ld.global.nc: those loads are invariant, and the compiler keeps the values in
-// registers across polls. The lanes' state changes (this kernel writes it) and
+// The ring's header (magic .. tx_flags) and the lanes' back pointers are
+// written by the host before the kernel starts and never change while it runs,
+// so they are read with ld.global.nc (cudaq_detail_ldnc_*: asm the compiler may
+// hoist), and the compiler keeps the values in registers across requests. The lanes' state changes (this kernel writes it) and
 // is read with plain loads before waiting for a request, never after the
 // acquire: everything that follows a successful poll is on the round trip's
 // critical path, and after a system-scope acquire (which invalidates L1) a
@@ -73,17 +76,18 @@ struct RingView {
 
 __device__ __forceinline__ RingView view_of(const cudaq_host_ring_ctx_t *ring) {
   RingView v;
-  v.num_slots = __ldg(&ring->num_slots);
-  v.slot_size = __ldg(&ring->slot_size);
-  v.rx_slots = reinterpret_cast<const uint8_t *>(
-      __ldg(reinterpret_cast<const unsigned long long *>(&ring->rx_slots)));
-  v.tx_slots = reinterpret_cast<uint8_t *>(
-      __ldg(reinterpret_cast<const unsigned long long *>(&ring->tx_slots)));
-  v.rx_flags = reinterpret_cast<const volatile uint32_t *>(
-      __ldg(reinterpret_cast<const unsigned long long *>(&ring->rx_flags)));
-  v.tx_flags = reinterpret_cast<volatile uint32_t *>(
-      __ldg(reinterpret_cast<const unsigned long long *>(&ring->tx_flags)));
+  v.num_slots = cudaq_detail_ldnc_u32(&ring->num_slots);
+  v.slot_size = cudaq_detail_ldnc_u32(&ring->slot_size);
+  v.rx_slots = reinterpret_cast<const uint8_t *>(cudaq_detail_ldnc_u64(&ring->rx_slots));
+  v.tx_slots = reinterpret_cast<uint8_t *>(cudaq_detail_ldnc_u64(&ring->tx_slots));
+  v.rx_flags = reinterpret_cast<const volatile uint32_t *>(cudaq_detail_ldnc_u64(&ring->rx_flags));
+  v.tx_flags = reinterpret_cast<volatile uint32_t *>(cudaq_detail_ldnc_u64(&ring->tx_flags));
   return v;
+}
+
+// The context of a lane (its back pointer, written by the host before launch).
+__device__ __forceinline__ cudaq_host_ring_ctx_t *ring_of(const cudaq_host_ring_lane_t *s) {
+  return reinterpret_cast<cudaq_host_ring_ctx_t *>(cudaq_detail_ldnc_u64(&s->ring));
 }
 
 // A lane's position, read once per poll (before waiting).
@@ -183,7 +187,7 @@ __device__ __forceinline__ void claim(cudaq_host_ring_lane_t *s, cudaq_host_ring
 extern "C" __device__ int cudaq_host_ring_try_poll(void *session, void **request,
                                                    void **response) {
   cudaq_host_ring_lane_t *s = static_cast<cudaq_host_ring_lane_t *>(session);
-  cudaq_host_ring_ctx_t *ring = static_cast<cudaq_host_ring_ctx_t *>(s->ring);
+  cudaq_host_ring_ctx_t *ring = ring_of(s);
   const RingView v = view_of(ring);
   const LaneState st = state_of(s);
   if (load_acquire_sys(&v.rx_flags[st.slot]) != st.seq)
@@ -194,7 +198,7 @@ extern "C" __device__ int cudaq_host_ring_try_poll(void *session, void **request
 
 extern "C" __device__ int cudaq_dev_rx_poll(void *session, void **request, void **response) {
   cudaq_host_ring_lane_t *s = static_cast<cudaq_host_ring_lane_t *>(session);
-  cudaq_host_ring_ctx_t *ring = static_cast<cudaq_host_ring_ctx_t *>(s->ring);
+  cudaq_host_ring_ctx_t *ring = ring_of(s);
   const RingView v = view_of(ring);
   const LaneState st = state_of(s);
   volatile int *shutdown = s->shutdown;
@@ -215,9 +219,9 @@ extern "C" __device__ int cudaq_dev_rx_poll(void *session, void **request, void 
 
 extern "C" __device__ void cudaq_dev_tx_publish(void *session, void *response) {
   cudaq_host_ring_lane_t *s = static_cast<cudaq_host_ring_lane_t *>(session);
-  cudaq_host_ring_ctx_t *ring = static_cast<cudaq_host_ring_ctx_t *>(s->ring);
+  cudaq_host_ring_ctx_t *ring = ring_of(s);
   (void)response; // the slot is the one last polled (in-order, once per request)
-  volatile uint32_t *tx_flags = reinterpret_cast<volatile uint32_t *>(
-      __ldg(reinterpret_cast<const unsigned long long *>(&ring->tx_flags)));
+  volatile uint32_t *tx_flags =
+      reinterpret_cast<volatile uint32_t *>(cudaq_detail_ldnc_u64(&ring->tx_flags));
   store_release_sys(&tx_flags[s->pending_slot], s->pending_seq);
 }

@@ -200,9 +200,14 @@ class RingLayout:
         return k % self.num_slots, (k // self.num_slots + 1) & _U32
 
 
-def host_ring_ctx_bytes(layout: RingLayout, ring_device_address: int) -> bytes:
-    """The ``cudaq_host_ring_ctx_t`` bytes (lanes zeroed) for a ring whose allocation
-    the device sees at ``ring_device_address`` (copy them to device memory)."""
+def host_ring_ctx_bytes(layout: RingLayout, ring_device_address: int, ctx_address: int) -> bytes:
+    """The ``cudaq_host_ring_ctx_t`` bytes for a ring whose allocation the device sees
+    at ``ring_device_address``, to be copied to device memory at ``ctx_address``.
+
+    Each lane's back pointer (``ring``) is ``ctx_address``: the hooks read it
+    through the read-only path and refuse a lane whose pointer is not its
+    context's. The rest of each lane is zero (the kernel fills it on entry).
+    """
     base = int(ring_device_address)
     header = _CTX_HEADER.pack(
         HOST_RING_CTX_MAGIC,
@@ -214,7 +219,8 @@ def host_ring_ctx_bytes(layout: RingLayout, ring_device_address: int) -> bytes:
         base + layout.rx_flags_offset,
         base + layout.tx_flags_offset,
     )
-    return header + bytes(HOST_RING_LANE_SIZE * HOST_RING_MAX_LANES)
+    lane = struct.pack("<Q", int(ctx_address)) + bytes(HOST_RING_LANE_SIZE - 8)
+    return header + lane * HOST_RING_MAX_LANES
 
 
 class _Backoff:

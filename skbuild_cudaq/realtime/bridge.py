@@ -140,10 +140,10 @@ class HostRingBridge:
                     drv.cuMemHostGetDevicePointer(self._host_ptr, 0), "cuMemHostGetDevicePointer"
                 )
             )
-            ctx = host_ring_ctx_bytes(self.layout, self._dev_ptr)
             # context + one request staging area per lane (cudaq_host_ring_alloc_bytes)
             alloc = HOST_RING_CTX_SIZE + HOST_RING_MAX_LANES * self.slot_size
             self._ctx_ptr = _driver.ptr(_driver.check(drv.cuMemAlloc(alloc), "cuMemAlloc"))
+            ctx = host_ring_ctx_bytes(self.layout, self._dev_ptr, self._ctx_ptr)
             _driver.check(drv.cuMemcpyHtoD(self._ctx_ptr, ctx, len(ctx)), "cuMemcpyHtoD")
         except BaseException:
             self.close()

@@ -29,7 +29,7 @@
 #define CUDAQ_HOST_RING_CTX_MAGIC 0x474e4952u /* 'RING' */
 
 typedef struct cudaq_host_ring_lane {
-  void *ring;             // back pointer to the context (the session handle)
+  void *ring;             // back pointer to the context: written by the host before launch
   volatile int *shutdown; // the dispatcher's shutdown flag
   uint32_t next_slot;     // next slot this lane polls
   uint32_t next_seq;      // sequence number expected in that slot

@@ -229,3 +229,58 @@ def test_load_reraises_the_link_error_after_the_context(
     assert "retain" in events
     assert "cuLibraryLoadData" not in events
     assert _link_threads() == []
+
+
+def test_the_lookup_path_imports_only_light_modules() -> None:
+    """What get_device_kernel's caller imports before the worker thread takes over.
+
+    The fatbin reader, the link cache (hashlib) and nvJitLink are imported on the
+    worker thread, overlapped with context creation; the caller's own imports are
+    on the start-up critical path (bench/startup_phases.py) and must stay small.
+    """
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; before = set(sys.modules)\n"
+        "import skbuild_cudaq.realtime as rt; rt.get_device_kernel\n"
+        "print('\\n'.join(sorted(set(sys.modules) - before)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    ours = {m for m in out.stdout.split() if m.startswith("skbuild_cudaq")}
+    assert ours <= {
+        "skbuild_cudaq",
+        "skbuild_cudaq._paths",
+        "skbuild_cudaq.errors",
+        "skbuild_cudaq.realtime",
+        "skbuild_cudaq.realtime._binary",
+        "skbuild_cudaq.realtime._driver",
+        "skbuild_cudaq.realtime.errors",
+        "skbuild_cudaq.realtime.library",
+    }, ours
+    heavy = {"dataclasses", "hashlib", "skbuild_cudaq.fatbin", "cuda.bindings.nvjitlink"}
+    assert not heavy & set(out.stdout.split())
+
+
+def test_load_with_a_current_context_creates_none(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    events: list[str] = []
+
+    def retain(dev: int) -> Any:
+        events.append("retain")
+        return (_OK, "ctx")
+
+    fake = _startup_driver(events, retain)
+    fake.cuCtxGetCurrent = lambda: (_OK, 0x1234)  # a context is current already
+    fake.cuCtxGetDevice = lambda: (_OK, 0)
+    monkeypatch.setattr(_driver, "driver", lambda: fake)
+    monkeypatch.setattr(_driver, "_initialised", False)
+    not_elf = tmp_path / "not_an_extension.so"
+    not_elf.write_bytes(b"not ELF")
+    from skbuild_cudaq.realtime.errors import DeviceCodeError
+
+    with pytest.raises(DeviceCodeError):  # the worker's error, raised by load()
+        Library(not_elf, cache=LinkCache(None)).load()
+    assert "retain" not in events
+    assert _link_threads() == []

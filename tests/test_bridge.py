@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from _fake_driver import OK, startup_driver
 from gpu_kernels.mailbox import MailboxBridge
 from gpu_kernels.testbins import DeviceBinaries, build_once
 
@@ -149,37 +150,11 @@ def test_cli_link_with_a_bridge(bins: DeviceBinaries, tmp_path: Path) -> None:
 # -- the registry: one binary, one bridge (fake driver: error paths only) ---------------------
 
 
-class _Result(int):
-    def __new__(cls, code: int, name: str) -> _Result:
-        obj = super().__new__(cls, code)
-        obj.name = name  # type: ignore[attr-defined]
-        return obj
-
-
-def _fake_driver() -> SimpleNamespace:
-    ok = _Result(0, "CUDA_SUCCESS")
-    attrs = SimpleNamespace(
-        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR="major",
-        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR="minor",
-    )
-    return SimpleNamespace(
-        cuInit=lambda flags: ok,
-        cuCtxGetCurrent=lambda: (ok, None),
-        cuDeviceGet=lambda ordinal: (ok, ordinal),
-        CUdevice_attribute=attrs,
-        cuDeviceGetAttribute=lambda attr, dev: (ok, 9 if attr == "major" else 0),
-        cuDevicePrimaryCtxRetain=lambda dev: (ok, "ctx"),
-        cuCtxSetCurrent=lambda ctx: ok,
-        cuLibraryLoadData=lambda *a: (ok, "library-handle"),
-        cuLibraryUnload=lambda h: ok,
-        cuGetErrorString=lambda r: (ok, b""),
-    )
-
-
 @pytest.fixture
 def fake_gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     """A fake driver (loads succeed), a private link cache, an empty registry."""
-    monkeypatch.setattr(_driver, "driver", _fake_driver)
+    fake = startup_driver([], retain=lambda dev: (OK, "ctx"))
+    monkeypatch.setattr(_driver, "driver", lambda: fake)
     monkeypatch.setattr(_driver, "_initialised", False)
     monkeypatch.setenv("SKBUILD_CUDAQ_LINK_CACHE", str(tmp_path / "cache"))
     rt.release_library()

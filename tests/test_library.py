@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from _fake_driver import OK, Result, startup_driver
 from gpu_kernels.testbins import DeviceBinaries, build_once
 
 import skbuild_cudaq.realtime as rt
@@ -22,21 +23,12 @@ def bins(nvcc: Path, tmp_path_factory: pytest.TempPathFactory) -> DeviceBinaries
     return build_once(nvcc, tmp_path_factory.mktemp("testbins"))
 
 
-class _Result(int):
-    """Stands in for a CUresult member (an int with a name)."""
-
-    def __new__(cls, code: int, name: str) -> _Result:
-        obj = super().__new__(cls, code)
-        obj.name = name  # type: ignore[attr-defined]
-        return obj
-
-
 def _fake_driver(get_kernel: Any) -> SimpleNamespace:
     return SimpleNamespace(
-        cuLibraryLoadData=lambda *a: (_Result(0, "CUDA_SUCCESS"), "library-handle"),
+        cuLibraryLoadData=lambda *a: (Result(0, "CUDA_SUCCESS"), "library-handle"),
         cuLibraryGetKernel=get_kernel,
-        cuLibraryUnload=lambda h: _Result(0, "CUDA_SUCCESS"),
-        cuGetErrorString=lambda r: (_Result(0, "CUDA_SUCCESS"), b"described"),
+        cuLibraryUnload=lambda h: Result(0, "CUDA_SUCCESS"),
+        cuGetErrorString=lambda r: (Result(0, "CUDA_SUCCESS"), b"described"),
     )
 
 
@@ -54,11 +46,11 @@ def test_importing_realtime_touches_no_cuda() -> None:
 
 def test_check_turns_results_into_cuda_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_driver, "driver", lambda: _fake_driver(None))
-    assert _driver.check((_Result(0, "CUDA_SUCCESS"), 42), "cuX") == 42
-    assert _driver.check((_Result(0, "CUDA_SUCCESS"), 1, 2), "cuX") == (1, 2)
-    assert _driver.check(_Result(0, "CUDA_SUCCESS"), "cuX") is None
+    assert _driver.check((Result(0, "CUDA_SUCCESS"), 42), "cuX") == 42
+    assert _driver.check((Result(0, "CUDA_SUCCESS"), 1, 2), "cuX") == (1, 2)
+    assert _driver.check(Result(0, "CUDA_SUCCESS"), "cuX") is None
     with pytest.raises(CUDAError) as info:
-        _driver.check((_Result(201, "CUDA_ERROR_INVALID_CONTEXT"), None), "cuLibraryGetKernel")
+        _driver.check((Result(201, "CUDA_ERROR_INVALID_CONTEXT"), None), "cuLibraryGetKernel")
     assert info.value.name == "CUDA_ERROR_INVALID_CONTEXT"
     assert info.value.code == 201
     assert (
@@ -72,7 +64,7 @@ def test_not_found_is_invalid_argument_listing_kernels(
     bins: DeviceBinaries, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     cubin = rt.link_device_code(bins.app, "sm_90", cache=LinkCache(None))
-    fake = _fake_driver(lambda lib, name: (_Result(500, "CUDA_ERROR_NOT_FOUND"), None))
+    fake = _fake_driver(lambda lib, name: (Result(500, "CUDA_ERROR_NOT_FOUND"), None))
     monkeypatch.setattr(_driver, "driver", lambda: fake)
     monkeypatch.setattr(_driver, "ensure_context", lambda device=0: 1)
     with Library.from_cubin(cubin) as lib:
@@ -87,7 +79,7 @@ def test_not_found_is_invalid_argument_listing_kernels(
         with pytest.raises(InvalidArgumentError, match="that is a handler"):
             lib.get_kernel("cudaq_handler_echo")
     # any other failure is a CUDAError with its name, not an invalid argument
-    fake.cuLibraryGetKernel = lambda lib, name: (_Result(201, "CUDA_ERROR_INVALID_CONTEXT"), None)
+    fake.cuLibraryGetKernel = lambda lib, name: (Result(201, "CUDA_ERROR_INVALID_CONTEXT"), None)
     with Library.from_cubin(cubin) as lib:
         with pytest.raises(CUDAError, match="CUDA_ERROR_INVALID_CONTEXT") as err:
             lib.get_kernel("single_thread_dispatcher")
@@ -115,34 +107,6 @@ def test_launch_config_validation() -> None:
 
 
 # -- start-up: the link runs on a worker thread while the context is created ---------------------
-
-_OK = _Result(0, "CUDA_SUCCESS")
-
-
-def _startup_driver(events: list[str], retain: Any) -> SimpleNamespace:
-    """A driver with no context current and device 0 an sm_90 (error paths and ordering only)."""
-    attrs = SimpleNamespace(
-        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR="major",
-        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR="minor",
-    )
-
-    def record(name: str, value: Any = None) -> Any:
-        events.append(name)
-        return (_OK, value)
-
-    return SimpleNamespace(
-        cuInit=lambda flags: _OK,
-        cuCtxGetCurrent=lambda: record("cuCtxGetCurrent", None),
-        cuDeviceGet=lambda ordinal: (_OK, ordinal),
-        CUdevice_attribute=attrs,
-        cuDeviceGetAttribute=lambda attr, dev: record(attr, 9 if attr == "major" else 0),
-        cuDevicePrimaryCtxRetain=retain,
-        cuCtxSetCurrent=lambda ctx: _OK,
-        cuLibraryLoadData=lambda *a: record("cuLibraryLoadData", "library-handle"),
-        cuLibraryGetKernel=lambda lib, name: (_OK, f"kernel:{name.decode()}"),
-        cuLibraryUnload=lambda h: _OK,
-        cuGetErrorString=lambda r: (_OK, b"described"),
-    )
 
 
 def _link_threads() -> list[str]:
@@ -174,10 +138,10 @@ def test_load_links_while_the_context_is_created(
         # the link must finish while the context is being created; a sequential
         # implementation would never set the event here
         events.append("link done during retain" if linked.wait(60) else "retain timed out")
-        return (_OK, "ctx")
+        return (OK, "ctx")
 
     monkeypatch.setattr(link_module, "link_device_code_ex", link_and_tell)
-    monkeypatch.setattr(_driver, "driver", lambda: _startup_driver(events, retain))
+    monkeypatch.setattr(_driver, "driver", lambda: startup_driver(events, retain))
     monkeypatch.setattr(_driver, "_initialised", False)
     lib = Library(bins.app, cache=LinkCache(tmp_path / "cache"))
     assert lib.load() == "library-handle"
@@ -197,9 +161,9 @@ def test_load_reports_the_context_error_and_waits_for_the_worker(
     events: list[str] = []
 
     def retain(dev: int) -> Any:
-        return (_Result(2, "CUDA_ERROR_OUT_OF_MEMORY"), None)
+        return (Result(2, "CUDA_ERROR_OUT_OF_MEMORY"), None)
 
-    monkeypatch.setattr(_driver, "driver", lambda: _startup_driver(events, retain))
+    monkeypatch.setattr(_driver, "driver", lambda: startup_driver(events, retain))
     monkeypatch.setattr(_driver, "_initialised", False)
     lib = Library(bins.app, cache=LinkCache(tmp_path / "cache"))
     with pytest.raises(CUDAError, match="cuDevicePrimaryCtxRetain failed: CUDA_ERROR_OUT_OF_MEMO"):
@@ -217,11 +181,11 @@ def test_load_reraises_the_link_error_after_the_context(
 
     def retain(dev: int) -> Any:
         events.append("retain")
-        return (_OK, "ctx")
+        return (OK, "ctx")
 
     not_elf = tmp_path / "not_an_extension.so"
     not_elf.write_bytes(b"this is not an ELF file")
-    monkeypatch.setattr(_driver, "driver", lambda: _startup_driver(events, retain))
+    monkeypatch.setattr(_driver, "driver", lambda: startup_driver(events, retain))
     monkeypatch.setattr(_driver, "_initialised", False)
     lib = Library(not_elf, cache=LinkCache(None))
     with pytest.raises(DeviceCodeError, match=r"not_an_extension\.so"):
@@ -269,11 +233,11 @@ def test_load_with_a_current_context_creates_none(
 
     def retain(dev: int) -> Any:
         events.append("retain")
-        return (_OK, "ctx")
+        return (OK, "ctx")
 
-    fake = _startup_driver(events, retain)
-    fake.cuCtxGetCurrent = lambda: (_OK, 0x1234)  # a context is current already
-    fake.cuCtxGetDevice = lambda: (_OK, 0)
+    fake = startup_driver(events, retain)
+    fake.cuCtxGetCurrent = lambda: (OK, 0x1234)  # a context is current already
+    fake.cuCtxGetDevice = lambda: (OK, 0)
     monkeypatch.setattr(_driver, "driver", lambda: fake)
     monkeypatch.setattr(_driver, "_initialised", False)
     not_elf = tmp_path / "not_an_extension.so"

@@ -399,35 +399,56 @@ class RingClient:
         timeout: float = DEFAULT_TIMEOUT,
     ) -> Ticket:
         """Write one request into the next slot and publish it."""
-        lay = self._layout
         fid = function_id(function)
         if not isinstance(payload, (bytes, bytearray)):
             payload = bytes(payload)
-        size = len(payload)
-        if size > lay.max_payload:
-            msg = f"payload of {size} bytes does not fit a slot (max payload {lay.max_payload})"
-            raise ValueError(msg)
+        size = self._check_payload(payload)
         if request_id is None:
-            request_id = self._next_request_id
-            self._next_request_id = (request_id + 1) & _U32
+            request_id = self._new_request_id()
         ts = 0 if timestamp is None else timestamp
-        header = _REQUEST.pack(magic, fid, size if arg_len is None else arg_len, request_id, ts)
         k = self._next
-        slot, seq = lay.position(k)
+        slot, seq = self._layout.position(k)
         older = self._pending[slot]
         if older is not None:
             self._completed[older.index] = self._wait_slot(older, timeout, reason="submit")
-        mv = self._mem.mv
-        off = lay.rx_slot_offset(slot)
-        mv[off : off + HEADER_SIZE] = header
-        if size:
-            mv[off + HEADER_SIZE : off + HEADER_SIZE + size] = payload
-        # publish: the flag store comes after every payload store (x86-TSO)
-        self._mem.rx_flags[slot] = seq
-        self._next = k + 1
+        header = (magic, fid, size if arg_len is None else arg_len, request_id, ts)
+        self._post(k, slot, seq, header, payload)
         ticket = Ticket(k, slot, seq, request_id, ts, fid, self._generation)
         self._pending[slot] = ticket
         return ticket
+
+    def _check_payload(self, payload: bytes | bytearray) -> int:
+        size = len(payload)
+        if size > self._layout.max_payload:
+            msg = (
+                f"payload of {size} bytes does not fit a slot "
+                f"(max payload {self._layout.max_payload})"
+            )
+            raise ValueError(msg)
+        return size
+
+    def _new_request_id(self) -> int:
+        request_id = self._next_request_id
+        self._next_request_id = (request_id + 1) & _U32
+        return request_id
+
+    def _post(
+        self,
+        k: int,
+        slot: int,
+        seq: int,
+        header: tuple[int, int, int, int, int],
+        payload: bytes | bytearray,
+    ) -> None:
+        """Write request ``k`` (header fields, payload) into its slot, then publish it."""
+        mem = self._mem
+        mv = mem.mv
+        off = self._layout.rx_slot_offset(slot)
+        _REQUEST.pack_into(mv, off, *header)
+        if payload:
+            mv[off + HEADER_SIZE : off + HEADER_SIZE + len(payload)] = payload
+        mem.rx_flags[slot] = seq  # the flag store comes after every payload store (x86-TSO)
+        self._next = k + 1
 
     def submit_many(
         self,
@@ -541,22 +562,12 @@ class RingClient:
         if self._pending[slot] is not None or not isinstance(payload, (bytes, bytearray)):
             response = self.wait(self.submit(function, payload, timeout=timeout), timeout)
             return response.status, response.result
-        size = len(payload)
-        if size > lay.max_payload:
-            msg = f"payload of {size} bytes does not fit a slot (max payload {lay.max_payload})"
-            raise ValueError(msg)
+        size = self._check_payload(payload)
         fid = function_id(function)
-        rid = self._next_request_id
-        self._next_request_id = (rid + 1) & _U32
-        mem = self._mem
-        mv = mem.mv
-        off = lay.rx_slot_offset(slot)
-        _REQUEST.pack_into(mv, off, REQUEST_MAGIC, fid, size, rid, 0)
-        if size:
-            mv[off + HEADER_SIZE : off + HEADER_SIZE + size] = payload
-        tx_flags = mem.tx_flags
-        mem.rx_flags[slot] = seq  # publish after the bytes (x86-TSO)
-        self._next = k + 1
+        rid = self._new_request_id()
+        self._post(k, slot, seq, (REQUEST_MAGIC, fid, size, rid, 0), payload)
+        mv = self._mem.mv
+        tx_flags = self._mem.tx_flags
         spins = self._spin
         while tx_flags[slot] != seq:  # the common case: the answer comes while spinning
             spins -= 1

@@ -30,7 +30,7 @@ from .errors import CUDAError, InvalidArgumentError, LibraryConflictError, Realt
 
 if TYPE_CHECKING:
     import os
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from .cache import LinkCache
 
@@ -102,21 +102,12 @@ class _LinkJob:
     caller says right before the long driver call (creating the context), so
     that the caller never has to win the GIL back from a busy worker (Python
     hands the GIL over only every ``sys.getswitchinterval()``, 5 ms). The caller
-    then collects the cubin with :meth:`result`. The worker imports the link
-    modules itself, so they stay off the caller's path too.
+    then collects the cubin with :meth:`result`. ``link`` imports the link
+    modules on the worker, so they stay off the caller's path too.
     """
 
-    def __init__(
-        self,
-        binary: Binary,
-        arch: str,
-        cache: LinkCache | None,
-        bridge: tuple[Path, ...] | None,
-    ) -> None:
-        self._binary = binary
-        self._arch = arch
-        self._cache = cache
-        self._bridge = bridge
+    def __init__(self, link: Callable[[], bytes]) -> None:
+        self._link = link
         self._cubin: bytes | None = None
         self._error: BaseException | None = None
         self._go = threading.Event()
@@ -126,10 +117,7 @@ class _LinkJob:
     def _run(self) -> None:
         self._go.wait()
         try:
-            from .link import LinkOptions, link_device_code_ex
-
-            options = LinkOptions(arch=self._arch, bridge=self._bridge)
-            self._cubin = link_device_code_ex(self._binary, options, self._cache).cubin
+            self._cubin = self._link()  # imports the link modules on this thread
         except BaseException as exc:  # handed to the caller by result()
             self._error = exc
 
@@ -219,14 +207,16 @@ class Library:
         with self._lock:
             self._check_open()
             if self._cubin is None:
-                from .link import LinkOptions, link_device_code_ex
-
-                assert self._binary is not None
-                result = link_device_code_ex(
-                    self._binary, LinkOptions(arch=self._arch, bridge=self._bridge), self._cache
-                )
-                self._cubin = result.cubin
+                self._cubin = self._link(self._arch)
             return self._cubin
+
+    def _link(self, arch: str | None) -> bytes:
+        """Link (or take from the cache) this library's device code for ``arch``."""
+        from .link import LinkOptions, link_device_code_ex
+
+        assert self._binary is not None
+        options = LinkOptions(arch=arch, bridge=self._bridge)
+        return link_device_code_ex(self._binary, options, self._cache).cubin
 
     @property
     def symbols(self) -> ModuleSymbols:
@@ -236,10 +226,9 @@ class Library:
 
     def _link_while_creating_context(self) -> bytes:
         """Link on a worker thread while this one creates the context (see the module doc)."""
-        assert self._binary is not None
         ctx, dev = _driver.current_device()
         arch = self._arch or _driver.device_arch(dev)
-        job = _LinkJob(self._binary, arch, self._cache, self._bridge)
+        job = _LinkJob(lambda: self._link(arch))
         try:
             job.go()
             if ctx is None:

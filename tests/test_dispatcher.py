@@ -22,6 +22,8 @@ from skbuild_cudaq.realtime.bridge import HostRingBridge
 from skbuild_cudaq.realtime.dispatcher import (
     DEVICE_CALL,
     HOST_CALL,
+    SHAPE_LAUNCH,
+    SHAPE_THREAD,
     Dispatcher,
     DispatcherConfig,
     FunctionTable,
@@ -159,6 +161,9 @@ class FakeLibrary:
     def contains(self, address: int) -> bool:
         return self.lo <= address < self.hi
 
+    def handler_shapes(self) -> dict[int, int]:
+        return {0x1100: SHAPE_LAUNCH, 0x1200: SHAPE_THREAD}
+
 
 @pytest.fixture
 def drv(monkeypatch: pytest.MonkeyPatch) -> FakeDriver:
@@ -217,11 +222,40 @@ def test_function_table_packs_16_byte_entries() -> None:
     handler, fid, mode = struct.unpack_from("<QIB", packed, 0)
     assert (handler, fid, mode) == (0xDEAD_BEEF_0000, 0x191B6322, DEVICE_CALL)
     assert struct.unpack_from("<QIB", packed, 16)[2] == HOST_CALL
-    assert packed[13:16] == b"\0\0\0"
+    assert packed[13:16] == b"\0\0\0"  # launch-wide (no shape given, none exported)
     with pytest.raises(InvalidArgumentError, match="already in"):
         table.add_device("rpc_increment", 0x10)
     with pytest.raises(InvalidArgumentError, match="not a device address"):
         table.add_device("echo", 0)
+
+
+def test_function_table_carries_handler_shapes() -> None:
+    table = FunctionTable()
+    table.add_device("a", 0x1100, shape="thread")
+    table.add_device("b", 0x1200, shape="launch")
+    table.add_device("c", 0x1300)  # as exported: resolved from the module at start()
+    table.add_device("d", 0x1400)
+    packed = table.pack({0x1300: SHAPE_THREAD})
+    assert [packed[16 * i + 13] for i in range(4)] == [1, 0, 1, 0]
+    assert all(packed[16 * i + 14 : 16 * i + 16] == b"\0\0" for i in range(4))
+    # an explicit shape wins over the exported one
+    assert table.pack({0x1100: SHAPE_LAUNCH, 0x1200: SHAPE_THREAD})[13] == 1
+    assert table.pack({0x1100: SHAPE_LAUNCH, 0x1200: SHAPE_THREAD})[29] == 0
+    with pytest.raises(InvalidArgumentError, match=r"shape='warp'.*'launch' or 'thread'"):
+        table.add_device("e", 0x1500, shape="warp")
+    assert "e" not in table
+
+
+def test_start_fills_exported_shapes_into_the_device_table(drv: FakeDriver) -> None:
+    launcher = Launcher(drv)
+    d = make(drv, launcher)  # rpc_increment at 0x1100: launch-wide in the fake module
+    d.function_table.add_device("echo_thread", 0x1200)  # exported thread-shaped
+    d.function_table.add_device("forced", 0x1100 + 0x40, shape="thread")
+    d.start()
+    assert launcher.seen is not None
+    table = bytes(drv.device[launcher.seen.table])
+    assert [table[16 * i + 13] for i in range(3)] == [SHAPE_LAUNCH, SHAPE_THREAD, SHAPE_THREAD]
+    d.close()
 
 
 def test_launch_args_kernel_args_in_spec_order() -> None:

@@ -118,28 +118,39 @@ class RawRing:
 
 
 def expected(name: str, payload: bytes) -> bytes:
-    if name == "rpc_increment":
+    if name in ("rpc_increment", "rpc_increment_thread"):
         import numpy as np
 
         return (np.frombuffer(payload, dtype=np.uint8) + np.uint8(1)).tobytes()
-    if name == "echo":
+    if name in ("echo", "echo_thread"):
         return payload
     if name == "block_reverse":
         return payload[::-1]
     raise AssertionError(name)
 
 
-HANDLERS = ("rpc_increment", "echo", "block_reverse")
+# A mixed table: launch-wide handlers (the first three) and thread-shaped ones
+# (exported with CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION), so every test below runs
+# both shapes under every dispatch kernel.
+HANDLERS = ("rpc_increment", "echo", "block_reverse", "rpc_increment_thread", "echo_thread")
+THREAD_HANDLERS = ("rpc_increment_thread", "echo_thread")
 
 
-def make_dispatcher(kind: str, core: Any, num_slots: int = 64, slot_size: int = 1024) -> Any:
+def make_dispatcher(
+    kind: str,
+    core: Any,
+    num_slots: int = 64,
+    slot_size: int = 1024,
+    handlers: tuple[str, ...] = HANDLERS,
+    **config: Any,
+) -> Any:
     from skbuild_cudaq.realtime import Dispatcher, DispatcherConfig, get_device_handler
 
     d = Dispatcher(
-        DispatcherConfig(num_slots=num_slots, slot_size=slot_size, stop_timeout=DEADLINE),
+        DispatcherConfig(num_slots=num_slots, slot_size=slot_size, stop_timeout=DEADLINE, **config),
         module=core,
     )
-    for name in HANDLERS:
+    for name in handlers:
         d.function_table.add_device(name, get_device_handler(core, name))
     d.set_unified_launch(launcher_for(kind, core))
     return d
@@ -311,3 +322,62 @@ def test_python_client_round_trip(core: Any) -> None:
             status, result = client.call("rpc_increment", payload)
             assert (status, bytes(result)) == (0, expected("rpc_increment", payload))
         assert d.stop() == 3
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_thread_shaped_handlers_alone(core: Any, kind: str) -> None:
+    """A table of thread-shaped handlers only: one request per lane in the warp kernel,
+    the leader alone (no barrier) in the block, grid and cluster kernels."""
+    import numpy as np
+
+    d = make_dispatcher(kind, core, handlers=THREAD_HANDLERS)
+    try:
+        d.start()
+        ring = RawRing(d.bridge)
+        rng = np.random.default_rng(7)
+        data = rng.integers(0, 256, size=2 * d.config.max_payload, dtype=np.uint8).tobytes()
+
+        def make(k: int) -> tuple[str, bytes]:
+            return THREAD_HANDLERS[k % 2], data[k % 61 : k % 61 + int(rng.integers(0, 1001))]
+
+        sent, errors = pipelined(ring, 20_000, make)
+        assert errors == 0
+        assert d.stop() == sent
+    finally:
+        d.close()
+
+
+def test_exported_shapes_reach_the_device_table(core: Any) -> None:
+    import ctypes
+
+    from skbuild_cudaq.realtime import get_library
+
+    shapes = get_library(core).handler_shapes()
+    from skbuild_cudaq.realtime import get_device_handler
+
+    assert shapes[get_device_handler(core, "echo_thread")] == 1
+    assert shapes[get_device_handler(core, "echo")] == 0
+    d = make_dispatcher("single_thread", core)
+    try:
+        d.start()
+        from cuda.bindings import driver
+
+        table = (ctypes.c_uint8 * (16 * len(HANDLERS)))()
+        err = driver.cuMemcpyDtoH(ctypes.addressof(table), d._launch_args.table, len(table))[0]
+        assert int(err) == 0
+        assert [table[16 * i + 13] for i in range(len(HANDLERS))] == [0, 0, 0, 1, 1]
+    finally:
+        d.close()
+
+
+def test_builtin_kernel_serves_with_1024_threads(core: Any) -> None:
+    """Every block size DispatcherConfig accepts is launchable (__launch_bounds__(1024))."""
+    d = make_dispatcher("builtin", core, block_size=1024)
+    try:
+        d.start()
+        ring = RawRing(d.bridge)
+        sent, errors = pipelined(ring, 5_000, lambda k: (HANDLERS[k % 5], bytes(range(k % 200))))
+        assert errors == 0
+        assert d.stop() == sent
+    finally:
+        d.close()

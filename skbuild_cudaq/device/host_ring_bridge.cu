@@ -27,9 +27,8 @@ __device__ __forceinline__ int load_shutdown(volatile int *flag) {
 
 } // namespace
 
-extern "C" __device__ void *cudaq_host_ring_enter_lane(void *transport_ctx,
-                                                       volatile int *shutdown_flag,
-                                                       uint32_t lane, uint32_t num_lanes) {
+extern "C" __device__ void *cudaq_dev_enter_lane(void *transport_ctx, volatile int *shutdown_flag,
+                                                 uint32_t lane, uint32_t num_lanes) {
   cudaq_host_ring_ctx_t *ring = static_cast<cudaq_host_ring_ctx_t *>(transport_ctx);
   if (ring == nullptr || ring->magic != CUDAQ_HOST_RING_CTX_MAGIC || num_lanes == 0 ||
       num_lanes > CUDAQ_HOST_RING_MAX_LANES || lane >= num_lanes ||
@@ -52,7 +51,15 @@ extern "C" __device__ void *cudaq_host_ring_enter_lane(void *transport_ctx,
 
 extern "C" __device__ void *cudaq_dev_enter_kernel(void *transport_ctx,
                                                    volatile int *shutdown_flag) {
-  return cudaq_host_ring_enter_lane(transport_ctx, shutdown_flag, 0, 1);
+  return cudaq_dev_enter_lane(transport_ctx, shutdown_flag, 0, 1);
+}
+
+// The host ring's earlier names of the lane hooks (kept for kernels written
+// against them; new kernels use the contract's cudaq_dev_enter_lane).
+extern "C" __device__ void *cudaq_host_ring_enter_lane(void *transport_ctx,
+                                                       volatile int *shutdown_flag,
+                                                       uint32_t lane, uint32_t num_lanes) {
+  return cudaq_dev_enter_lane(transport_ctx, shutdown_flag, lane, num_lanes);
 }
 
 namespace {
@@ -184,8 +191,8 @@ __device__ __forceinline__ void claim(cudaq_host_ring_lane_t *s, cudaq_host_ring
 
 } // namespace
 
-extern "C" __device__ int cudaq_host_ring_try_poll(void *session, void **request,
-                                                   void **response) {
+extern "C" __device__ int cudaq_dev_rx_try_poll(void *session, void **request,
+                                                void **response) {
   cudaq_host_ring_lane_t *s = static_cast<cudaq_host_ring_lane_t *>(session);
   cudaq_host_ring_ctx_t *ring = ring_of(s);
   const RingView v = view_of(ring);
@@ -194,6 +201,11 @@ extern "C" __device__ int cudaq_host_ring_try_poll(void *session, void **request
     return 0;
   claim(s, ring, v, st, request, response);
   return 1;
+}
+
+extern "C" __device__ int cudaq_host_ring_try_poll(void *session, void **request,
+                                                   void **response) {
+  return cudaq_dev_rx_try_poll(session, request, response);
 }
 
 extern "C" __device__ int cudaq_dev_rx_poll(void *session, void **request, void **response) {

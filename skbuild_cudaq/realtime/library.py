@@ -49,6 +49,8 @@ __all__ = [
 ]
 
 HANDLER_PREFIX = "cudaq_handler_"
+#: marker global of a thread-shaped handler (CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION)
+SHAPE_THREAD_PREFIX = "cudaq_shape_thread_"
 
 
 class ModuleSymbols:
@@ -63,6 +65,12 @@ class ModuleSymbols:
     def handlers(self) -> tuple[str, ...]:
         """Exported handler names (``cudaq_handler_<name>`` globals, prefix removed)."""
         return tuple(n[len(HANDLER_PREFIX) :] for n in self.globals if n.startswith(HANDLER_PREFIX))
+
+    @property
+    def thread_handlers(self) -> frozenset[str]:
+        """Handlers exported thread-shaped (a ``cudaq_shape_thread_<name>`` marker global)."""
+        n = len(SHAPE_THREAD_PREFIX)
+        return frozenset(g[n:] for g in self.globals if g.startswith(SHAPE_THREAD_PREFIX))
 
 
 def cubin_symbols(cubin: bytes) -> ModuleSymbols:
@@ -334,6 +342,15 @@ class Library:
     def handler_addresses(self) -> dict[str, int]:
         """Every exported handler's device address, by name."""
         return dict(self._read_handlers())
+
+    def handler_shapes(self) -> dict[int, int]:
+        """The shape each exported handler was declared with, by device address.
+
+        1 (``SHAPE_THREAD``) for handlers exported with
+        ``CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION``, else 0 (``SHAPE_LAUNCH``).
+        """
+        thread = self.symbols.thread_handlers
+        return {address: int(name in thread) for name, address in self._read_handlers().items()}
 
     def contains(self, address: int) -> bool:
         """Whether ``address`` is the device address of a handler this module exports.

@@ -82,11 +82,27 @@ typedef int (*cudaq_device_handler_t)(const void *args, uint32_t arg_len, void *
 #define CUDAQ_DISPATCH_DEVICE_CALL 0
 #define CUDAQ_DISPATCH_HOST_CALL 2
 
+// The shape a handler is written for (byte 13 of its table entry):
+//  - CUDAQ_HANDLER_SHAPE_LAUNCH (0, the default and what every handler exported
+//    with CUDAQ_REALTIME_EXPORT_DEVICE_FUNCTION is): every thread of the dispatch
+//    kernel's launch calls it for the same request; it strides its work with
+//    cudaq_handler_rank()/cudaq_handler_size(), has one thread write
+//    *result_len and returns the same status from every thread. It may use
+//    barriers and shared memory of its block.
+//  - CUDAQ_HANDLER_SHAPE_THREAD (1, CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION): one
+//    thread serves one request on its own: it does all the work, writes
+//    *result_len itself and uses no barrier, no shared memory and no warp
+//    collective (other threads of its warp may be serving other requests, or
+//    none). A kernel may call it from any single thread (rank 0 of a group of 1).
+#define CUDAQ_HANDLER_SHAPE_LAUNCH 0
+#define CUDAQ_HANDLER_SHAPE_THREAD 1
+
 typedef struct cudaq_function_entry {
   cudaq_device_handler_t handler; // device address (DEVICE_CALL); unused for HOST_CALL
   uint32_t function_id;           // cudaq_fnv1a_32(name)
   uint8_t dispatch_mode;          // CUDAQ_DISPATCH_DEVICE_CALL or CUDAQ_DISPATCH_HOST_CALL
-  uint8_t reserved[3];
+  uint8_t shape;                  // CUDAQ_HANDLER_SHAPE_LAUNCH or CUDAQ_HANDLER_SHAPE_THREAD
+  uint8_t reserved[2];
 } cudaq_function_entry_t;
 
 static_assert(sizeof(cudaq_function_entry_t) == 16, "function table entries are 16 bytes");
@@ -104,6 +120,23 @@ __device__ int cudaq_dev_rx_poll(void *session, void **request, void **response)
 // Publishes the response of the request last polled; exactly once per polled
 // request.
 __device__ void cudaq_dev_tx_publish(void *session, void *response);
+
+// Lanes: for kernels that serve several requests at once, one per thread.
+// Opens lane `lane` of `num_lanes` (1..32) over the transport; every lane
+// calls it. Returns NULL for a lane the bridge does not serve: a kernel serves
+// with the lanes that got a session, and must return if lane 0 got none. A
+// bridge with lanes (the host ring: slots lane, lane + num_lanes, ...) gives
+// every lane its own session; the run time's default form, for bridges that
+// define only the three hooks above, gives lane 0 the whole transport
+// (cudaq_dev_enter_kernel) and NULL to the other lanes.
+__device__ void *cudaq_dev_enter_lane(void *transport_ctx, volatile int *shutdown_flag,
+                                      uint32_t lane, uint32_t num_lanes);
+// Non-blocking poll of a lane's session: returns 1 with *request/*response
+// (publish it exactly once with cudaq_dev_tx_publish) if a request has arrived,
+// else 0 without waiting. It does not look at the shutdown flag: the caller
+// decides when to stop. The default form (bridges without lanes) waits like
+// cudaq_dev_rx_poll and returns 0 once shutdown is set.
+__device__ int cudaq_dev_rx_try_poll(void *session, void **request, void **response);
 }
 
 // ---------------------------------------------------------------------------
@@ -195,6 +228,12 @@ cudaq_validate_request(const void *request, uint32_t slot_size,
   return CUDAQ_RPC_STATUS_SUCCESS;
 }
 
+// The shape of a validated entry (CUDAQ_HANDLER_SHAPE_*). Reads the same
+// 8 bytes as cudaq_validate_request, so after it the compiler reuses that load.
+static __device__ __forceinline__ uint32_t cudaq_entry_shape(const cudaq_function_entry_t *e) {
+  return static_cast<uint8_t>(cudaq_detail_ldnc_u64(&e->function_id) >> 40);
+}
+
 // Pointers to the argument and result areas of a slot.
 static __device__ __forceinline__ const void *cudaq_request_args(const void *request) {
   return static_cast<const uint8_t *>(request) + CUDAQ_RPC_HEADER_SIZE;
@@ -236,6 +275,18 @@ static __device__ __forceinline__ uint32_t cudaq_handler_rank() {
   __device__ cudaq_device_handler_t cudaq_handler_##name = name;                                 \
   }                                                                                              \
   static_assert(true, "require a semicolon after CUDAQ_REALTIME_EXPORT_DEVICE_FUNCTION")
+
+// Exports a thread-shaped handler (CUDAQ_HANDLER_SHAPE_THREAD): as above, plus
+// a marker global `cudaq_shape_thread_<name>` whose presence in the
+// linked module tells the run time the handler's shape (FunctionTable.add_device
+// fills the entry's shape from it unless given one).
+#define CUDAQ_REALTIME_SHAPE_THREAD_SYMBOL_PREFIX "cudaq_shape_thread_"
+#define CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION(name)                                              \
+  extern "C" {                                                                                   \
+  __device__ cudaq_device_handler_t cudaq_handler_##name = name;                                 \
+  __device__ uint32_t cudaq_shape_thread_##name = CUDAQ_HANDLER_SHAPE_THREAD;                    \
+  }                                                                                              \
+  static_assert(true, "require a semicolon after CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION")
 
 // The signature every dispatch kernel takes, built-in or custom:
 //   extern "C" __global__ void my_dispatcher(void *transport_ctx, uint32_t slot_size,

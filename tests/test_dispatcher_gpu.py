@@ -370,9 +370,17 @@ def test_exported_shapes_reach_the_device_table(core: Any) -> None:
         d.close()
 
 
-def test_builtin_kernel_serves_with_1024_threads(core: Any) -> None:
-    """Every block size DispatcherConfig accepts is launchable (__launch_bounds__(1024))."""
-    d = make_dispatcher("builtin", core, block_size=1024)
+def test_builtin_kernel_serves_with_its_largest_block(core: Any) -> None:
+    """The built-in kernel serves at the largest block its registers allow."""
+    from cuda.bindings import driver
+
+    from skbuild_cudaq.realtime import get_device_kernel
+
+    kernel = get_device_kernel(core, "cudaq_realtime_unified_dispatch")
+    attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
+    err, limit = driver.cuKernelGetAttribute(attr, kernel.handle, 0)
+    assert int(err) == 0
+    d = make_dispatcher("builtin", core, block_size=int(limit))
     try:
         d.start()
         ring = RawRing(d.bridge)

@@ -4,8 +4,10 @@
 // transport. A launch-wide handler (CUDAQ_HANDLER_SHAPE_LAUNCH, the default) is
 // called by every thread of the block; a thread-shaped one
 // (CUDAQ_HANDLER_SHAPE_THREAD), and every bad request, is served by thread 0
-// alone, with no block barrier. Launch with grid (1,1,1) and any block size up
-// to 1024 (__launch_bounds__ keeps every size launchable).
+// alone, with no block barrier. Launch with grid (1,1,1) and a block size up
+// to the kernel's CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK (no __launch_bounds__:
+// capping registers for 1024 threads made the leader's path spill, +3 us a
+// round trip on an H200; Dispatcher.start() refuses a larger block_size).
 //
 // This file also holds the default lane hooks (cudaq_dev_enter_lane,
 // cudaq_dev_rx_try_poll) for bridges that define only the three transport
@@ -31,10 +33,10 @@ __device__ inline __attribute__((used)) int cudaq_dev_rx_try_poll(void *session,
 }
 }
 
-extern "C" __global__ void __launch_bounds__(1024, 1)
-    cudaq_realtime_unified_dispatch(void *transport_ctx, uint32_t slot_size,
-                                    const cudaq_function_entry_t *table, uint32_t table_count,
-                                    volatile int *shutdown_flag, unsigned long long *stats) {
+extern "C" __global__ void
+cudaq_realtime_unified_dispatch(void *transport_ctx, uint32_t slot_size,
+                                const cudaq_function_entry_t *table, uint32_t table_count,
+                                volatile int *shutdown_flag, unsigned long long *stats) {
   __shared__ void *s_session;
   __shared__ void *s_request;
   __shared__ void *s_response;

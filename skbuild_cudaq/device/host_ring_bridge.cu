@@ -7,6 +7,18 @@
 #include <cudaq/realtime/host_ring.cuh>
 #include <cudaq/realtime/unified_dispatch_device.cuh>
 
+#ifdef CUDAQ_REALTIME_PHASES
+// The measurement build's phase records (see unified_dispatch_device.cuh).
+extern "C" {
+__device__ cudaq_phase_record_t cudaq_phase_log[CUDAQ_REALTIME_PHASE_RECORDS];
+__device__ unsigned int cudaq_phase_next;
+__device__ unsigned int cudaq_phase_cur;
+}
+#define CUDAQ_HOST_RING_PHASE_BEGIN() cudaq_detail_phase_begin()
+#else
+#define CUDAQ_HOST_RING_PHASE_BEGIN() ((void)0)
+#endif
+
 namespace {
 
 __device__ __forceinline__ uint32_t load_acquire_sys(const volatile uint32_t *p) {
@@ -185,6 +197,7 @@ __device__ __forceinline__ void claim(cudaq_host_ring_lane_t *s, cudaq_host_ring
   asm volatile("prefetch.global.L1 [%0];" : : "l"(staging));
   asm volatile("prefetch.global.L1 [%0];" : : "l"(staging + 128));
   stage_request(staging, v.rx_slots + offset, v.slot_size);
+  CUDAQ_REALTIME_PHASE(1);
   *request = staging;
   *response = v.tx_slots + offset;
 }
@@ -199,6 +212,7 @@ extern "C" __device__ int cudaq_dev_rx_try_poll(void *session, void **request,
   const LaneState st = state_of(s);
   if (load_acquire_sys(&v.rx_flags[st.slot]) != st.seq)
     return 0;
+  CUDAQ_HOST_RING_PHASE_BEGIN();
   claim(s, ring, v, st, request, response);
   return 1;
 }
@@ -225,6 +239,7 @@ extern "C" __device__ int cudaq_dev_rx_poll(void *session, void **request, void 
     if (polls % kShutdownEvery == kShutdownEvery - 1 && load_shutdown(shutdown) != 0)
       return 0;
   }
+  CUDAQ_HOST_RING_PHASE_BEGIN();
   claim(s, ring, v, st, request, response);
   return 1;
 }
@@ -236,4 +251,5 @@ extern "C" __device__ void cudaq_dev_tx_publish(void *session, void *response) {
   volatile uint32_t *tx_flags =
       reinterpret_cast<volatile uint32_t *>(cudaq_detail_ldnc_u64(&ring->tx_flags));
   store_release_sys(&tx_flags[s->pending_slot], s->pending_seq);
+  CUDAQ_REALTIME_PHASE_END();
 }

@@ -140,6 +140,51 @@ __device__ int cudaq_dev_rx_try_poll(void *session, void **request, void **respo
 }
 
 // ---------------------------------------------------------------------------
+// Measurement build (bench/phases.py): compiled with -DCUDAQ_REALTIME_PHASES,
+// the helpers below and the host-ring hooks stamp each request's phases with
+// the SM clock (clock64) into cudaq_phase_log, defined by the hooks:
+//   0 seen (the poll's acquire saw the request), 1 staged (the hook copied it),
+//   2 looked up (cudaq_validate_request found the entry), 3 handler done
+//   (write_response_header begins), 4 header written, 5 published (after the
+//   release store), 6 %globaltimer at 0, 7 %globaltimer at 5.
+// Without the macro CUDAQ_REALTIME_PHASE(i) is nothing: no code, no symbol.
+// ---------------------------------------------------------------------------
+#ifdef CUDAQ_REALTIME_PHASES
+#define CUDAQ_REALTIME_PHASE_RECORDS 65536u
+typedef struct cudaq_phase_record {
+  unsigned long long t[8];
+} cudaq_phase_record_t;
+extern "C" {
+extern __device__ cudaq_phase_record_t cudaq_phase_log[CUDAQ_REALTIME_PHASE_RECORDS];
+extern __device__ unsigned int cudaq_phase_next; // requests seen so far
+extern __device__ unsigned int cudaq_phase_cur;  // the record of the request in flight
+}
+static __device__ __forceinline__ unsigned long long cudaq_detail_globaltimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+// Starts the record of a newly seen request (the hooks call it).
+static __device__ __forceinline__ void cudaq_detail_phase_begin() {
+  const unsigned long long c = clock64();
+  const unsigned int i = cudaq_phase_next++ % CUDAQ_REALTIME_PHASE_RECORDS;
+  cudaq_phase_cur = i;
+  cudaq_phase_log[i].t[0] = c;
+  cudaq_phase_log[i].t[6] = cudaq_detail_globaltimer();
+}
+#define CUDAQ_REALTIME_PHASE(i)                                                                  \
+  (cudaq_phase_log[cudaq_phase_cur].t[(i)] = clock64())
+#define CUDAQ_REALTIME_PHASE_END()                                                               \
+  do {                                                                                           \
+    CUDAQ_REALTIME_PHASE(5);                                                                     \
+    cudaq_phase_log[cudaq_phase_cur].t[7] = cudaq_detail_globaltimer();                          \
+  } while (0)
+#else
+#define CUDAQ_REALTIME_PHASE(i) ((void)0)
+#define CUDAQ_REALTIME_PHASE_END() ((void)0)
+#endif
+
+// ---------------------------------------------------------------------------
 // Helpers shared by every dispatch kernel (inline: no symbol of their own).
 // ---------------------------------------------------------------------------
 
@@ -193,6 +238,7 @@ unified_lookup_entry(const cudaq_function_entry_t *table, uint32_t count, uint32
 static __device__ __forceinline__ void write_response_header(void *response, const void *request,
                                                              int32_t status,
                                                              uint32_t result_len) {
+  CUDAQ_REALTIME_PHASE(3);
   const cudaq_detail_request_words_t h = cudaq_detail_request_header(request);
   cudaq_rpc_response_header_t *resp = static_cast<cudaq_rpc_response_header_t *>(response);
   resp->magic = CUDAQ_RPC_MAGIC_RESPONSE;
@@ -200,6 +246,7 @@ static __device__ __forceinline__ void write_response_header(void *response, con
   resp->result_len = result_len;
   resp->request_id = static_cast<uint32_t>(h.w1 >> 32);
   resp->ptp_timestamp = h.w2;
+  CUDAQ_REALTIME_PHASE(4);
 }
 
 // Checks a polled request before its handler runs. Returns CUDAQ_RPC_STATUS_SUCCESS
@@ -225,6 +272,7 @@ cudaq_validate_request(const void *request, uint32_t slot_size,
   if (static_cast<uint8_t>(id_mode >> 32) != CUDAQ_DISPATCH_DEVICE_CALL || handler == 0)
     return CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION;
   *entry = e;
+  CUDAQ_REALTIME_PHASE(2);
   return CUDAQ_RPC_STATUS_SUCCESS;
 }
 

@@ -14,7 +14,11 @@ the SM clock on the device:
 
     0 seen -> 1 staged -> 2 looked up -> 3 handler done -> 4 header written -> 5 published
 
-(the floor has no lookup or handler: its 2 and 3 are the end of its loads). The
+(the floor has no lookup or handler: its 2 and 3 are the end of its loads). Two
+probes, compiled here too, say what parts of a phase cost: ``probe_noread_thread``
+(a thread-shaped handler that writes its result without reading its arguments)
+and ``probe_smem_table_dispatcher`` (the single-thread loop with a hand-written
+shared-memory lookup and no request checks). The
 report gives, per configuration, the round trip p50 seen by the host
 (bench/loadgen.c), the median of each phase, the device's share (seen ->
 published) and the rest (host write -> device sees, and published -> host
@@ -103,6 +107,53 @@ extern "C" __global__ void pingpong_floor(const uint8_t *rx, uint8_t *tx,
     } else if ((++polls & 15u) == 0 && *shutdown != 0) {
       return;
     }
+  }
+}
+
+// Probes (measurement only): what part of the handler phase is reading the
+// arguments (a thread-shaped handler that writes its result without reading
+// them), and what the lookup costs with the table in shared memory.
+extern "C" __device__ int probe_noread_thread(const void *, uint32_t arg_len, void *result,
+                                              uint32_t, uint32_t *result_len) {
+  uint64_t *out = static_cast<uint64_t *>(result);
+  for (uint32_t i = 0; i < arg_len / 8; ++i)
+    out[i] = 0;
+  *result_len = arg_len;
+  return 0;
+}
+CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION(probe_noread_thread);
+
+extern "C" __global__ void probe_smem_table_dispatcher(CUDAQ_DISPATCH_KERNEL_PARAMS) {
+  __shared__ cudaq_function_entry_t s_table[16];
+  if (threadIdx.x != 0 || blockIdx.x != 0)
+    return;
+  const uint32_t n = table_count < 16 ? table_count : 16;
+  for (uint32_t i = 0; i < n; ++i)
+    s_table[i] = table[i];
+  void *session = cudaq_dev_enter_kernel(transport_ctx, shutdown_flag);
+  if (session == nullptr)
+    return;
+  const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
+  void *request = nullptr;
+  void *response = nullptr;
+  while (cudaq_dev_rx_poll(session, &request, &response)) {
+    const cudaq_detail_request_words_t h = cudaq_detail_request_header(request);
+    int32_t status = CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION;
+    const cudaq_function_entry_t *entry = nullptr;
+    for (uint32_t i = 0; i < n; ++i)
+      if (s_table[i].function_id == static_cast<uint32_t>(h.w0 >> 32)) {
+        entry = &s_table[i];
+        status = 0;
+        break;
+      }
+    CUDAQ_REALTIME_PHASE(2);
+    atomicAdd(stats, 1ull);
+    uint32_t result_len = 0;
+    if (status == 0)
+      status = entry->handler(cudaq_request_args(request), static_cast<uint32_t>(h.w1),
+                              cudaq_response_result(response), max_result, &result_len);
+    write_response_header(response, request, status, result_len);
+    cudaq_dev_tx_publish(session, response);
   }
 }
 """
@@ -312,20 +363,31 @@ def main(argv: list[str] | None = None) -> int:
             "cluster": lambda: launchers.cluster(None),  # type: ignore[arg-type]
             "warp_parallel": lambda: launchers.warp_parallel(None),  # type: ignore[arg-type]
         }
+        kinds["probe_smem_table"] = lambda: launchers.KernelLauncher(
+            "probe_smem_table",
+            library.get_kernel("probe_smem_table_dispatcher"),
+            lambda kernel, args: LaunchConfig(grid=(1, 1, 1), block=(1, 1, 1)),
+        )
         config = DispatcherConfig(num_slots=bench.NUM_SLOTS, slot_size=bench.SLOT_SIZE)
-        for kind, make in kinds.items():
-            for handler in ("echo", "echo_thread"):
-                label = kind if handler == "echo" else f"{kind}:thread"
-                try:
-                    with Dispatcher(config, bridge=bridge) as d:
-                        d.function_table.add_device(handler, library.get_handler(handler))
-                        d.set_unified_launch(make())
-                        log.reset()
-                        d.start()
-                        serve(label, handler)
-                except Exception as exc:  # keep measuring the others; report it
-                    results["errors"][label] = f"{type(exc).__name__}: {exc}"
-                    print(f"{label}: {exc}", file=sys.stderr)
+        plan = [(kind, h) for kind in kinds for h in ("echo", "echo_thread")]
+        plan += [
+            ("single_thread", "probe_noread_thread"),
+            ("probe_smem_table", "probe_noread_thread"),
+        ]
+        for kind, handler in plan:
+            label = {"echo": kind, "echo_thread": f"{kind}:thread"}.get(
+                handler, f"{kind}:{handler}"
+            )
+            try:
+                with Dispatcher(config, bridge=bridge) as d:
+                    d.function_table.add_device(handler, library.get_handler(handler))
+                    d.set_unified_launch(kinds[kind]())
+                    log.reset()
+                    d.start()
+                    serve(label, handler)
+            except Exception as exc:  # keep measuring the others; report it
+                results["errors"][label] = f"{type(exc).__name__}: {exc}"
+                print(f"{label}: {exc}", file=sys.stderr)
         library.close()
         bridge.close()
     bench.ok(drv.cuDevicePrimaryCtxRelease(dev), "cuDevicePrimaryCtxRelease")

@@ -38,6 +38,7 @@ extern "C" __global__ void cluster_dispatcher(void *transport_ctx, uint32_t slot
   const uint32_t grid_blocks = gridDim.x * gridDim.y * gridDim.z;
   if (cluster.num_blocks() != grid_blocks)
     return; // uniform over the grid: every block returns, nothing is served
+  table = cudaq_table_to_shared(table, table_count); // each block's copy; the leader's is used
   const bool leader_block = cluster.block_rank() == 0;
   const bool leader = leader_block && threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
   // Every block reads the leader block's mailbox (distributed shared memory).

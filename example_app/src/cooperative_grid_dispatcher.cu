@@ -37,6 +37,7 @@ extern "C" __global__ void cooperative_grid_dispatcher(void *transport_ctx, uint
     return; // not launched cooperatively: grid.sync() would be undefined
   volatile Mailbox *box = &g_coop_mailbox; // volatile: never a stale L1 copy
   const bool leader = grid.thread_rank() == 0;
+  table = cudaq_table_to_shared(table, table_count); // each block's copy; the leader's is used
   if (leader)
     box->session = cudaq_dev_enter_kernel(transport_ctx, shutdown_flag);
   grid.sync();

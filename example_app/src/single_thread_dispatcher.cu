@@ -1,5 +1,6 @@
 // One thread drives the transport and runs every handler: no block barriers,
 // no shared-memory hand-off. Launch with grid (1,1,1) and block (1,1,1).
+// (A launch-wide and a thread-shaped handler are the same call here.)
 #include <cudaq/realtime/unified_dispatch_device.cuh>
 
 extern "C" __global__ void single_thread_dispatcher(void *transport_ctx, uint32_t slot_size,
@@ -9,6 +10,7 @@ extern "C" __global__ void single_thread_dispatcher(void *transport_ctx, uint32_
                                                     unsigned long long *stats) {
   if (threadIdx.x != 0 || blockIdx.x != 0)
     return;
+  table = cudaq_table_to_shared(table, table_count); // lookups without a memory round trip
   void *session = cudaq_dev_enter_kernel(transport_ctx, shutdown_flag);
   if (session == nullptr)
     return;

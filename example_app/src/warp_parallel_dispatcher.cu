@@ -63,6 +63,7 @@ extern "C" __global__ void warp_parallel_dispatcher(void *transport_ctx, uint32_
       blockDim.z != 1)
     return; // exactly one warp (uniform: the whole launch returns)
   const uint32_t lane = threadIdx.x;
+  table = cudaq_table_to_shared(table, table_count);
   void *session = cudaq_dev_enter_lane(transport_ctx, shutdown_flag, lane, kLanes);
   if (__shfl_sync(kFull, reinterpret_cast<unsigned long long>(session), 0) == 0)
     return; // no transport for lane 0 (host ring: num_slots not a multiple of 32)

@@ -47,6 +47,7 @@ cudaq_realtime_unified_dispatch(void *transport_ctx, uint32_t slot_size,
   if (blockIdx.x != 0 || blockIdx.y != 0 || blockIdx.z != 0)
     return; // one block serves the ring
   const bool leader = threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
+  table = cudaq_table_to_shared(table, table_count); // every thread: it synchronizes
   if (leader)
     s_session = cudaq_dev_enter_kernel(transport_ctx, shutdown_flag);
   __syncthreads();

@@ -29,9 +29,11 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_RESULTS = ROOT / "bench" / "results"
 DEFAULT_OUT = ROOT / "docs" / "performance.md"
 DEFAULT_FIGURES = ROOT / "docs" / "_static" / "perf"
-KNOWN = ("dispatch", "startup", "startup_phases", "build_overhead")
+KNOWN = ("dispatch", "phases", "startup", "startup_phases", "build_overhead")
 HOW_TO = {
     "dispatch": "`python bench/dispatch.py` on a GPU (needs example_app installed; "
+    "`bash tools/gpu-check.sh` runs it)",
+    "phases": "`python bench/phases.py` on a GPU (needs example_app installed and nvcc; "
     "`bash tools/gpu-check.sh` runs it)",
     "startup": "`python bench/startup.py` on a GPU (`bash tools/gpu-check.sh` runs it)",
     "startup_phases": "`python bench/startup_phases.py` on a GPU (`bash tools/gpu-check.sh` "
@@ -583,6 +585,47 @@ def phases_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Pa
     return Section(lines, [])
 
 
+_DISPATCH_PHASES = ("staged", "looked_up", "handler_done", "header_written", "published")
+
+
+def dispatch_phases_section(
+    path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Path
+) -> Section:
+    lines = ["## Dispatch phases: where a round trip's microseconds go", ""]
+    lines += _provenance_md("phases", path, data, page_dir)
+    lines += [
+        "The measurement build of the device run time (`-DCUDAQ_REALTIME_PHASES`) stamps each "
+        "serial request on the device with the SM clock: *seen* (the poll's acquire saw it) → "
+        "*staged* (the hook copied it) → *looked up* → *handler done* → *header written* → "
+        "*published* (after the release store). Each column is the median time of that step in "
+        "µs; *device* is seen → published, *outside* the rest of the host's round trip (the "
+        "host's write reaching the device and the response reaching the host). The floor has "
+        "no lookup or handler. `:thread` rows use the thread-shaped handler `echo_thread`, the "
+        "others the launch-wide `echo`; `probe_*` rows are measurement probes (see "
+        "`bench/phases.py`).",
+        "",
+    ]
+    configurations = _mapping(data, "configurations")
+    rows = []
+    for key in _ordered(configurations, ("pingpong_floor",)):
+        entry = configurations[key]
+        if not isinstance(entry, Mapping):
+            continue
+        rows.append(
+            [f"`{key}`", _fmt(entry.get("round_trip_p50"))]
+            + [_fmt(entry.get(name)) for name in _DISPATCH_PHASES]
+            + [_fmt(entry.get("device_total")), _fmt(entry.get("outside_device"))]
+        )
+    if rows:
+        header = ["configuration", "round trip p50", "staged", "looked up", "handler done"]
+        header += ["header written", "published", "device", "outside"]
+        lines += _table(header, rows)
+    else:
+        lines += ["No phase figures in this file.", ""]
+    lines += _errors(data.get("errors"))
+    return Section(lines, [])
+
+
 _BUILD_NAMES = {
     "baseline": "wheel of the project without dispatch kernels",
     "wheel": "wheel of example_app (with its dispatch kernel)",
@@ -652,6 +695,7 @@ def build_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Pat
 
 SECTIONS: dict[str, tuple[str, Callable[[Path, dict[str, Any], Path, Path], Section]]] = {
     "dispatch": ("Dispatch: round trip and throughput", dispatch_section),
+    "phases": ("Dispatch phases: where a round trip's microseconds go", dispatch_phases_section),
     "startup": ("Start-up: cold vs warm vs raw load", startup_section),
     "startup_phases": ("Start-up phases: where the time goes", phases_section),
     "build_overhead": ("Build overhead", build_section),

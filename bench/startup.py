@@ -469,10 +469,10 @@ def main() -> int:
                 many_binary,
                 many_kernel,
                 args.handler,
-                max(runs // 2, 7),
-                env,
-                work,
-                arch,
+                runs=max(runs // 2, 7),
+                env=env,
+                work=work,
+                arch=arch,
                 with_cuda_core=False,
             )
             many = {

@@ -504,6 +504,29 @@ def main(argv: list[str] | None = None) -> int:
             results["python_client_us"] = py
         except Exception as exc:
             results["errors"]["python_client"] = f"{type(exc).__name__}: {exc}"
+        # The batched Python path against the warp-parallel kernel (thread-shaped handler).
+        try:
+            with Dispatcher(config, bridge=bridge, module=core) as d:
+                d.function_table.add_device("echo_thread", get_device_handler(core, "echo_thread"))
+                d.set_unified_launch(launchers.warp_parallel(core))
+                d.start()
+                client = bridge.client()
+                rng = np.random.default_rng(12)
+                batch = rng.integers(0, 256, size=(opts.requests, ARG_LEN), dtype=np.uint8)
+                client.call_batch("echo_thread", batch[:10_000])  # warm-up
+                t0 = time.perf_counter()
+                out = client.call_batch("echo_thread", batch)
+                seconds = time.perf_counter() - t0
+                if not (out.statuses == 0).all() or not np.array_equal(out.data, batch):
+                    msg = "call_batch returned wrong answers"
+                    raise RuntimeError(msg)
+            results["python_call_batch_mrps"] = opts.requests / seconds / 1e6
+            print(
+                f"{'python call_batch':>28}: {results['python_call_batch_mrps']:.2f} M req/s",
+                file=sys.stderr,
+            )
+        except Exception as exc:
+            results["errors"]["python_call_batch"] = f"{type(exc).__name__}: {exc}"
         floors.close()
         bridge.close()
 
@@ -541,6 +564,12 @@ def main(argv: list[str] | None = None) -> int:
             ratio = thr[label]["1"] / thr["pingpong_floor"]["1"]
             shape = "thread" if label.endswith(":thread") else "launch"
             goal(f"{label}_serial_over_pingpong_serial", ratio, ">= 0.95", ratio >= 0.95, shape)
+    if "python_client_us" in results and "single_thread" in lat:
+        over = results["python_client_us"]["p50"] - lat["single_thread"]["p50"]
+        goal("python_call_over_native_client_us", over, "<= 0.4", over <= 0.4, "launch")
+    if "python_call_batch_mrps" in results:
+        mrps = results["python_call_batch_mrps"]
+        goal("python_call_batch_mrps_warp_parallel", mrps, ">= 1.0", mrps >= 1.0, "thread")
     results["goals"] = goals
     ok(drv.cuDevicePrimaryCtxRelease(dev), "cuDevicePrimaryCtxRelease")
 

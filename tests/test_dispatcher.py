@@ -278,7 +278,7 @@ def test_bridge_allocates_one_mapped_ring_and_a_device_context(drv: FakeDriver) 
     with HostRingBridge(num_slots=8, slot_size=64) as bridge:
         total = RingLayout(8, 64).total_bytes
         assert drv.log.count("cuMemHostAlloc") == 1
-        assert len(bridge.buffer) == total == 2 * 8 * 64 + 8 * 8
+        assert len(bridge.buffer) == total == 2 * 8 * 64 + 8 * 8 + 8  # + the id source
         assert bytes(bridge.buffer) == bytes(total)  # cleared
         ctx = _host_ring_ctx(bytes(drv.device[bridge.transport_ctx]))
         base = bridge.device_ring

@@ -3,6 +3,7 @@ from __future__ import annotations
 import random
 import struct
 import threading
+import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -61,7 +62,8 @@ def consumer() -> Iterator[tuple[RingClient, RingLayout]]:
 def test_layout_offsets() -> None:
     lay = RingLayout(3, 32)
     assert (lay.rx_slots_offset, lay.tx_slots_offset) == (0, 96)
-    assert (lay.rx_flags_offset, lay.tx_flags_offset, lay.total_bytes) == (192, 204, 216)
+    assert (lay.rx_flags_offset, lay.tx_flags_offset, lay.ids_offset) == (192, 204, 216)
+    assert lay.total_bytes == 224  # the ring's u64 request-id source ends it
     assert lay.max_payload == 8
     assert (lay.rx_slot_offset(2), lay.tx_slot_offset(2)) == (64, 160)
     assert [lay.position(k) for k in range(7)] == [
@@ -206,11 +208,12 @@ def test_reset_gives_a_fresh_ring() -> None:
     server.publish(0)
     client.reset()
     server.reset()
-    assert bytes(buf[lay.rx_flags_offset :]) == bytes(16)
+    assert bytes(buf[lay.rx_flags_offset : lay.ids_offset]) == bytes(16)
     with pytest.raises(RingError, match="reset"):
         client.poll(old)
     t = client.submit("f", b"q")
-    assert (t.index, t.seq, t.request_id) == (0, 1, 0)
+    assert (t.index, t.seq) == (0, 1)
+    assert t.request_id == old.request_id + 1  # ids are never reused in a ring's life
     _answer_all(server)
     assert client.wait(t).result == b"q"
 
@@ -269,35 +272,48 @@ def test_host_ring_ctx_mirror() -> None:
         assert entry[8:] == bytes(32)
 
 
-def _preanswer(client: RingClient, buf: bytearray, status: int, result: bytes, **bad: int) -> None:
-    """Write the next request's response (and its flag) before call() even submits it."""
-    lay = client.layout
-    slot, seq = lay.position(client.submitted)
-    rid = bad.get("rid", client._next_request_id)
-    off = lay.tx_slot_offset(slot)
-    magic = bad.get("magic", RESPONSE_MAGIC)
-    struct.pack_into("<IiIIQ", buf, off, magic, status, len(result), rid, 0)
-    buf[off + 24 : off + 24 + len(result)] = result
-    struct.pack_into("<I", buf, lay.tx_flags_offset + 4 * slot, seq)
+def _answer_once(
+    buf: bytearray, lay: RingLayout, k: int, status: int, result: bytes, **bad: int
+) -> threading.Thread:
+    """A thread that answers request ``k`` once it is published (``bad``: forged rid/magic)."""
+    slot, seq = lay.position(k)
+    rx_flags = memoryview(buf)[lay.rx_flags_offset : lay.tx_flags_offset].cast("I")
+
+    def run() -> None:
+        while rx_flags[slot] != seq:
+            time.sleep(0)
+        rid = bad.get("rid", struct.unpack_from("<I", buf, lay.rx_slot_offset(slot) + 12)[0])
+        off = lay.tx_slot_offset(slot)
+        magic = bad.get("magic", RESPONSE_MAGIC)
+        struct.pack_into("<IiIIQ", buf, off, magic, status, len(result), rid, 0)
+        buf[off + 24 : off + 24 + len(result)] = result
+        struct.pack_into("<I", buf, lay.tx_flags_offset + 4 * slot, seq)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
 
 
 def test_call_fast_path_reads_the_answer_and_checks_it() -> None:
     lay, buf, _, _ = _ring(2, 64)
-    client = RingClient(buf, lay, spin=64)
+    client = RingClient(buf, lay, spin=10**6)
     for k in range(5):  # wraps: seq 1, 1, 2, 2, 3
-        _preanswer(client, buf, 7, bytes([k]) * 3)
+        thread = _answer_once(buf, lay, k, 7, bytes([k]) * 3)
         assert client.call("f", b"abc") == (7, bytes([k]) * 3)
+        thread.join()
         slot = k % 2
         req = struct.unpack_from("<IIIIQ", buf, lay.rx_slot_offset(slot))
         assert req == (REQUEST_MAGIC, function_id("f"), 3, k, 0)
         assert bytes(buf[lay.rx_slot_offset(slot) + 24 : lay.rx_slot_offset(slot) + 27]) == b"abc"
     assert client.collected == 5 and client.in_flight == 0
-    _preanswer(client, buf, 0, b"", rid=99)
+    thread = _answer_once(buf, lay, 5, 0, b"", rid=99)
     with pytest.raises(RingProtocolError, match="request id 99 echoed for request 5"):
         client.call("f")
-    _preanswer(client, buf, 0, b"", magic=0xBAD)
+    thread.join()
+    thread = _answer_once(buf, lay, 6, 0, b"", magic=0xBAD)
     with pytest.raises(RingProtocolError, match="magic"):
         client.call("f")
+    thread.join()
     assert client.in_flight == 0  # a bad answer frees its slot
 
 

@@ -770,8 +770,8 @@ class RingClient:
             seqs = ((ks // n + 1) & _U32).astype(np.uint32)
             prevs = seqs - np.uint32(1)  # wraps like the u32 sequence
             unclaimed = (rx_flags[slots] != prevs) | (tx_flags[slots] != prevs)
-            for i in np.flatnonzero(unclaimed):
-                self._claim(int(slots[i]), int(seqs[i]), timeout)
+            for u in np.flatnonzero(unclaimed).tolist():
+                self._claim(int(slots[u]), int(seqs[u]), timeout)
             ids = self._mem.ids
             first_id = ids[0]
             ids[0] = (first_id + count) & _U64

@@ -173,3 +173,110 @@ def test_configuration_errors() -> None:
         d.add_handler(fnv1a_32("echo"), rpc_increment)
     with pytest.raises(TypeError, match="not callable"):
         d.add_handler("x", 3)  # type: ignore[arg-type]
+
+
+# -- issue 11: clients in sequence, lifetime, configuration ----------------------------------
+
+
+def test_a_second_client_never_gets_the_first_clients_answers() -> None:
+    with HostDispatcher(RingLayout(8, 64), HANDLERS) as dispatcher:
+        first = dispatcher.client()
+        left = first.submit_many([("echo", b"first %d" % i) for i in range(5)])
+        deadline = time.monotonic() + 10
+        while dispatcher.processed < 5 and time.monotonic() < deadline:
+            time.sleep(1e-3)
+        second = dispatcher.client()  # the answers of `first` are still in the ring
+        for i in range(20):  # wraps the ring twice
+            assert second.call("echo", b"second %d" % i) == (0, b"second %d" % i)
+        third = dispatcher.client()
+        assert third.call("rpc_increment", b"\x01") == (0, b"\x02")
+        with pytest.raises(Exception, match="another producer wrote to the ring"):
+            first.submit("echo", b"stale")
+        assert dispatcher.processed == 26
+        del left
+
+
+@pytest.mark.parametrize("exc_type", [SystemExit, KeyboardInterrupt, GeneratorExit])
+def test_a_handler_raising_base_exception_is_answered_then_reraised_on_the_owner(
+    exc_type: type[BaseException],
+) -> None:
+    def quit_handler(args: bytes) -> bytes:
+        raise exc_type(3)
+
+    dispatcher = HostDispatcher(RingLayout(4, 64), {**HANDLERS, "quit": quit_handler})
+    dispatcher.start()
+    client = dispatcher.client()
+    expected = (STATUS_HANDLER_EXCEPTION, f"{exc_type.__name__}: 3".encode())
+    assert client.call("quit", b"") == expected
+    deadline = time.monotonic() + 10
+    while dispatcher.running and time.monotonic() < deadline:
+        time.sleep(1e-3)
+    assert not dispatcher.running  # the thread stopped, it did not die silently
+    with pytest.raises(exc_type):
+        dispatcher.stop()
+    dispatcher.stop()  # raised once
+    dispatcher.start()  # recovers: the ring is in step
+    assert client.call("echo", b"after") == (0, b"after")
+    # start() reports it too when nobody called stop()
+    assert client.call("quit", b"")[0] == STATUS_HANDLER_EXCEPTION
+    while dispatcher.running and time.monotonic() < deadline:
+        time.sleep(1e-3)
+    with pytest.raises(exc_type):
+        dispatcher.start()
+    dispatcher.start()
+    assert client.call("echo", b"again") == (0, b"again")
+    dispatcher.close()
+
+
+def test_serve_one_answers_then_reraises_a_keyboard_interrupt() -> None:
+    def interrupted(args: bytes) -> bytes:
+        raise KeyboardInterrupt
+
+    dispatcher = HostDispatcher(RingLayout(2, 64), {"stop": interrupted, "echo": echo})
+    client = dispatcher.client()
+    t = client.submit("stop")
+    with pytest.raises(KeyboardInterrupt):
+        dispatcher.serve_one()
+    assert client.wait(t).status == STATUS_HANDLER_EXCEPTION
+    t = client.submit("echo", b"next")
+    assert dispatcher.serve_one()
+    assert client.wait(t).result == b"next"
+
+
+def test_start_after_close_is_refused() -> None:
+    dispatcher = HostDispatcher(RingLayout(2, 64), HANDLERS)
+    with dispatcher:
+        assert dispatcher.client().call("echo", b"x") == (0, b"x")
+    dispatcher.close()
+    with pytest.raises(HostDispatcherError, match="the host dispatcher is closed"):
+        dispatcher.start()
+    with pytest.raises(HostDispatcherError, match="the host dispatcher is closed"), dispatcher:
+        pass
+
+
+def test_processed_counts_since_the_last_start() -> None:
+    dispatcher = HostDispatcher(RingLayout(4, 64), HANDLERS).start()
+    client = dispatcher.client()
+    for _ in range(3):
+        client.call("echo", b"a")
+    assert dispatcher.processed == 3
+    dispatcher.stop()
+    assert dispatcher.processed == 3  # final after stop()
+    dispatcher.start()
+    assert dispatcher.processed == 0
+    for _ in range(2):
+        client.call("echo", b"b")
+    assert dispatcher.processed == 2
+    dispatcher.close()
+    assert dispatcher.processed == 2
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"num_slots": 0}, "num_slots"), ({"slot_size": 0}, "slot_size"), ({"num_slots": -1}, "num")],
+)
+def test_zero_sized_rings_are_refused(kwargs: dict[str, int], match: str) -> None:
+    from skbuild_cudaq.realtime.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match=match):
+        HostDispatcher(handlers=HANDLERS, **kwargs)

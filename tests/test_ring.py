@@ -334,3 +334,142 @@ def test_call_falls_back_to_waiting_for_a_slow_consumer() -> None:
     assert client.in_flight == 0
     with pytest.raises(TimeoutError, match="did not arrive within"):
         client.call("f", b"y", timeout=0.05)
+
+
+# -- whose response is it (issue 11, item 1) -------------------------------------------------
+
+
+def _ids_source(buf: bytearray, lay: RingLayout) -> int:
+    return int(struct.unpack_from("<Q", buf, lay.ids_offset)[0])
+
+
+def test_a_second_client_continues_the_ring_and_never_takes_the_first_ones_answers() -> None:
+    lay, buf, first, server = _ring(4, 64)
+    mine = first.submit_many([("f", bytes([i])) for i in range(3)])
+    assert _answer_all(server) == 3  # answered, left in the ring: rid 0..2, timestamp 0
+    second = RingClient(buf, lay, spin=0)
+    assert second.submitted == 3  # from the request flags, not 0
+    t = second.submit("f", b"second")
+    assert (t.slot, t.seq) == (3, 1) and t.request_id not in {m.request_id for m in mine}
+    assert second.poll(t) is None  # slot 0's answer (id 0, timestamp 0) is not its own
+    _answer_all(server)
+    assert second.wait(t).result == b"dnoces"
+    # the first client's answers are still its own, and only its own
+    assert [r.result for r in first.collect(mine)] == [bytes([i]) for i in range(3)]
+    with pytest.raises(RingError, match="another producer wrote to the ring"):
+        first.submit("f")  # its position is stale: refused, not a wrong answer
+    # a third client after a wrap, with the second one's answers uncollected
+    second.submit_many([("f", b"x")] * 3)
+    _answer_all(server)
+    third = RingClient(buf, lay, spin=0)
+    assert third.submitted == 7
+    t = third.submit("f", b"abc")
+    assert _answer_all(server) == 1
+    assert third.wait(t).result == b"cba"
+
+
+def test_new_client_waits_for_the_answer_to_a_request_left_in_its_slot() -> None:
+    lay, buf, first, server = _ring(2, 64)
+    first.submit_many([("f", b"a"), ("f", b"b")])  # never answered yet
+    second = RingClient(buf, lay, spin=0)
+    with pytest.raises(TimeoutError, match="an earlier client left there"):
+        second.submit("f", b"c", timeout=0.02)
+    assert _answer_all(server) == 2  # the old requests are answered (for nobody)
+    t = second.submit("f", b"cd")
+    _answer_all(server)
+    assert second.wait(t).result == b"dc"
+
+
+def test_request_ids_are_unique_for_the_ring_life() -> None:
+    """Clients in sequence, resets and restarts (consumer reset too): no id ever repeats."""
+    lay, buf, _, server = _ring(4, 64)
+    rng = random.Random(11)
+    seen: list[int] = []
+    client = RingClient(buf, lay, spin=0)
+    for _ in range(60):
+        action = rng.random()
+        if action < 0.3:
+            client = RingClient(buf, lay, spin=0)  # another client, same ring
+        elif action < 0.45:
+            client.reset()
+            server.reset()
+        payloads = [rng.randbytes(rng.randint(0, 8)) for _ in range(rng.randint(1, 6))]
+        for p in payloads:
+            t = client.submit("f", p)
+            while server.poll() is not None:
+                server.publish(0, p)
+            seen.append(t.request_id)
+            assert client.wait(t).result == p
+    assert len(seen) == len(set(seen)) > 100
+    assert _ids_source(buf, lay) == len(seen)
+
+
+def test_call_batch_answers_are_checked_for_the_ring_ids(
+    consumer: tuple[RingClient, RingLayout],
+) -> None:
+    client, _lay = consumer
+    client.call("f", b"warm")
+    batch = client.call_batch("f", [b"ab"] * 40)
+    assert batch.all_ok and batch.request_ids.tolist() == list(range(1, 41))
+
+
+def test_a_planted_response_with_the_next_id_is_never_accepted() -> None:
+    lay, buf, client, server = _ring(2, 64)
+    old = client.submit("f", b"old")
+    _answer_all(server)
+    assert client.wait(old).result == b"dlo"
+    client.reset()
+    server.reset()
+    slot, seq = lay.position(client.submitted)
+    next_id = _ids_source(buf, lay) & 0xFFFFFFFF
+    off = lay.tx_slot_offset(slot)
+
+    def plant(flag: int) -> None:
+        struct.pack_into("<IiIIQ", buf, off, RESPONSE_MAGIC, 0, 5, next_id, 0)
+        buf[off + 24 : off + 29] = b"FORGE"
+        struct.pack_into("<I", buf, lay.tx_flags_offset + 4 * slot, flag)
+
+    plant(seq)  # "already answered" before the request exists
+    with pytest.raises(RingProtocolError, match="a response nobody asked for"):
+        client.call("f", b"real")
+    with pytest.raises(RingProtocolError, match="a response nobody asked for"):
+        client.submit("f", b"real")
+    with pytest.raises(RingProtocolError, match="a response nobody asked for"):
+        client.call_batch("f", [b"real"])
+    plant(seq - 1)  # stale flag: the bytes are not read until the consumer answers
+    t = client.submit("f", b"real")
+    assert t.request_id == next_id and client.poll(t) is None
+    _answer_all(server)
+    assert client.wait(t).result == b"laer"
+
+
+def test_ring_flags_out_of_ring_order_are_refused() -> None:
+    lay, buf, _, _ = _ring(4, 64)
+    struct.pack_into("<4I", buf, lay.rx_flags_offset, 2, 0, 1, 1)
+    with pytest.raises(RingError, match="not in ring order"):
+        RingClient(buf, lay)
+    struct.pack_into("<4I", buf, lay.rx_flags_offset, 0, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF)
+    assert RingClient(buf, lay).submitted == (2**32 - 1) * 4 + 1  # the u32 sequence wraps
+
+
+def test_a_closed_client_raises_a_ring_error() -> None:
+    _, _, client, server = _ring(2, 64)
+    t = client.submit("f", b"x")
+    client.close()
+    client.close()
+    assert client.closed
+    for use in (
+        lambda: client.submit("f"),
+        lambda: client.call("f", b"y"),
+        lambda: client.poll(t),
+        lambda: client.wait(t),
+        lambda: client.collect([t]),
+        lambda: client.call_batch("f", [b"z"]),
+        client.drain,
+        client.reset,
+    ):
+        with pytest.raises(RingError, match="the ring client is closed"):
+            use()
+    server.close()
+    with pytest.raises(RingError, match="the ring server is closed"):
+        server.poll()

@@ -280,3 +280,52 @@ def test_zero_sized_rings_are_refused(kwargs: dict[str, int], match: str) -> Non
 
     with pytest.raises(InvalidArgumentError, match=match):
         HostDispatcher(handlers=HANDLERS, **kwargs)
+
+
+_CHILD_CLIENT = """
+import sys
+from skbuild_cudaq.realtime.test_server import connect_host_ring
+
+client = connect_host_ring(sys.argv[1], 4, 64)
+tickets = client.submit_many([("echo", b"child %d" % i) for i in range(6)])
+for t in tickets[:4]:
+    assert client.wait(t).result == b"child %d" % t.index
+client.drain()  # the last two are answered, and stay in the ring uncollected
+print(" ".join(str(t.request_id) for t in tickets))
+client.close()
+"""
+
+
+def test_clients_of_another_process_continue_the_same_ring() -> None:
+    """Request ids and the position live in the (shared) ring: a client in this process after
+    one in a child process continues it, and never takes the child's answers."""
+    import subprocess
+    import sys
+    from multiprocessing import shared_memory
+
+    from skbuild_cudaq.realtime._ring import RingClient
+
+    layout = RingLayout(4, 64)
+    shm = shared_memory.SharedMemory(create=True, size=layout.total_bytes)
+    try:
+        with HostDispatcher(layout, HANDLERS, buffer=shm.buf) as dispatcher:
+            child = subprocess.run(
+                [sys.executable, "-c", _CHILD_CLIENT, shm.name],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            assert child.returncode == 0, child.stderr
+            child_ids = [int(x) for x in child.stdout.split()]
+            client = RingClient(shm.buf, layout, spin=16)
+            assert client.submitted == 6
+            mine = [client.submit("echo", b"parent %d" % i) for i in range(6)]
+            assert [client.wait(t).result for t in mine] == [b"parent %d" % i for i in range(6)]
+            assert {t.request_id for t in mine}.isdisjoint(child_ids)
+            assert sorted(child_ids + [t.request_id for t in mine]) == list(range(12))
+            assert dispatcher.processed == 12
+            client.close()
+    finally:
+        shm.close()
+        shm.unlink()

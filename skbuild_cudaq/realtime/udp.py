@@ -311,11 +311,13 @@ class UdpClient:
                 request_id = (request_id + 1) & 0xFFFFFFFF
             self._next_request_id = (request_id + 1) & 0xFFFFFFFF
         elif (request_id, ts) in self._outstanding:
+            from .errors import InvalidArgumentError  # a ValueError too
+
             msg = (
                 f"request id {request_id} with timestamp {ts} is already in flight on this "
-                "client: its responses could not be told apart"
+                "client: their responses could not be told apart"
             )
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg)
         data = encode_request(
             function, payload, request_id=request_id, timestamp=ts, magic=magic, arg_len=arg_len
         )

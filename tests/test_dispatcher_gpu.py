@@ -366,8 +366,7 @@ def test_processed_counts_since_the_last_start(core: Any) -> None:
         client = d.bridge.client()
         for _ in range(2):
             assert client.call("echo", b"b") == (0, b"b")
-        assert d.processed == 2
-        assert d.stop() == 2
+        assert d.stop() == 2 and d.processed == 2
 
 
 def test_ring_ids_unique_across_restarts_and_clients(core: Any) -> None:

@@ -378,11 +378,14 @@ def test_ring_ids_unique_across_restarts_and_clients(core: Any) -> None:
         seen: list[int] = []
         for restart in range(3):
             d.start()
-            clients = [d.bridge.client(), RingClient(d.bridge.buffer, d.bridge.layout)]
-            for c, client in enumerate(clients):
+            for c in range(2):  # the bridge's own client, then one made after it
+                client = (
+                    d.bridge.client() if c == 0 else RingClient(d.bridge.buffer, d.bridge.layout)
+                )
+                assert client.submitted == 3 * c
                 tickets = [
                     client.submit("rpc_increment", bytes([restart, c, i])) for i in range(3)
-                ]  # left in the ring for the next client to find
+                ]  # their answers stay in the ring memory for the next client to find
                 for i, t in enumerate(tickets):
                     r = client.wait(t, DEADLINE)
                     assert (r.status, r.result) == (0, bytes([restart + 1, c + 1, i + 1]))

@@ -17,6 +17,7 @@ from skbuild_cudaq.realtime._ring import (
     RingLayout,
     RingProtocolError,
     RingServer,
+    Ticket,
     host_ring_ctx_bytes,
 )
 from skbuild_cudaq.realtime.wire import REQUEST_MAGIC, RESPONSE_MAGIC, function_id
@@ -473,3 +474,63 @@ def test_a_closed_client_raises_a_ring_error() -> None:
     server.close()
     with pytest.raises(RingError, match="the ring server is closed"):
         server.poll()
+
+
+def test_fuzz_clients_resets_and_planted_responses_never_give_a_wrong_answer() -> None:
+    """Seeded random interleavings of clients made one after another, resets, a consumer and
+    an adversary writing response bytes (with the ids the ring will hand out next) into slots
+    and response flags ahead of time: every accepted response is the caller's own, every
+    refusal is a typed ring error or a timeout."""
+    lay = RingLayout(4, 64)
+    buf = bytearray(lay.total_bytes)
+    server = RingServer(buf, lay)
+    tx_flags = memoryview(buf)[lay.tx_flags_offset : lay.ids_offset].cast("I")
+    rng = random.Random(20261130)
+    client = RingClient(buf, lay, spin=0)
+    tickets: list[tuple[RingClient, Ticket, bytes]] = []
+    accepted = refused = planted = 0
+    for _ in range(6000):
+        op = rng.random()
+        try:
+            if op < 0.08:
+                client = RingClient(buf, lay, spin=0)
+            elif op < 0.11:
+                client.reset()
+                server.reset()
+                tickets = [x for x in tickets if x[0] is not client]
+            elif op < 0.40:
+                payload = rng.randbytes(rng.randint(1, 12))
+                tickets.append((client, client.submit("f", payload, timeout=0.0), payload))
+            elif op < 0.60:
+                if (req := server.poll()) is not None:
+                    server.publish(0, req.args[::-1])
+            elif op < 0.85 and tickets:
+                owner, t, payload = tickets[rng.randrange(len(tickets))]
+                response = owner.poll(t)
+                if response is not None:
+                    assert (response.status, response.result) == (0, payload[::-1])
+                    assert response.request_id == t.request_id
+                    accepted += 1
+                    tickets.remove((owner, t, payload))
+            else:  # the adversary
+                slot = rng.randrange(lay.num_slots)
+                answered = [t for o, t, _ in tickets if t.slot == slot and tx_flags[slot] == t.seq]
+                if answered:
+                    continue  # rewriting a real answer after it was published: undetectable
+                ids = struct.unpack_from("<Q", buf, lay.ids_offset)[0]
+                off = lay.tx_slot_offset(slot)
+                rid = (ids + rng.randint(0, 3)) & 0xFFFFFFFF
+                struct.pack_into("<IiIIQ", buf, off, RESPONSE_MAGIC, 0, 5, rid, 0)
+                buf[off + 24 : off + 29] = b"FORGE"
+                planted += 1
+                if rng.random() < 0.3 and not any(t.slot == slot for _, t, _ in tickets):
+                    # a flag "answered" ahead of the request
+                    tx_flags[slot] = (tx_flags[slot] + 1) & 0xFFFFFFFF
+        except (RingError, TimeoutError):  # RingProtocolError is a RingError
+            refused += 1
+            if rng.random() < 0.5:  # the adversary retreats: a consistent ring again
+                server.reset()
+                client = RingClient(buf, lay, spin=0)
+                client.reset()
+                tickets = []
+    assert accepted > 250 and refused > 100 and planted > 500  # seed 20261130: 322, 371, 953

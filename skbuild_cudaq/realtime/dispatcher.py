@@ -494,6 +494,7 @@ class Dispatcher(Generic[BridgeT]):
                 msg = "the built-in kernel needs module= (the extension linked with it)"
                 raise InvalidArgumentError(msg)
             kernel = get_device_kernel(self.module, BUILTIN_KERNEL)
+            self._check_block_size(kernel)
             config = LaunchConfig(grid=(1, 1, 1), block=(self.config.block_size, 1, 1))
             launch_kernel(kernel, config, args.stream, *args.kernel_args())
             self._check_alive()
@@ -507,6 +508,35 @@ class Dispatcher(Generic[BridgeT]):
             msg = f"the dispatch launcher {launcher!r} reported failure"
             raise _start_error(msg)
         self._check_alive()
+
+    def _check_block_size(self, kernel: Any) -> None:
+        """Refuse a block the built-in kernel, as linked for this GPU, cannot run.
+
+        ``DispatcherConfig`` accepts 1..1024 threads (CUDA's own bound); the kernel's
+        limit (``CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK``: its registers per thread,
+        or its ``__launch_bounds__``) may be lower. Asked before any launch, so
+        the answer is this message rather than ``CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES``.
+        """
+        from .errors import InvalidArgumentError
+
+        drv = self._drv
+        if drv is None:
+            return
+        attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
+        limit = int(
+            _driver.check(
+                drv.cuKernelGetAttribute(attr, kernel.handle, self._cu_device),
+                "cuKernelGetAttribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)",
+            )
+        )
+        if self.config.block_size > limit:
+            msg = (
+                f"DispatcherConfig.block_size={self.config.block_size}: the built-in kernel "
+                f"{BUILTIN_KERNEL} as linked for device {self.config.device} runs at most "
+                f"{limit} threads per block (CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK); set "
+                f"block_size to {limit} or less"
+            )
+            raise InvalidArgumentError(msg)
 
     def _check_alive(self) -> None:
         """A persistent kernel only returns on shutdown: one that is gone at once never served.
@@ -567,7 +597,8 @@ class Dispatcher(Generic[BridgeT]):
 
     @property
     def processed(self) -> int:
-        """Requests the kernel has answered (live while running, final after stop())."""
+        """Requests the kernel has answered since the last ``start()`` (live while running,
+        final after ``stop()``; each start counts from zero, like the host path's)."""
         if self._running:
             self._processed = self._read_counter()
         return self._processed

@@ -99,6 +99,45 @@ def test_group_writable_directory_is_refused(tmp_path: Path) -> None:
         cache.load("a" * 64)
 
 
+def test_directory_path_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk from / (plain tier; the tamper suite links for real)."""
+    key = "k" * 64
+    base = tmp_path / "p"
+    LinkCache(base / "link").store(key, b"mine")
+    assert (base.stat().st_mode & 0o777) == 0o700  # created private
+    base.chmod(0o777)
+    with pytest.raises(LinkCacheError, match=r"path is writable by others: .*/p \(mode 0777"):
+        LinkCache(base / "link").load(key)
+    with pytest.raises(LinkCacheError, match="writable by others"):
+        LinkCache(base / "link").store(key, b"other")
+    base.chmod(0o1777)  # sticky, like /tmp
+    assert LinkCache(base / "link").load(key) == b"mine"
+    base.chmod(0o755)
+    (tmp_path / "alias").symlink_to(base / "link")
+    with pytest.raises(LinkCacheError, match="the link cache directory is a symbolic link"):
+        LinkCache(tmp_path / "alias").load(key)
+    (tmp_path / "parent-alias").symlink_to(base)
+    assert LinkCache(tmp_path / "parent-alias" / "link").load(key) == b"mine"
+    assert LinkCache(base / "link" / ".." / "link").load(key) == b"mine"
+    monkeypatch.chdir(tmp_path)
+    assert LinkCache(Path("p/link")).load(key) == b"mine"
+    assert LinkCache(tmp_path / "missing" / "link").load(key) is None  # nothing created
+    assert not (tmp_path / "missing").exists()
+
+
+def test_entry_is_bound_to_its_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cache = LinkCache(tmp_path / "link")
+    sm90, sm100 = "a" * 64 + "-sm_90", "a" * 64 + "-sm_100"
+    p90, p100 = cache.store(sm90, b"for sm_90"), cache.store(sm100, b"for sm_100")
+    assert p90 is not None and p100 is not None
+    p100.write_bytes(p90.read_bytes())  # one entry copied over another key's name
+    assert cache.load(sm100) is None
+    assert f"belongs to another key ({sm90})" in capsys.readouterr().err
+    assert cache.load(sm90) == b"for sm_90"
+    with pytest.raises(ValueError, match="invalid link cache key"):
+        cache.load("../escape")
+
+
 @pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="chown needs root")
 def test_foreign_owned_directory_is_refused(tmp_path: Path) -> None:
     directory = tmp_path / "foreign"

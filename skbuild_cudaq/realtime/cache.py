@@ -216,8 +216,16 @@ def open_cache_dir(directory: Path, create: bool) -> int | None:
             except FileNotFoundError:
                 if not create:
                     return None
-                with contextlib.suppress(FileExistsError):  # made meanwhile: checked below
+                try:
                     os.mkdir(name, 0o700, dir_fd=parent)
+                except FileExistsError:
+                    pass  # made meanwhile: opened and checked like any other
+                except OSError as exc:
+                    msg = (
+                        f"cannot create the link cache directory {directory}: "
+                        f"{exc.strerror or exc} ({shown})"
+                    )
+                    raise LinkCacheError(msg) from None
                 fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
             except OSError as exc:
                 if exc.errno not in (errno.ELOOP, errno.ENOTDIR):

@@ -91,6 +91,7 @@ def _site_packages() -> list[str]:
     return dirs
 
 
+@functools.cache
 def _wheel_of(library: Path) -> NvJitLinkInfo:
     """``library`` (resolved) with the nvidia-nvjitlink wheel that installed it, if any."""
     for sub in _WHEEL_LIB_DIRS:

@@ -290,10 +290,16 @@ def _read_exact(fd: int, size: int) -> bytes:
     return b"".join(chunks)
 
 
+def _entry_digest(raw_key: bytes, payload: bytes) -> bytes:
+    h = hashlib.sha256(raw_key)
+    h.update(payload)
+    return h.digest()
+
+
 def encode_entry(key: str, cubin: bytes) -> bytes:
     """An entry's bytes: the header binding ``cubin`` to ``key``, the key, the cubin."""
     raw_key = key.encode("ascii")
-    digest = hashlib.sha256(raw_key + cubin).digest()
+    digest = _entry_digest(raw_key, cubin)
     return _HEADER.pack(_MAGIC, len(raw_key), len(cubin), digest) + raw_key + cubin
 
 
@@ -382,7 +388,7 @@ class LinkCache:
                 self._refuse(name, f"belongs to another key ({shown})")
                 return None
             payload = _read_exact(fd, length)
-            if len(payload) != length or hashlib.sha256(raw_key + payload).digest() != digest:
+            if len(payload) != length or _entry_digest(raw_key, payload) != digest:
                 self._refuse(name, "is corrupt")
                 return None
             return payload

@@ -196,6 +196,7 @@ def prepare_config_settings(
 
 def _call(hook: Callable[[dict[str, Any]], _T], config_settings: Any, *, for_build: bool) -> _T:
     """Front door: typed errors become one message and a non-zero exit."""
+    _log.show_library_log()
     try:
         prepared = prepare_config_settings(config_settings, Path.cwd(), for_build=for_build)
     except CudaqError as exc:

@@ -122,6 +122,7 @@ def _fail(exc: CudaqError) -> NoReturn:
 
 @contextmanager
 def _front_door() -> Iterator[None]:
+    _log.show_library_log()
     try:
         yield
     except CudaqError as exc:

@@ -25,8 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from skbuild_cudaq import _log
-
+from ._logging import get_logger
 from .errors import LinkCacheError
 
 __all__ = ["CACHE_ENV", "LinkCache", "cache_digest", "cache_entry", "cache_key", "default_cache"]
@@ -35,6 +34,7 @@ CACHE_ENV = "SKBUILD_CUDAQ_LINK_CACHE"
 _DISABLED = {"0", "off", "false", "no", "none"}
 _MAGIC = b"SKCQCUB1"
 _HEADER = struct.Struct("<8sQ32s")  # magic, payload length, sha256(payload)
+_logger = get_logger(__name__)
 _KEY_FORMAT = b"skbuild-cudaq link cache v2\0"
 _ARCH_NAME = re.compile(r"^sm_\d{2,3}[af]?$")
 
@@ -153,15 +153,15 @@ class LinkCache:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            _log.progress(f"link cache: cannot read {path}: {exc.strerror or exc}")
+            _logger.info("link cache: cannot read %s: %s", path, exc.strerror or exc)
             return None
         if len(data) < _HEADER.size:
-            _log.progress(f"link cache: {path} is truncated; re-linking")
+            _logger.info("link cache: %s is truncated; re-linking", path)
             return None
         magic, length, digest = _HEADER.unpack_from(data)
         payload = data[_HEADER.size :]
         if magic != _MAGIC or length != len(payload) or hashlib.sha256(payload).digest() != digest:
-            _log.progress(f"link cache: {path} is corrupt or truncated; re-linking")
+            _logger.info("link cache: %s is corrupt or truncated; re-linking", path)
             return None
         return payload
 

@@ -98,11 +98,18 @@ Variables
 ^^^^^^^^^
 
 ``SKBUILD_CUDAQ_NVCC``
-  The nvcc used for device code. Found from ``CMAKE_CUDA_COMPILER``, the
-  ``CUDACXX`` environment variable, ``PATH``, ``SKBUILD_CUDAQ_NVCC_HINT`` (set
-  by the ``skbuild_cudaq.build`` backend when nvcc comes from the
-  ``nvidia-cuda-nvcc`` wheel), and finally by asking ``skbuild_cudaq`` in the
-  build's Python (``Python_EXECUTABLE``), which finds that wheel too.
+  The nvcc used for device code (set it to skip the search). Searched in the
+  order that ``nvcc-search.txt`` of this package defines, the same order the
+  Python side (``skbuild_cudaq._toolchain``) uses: ``CMAKE_CUDA_COMPILER``
+  (CMake variable, then environment variable), the ``CUDACXX`` environment
+  variable, ``PATH`` (only ``PATH``), ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``,
+  ``/usr/local/cuda/bin``, ``/opt/cuda/bin`` (these two replaced by the
+  ``:``-separated roots of the ``SKBUILD_CUDAQ_CUDA_ROOTS`` environment
+  variable when it is set), and the ``nvidia-cuda-nvcc`` wheel:
+  ``SKBUILD_CUDAQ_NVCC_HINT`` (set by the ``skbuild_cudaq.build`` backend),
+  else asked of the build's Python (``Python_EXECUTABLE``). A variable that is
+  set but names no executable is an error; when nothing is found the error
+  lists every place tried.
 
 ``SKBUILD_CUDAQ_INCLUDE_DIR``
   The device headers (``cudaq/realtime/unified_dispatch_device.cuh``).
@@ -143,49 +150,162 @@ function(_cudaq_realtime_where caller out_var)
 endfunction()
 
 #[=[
+_cudaq_realtime_nvcc_program(<out-var> <name-or-path>)
+
+<out-var> is the executable <name-or-path> names (an absolute path, or a
+program on PATH and only PATH -- what Python's shutil.which does), else empty.
+#]=]
+function(_cudaq_realtime_nvcc_program out_var value)
+  unset(_found)
+  if(IS_ABSOLUTE "${value}")
+    get_filename_component(_dir "${value}" DIRECTORY)
+    get_filename_component(_name "${value}" NAME)
+    find_program(_found NAMES "${_name}" PATHS "${_dir}" NO_DEFAULT_PATH NO_CACHE)
+  else()
+    find_program(_found NAMES "${value}" PATHS ENV PATH NO_DEFAULT_PATH NO_CACHE)
+  endif()
+  if(_found)
+    set(${out_var} "${_found}" PARENT_SCOPE)
+  else()
+    set(${out_var} "" PARENT_SCOPE)
+  endif()
+endfunction()
+
+#[=[
+_cudaq_realtime_nvcc_from_wheel(<out-var> <tried-var> <wheel>)
+
+The nvcc of the <wheel> distribution: SKBUILD_CUDAQ_NVCC_HINT (set by the
+skbuild_cudaq.build backend), else asked of the build's Python
+(Python_EXECUTABLE, Python3_EXECUTABLE) with this package's own _toolchain.py.
+#]=]
+function(_cudaq_realtime_nvcc_from_wheel out_var tried_var wheel)
+  set(${out_var} "" PARENT_SCOPE)
+  if(SKBUILD_CUDAQ_NVCC_HINT AND EXISTS "${SKBUILD_CUDAQ_NVCC_HINT}")
+    set(${out_var} "${SKBUILD_CUDAQ_NVCC_HINT}" PARENT_SCOPE)
+    return()
+  endif()
+  get_filename_component(_root "${_SKBUILD_CUDAQ_CMAKE_DIR}/../.." ABSOLUTE)
+  set(_asked)
+  foreach(_py IN ITEMS "${Python_EXECUTABLE}" "${Python3_EXECUTABLE}")
+    if(NOT _py OR NOT EXISTS "${_py}" OR _py IN_LIST _asked)
+      continue()
+    endif()
+    list(APPEND _asked "${_py}")
+    execute_process(
+      COMMAND "${_py}" -c
+              "import sys; sys.path.insert(0, sys.argv[1]); from skbuild_cudaq._toolchain import nvcc_from_wheel, wheel_names; p = nvcc_from_wheel(wheel_names(sys.argv[2])); print(p or '')"
+              "${_root}" "${wheel}"
+      OUTPUT_VARIABLE _from_wheel OUTPUT_STRIP_TRAILING_WHITESPACE
+      ERROR_QUIET RESULT_VARIABLE _rc)
+    if(_rc EQUAL 0 AND _from_wheel AND EXISTS "${_from_wheel}")
+      set(${out_var} "${_from_wheel}" PARENT_SCOPE)
+      return()
+    endif()
+  endforeach()
+  if(_asked)
+    list(JOIN _asked ", " _asked)
+    set(${tried_var} "the ${wheel} wheel: not installed for ${_asked}" PARENT_SCOPE)
+  else()
+    set(${tried_var} "the ${wheel} wheel: no Python to ask (set Python_EXECUTABLE)" PARENT_SCOPE)
+  endif()
+endfunction()
+
+#[=[
 _cudaq_realtime_find_nvcc(<caller>)
 
-Sets the cache variable SKBUILD_CUDAQ_NVCC, or stops with what to install.
+Sets the cache variable SKBUILD_CUDAQ_NVCC (unless already set to an existing
+file), or stops with every place tried and what to install. The order is
+nvcc-search.txt next to this file, which skbuild_cudaq/_toolchain.py reads too.
 #]=]
 function(_cudaq_realtime_find_nvcc caller)
   if(SKBUILD_CUDAQ_NVCC AND EXISTS "${SKBUILD_CUDAQ_NVCC}")
     return()
   endif()
-  unset(_nvcc)
-  if(CMAKE_CUDA_COMPILER AND EXISTS "${CMAKE_CUDA_COMPILER}")
-    set(_nvcc "${CMAKE_CUDA_COMPILER}")
-  elseif(DEFINED ENV{CUDACXX} AND EXISTS "$ENV{CUDACXX}")
-    set(_nvcc "$ENV{CUDACXX}")
-  else()
-    find_program(_SKBUILD_CUDAQ_NVCC_ON_PATH NAMES nvcc NO_CACHE)
-    if(_SKBUILD_CUDAQ_NVCC_ON_PATH)
-      set(_nvcc "${_SKBUILD_CUDAQ_NVCC_ON_PATH}")
-    elseif(SKBUILD_CUDAQ_NVCC_HINT AND EXISTS "${SKBUILD_CUDAQ_NVCC_HINT}")
-      set(_nvcc "${SKBUILD_CUDAQ_NVCC_HINT}")
-    else()
-      # The nvidia-cuda-nvcc wheel of the build's Python (plain scikit-build-core).
-      foreach(_py IN ITEMS "${Python_EXECUTABLE}" "${Python3_EXECUTABLE}")
-        if(_py AND EXISTS "${_py}")
-          execute_process(
-            COMMAND "${_py}" -c
-                    "from skbuild_cudaq._toolchain import nvcc_from_wheel as f; p = f(); print(p or '')"
-            OUTPUT_VARIABLE _from_wheel OUTPUT_STRIP_TRAILING_WHITESPACE
-            ERROR_QUIET RESULT_VARIABLE _rc)
-          if(_rc EQUAL 0 AND _from_wheel AND EXISTS "${_from_wheel}")
-            set(_nvcc "${_from_wheel}")
-            break()
+  _cudaq_realtime_where(${caller} _where)
+  file(STRINGS "${_SKBUILD_CUDAQ_CMAKE_DIR}/nvcc-search.txt" _steps REGEX "^[a-z]")
+  if(DEFINED ENV{SKBUILD_CUDAQ_CUDA_ROOTS})
+    # Its entries replace the `root` lines, where the first of them stood.
+    string(REPLACE ":" ";" _roots "$ENV{SKBUILD_CUDAQ_CUDA_ROOTS}")
+    set(_expanded)
+    foreach(_step IN LISTS _steps)
+      if(_step MATCHES "^root ")
+        foreach(_r IN LISTS _roots)
+          if(_r)
+            list(APPEND _expanded "root ${_r}")
           endif()
-        endif()
-      endforeach()
-    endif()
+        endforeach()
+        set(_roots)
+      else()
+        list(APPEND _expanded "${_step}")
+      endif()
+    endforeach()
+    set(_steps ${_expanded})
   endif()
-  if(NOT DEFINED _nvcc)
-    _cudaq_realtime_where(${caller} _where)
+  set(_tried)
+  unset(_nvcc)
+  foreach(_step IN LISTS _steps)
+    string(REGEX MATCH "^([a-z-]+)[ ]*(.*)$" _m "${_step}")
+    set(_kind "${CMAKE_MATCH_1}")
+    string(STRIP "${CMAKE_MATCH_2}" _arg)
+    if(_kind STREQUAL "cmake-variable" OR _kind STREQUAL "env")
+      if(_kind STREQUAL "env")
+        set(_value "$ENV{${_arg}}")
+        set(_origin "environment")
+      else()
+        set(_value "${${_arg}}")
+        set(_origin "CMake variable")
+      endif()
+      if(_value STREQUAL "")
+        list(APPEND _tried "${_arg} (${_origin}): not set")
+        continue()
+      endif()
+      _cudaq_realtime_nvcc_program(_nvcc "${_value}")
+      if(NOT _nvcc)
+        message(FATAL_ERROR
+          "${_where}: ${_arg}='${_value}' (${_origin}) does not name an executable nvcc; fix or "
+          "unset it. Install a CUDA toolkit and set CUDA_HOME to it (or put its bin directory on "
+          "PATH, or set CMAKE_CUDA_COMPILER to its nvcc), or `pip install nvidia-cuda-nvcc` (add "
+          "it to build-system.requires).")
+      endif()
+    elseif(_kind STREQUAL "path")
+      find_program(_nvcc NAMES "${_arg}" PATHS ENV PATH NO_DEFAULT_PATH NO_CACHE)
+      if(NOT _nvcc)
+        list(APPEND _tried "${_arg} on PATH ($ENV{PATH}): not found")
+      endif()
+    elseif(_kind STREQUAL "root-env")
+      if("$ENV{${_arg}}" STREQUAL "")
+        list(APPEND _tried "\$${_arg}/bin/nvcc: ${_arg} not set")
+        continue()
+      endif()
+      _cudaq_realtime_nvcc_program(_nvcc "$ENV{${_arg}}/bin/nvcc")
+      if(NOT _nvcc)
+        list(APPEND _tried "\$${_arg}/bin/nvcc: $ENV{${_arg}}/bin/nvcc not found")
+      endif()
+    elseif(_kind STREQUAL "root")
+      _cudaq_realtime_nvcc_program(_nvcc "${_arg}/bin/nvcc")
+      if(NOT _nvcc)
+        list(APPEND _tried "${_arg}/bin/nvcc: not found")
+      endif()
+    elseif(_kind STREQUAL "wheel")
+      _cudaq_realtime_nvcc_from_wheel(_nvcc _why "${_arg}")
+      if(NOT _nvcc)
+        list(APPEND _tried "${_why}")
+      endif()
+    endif()
+    if(_nvcc)
+      break()
+    endif()
+  endforeach()
+  if(NOT _nvcc)
+    set(_places "")
+    foreach(_t IN LISTS _tried)
+      string(APPEND _places "\n  - ${_t}")
+    endforeach()
     message(FATAL_ERROR
-      "${_where}: nvcc not found: it compiles the dispatch kernels to LTO-IR. "
-      "Set CMAKE_CUDA_COMPILER (or the CUDACXX environment variable) to the nvcc of a "
-      "CUDA toolkit, put nvcc on PATH, or `pip install nvidia-cuda-nvcc` "
-      "(add it to build-system.requires).")
+      "${_where}: nvcc not found: it compiles the dispatch kernels to LTO-IR. Looked in, in "
+      "order:${_places}\nInstall a CUDA toolkit and set CUDA_HOME to it (or put its bin directory "
+      "on PATH, or set CMAKE_CUDA_COMPILER to its nvcc), or `pip install nvidia-cuda-nvcc` (add "
+      "it to build-system.requires).")
   endif()
   set(SKBUILD_CUDAQ_NVCC "${_nvcc}" CACHE FILEPATH "nvcc used by skbuild-cudaq for device code" FORCE)
   message(STATUS "skbuild-cudaq: nvcc: ${_nvcc}")

@@ -113,6 +113,17 @@ Variables
 
 ``SKBUILD_CUDAQ_INCLUDE_DIR``
   The device headers (``cudaq/realtime/unified_dispatch_device.cuh``).
+
+``SKBUILD_CUDAQ_PYTHON``
+  The Python that writes the build records naming each device source's
+  kernels and exported handlers (``python -m skbuild_cudaq inspect`` shows
+  them): ``Python_EXECUTABLE`` or ``Python3_EXECUTABLE`` (scikit-build-core
+  sets both), else any Python 3 found. Set it empty to build without records.
+  For a side-compiled source the record comes from one extra ``nvcc -ptx``
+  (same flags, first architecture); for sources compiled into the target by
+  nvcc, from the objects, at link time (the ``PRE_LINK`` step of
+  :command:`cudaq_realtime_target_skip_device_link`). Records go in the
+  section ``__cudaq_rt_info`` (flags ``"aR"``, 8-aligned) of the binary.
 #]=======================================================================]
 
 include_guard(GLOBAL)
@@ -312,6 +323,38 @@ function(_cudaq_realtime_find_nvcc caller)
 endfunction()
 
 #[=[
+_cudaq_realtime_find_python()
+
+Sets SKBUILD_CUDAQ_PYTHON: the Python that writes the device-code records
+(Python_EXECUTABLE or Python3_EXECUTABLE, as scikit-build-core sets them, else
+any Python 3 found). Empty when there is none: modules then carry no records
+and `inspect` shows their containers unnamed.
+#]=]
+function(_cudaq_realtime_find_python)
+  if(DEFINED SKBUILD_CUDAQ_PYTHON)
+    return()
+  endif()
+  set(_py "")
+  foreach(_candidate IN ITEMS "${Python_EXECUTABLE}" "${Python3_EXECUTABLE}")
+    if(_candidate AND EXISTS "${_candidate}")
+      set(_py "${_candidate}")
+      break()
+    endif()
+  endforeach()
+  if(NOT _py)
+    find_package(Python3 COMPONENTS Interpreter QUIET)
+    if(Python3_Interpreter_FOUND)
+      set(_py "${Python3_EXECUTABLE}")
+    else()
+      message(STATUS "skbuild-cudaq: no Python found: device code is embedded without the "
+                     "records that name its kernels and handlers (set Python_EXECUTABLE)")
+    endif()
+  endif()
+  set(SKBUILD_CUDAQ_PYTHON "${_py}" CACHE FILEPATH
+      "Python that writes skbuild-cudaq's device-code records (empty: none)")
+endfunction()
+
+#[=[
 _cudaq_realtime_check_target(<caller> <target>)
 
 The target exists and is a kind whose link keeps embedded objects.
@@ -428,14 +471,32 @@ function(_cudaq_realtime_add_fatbin target source output)
   get_filename_component(_dir "${output}" DIRECTORY)
   # nvcc does not escape spaces in the depfile's target: name it ourselves (make syntax).
   string(REPLACE " " "\\ " _dep_target "${output}")
+  # $<SEMICOLON>: one list element per option once COMMAND_EXPAND_LISTS expands it.
+  set(_flags ${_host_compiler} "${_std}"
+      "$<$<BOOL:${_inc}>:-I$<JOIN:${_inc},$<SEMICOLON>-I>>"
+      "$<$<BOOL:${_defs}>:-D$<JOIN:${_defs},$<SEMICOLON>-D>>"
+      "-I${SKBUILD_CUDAQ_INCLUDE_DIR}")
+  # The record naming the kernels and handlers: PTX of the first architecture (same flags),
+  # whose .visible .entry / cudaq_handler_* lines are what the source defines.
+  set(_outputs "${output}")
+  set(_record_commands)
+  if(SKBUILD_CUDAQ_PYTHON)
+    list(GET ARGN 0 _first)
+    list(APPEND _outputs "${output}.json")
+    set(_record_commands
+      COMMAND "${SKBUILD_CUDAQ_NVCC}" -ptx -rdc=true "-arch=compute_${_first}" ${_flags}
+              -o "${output}.ptx" "${source}"
+      COMMAND "${SKBUILD_CUDAQ_PYTHON}" "${_SKBUILD_CUDAQ_CMAKE_DIR}/_run_device_info.py" side
+              --fatbin "${output}" --ptx "${output}.ptx" --source "${source}"
+              --project-dir "${CMAKE_SOURCE_DIR}" --nvcc "${SKBUILD_CUDAQ_NVCC}" --arch ${ARGN}
+              -o "${output}.json")
+  endif()
   add_custom_command(
-    OUTPUT "${output}"
+    OUTPUT ${_outputs}
     COMMAND "${CMAKE_COMMAND}" -E make_directory "${_dir}"
-    COMMAND "${SKBUILD_CUDAQ_NVCC}" -fatbin -rdc=true ${_gencode} ${_host_compiler} "${_std}"
-            "$<$<BOOL:${_inc}>:-I$<JOIN:${_inc},;-I>>"
-            "$<$<BOOL:${_defs}>:-D$<JOIN:${_defs},;-D>>"
-            "-I${SKBUILD_CUDAQ_INCLUDE_DIR}"
+    COMMAND "${SKBUILD_CUDAQ_NVCC}" -fatbin -rdc=true ${_gencode} ${_flags}
             -MD -MF "${output}.d" -MT "${_dep_target}" -o "${output}" "${source}"
+    ${_record_commands}
     DEPENDS "${source}"
     DEPFILE "${output}.d"
     # nvcc records its working directory in the LTO-IR: run it next to the source so that
@@ -475,6 +536,26 @@ assembles in another directory). A C file, not a raw .s, so that the object
 carries .note.GNU-stack and the module never asks for an executable stack.
 #]=]
 function(_cudaq_realtime_write_embed_source source_out fatbin what)
+  set(record "")
+  if(SKBUILD_CUDAQ_PYTHON)
+    # The record (fatbin.json) that names what the fatbin holds: section __cudaq_rt_info,
+    # framed by "CQRTINFO", version 1 and the length the assembler computes.
+    set(record [==[
+/* The record naming the kernels and handlers of this fatbin (skbuild_cudaq._device_info). */
+__asm__(
+    ".section __cudaq_rt_info,\"aR\"\n"
+    ".balign 8\n"
+    ".ascii \"CQRTINFO\"\n"
+    ".long 1\n"
+    ".long 2f - 1f\n"
+    "1:\n"
+    ".incbin \"@fatbin@.json\"\n"
+    "2:\n"
+    ".balign 8\n"
+    ".previous\n");
+]==])
+    string(CONFIGURE "${record}" record @ONLY)
+  endif()
   file(CONFIGURE OUTPUT "${source_out}" CONTENT [==[
 /* Generated by skbuild-cudaq: do not edit.
  * Embeds the LTO-IR fatbin of @what@
@@ -486,7 +567,7 @@ __asm__(
     ".incbin \"@fatbin@\"\n"
     ".balign 8\n"
     ".previous\n");
-]==] @ONLY)
+@record@]==] @ONLY)
 endfunction()
 
 #[=[
@@ -509,8 +590,12 @@ function(_cudaq_realtime_embed_fatbins caller target sources archs)
     _cudaq_realtime_add_fatbin(${target} "${_src}" "${_fatbin}" ${archs})
     _cudaq_realtime_write_embed_source("${_embed}" "${_fatbin}" "${_src}")
     target_sources(${target} PRIVATE "${_embed}")
+    set(_embed_depends "${_fatbin}")
+    if(SKBUILD_CUDAQ_PYTHON)
+      list(APPEND _embed_depends "${_fatbin}.json")
+    endif()
     set_source_files_properties("${_embed}" TARGET_DIRECTORY ${target}
-                                PROPERTIES OBJECT_DEPENDS "${_fatbin}")
+                                PROPERTIES OBJECT_DEPENDS "${_embed_depends}")
     list(APPEND _fatbins "${_fatbin}")
   endforeach()
   set(_custom "${target}_cudaq_device_code")
@@ -536,6 +621,7 @@ function(cudaq_realtime_add_device_sources target)
   _cudaq_realtime_check_architectures("${_caller}" _archs ${ARG_ARCHITECTURES})
   _cudaq_realtime_resolve_sources("${_caller}" _sources ${ARG_UNPARSED_ARGUMENTS})
   _cudaq_realtime_find_nvcc("${_caller}")
+  _cudaq_realtime_find_python()
   _cudaq_realtime_embed_fatbins("${_caller}" ${target} "${_sources}" "${_archs}")
 endfunction()
 
@@ -570,8 +656,27 @@ function(cudaq_realtime_target_skip_device_link target)
   set(_list "${_dir}/objects.txt")
   set(_obj "${_dir}/${target}_cudaq_no_device_link.o")
   file(GENERATE OUTPUT "${_list}" CONTENT "$<JOIN:$<TARGET_OBJECTS:${target}>,\n>\n")
+  # The records naming the kernels and handlers of the target's nvcc objects (one per object
+  # with device code), written by Python at link time and embedded by the same object.
+  _cudaq_realtime_find_python()
+  set(_info_args "")
+  if(SKBUILD_CUDAQ_PYTHON)
+    set(_args_file "${_dir}/device_info_args.txt")
+    set(_srcs "$<TARGET_PROPERTY:${target},SKBUILD_CUDAQ_HANDLER_SOURCES>")
+    set(_archs "$<TARGET_PROPERTY:${target},SKBUILD_CUDAQ_HANDLER_ARCHITECTURES>")
+    set(_nvcc_for_info "${CMAKE_CUDA_COMPILER}")
+    if(NOT _nvcc_for_info)
+      set(_nvcc_for_info "${SKBUILD_CUDAQ_NVCC}")
+    endif()
+    file(GENERATE OUTPUT "${_args_file}" CONTENT
+"--sources\n$<JOIN:${_srcs},\n>\n--project-dir\n${CMAKE_SOURCE_DIR}\n--nvcc\n${_nvcc_for_info}\n\
+--arch\n$<IF:$<BOOL:${_archs}>,$<JOIN:${_archs},\n>,${SKBUILD_CUDAQ_DEFAULT_ARCHITECTURES}>\n")
+    set(_info_args "-DPYTHON=${SKBUILD_CUDAQ_PYTHON}" "-DINFO_ARGS=${_args_file}"
+        "-DINFO_SCRIPT=${_SKBUILD_CUDAQ_CMAKE_DIR}/_run_device_info.py")
+  endif()
   add_custom_command(TARGET ${target} PRE_LINK
     COMMAND "${CMAKE_COMMAND}" "-DOBJECT_LIST=${_list}" "-DOUTPUT=${_obj}" "-DCOMPILER=${_cc}"
+            ${_info_args}
             -P "${_SKBUILD_CUDAQ_CMAKE_DIR}/skbuild_cudaq_no_device_link.cmake"
     VERBATIM)
   target_link_options(${target} PRIVATE "${_obj}")
@@ -609,6 +714,8 @@ function(cudaq_realtime_add_handlers target)
     list(APPEND _options "--generate-code=arch=compute_${_arch},code=[lto_${_arch}]")
   endforeach()
   target_sources(${target} PRIVATE ${_sources})
+  set_property(TARGET ${target} APPEND PROPERTY SKBUILD_CUDAQ_HANDLER_SOURCES ${_sources})
+  set_property(TARGET ${target} APPEND PROPERTY SKBUILD_CUDAQ_HANDLER_ARCHITECTURES ${_archs})
   set_source_files_properties(${_sources} TARGET_DIRECTORY ${target} PROPERTIES
     LANGUAGE CUDA
     COMPILE_OPTIONS "${_options}"

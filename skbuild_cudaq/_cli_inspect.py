@@ -25,10 +25,13 @@ __all__ = ["add_parser", "render_text"]
 def add_parser(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "inspect",
-        help="list the device code (fatbin containers and entries) embedded in a binary",
+        help="list the device code embedded in a binary: containers, kernels, handlers",
         description=(
             "List every __nv_relfatbin section of an ELF binary (extension module, "
-            "shared library or object), its fatbin containers and their entries. "
+            "shared library or object), its fatbin containers and their entries, and "
+            "for each container what the build recorded: the source it came from, the "
+            "extern \"C\" kernels and exported handlers it defines, the nvcc version and "
+            "architectures (containers built without a record are shown unnamed). "
             "A plain .fatbin file is listed too."
         ),
     )

@@ -62,6 +62,8 @@ __all__ = [
     "names_from_object",
     "names_from_ptx",
     "nvcc_version",
+    "object_record",
+    "object_records",
     "read_records",
     "write_record",
 ]
@@ -262,6 +264,40 @@ def _side(args: argparse.Namespace) -> None:
     write_record(Path(args.output), record)
 
 
+def object_record(
+    obj: Path,
+    source: Path,
+    *,
+    project_dir: Path | None,
+    nvcc: str,
+    architectures: Sequence[str],
+) -> dict[str, Any] | None:
+    """The record of an nvcc object compiled from ``source`` (None: no device code of its own).
+
+    An object without ``__nv_relfatbin`` is a host object; one that already
+    carries records is an embed object of side-compiled fatbins.
+    """
+    from .fatbin import read_relfatbin_sections
+
+    try:
+        sections = read_relfatbin_sections(obj)
+    except DeviceCodeError:
+        return None
+    if read_records(obj):
+        return None
+    kernels, handlers = names_from_object(Path(obj))
+    return make_record(
+        source=source,
+        project_dir=project_dir,
+        compiled="nvcc",
+        nvcc=nvcc,
+        architectures=architectures,
+        kernels=kernels,
+        handlers=handlers,
+        containers=[c.data for s in sections for c in s.containers],
+    )
+
+
 def object_records(
     objects: Iterable[Path],
     sources: Sequence[Path],
@@ -273,37 +309,25 @@ def object_records(
     """A record per nvcc object with device code, its source found by the object's name.
 
     CMake names an object ``<dir>/<source path>.o``: the source is the one whose
-    path relative to its directory ends the object's path (longest match).
+    path ends the object's path (longest match); else the object itself is named.
     """
-    from .fatbin import read_relfatbin_sections
-
     version = nvcc_version(nvcc)
     out: list[tuple[Path, dict[str, Any]]] = []
     for obj in objects:
-        try:
-            sections = read_relfatbin_sections(obj)
-        except DeviceCodeError:
-            continue  # no device code: a host object
-        if read_records(obj):
-            continue  # an embed object of side-compiled fatbins: it carries their records
         stem = Path(obj).as_posix()
         stem = stem[: -len(".o")] if stem.endswith(".o") else stem
         matches = [s for s in sources if stem.endswith("/" + Path(s).name)]
         matches.sort(key=lambda s: -len(_common_suffix(stem, Path(s).as_posix())))
         source = matches[0] if matches else Path(obj)
-        kernels, handlers = names_from_object(Path(obj))
-        containers = [c.data for s in sections for c in s.containers]
-        record = make_record(
-            source=source,
+        record = object_record(
+            Path(obj),
+            source,
             project_dir=project_dir,
-            compiled="nvcc",
             nvcc=version,
             architectures=architectures,
-            kernels=kernels,
-            handlers=handlers,
-            containers=containers,
         )
-        out.append((Path(obj), record))
+        if record is not None:
+            out.append((Path(obj), record))
     return out
 
 

@@ -13,8 +13,9 @@ calls the scikit-build-core hook of the same name with extra config settings:
   ``SKBUILD_CUDAQ_KERNEL_<i>_TARGET`` / ``_SOURCES`` (absolute paths) /
   ``_ARCHITECTURES`` (``;``-lists).
 * ``cmake.define.skbuild_cudaq_DIR`` (unless set) so ``find_package`` finds us.
-* ``cmake.define.SKBUILD_CUDAQ_NVCC_HINT`` when nvcc exists only as the
-  ``nvidia-cuda-nvcc`` wheel (CMake would not find it on its own).
+* ``cmake.define.SKBUILD_CUDAQ_NVCC_HINT`` when the nvcc that the shared search
+  order (``cmake/nvcc-search.txt``) finds is the ``nvidia-cuda-nvcc`` wheel's:
+  CMake's search takes it at the wheel step without asking Python again.
 
 Our own ``-C cudaq.*`` config settings are removed before scikit-build-core
 sees them (its config is strict); an unknown ``cudaq.*`` key is an error with
@@ -196,6 +197,7 @@ def prepare_config_settings(
 
 def _call(hook: Callable[[dict[str, Any]], _T], config_settings: Any, *, for_build: bool) -> _T:
     """Front door: typed errors become one message and a non-zero exit."""
+    _log.show_library_log()
     try:
         prepared = prepare_config_settings(config_settings, Path.cwd(), for_build=for_build)
     except CudaqError as exc:

@@ -81,23 +81,29 @@ def test_nvcc_not_found(tmp_path: Path) -> None:
     assert CMAKE is not None or pytest.skip("cmake not on PATH")
     empty = tmp_path / "empty-bin"
     empty.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in {"CUDACXX", "CMAKE_CUDA_COMPILER"}}
+    drop = {"CUDACXX", "CMAKE_CUDA_COMPILER", "CUDA_HOME", "CUDA_PATH"}
+    env = {k: v for k, v in os.environ.items() if k not in drop}
     env["PATH"] = str(empty)
-    # Only PATH (empty) may be searched: not CMake's system prefixes such as /usr/local/bin.
+    env["SKBUILD_CUDAQ_CUDA_ROOTS"] = ""  # not this machine's /usr/local/cuda
+    # PATH (empty) is the only directory searched: not CMake's system prefixes.
     stderr = configure(
         tmp_path,
         "cudaq_realtime_add_dispatch_kernel(mod k.cu)\n",
         env,
-        "-DCMAKE_FIND_USE_CMAKE_SYSTEM_PATH=OFF",
-        "-DCMAKE_FIND_USE_INSTALL_PREFIX=OFF",
         f"-DCMAKE_MAKE_PROGRAM={shutil.which('make') or shutil.which('ninja')}",
     )
     expect(
         stderr,
         "skbuild-cudaq: cudaq_realtime_add_dispatch_kernel(mod): nvcc not found: it compiles the "
-        "dispatch kernels to LTO-IR. Set CMAKE_CUDA_COMPILER (or the CUDACXX environment "
-        "variable) to the nvcc of a CUDA toolkit, put nvcc on PATH, or `pip install "
-        "nvidia-cuda-nvcc` (add it to build-system.requires).",
+        "dispatch kernels to LTO-IR. Looked in, in order: - CMAKE_CUDA_COMPILER (CMake variable): "
+        "not set - CMAKE_CUDA_COMPILER (environment): not set - CUDACXX (environment): not set - "
+        f"nvcc on PATH ({empty}): not found - $CUDA_HOME/bin/nvcc: CUDA_HOME not set",
+    )
+    expect(
+        stderr,
+        "Install a CUDA toolkit and set CUDA_HOME to it (or put its bin directory on PATH, or set "
+        "CMAKE_CUDA_COMPILER to its nvcc), or `pip install nvidia-cuda-nvcc` (add it to "
+        "build-system.requires).",
     )
 
 

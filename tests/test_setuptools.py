@@ -279,6 +279,16 @@ def test_inspect_cli_lists_the_containers(built: Built) -> None:
     for container in containers:
         assert [e["kind"] for e in container["entries"]] == ["lto-ir"]
         assert container["entries"][0]["arch"] == "sm_80"
+    # the build records name what each container holds (the same as the CMake path)
+    records = {c["record"]["source"]: c["record"] for c in containers}
+    assert set(records) == {KERNEL, "src/handlers.cu"}
+    assert records[KERNEL]["compiled"] == "side"
+    assert records[KERNEL]["kernels"] == ["single_thread_dispatcher"]
+    assert records["src/handlers.cu"]["compiled"] == "nvcc"
+    assert records["src/handlers.cu"]["handlers"] == ["rpc_increment"]
+    for record in records.values():
+        assert record["architectures"] == ["80"]
+        assert record["nvcc"][:2].isdigit()
 
 
 @pytest.mark.integration

@@ -47,8 +47,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from skbuild_cudaq import _log
-
+from ._logging import get_logger
 from .errors import LinkCacheError
 
 __all__ = [
@@ -68,6 +67,7 @@ _MAGIC = b"SKCQCUB3"
 _HEADER = struct.Struct("<8sIQ32s")
 _MAX_KEY = 256
 _KEY_FORMAT = b"skbuild-cudaq link cache v3\0"
+_logger = get_logger(__name__)
 _ARCH_NAME = re.compile(r"^sm_\d{2,3}[af]?$")
 _KEY_NAME = re.compile(r"^[0-9A-Za-z_-]{1,200}$")  # a file name in the directory, nothing more
 _MAX_SYMLINKS = 40
@@ -341,7 +341,7 @@ class LinkCache:
 
     def _refuse(self, name: str, why: str) -> None:
         assert self.directory is not None
-        _log.warning(f"link cache entry {self.directory / name} {why}: not used; re-linking")
+        _logger.warning("link cache entry %s %s: not used; re-linking", self.directory / name, why)
 
     def _read(self, dir_fd: int, name: str, key: str) -> bytes | None:
         try:

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from skbuild_cudaq import _log
-
 from . import _nvjitlink
+from ._logging import get_logger, timed
 from .cache import LinkCache, cache_digest, cache_entry, default_cache
 from .device_code import (
     DeviceCode,
@@ -40,6 +39,7 @@ __all__ = [
     "prepare_link",
 ]
 
+_logger = get_logger(__name__)
 _ARCH = re.compile(r"^(?:sm_|compute_)?(\d{2,3})([af]?)$")
 _KIND_LTO_IR, _KIND_CUBIN, _KIND_PTX = 8, 2, 1
 
@@ -148,7 +148,7 @@ class PreparedLink:
             key = cache_entry(self.digest, sm)
             cubin = self.cache.load(key)
             if cubin is not None:
-                _log.progress(f"link cache hit for {self.code.path.name} ({sm})")
+                _logger.info("link cache hit for %s (%s)", self.code.path.name, sm)
                 return LinkResult(cubin, sm, self.code.path, True, self.cache.path_of(key))
 
         opts = self.options.nvjitlink_options(sm)
@@ -158,23 +158,25 @@ class PreparedLink:
             # loaded, key by the one actually loaded if that is another.
             identity = _nvjitlink.nvjitlink_identity()
             if identity != self.identity:
-                _log.progress(
-                    f"link cache: nvJitLink loaded is not the one the key named "
-                    f"({identity} vs {self.identity}); re-keying"
+                _logger.info(
+                    "link cache: nvJitLink loaded is not the one the key named (%s vs %s); "
+                    "re-keying",
+                    identity,
+                    self.identity,
                 )
                 key = cache_entry(self._digest(identity), sm)
                 cubin = self.cache.load(key)
                 if cubin is not None:
-                    _log.progress(f"link cache hit for {self.code.path.name} ({sm})")
+                    _logger.info("link cache hit for %s (%s)", self.code.path.name, sm)
                     return LinkResult(cubin, sm, self.code.path, True, self.cache.path_of(key))
-        with _log.step(f"nvJitLink {self.code.path.name} for {sm} ({len(inputs)} inputs)"):
+        with timed(_logger, f"nvJitLink {self.code.path.name} for {sm} ({len(inputs)} inputs)"):
             cubin = _nvjitlink.link(inputs, opts, sources=f"{self.code.path} + {runtime} for {sm}")
         stored = None
         if key is not None:
             try:
                 stored = self.cache.store(key, cubin)
             except OSError as exc:
-                _log.warning(f"could not write the link cache: {exc}")
+                _logger.warning("could not write the link cache: %s", exc)
         return LinkResult(cubin, sm, self.code.path, False, stored)
 
     def _digest(self, identity: str) -> str:

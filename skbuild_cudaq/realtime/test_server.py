@@ -349,6 +349,7 @@ def _run(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Console-script entry point; returns the exit status."""
     parser = _build_parser()
+    _log.show_library_log()
     try:
         args = parser.parse_args(argv)
         return _run(args)

@@ -125,14 +125,14 @@ def test_directory_path_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert not (tmp_path / "missing").exists()
 
 
-def test_entry_is_bound_to_its_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_entry_is_bound_to_its_key(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     cache = LinkCache(tmp_path / "link")
     sm90, sm100 = "a" * 64 + "-sm_90", "a" * 64 + "-sm_100"
     p90, p100 = cache.store(sm90, b"for sm_90"), cache.store(sm100, b"for sm_100")
     assert p90 is not None and p100 is not None
     p100.write_bytes(p90.read_bytes())  # one entry copied over another key's name
     assert cache.load(sm100) is None
-    assert f"belongs to another key ({sm90})" in capsys.readouterr().err
+    assert f"belongs to another key ({sm90})" in caplog.text
     assert cache.load(sm90) == b"for sm_90"
     with pytest.raises(ValueError, match="invalid link cache key"):
         cache.load("../escape")

@@ -65,8 +65,8 @@ def test_an_application_routes_the_records(
     assert corrupt_cache.load(KEY) is None
     (record,) = records
     assert record.name == "skbuild_cudaq.realtime.cache"
-    assert record.levelno == logging.INFO
-    assert "is corrupt or truncated; re-linking" in record.getMessage()
+    assert record.levelno == logging.WARNING  # recovered from: re-linked, entry replaced
+    assert "is corrupt: not used; re-linking" in record.getMessage()
     assert capfd.readouterr().err == ""
 
 
@@ -79,7 +79,7 @@ def test_an_application_silences_even_a_front_door_handler(
     monkeypatch.setenv("SKBUILD_CUDAQ_VERBOSE", "1")
     _log.show_library_log()
     assert corrupt_cache.load(KEY) is None
-    assert "skbuild-cudaq: link cache: " in capfd.readouterr().err  # shown when verbose
+    assert "link cache entry " in capfd.readouterr().err  # a warning: shown
     library_logger.setLevel(logging.CRITICAL)  # what an application does to silence it
     assert corrupt_cache.load(KEY) is None
     assert capfd.readouterr().err == ""
@@ -96,11 +96,13 @@ def test_the_front_door_shows_info_only_when_verbose(
     monkeypatch.setenv("SKBUILD_CUDAQ_VERBOSE", verbose)
     _log.show_library_log()
     _log.show_library_log()  # idempotent: one handler
-    assert corrupt_cache.load(KEY) is None
-    logging.getLogger("skbuild_cudaq.realtime.link").warning("cache %s", "unwritable")
+    del corrupt_cache
+    link = logging.getLogger("skbuild_cudaq.realtime.link")
+    link.info("link cache hit for %s", "ext.so")
+    link.warning("cache %s", "unwritable")
     err = capfd.readouterr().err.splitlines()
-    corrupt = [line for line in err if "is corrupt or truncated" in line]
-    assert len(corrupt) == (1 if verbose == "1" else 0)
+    hits = [line for line in err if "link cache hit for ext.so" in line]
+    assert len(hits) == (1 if verbose == "1" else 0)
     assert err.count("skbuild-cudaq: warning: cache unwritable") == 1
 
 
@@ -131,4 +133,4 @@ def test_cli_front_door_installs_the_handler(tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, env=env_verbose, check=False
     )
     assert proc.returncode == 0, proc.stderr
-    assert "skbuild-cudaq: link cache: " in proc.stderr, proc.stderr
+    assert "link cache entry " in proc.stderr and "re-linking" in proc.stderr, proc.stderr

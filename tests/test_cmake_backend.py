@@ -133,6 +133,28 @@ def test_settings_problem_exits_without_traceback(project: Path) -> None:
     assert "tool.cudaq.dispatch-kernels._core" in proc.stderr
 
 
+@pytest.mark.parametrize("escape", ["semicolon", "symlink"])
+def test_sdist_and_wheel_refuse_sources_escaping_the_project(project: Path, escape: str) -> None:
+    """Issue 11 item 5 through the PEP 517 hooks: no sdist with a link to outside, no ;-split."""
+    outside = project.parent / "outside.cu"
+    outside.write_text("// not in the project\n")
+    if escape == "semicolon":
+        (project / "src/a.cu;").mkdir()
+        (project / "src/a.cu;/x.cu").symlink_to(outside)
+        source, why = "src/a.cu;/x.cu", "contains ;, which CMake, make or nvcc would misread"
+    else:
+        (project / "src/link.cu").symlink_to(outside)
+        source, why = "src/link.cu", "is a symbolic link (or lies under one) that resolves outside"
+    text = (project / "pyproject.toml").read_text().replace('"src/a.cu"', f'"{source}"')
+    (project / "pyproject.toml").write_text(text)
+    for hook in ("build_sdist('dist')", "build_wheel('dist')"):
+        proc = run_hook(project, f"b.{hook}")
+        assert proc.returncode == 1, proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert f'  - tool.cudaq.dispatch-kernels._core[0]: "{source}" {why}' in proc.stderr
+        assert not (project / "dist").exists()
+
+
 @pytest.mark.integration
 @pytest.mark.toolchain
 def test_declared_target_never_created_names_the_key(tmp_path: Path, nvcc: Path) -> None:

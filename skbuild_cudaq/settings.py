@@ -570,7 +570,7 @@ ARCHITECTURE = Rule(
             {"type": "integer", "minimum": MIN_ARCHITECTURE, "maximum": MAX_ARCHITECTURE},
             {
                 "type": "string",
-                "pattern": r"^(?:(?:sm|lto|compute)_)?(?:[89][0-9]|[1-9][0-9]{2,3})$",
+                "pattern": r"^(?:(?:sm|lto|compute)_)?0*(?:[89][0-9]|[1-9][0-9]{2,3})$",
             },
         ]
     },
@@ -618,16 +618,17 @@ class DispatchKernelSettings:
     """
 
     sources: tuple[str, ...] = setting(
-        help="Dispatch kernel sources (.cu), relative to the project directory; each is "
-        "compiled on its own to LTO-IR and embedded in the target's binary.",
+        help="Dispatch kernel sources (.cu), relative to the project directory and inside it "
+        "(no symbolic link leading out), without ; [ ] $ ` \" \\ | : or control characters; "
+        "each is compiled on its own to LTO-IR and embedded in the target's binary.",
         item=KERNEL_SOURCE,
         min_items=1,
         unique=True,
         shorthand=True,
     )
     architectures: tuple[str, ...] = setting(
-        help='GPU architectures to build LTO-IR for (numbers >= 80; 80, "80", "sm_80" and '
-        '"lto_80" are the same). LTO-IR for one architecture links for that GPU and every '
+        help='GPU architectures to build LTO-IR for (numbers 80 to 9999; 80, "80", "sm_80" '
+        'and "lto_80" are the same). LTO-IR for one architecture links for that GPU and every '
         "newer one.",
         default=DEFAULT_ARCHITECTURES,
         item=ARCHITECTURE,

@@ -40,6 +40,12 @@ Commands
   and every newer one; each must be a number ``>= 80`` (optionally with an
   ``a``/``f`` suffix, e.g. ``90a``).
 
+  A source path must not contain ``; [ ] $ ` " \ | :`` or a control character
+  (CMake splits ``"a;b.cu"`` into two paths; nvcc hands paths to a shell; make
+  and ninja misread ``:`` and ``|``), and a path inside the top-level source
+  directory must not be a symbolic link resolving outside it (an sdist would
+  ship the link itself).
+
   The fatbin is rebuilt when the ``.cu`` file or any header it includes
   changes (nvcc ``-MD`` depfile), and only then; the object that embeds it is
   rebuilt when the fatbin changes (``OBJECT_DEPENDS``). nvcc runs in the

@@ -191,3 +191,37 @@ def test_links_inside_and_explicit_outside_paths_pass_the_checks(
     stderr = configure(project, f"cudaq_realtime_add_dispatch_kernel(mod {source})\n")
     assert "symbolic link" not in stderr
     expect(stderr, "the project enables neither C nor CXX")
+
+
+@pytest.mark.parametrize("generator", ["Ninja", "Unix Makefiles"])
+def test_characters_that_are_allowed_build(tmp_path: Path, nvcc: Path, generator: str) -> None:
+    """The other side of the refused set: these characters pass through CMake, make, ninja and
+    nvcc intact (``*/`` too, which once ended the generated file's comment)."""
+    if CMAKE is None or shutil.which("ninja" if generator == "Ninja" else "make") is None:
+        pytest.skip(f"cmake or the {generator} tool is not on PATH")
+    dirs = ["k*", "a b#c", "p%(q)&r=s'!", "\u00e9t\u00e9~{x}@,+"]
+    sources = []
+    for index, name in enumerate(dirs):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "k.cu").write_text(f'extern "C" __global__ void k{index}() {{}}\n')
+        sources.append(f"[==[{name}/k.cu]==]")
+    (tmp_path / "lib.c").write_text("int f(void) { return 0; }\n")
+    (tmp_path / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.20)\nproject(allowed LANGUAGES C)\n"
+        "add_library(mod MODULE lib.c)\nfind_package(skbuild_cudaq CONFIG REQUIRED)\n"
+        f"cudaq_realtime_add_dispatch_kernel(mod {' '.join(sources)})\n"
+    )
+    build = tmp_path / "build"
+    env = {**os.environ, "CUDACXX": str(nvcc)}
+    for cmd in (
+        [CMAKE, "-S", str(tmp_path), "-B", str(build), "-G", generator,
+         f"-Dskbuild_cudaq_DIR={skbuild_cudaq.cmake_dir()}"],
+        [CMAKE, "--build", str(build)],
+    ):  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    module = next(build.glob("*mod.so"))
+    from skbuild_cudaq.fatbin import read_relfatbin_sections
+
+    containers = [c for s in read_relfatbin_sections(module) for c in s.containers]
+    assert len(containers) == len(dirs)

@@ -776,3 +776,37 @@ def test_unreadable_toml_is_one_line_at_every_front_door(
     from skbuild_cudaq.setuptools_ext import project_uses_cudaq
 
     assert project_uses_cudaq(pyproject) is False
+
+
+@pytest.mark.parametrize(
+    ("body", "key", "fragment"),
+    [
+        pytest.param(
+            arch_body('["' + "9" * 5000 + '"]'),
+            f"{DK}._core.architectures[0]",
+            "is too large for a GPU architecture (at most 9999)",
+            id="5000-digit-architecture",
+        ),
+        pytest.param(
+            f'[{DK}]\n_core = ["src/{"a" * 300}.cu"]\n',
+            f"{DK}._core[0]",
+            "cannot be checked: File name too long; shorten it",
+            id="300-byte-component",
+        ),
+        pytest.param(
+            f'[{DK}]\n_core = ["src/other.cu;../../../etc/x.cu"]\n',
+            f"{DK}._core[0]",
+            "contains ;, which CMake, make or nvcc would misread",
+            id="semicolon",
+        ),
+    ],
+)
+def test_check_cli_reports_hostile_values_in_one_line_each(
+    project: Path, body: str, key: str, fragment: str
+) -> None:
+    write(project, body)
+    proc = run_cli("schema", "--check", cwd=project)
+    assert (proc.returncode, proc.stdout) == (1, ""), proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0] == "skbuild-cudaq: error: 1 problem in [tool.cudaq] of pyproject.toml:"
+    assert len(lines) == 2 and lines[1].startswith(f"  - {key}: ") and fragment in lines[1]

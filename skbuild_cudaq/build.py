@@ -48,6 +48,7 @@ __all__ = [
     "prepare_config_settings",
 ]
 
+
 def _import_backend() -> Any:
     """``scikit_build_core.build``, or None when its import fails on ``./pyproject.toml``.
 

@@ -619,7 +619,7 @@ class DispatchKernelSettings:
 
     sources: tuple[str, ...] = setting(
         help="Dispatch kernel sources (.cu), relative to the project directory and inside it "
-        "(no symbolic link leading out), without ; [ ] $ ` \" \\ | : or control characters; "
+        '(no symbolic link leading out), without ; [ ] $ ` " \\ | : or control characters; '
         "each is compiled on its own to LTO-IR and embedded in the target's binary.",
         item=KERNEL_SOURCE,
         min_items=1,

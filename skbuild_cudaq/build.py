@@ -50,21 +50,20 @@ __all__ = [
 
 
 def _import_backend() -> Any:
-    """``scikit_build_core.build``, or None when its import fails on ``./pyproject.toml``.
+    """``scikit_build_core.build``, or the exception its import raised on ``./pyproject.toml``.
 
     scikit-build-core parses the project's ``pyproject.toml`` when it is imported (to
-    decide whether it offers the metadata hooks) and lets a ``tomllib`` error escape.
-    Then every hook below reports the file's problem as one line instead
-    (:func:`prepare_config_settings` reads it first).
+    decide whether it offers the metadata hooks) and lets a ``tomllib`` error, or a
+    ``tool`` or ``[tool.scikit-build]`` of an unexpected type, escape. Then every hook
+    below reports the file's problem as one line instead (:func:`_call`).
     """
     try:
         return importlib.import_module("scikit_build_core.build")
-    except (ValueError, RecursionError):  # TOMLDecodeError, UnicodeDecodeError, > 4300 digits
-        return None
+    except (ValueError, RecursionError, AttributeError, TypeError) as exc:
+        return exc
 
 
 _backend: Any = _import_backend()
-
 ConfigSettings = dict[str, "list[str] | str"]
 _T = TypeVar("_T")
 
@@ -218,11 +217,15 @@ def _call(hook: Callable[[dict[str, Any]], _T], config_settings: Any, *, for_bui
     """Front door: typed errors become one message and a non-zero exit."""
     try:
         prepared = prepare_config_settings(config_settings, Path.cwd(), for_build=for_build)
+        if isinstance(_backend, Exception):  # ours was fine: scikit-build-core's own reading
+            msg = (
+                f"scikit-build-core cannot read pyproject.toml "
+                f"({type(_backend).__name__}: {_backend}); check its [tool.scikit-build] table"
+            )
+            raise CudaqError(msg)
     except CudaqError as exc:
         _log.error(str(exc))
         raise SystemExit(1) from None
-    if _backend is None:  # pyproject.toml was fixed meanwhile: scikit-build-core's own error
-        importlib.import_module("scikit_build_core.build")
     return hook(prepared)
 
 
@@ -280,7 +283,7 @@ def get_requires_for_build_sdist(config_settings: ConfigSettings | None = None) 
 
 # scikit-build-core offers the metadata hooks only where metadata is known
 # without a build (no "failed" overrides); so do we.
-if _backend is not None and hasattr(_backend, "prepare_metadata_for_build_wheel"):
+if not isinstance(_backend, Exception) and hasattr(_backend, "prepare_metadata_for_build_wheel"):
 
     def prepare_metadata_for_build_wheel(
         metadata_directory: str, config_settings: ConfigSettings | None = None

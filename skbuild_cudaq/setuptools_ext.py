@@ -30,7 +30,6 @@ import copy
 import difflib
 import hashlib
 import os
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -75,13 +74,11 @@ def project_uses_cudaq(pyproject: Path) -> bool:
         return False
     if b"cudaq" not in data:
         return False
+    from .settings import read_pyproject
+
     try:
-        if sys.version_info >= (3, 11):
-            import tomllib
-        else:  # pragma: no cover - Python 3.10
-            import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
-        table = tomllib.loads(data.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError, ImportError):
+        table = read_pyproject(pyproject)
+    except CudaqError:
         return False
     tool = table.get("tool")
     return isinstance(tool, dict) and isinstance(tool.get("cudaq"), dict)

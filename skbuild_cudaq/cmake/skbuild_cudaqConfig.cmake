@@ -40,6 +40,12 @@ Commands
   and every newer one; each must be a number ``>= 80`` (optionally with an
   ``a``/``f`` suffix, e.g. ``90a``).
 
+  A source path must not contain ``; [ ] $ ` " \ | :`` or a control character
+  (CMake splits ``"a;b.cu"`` into two paths; nvcc hands paths to a shell; make
+  and ninja misread ``:`` and ``|``), and a path inside the top-level source
+  directory must not be a symbolic link resolving outside it (an sdist would
+  ship the link itself).
+
   The fatbin is rebuilt when the ``.cu`` file or any header it includes
   changes (nvcc ``-MD`` depfile), and only then; the object that embeds it is
   rebuilt when the fatbin changes (``OBJECT_DEPENDS``). nvcc runs in the
@@ -402,25 +408,78 @@ function(_cudaq_realtime_check_architectures caller out_var)
   set(${out_var} ${_archs} PARENT_SCOPE)
 endfunction()
 
+# Characters a source path must not contain (skbuild_cudaq.settings.UNSAFE_PATH_CHARS, and the
+# control characters CMake can write): CMake splits lists at ";" and keeps "[...]" together across
+# ";", nvcc hands paths to a shell ("$", "`"), make and ninja misread ":" and "|", and quotes,
+# backslashes and newlines break the generated sources.
+set(_SKBUILD_CUDAQ_UNSAFE_PATH "[][;$`\"|:\\\n\r\t]")
+
+#[=[
+_cudaq_realtime_check_argument(<caller> <path>)
+
+Stops when <path> holds a character of _SKBUILD_CUDAQ_UNSAFE_PATH.
+#]=]
+function(_cudaq_realtime_check_argument caller arg)
+  if(arg MATCHES "${_SKBUILD_CUDAQ_UNSAFE_PATH}")
+    _cudaq_realtime_where(${caller} _where)
+    message(FATAL_ERROR
+      "${_where}: source path \"${arg}\" contains one of ; [ ] $ ` \" \\ | : or a control "
+      "character, which CMake, make or nvcc would misread (CMake splits a path at ; into two "
+      "paths); rename the file or its directory.")
+  endif()
+endfunction()
+
+#[=[
+_cudaq_realtime_check_arguments(<caller> <argc>)
+
+A macro, so that it sees the calling function's ARGV1...ARGV<argc - 1>: each
+argument as the user wrote it, before a ";" inside it splits it into two paths
+(the second may point anywhere).
+#]=]
+macro(_cudaq_realtime_check_arguments caller argc)
+  if(${argc} GREATER 1)
+    math(EXPR _cudaq_last "${argc} - 1")
+    foreach(_cudaq_i RANGE 1 ${_cudaq_last})
+      _cudaq_realtime_check_argument("${caller}" "${ARGV${_cudaq_i}}")
+    endforeach()
+  endif()
+endmacro()
+
 #[=[
 _cudaq_realtime_resolve_sources(<caller> <out-var> <file>...)
 
-Absolute, existing paths (relative ones are taken from the current source dir).
+Absolute, existing paths (relative ones are taken from the current source dir),
+without characters CMake, make or nvcc misread, and -- for a path inside the
+top-level source directory -- really inside it: a symbolic link that resolves
+outside the project is refused (an sdist would ship the link itself).
 #]=]
 function(_cudaq_realtime_resolve_sources caller out_var)
   _cudaq_realtime_where(${caller} _where)
   if(NOT ARGN)
     message(FATAL_ERROR "${_where}: no source files given; pass at least one .cu file.")
   endif()
+  file(REAL_PATH "${CMAKE_SOURCE_DIR}" _top_real)
   set(_out)
   foreach(_file IN LISTS ARGN)
+    _cudaq_realtime_check_argument("${caller}" "${_file}")
     get_filename_component(_abs "${_file}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
     if(NOT EXISTS "${_abs}" OR IS_DIRECTORY "${_abs}")
       message(FATAL_ERROR "${_where}: source file \"${_file}\" does not exist (looked for ${_abs}).")
     endif()
-    if(_abs MATCHES "[\"\\\n]")
+    if(_abs MATCHES "${_SKBUILD_CUDAQ_UNSAFE_PATH}")
       message(FATAL_ERROR
-        "${_where}: source path \"${_abs}\" contains a quote, backslash or newline; rename it.")
+        "${_where}: source path \"${_abs}\" contains one of ; [ ] $ ` \" \\ | : or a control "
+        "character in its directories, which CMake, make or nvcc would misread; move the "
+        "project to a directory without them.")
+    endif()
+    file(REAL_PATH "${_abs}" _real)
+    cmake_path(IS_PREFIX CMAKE_SOURCE_DIR "${_abs}" NORMALIZE _in_project)
+    cmake_path(IS_PREFIX _top_real "${_real}" NORMALIZE _really_in_project)
+    if(_in_project AND NOT _really_in_project)
+      message(FATAL_ERROR
+        "${_where}: source file \"${_file}\" is a symbolic link (or lies under one) that "
+        "resolves outside the project, to ${_real}. Copy the file into the project: an sdist "
+        "ships the link itself, which points nowhere on another machine.")
     endif()
     list(APPEND _out "${_abs}")
   endforeach()
@@ -536,6 +595,7 @@ assembles in another directory). A C file, not a raw .s, so that the object
 carries .note.GNU-stack and the module never asks for an executable stack.
 #]=]
 function(_cudaq_realtime_write_embed_source source_out fatbin what)
+  string(REPLACE "*/" "* /" what "${what}")  # a directory "x*" must not end the comment
   set(record "")
   if(SKBUILD_CUDAQ_PYTHON)
     # The record (fatbin.json) that names what the fatbin holds: section __cudaq_rt_info,
@@ -616,6 +676,7 @@ function(cudaq_realtime_add_device_sources target)
     set(_caller "${ARG__CALLER}")
   else()
     set(_caller "cudaq_realtime_add_device_sources(${target})")
+    _cudaq_realtime_check_arguments("${_caller}" ${ARGC})
   endif()
   _cudaq_realtime_check_target("${_caller}" "${target}")
   _cudaq_realtime_check_architectures("${_caller}" _archs ${ARG_ARCHITECTURES})
@@ -627,6 +688,7 @@ endfunction()
 
 function(cudaq_realtime_add_dispatch_kernel target)
   cmake_parse_arguments(PARSE_ARGV 1 ARG "" "" "ARCHITECTURES")
+  _cudaq_realtime_check_arguments("cudaq_realtime_add_dispatch_kernel(${target})" ${ARGC})
   cudaq_realtime_add_device_sources(${target} ${ARG_UNPARSED_ARGUMENTS}
     ARCHITECTURES ${ARG_ARCHITECTURES}
     _CALLER "cudaq_realtime_add_dispatch_kernel(${target})")
@@ -686,6 +748,7 @@ endfunction()
 function(cudaq_realtime_add_handlers target)
   cmake_parse_arguments(PARSE_ARGV 1 ARG "" "" "ARCHITECTURES")
   set(_caller "cudaq_realtime_add_handlers(${target})")
+  _cudaq_realtime_check_arguments("${_caller}" ${ARGC})
   _cudaq_realtime_check_target("${_caller}" "${target}")
   get_property(_langs GLOBAL PROPERTY ENABLED_LANGUAGES)
   if(NOT "CUDA" IN_LIST _langs)

@@ -209,6 +209,15 @@ def test_section_holds_each_kernel_byte_identical(
 
 
 @pytest.mark.parametrize("key", list(PROJECTS))
+def test_configure_prints_no_cmake_warning(built: dict[str, Built], key: str) -> None:
+    """Most of these projects never call find_package(skbuild_cudaq) (pyproject-only): the
+    skbuild_cudaq_DIR the backend passes must not make CMake warn that it went unused."""
+    log = built[key].log
+    assert "Manually-specified variables were not used" not in log, log[-3000:]
+    assert "CMake Warning" not in log, log[log.index("CMake Warning") :][:2000]
+
+
+@pytest.mark.parametrize("key", list(PROJECTS))
 def test_no_executable_stack(built: dict[str, Built], key: str) -> None:
     flags = gnu_stack_flags(the_module(built[key]))
     assert flags is not None, "no PT_GNU_STACK: the loader would assume an executable stack"

@@ -375,10 +375,15 @@ kernel = get_device_kernel(_odl, "odl_dispatcher")
 def launcher(args):
     launch_kernel(kernel, LaunchConfig(grid=1, block=1), args.stream, *args.kernel_args())
 
-stream = ctypes.c_size_t()
+# before start(): a stream, pinned host memory, device memory
+n = 1000
+stream, host, early = ctypes.c_size_t(), ctypes.c_size_t(), ctypes.c_size_t()
 ok(lib.odl_stream_create(ctypes.byref(stream)), "stream")
-early = ctypes.c_size_t()
-ok(lib.odl_malloc(ctypes.byref(early), ctypes.c_size_t(1 << 20)), "cudaMalloc before start")
+ok(lib.odl_host_alloc(ctypes.byref(host), ctypes.c_size_t(4 * n)), "cudaMallocHost")
+ok(lib.odl_malloc(ctypes.byref(early), ctypes.c_size_t(1 << 20)), "cudaMalloc")
+values = (ctypes.c_float * n).from_address(host.value)
+for i in range(n):
+    values[i] = i + 1
 d = Dispatcher(DispatcherConfig(num_slots=8, slot_size=256), module=_odl)
 d.function_table.add_device("odl_echo", get_device_handler(_odl, "odl_echo"))
 d.set_unified_launch(launcher)
@@ -387,10 +392,9 @@ client = d.bridge.client()
 assert client.call("odl_echo", b"before") == (0, b"before")
 
 # 1. the extension's own kernel, stream-ordered alloc/free on a non-blocking stream: runs now
-total = ctypes.c_double()
 t0 = time.monotonic()
-ok(lib.odl_scale_roundtrip(stream, 1000, ctypes.c_float(2.0), ctypes.byref(total)), "own kernel")
-assert total.value == 2.0 * 1000 * 1001 / 2, total.value
+ok(lib.odl_scale_roundtrip(stream, host, n, ctypes.c_float(2.0)), "own kernel")
+assert list(values) == [2.0 * (i + 1) for i in range(n)], list(values)[:8]
 print(f"own kernel alongside: {{(time.monotonic() - t0) * 1e3:.1f}} ms")
 
 # 2. device-wide calls wait for the persistent kernel: until stop()
@@ -412,6 +416,7 @@ for t in threads:
 assert done == {{"sync": 0, "free": 0}}, done
 print(f"device-wide calls returned {{(time.monotonic() - t0) * 1e3:.1f}} ms after stop()")
 d.close()
+ok(lib.odl_host_free(host), "cudaFreeHost")
 ok(lib.odl_stream_destroy(stream), "stream destroy")
 print("ok")
 """

@@ -56,16 +56,20 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=_run)
 
 
+def _needs_runtime(exc: ImportError) -> ToolchainError:
+    """What to do when the run time's packages are missing: the extra brings all of them
+    (cuda-bindings, nvidia-nvjitlink) at versions that work together."""
+    return ToolchainError(
+        f'the link command needs the run-time extra ({exc}); pip install "skbuild-cudaq[runtime]"'
+    )
+
+
 def _run(args: argparse.Namespace) -> int:
     try:
         from .realtime.cache import LinkCache, default_cache
         from .realtime.link import LinkOptions, link_device_code_ex
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        msg = (
-            f"the link command needs the run-time extra ({exc}); "
-            "pip install 'skbuild-cudaq[runtime]'"
-        )
-        raise ToolchainError(msg) from None
+        raise _needs_runtime(exc) from None
     cache = LinkCache(None) if args.no_cache else default_cache()
     from .realtime.device_code import bridge_files
 
@@ -74,9 +78,8 @@ def _run(args: argparse.Namespace) -> int:
     )
     try:
         result = link_device_code_ex(args.binary, options, cache)
-    except ImportError as exc:
-        msg = f"nvJitLink is not available ({exc}); pip install 'nvidia-nvjitlink>=13,<14'"
-        raise ToolchainError(msg) from None
+    except ImportError as exc:  # cuda-bindings (nvJitLink's Python API) is not installed
+        raise _needs_runtime(exc) from None
     output: Path = args.output
     tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
     try:

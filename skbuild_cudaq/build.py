@@ -206,6 +206,10 @@ def prepare_config_settings(
     )
     if not for_build:
         return rest
+    from .settings import settings_warnings
+
+    for warning in settings_warnings(project_dir / "pyproject.toml"):
+        _log.warning(warning)
     if defines and _DEFINE + "skbuild_cudaq_DIR" not in rest:
         defines["skbuild_cudaq_DIR"] = str(cmake_dir())
     for name, value in defines.items():

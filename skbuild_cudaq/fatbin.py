@@ -72,7 +72,7 @@ class FatbinEntry:
     compressed_size: int  #: stored size when compressed, else 0
     uncompressed_size: int  #: size after decompression (0 when not recorded)
     flags: int
-    code_version: tuple[int, int]  #: (major, minor) of the code format (LTO-IR: 1.65 = CUDA 13.0)
+    code_version: tuple[int, int]  #: (major, minor) of the code format; LTO-IR 1.65 is CUDA 13.0
 
     @property
     def kind(self) -> str:

@@ -54,6 +54,7 @@ __all__ = [
     "parse_settings",
     "read_pyproject",
     "setting",
+    "settings_warnings",
     "show_value",
     "unsafe_path_chars",
 ]
@@ -235,13 +236,13 @@ _Reporter = Callable[[tuple[str | int, ...], str, str], None]
 
 class Meta(typing.TypedDict, total=False):
     help: str  #: description (docs, JSON schema)
-    toml: str  #: the TOML key (default: the field name with "-" for "_")
+    toml: str  #: the TOML key; by default the field name with "-" for "_"
     item: Rule  #: rule of each array item / each table value that is a scalar
     key: Rule  #: rule of each table key (``dict`` fields)
     key_name: str  #: placeholder of a table key in docs, e.g. ``<target>``
     key_example: str  #: an example table key, e.g. ``_core``
-    min_items: int  #: arrays: fewest items
-    unique: bool  #: arrays: items must differ (after normalization)
+    min_items: int  #: fewest items of an array
+    unique: bool  #: whether the items of an array must differ (after normalization)
     shorthand: bool  #: a bare array given for the whole dataclass fills this field
     default: Any  #: the default (copied here by :func:`setting` for messages)
     validate: Callable[[Any, Any, tuple[str | int, ...], _Reporter], None]  #: cross-item checks
@@ -934,3 +935,31 @@ def load_settings(pyproject: Path) -> CudaqSettings:
         )
         raise SettingsError([problem], source=str(pyproject))
     return parse_settings(tool.get("cudaq", {}), pyproject.parent, source=str(pyproject))
+
+
+def settings_warnings(pyproject: Path) -> list[str]:
+    """Things in a valid ``[tool.cudaq]`` that are almost certainly mistakes, in words.
+
+    An empty ``[tool.cudaq.dispatch-kernels]`` is valid (it builds, embedding no kernel) but
+    a project declares the table to get a kernel. Never raises: a file that cannot be read
+    is :func:`load_settings`' to report.
+    """
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
+    try:
+        with Path(pyproject).open("rb") as f:
+            data = tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError):
+        return []
+    tool = data.get("tool")
+    cudaq = tool.get("cudaq") if isinstance(tool, dict) else None
+    kernels = cudaq.get("dispatch-kernels") if isinstance(cudaq, dict) else None
+    if isinstance(kernels, dict) and not kernels:
+        return [
+            "[tool.cudaq.dispatch-kernels] is empty: no dispatch kernel is built or embedded. "
+            'Add one entry per binary, e.g. _core = ["src/my_dispatcher.cu"] (the CMake target '
+            "or setuptools extension whose binary holds the handlers), or remove the table."
+        ]
+    return []

@@ -218,9 +218,11 @@ class build_cudaq_kernels(Command):  # type: ignore[misc]  # setuptools is untyp
     def settings(self) -> Any:
         """The validated ``[tool.cudaq]`` of the project (``load_settings``: the shared core)."""
         if self._settings is None:
-            from .settings import load_settings
+            from .settings import load_settings, settings_warnings
 
             self._settings = load_settings(self.project_dir / "pyproject.toml")
+            for warning in settings_warnings(self.project_dir / "pyproject.toml"):
+                _log.warning(warning)
         return self._settings
 
     def _extensions(self) -> list[Any]:

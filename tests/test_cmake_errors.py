@@ -55,6 +55,26 @@ def test_unknown_target(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("name", "hint"),
+    [
+        ("mdo", 'Did you mean "mod"?'),  # a transposition
+        ("MOD", 'Did you mean "mod"?'),  # case
+        ("module_x", 'Did you mean "module"?'),  # the closest of several
+        ("nope", "Targets of this project: mod, module."),  # nothing close: all of them
+    ],
+)
+def test_unknown_target_suggests_the_closest(tmp_path: Path, name: str, hint: str) -> None:
+    stderr = configure(
+        tmp_path,
+        "add_library(module MODULE)\nadd_custom_target(modx)\n"
+        f"cudaq_realtime_add_dispatch_kernel({name} k.cu)\n",
+    )
+    expect(stderr, f'no CMake target named "{name}".')
+    expect(stderr, f"correct the name. {hint}")
+    assert "modx" not in stderr  # a custom target cannot take device code
+
+
 def test_missing_file(tmp_path: Path) -> None:
     stderr = configure(tmp_path, "cudaq_realtime_add_dispatch_kernel(mod missing.cu)\n")
     expect(

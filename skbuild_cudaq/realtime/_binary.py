@@ -12,10 +12,12 @@ from types import ModuleType
 
 from .errors import DeviceCodeError
 
-__all__ = ["Binary", "binary_path", "bridge_files"]
+__all__ = ["Binary", "BridgeCode", "binary_path", "bridge_files"]
 
 #: An extension module object, or the path of a binary.
 Binary = ModuleType | str | os.PathLike[str]
+#: A bridge's device code: LTO-IR fatbin paths (one or several); None: the host-ring hooks.
+BridgeCode = Iterable[str | os.PathLike[str]] | str | os.PathLike[str] | None
 
 
 def binary_path(binary: Binary) -> Path:
@@ -29,9 +31,7 @@ def binary_path(binary: Binary) -> Path:
     return Path(binary).resolve()
 
 
-def bridge_files(
-    bridge: Iterable[str | os.PathLike[str]] | str | os.PathLike[str] | None,
-) -> tuple[Path, ...] | None:
+def bridge_files(bridge: BridgeCode) -> tuple[Path, ...] | None:
     """A bridge's device code (LTO-IR fatbins) as resolved paths; None: the host-ring hooks."""
     if bridge is None:
         return None

@@ -4,13 +4,13 @@ One ``cuMemHostAlloc(DEVICEMAP | PORTABLE)`` allocation holds the whole ring in
 the layout of :class:`skbuild_cudaq.realtime.RingLayout` (``rx_slots`` at 0,
 ``tx_slots``, ``rx_flags`` ``u32[num_slots]``, ``tx_flags`` ``u32[num_slots]``).
 The host sees it as a writable buffer (:attr:`HostRingBridge.buffer`, what
-:class:`RingClient` drives); the GPU sees it through
+:class:`~skbuild_cudaq.realtime.RingClient` drives); the GPU sees it through
 ``cuMemHostGetDevicePointer``. The transport context ``cudaq_host_ring_ctx_t``
 (``cudaq/realtime/host_ring.cuh``, packed by :func:`host_ring_ctx_bytes`) lives in
 device memory; its device address is :attr:`HostRingBridge.transport_ctx`.
 
-Lifetimes are explicit: nothing is allocated until :meth:`open` (called by the
-dispatcher, or by the first property that needs memory); :meth:`close` frees
+Lifetimes are explicit: nothing is allocated until :meth:`HostRingBridge.open` (called by the
+dispatcher, or by the first property that needs memory); :meth:`HostRingBridge.close` frees
 everything and is idempotent; the bridge is a context manager. A bridge must
 outlive the kernel that serves it: the dispatcher stops its kernel before it
 lets the bridge go.
@@ -52,12 +52,12 @@ class Bridge(Protocol):
 
     @property
     def slot_size(self) -> int:
-        """Bytes per request and per response: 24-byte header + payload."""
+        """Bytes per request and per response (the 24-byte header and the payload)."""
         ...
 
     @property
     def device_code(self) -> tuple[Path, ...] | None:
-        """The bridge's device hooks as LTO-IR fatbins; None: the built-in host-ring hooks."""
+        """The bridge's device hooks as LTO-IR fatbins, or None for the built-in host-ring hooks."""
         ...
 
     @property

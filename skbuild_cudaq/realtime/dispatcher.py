@@ -72,7 +72,7 @@ class DispatcherConfig:
 
     device: int = 0
     num_slots: int = 64
-    slot_size: int = 256  #: bytes per slot: 24-byte header + payload, a multiple of 8
+    slot_size: int = 256  #: bytes per slot (24-byte header and payload), a multiple of 8
     block_size: int = 128  #: threads of the built-in kernel's one block
     stop_timeout: float = 10.0  #: seconds stop() waits for the kernel to exit
 
@@ -227,7 +227,8 @@ class LaunchArgs:
         )
 
 
-#: A launcher: launches a dispatch kernel on ``args.stream``; None/True = ok, False/raise = failed.
+#: A launcher, which launches a dispatch kernel on ``args.stream``; returns None/True (ok) or
+#: False (failed), or raises.
 Launcher = Callable[[LaunchArgs], "bool | None"]
 
 

@@ -25,16 +25,13 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from . import _driver
-from ._binary import Binary, binary_path, bridge_files
+from ._binary import Binary, BridgeCode, binary_path, bridge_files
 from .errors import CUDAError, InvalidArgumentError, LibraryConflictError, RealtimeError
 
 if TYPE_CHECKING:
-    import os
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable
 
     from .cache import LinkCache
-
-    BridgeCode = Iterable[str | os.PathLike[str]] | str | os.PathLike[str] | None
 
 __all__ = [
     "HANDLER_PREFIX",
@@ -197,7 +194,7 @@ class Library:
 
     @property
     def bridge(self) -> tuple[Path, ...] | None:
-        """The device code of the bridge linked in (None: the built-in host-ring hooks)."""
+        """The device code of the bridge linked in, or None for the built-in host-ring hooks."""
         return self._bridge
 
     @property

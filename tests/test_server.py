@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from skbuild_cudaq.realtime._ring import RingLayout
 from skbuild_cudaq.realtime.udp import UdpClient
 from skbuild_cudaq.realtime.wire import (
     STATUS_BAD_MAGIC,
@@ -279,6 +280,11 @@ def test_bad_arguments_exit_2(args: list[str], message: str) -> None:
 RING_TOO_LARGE = ["--num-slots=2000000000", "--slot-size=1000000"]  # 4 PB
 
 
+def _total(num_slots: int, slot_size: int) -> int:
+    """What the server reports for a ring: slots, flags and the ring's request-id counter."""
+    return RingLayout(num_slots, slot_size).total_bytes
+
+
 @pytest.mark.parametrize("transport", ["udp", "host-ring"])
 def test_ring_larger_than_memory_is_refused_up_front(transport: str) -> None:
     proc = subprocess.run(
@@ -291,7 +297,8 @@ def test_ring_larger_than_memory_is_refused_up_front(transport: str) -> None:
     assert re.fullmatch(
         r"skbuild-cudaq: error: cudaq-realtime-test-server: --num-slots/--slot-size: the ring "
         r"needs more memory than there is \(2000000000 slots of 1000000 bytes: "
-        rf"4000016000000000 bytes with the flags; \d+ bytes {where}\); use fewer or smaller "
+        rf"{_total(2_000_000_000, 1_000_000)} bytes with the flags; \d+ bytes {where}\); use "
+        r"fewer or smaller "
         r"slots\n",
         proc.stderr,
     ), proc.stderr
@@ -311,7 +318,7 @@ resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 sys.exit(server.main(sys.argv[2:]))
 """
 SLOTS = 1 << 24  # with 32-byte slots: a 1.2 GB ring, 134 MB of per-slot bookkeeping
-RING_BYTES = 2 * SLOTS * 32 + 8 * SLOTS
+RING_BYTES = RingLayout(SLOTS, 32).total_bytes  # slots, flags and the request-id counter
 
 
 @pytest.mark.parametrize(

@@ -187,7 +187,7 @@ def test_inspect_json_names_every_kernel_and_handler(built: Path, nvcc: Path) ->
             "nvcc": version,
             "architectures": ["80"],
             "kernels": [],
-            "handlers": ["echo", "rpc_increment"],
+            "handlers": ["echo", "echo_thread", "rpc_increment", "rpc_increment_thread"],
         },
     }
     # the record of the two-architecture kernel sits on the container with both entries

@@ -65,6 +65,7 @@ class FakeDriver:
         self.ignores_shutdown = False
         self.processed = 0
         self.fail: dict[str, int] = {}
+        self.contexts: list[Any] = [None]  # this thread's context stack; [-1] is current
 
     def _ok(self, name: str, *values: Any) -> tuple[Any, ...]:
         self.log.append(name)
@@ -79,13 +80,24 @@ class FakeDriver:
         return self._ok("cuDeviceGet", ordinal)
 
     def cuDevicePrimaryCtxRetain(self, dev: int) -> tuple[Any, ...]:
-        return self._ok("cuDevicePrimaryCtxRetain", "ctx")
+        return self._ok("cuDevicePrimaryCtxRetain", 0xC0 + dev)
 
     def cuDevicePrimaryCtxRelease(self, dev: int) -> tuple[Any, ...]:
         return self._ok("cuDevicePrimaryCtxRelease")
 
     def cuCtxSetCurrent(self, ctx: Any) -> tuple[Any, ...]:
+        self.contexts[-1] = ctx
         return self._ok("cuCtxSetCurrent")
+
+    def cuCtxGetCurrent(self) -> tuple[Any, ...]:
+        return (0, self.contexts[-1])
+
+    def cuCtxPushCurrent(self, ctx: Any) -> tuple[Any, ...]:
+        self.contexts.append(ctx)
+        return self._ok("cuCtxPushCurrent")
+
+    def cuCtxPopCurrent(self) -> tuple[Any, ...]:
+        return self._ok("cuCtxPopCurrent", self.contexts.pop())
 
     def cuStreamCreate(self, flags: int) -> tuple[Any, ...]:
         assert flags == 1, "dispatcher streams must be non-blocking"
@@ -156,8 +168,11 @@ class FakeLibrary:
     def __init__(self, lo: int, hi: int) -> None:
         self.lo, self.hi = lo, hi
 
-    def contains(self, address: int) -> bool:
+    def contains(self, address: int, device: int | None = None) -> bool:
         return self.lo <= address < self.hi
+
+    def owners(self, address: int) -> list[tuple[int, str]]:
+        return []
 
 
 @pytest.fixture

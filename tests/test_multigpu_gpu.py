@@ -432,3 +432,90 @@ def test_a_kernel_fault_on_one_gpu_leaves_the_other_serving(core: Any, two_gpus:
     assert proc.returncode == 0, proc.stderr
     assert "device 0 failed:" in proc.stdout
     assert "device 1 answered 1001" in proc.stdout
+
+
+# -- the test server and the example on several GPUs ------------------------------------------
+
+
+def test_test_server_serves_every_gpu_on_its_own_port(core: Any, two_gpus: list[int]) -> None:
+    import re
+    import select
+    import signal
+
+    from skbuild_cudaq.realtime.udp import UdpClient
+
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "skbuild_cudaq.realtime.test_server",
+            "--path=device",
+            "--devices=all",
+            "--dispatcher=single_thread_dispatcher",
+            "--num-slots=8",
+            "--slot-size=256",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        bufsize=1,
+    )
+    try:
+        assert proc.stdout is not None
+        line = ""
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and not line.startswith("CUDAQ_REALTIME_SERVER_READY"):
+            if select.select([proc.stdout], [], [], 0.5)[0]:
+                line = proc.stdout.readline()
+                if not line:
+                    break
+            elif proc.poll() is not None:
+                break
+        say("ready line:", line.strip())
+        m = re.search(r"host=(\S+) port=(\d+) .* devices=([\d,]+) ports=([\d,]+)$", line.strip())
+        assert m, (line, proc.stderr.read() if proc.poll() is not None else "")
+        devices = [int(d) for d in m[3].split(",")]
+        ports = [int(p) for p in m[4].split(",")]
+        assert len(devices) == len(ports) >= 2 and len(set(ports)) == len(ports)
+        assert int(m[2]) == ports[0]
+        sent = []
+        for port in ports:
+            with UdpClient(m[1], port, timeout=30) as client:
+                tickets = [
+                    client.submit("rpc_increment", bytes([i % 256, port % 256]) * 8, request_id=i)
+                    for i in range(300)
+                ]
+                for i, r in enumerate(client.collect(tickets)):
+                    want = bytes([(i + 1) % 256, (port + 1) % 256]) * 8
+                    assert (r.status, r.result) == (0, want), (port, i)
+            sent.append(300)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        say("exit stdout:", out.strip())
+        assert proc.returncode == 0, err
+        last = out.strip().splitlines()[-1]
+        assert last == f"CUDAQ_REALTIME_SERVER_PROCESSED count={sum(sent)} counts=" + ",".join(
+            map(str, sent)
+        )
+        bridges = [ln for ln in out.splitlines() if ln.startswith("CUDAQ_REALTIME_SERVER_BRIDGE")]
+        assert [ln.split()[1] for ln in bridges] == [f"device={d}" for d in devices]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def test_the_example_runs_on_every_gpu(core: Any, two_gpus: list[int]) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "example_app", "--devices", "all", "--calls", "2000"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    say("example stdout:", proc.stdout.strip(), "stderr:", proc.stderr.strip()[-2000:])
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) >= 2
+    for device, line in enumerate(lines):
+        assert line.startswith(f"device {device}: 2000 requests answered"), line

@@ -40,12 +40,17 @@ def _install(monkeypatch: pytest.MonkeyPatch, archs: tuple[tuple[int, int], ...]
     return fake
 
 
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("link-cache")
+
+
 @pytest.fixture
-def links(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[list[str]]:
-    """Architectures the run time links for (every call of the real link), no disk cache."""
+def links(monkeypatch: pytest.MonkeyPatch, cache_dir: Path) -> Iterator[list[str]]:
+    """Architectures the run time links for (every call of the link, cache hits included)."""
     from skbuild_cudaq.realtime import link as link_module
 
-    monkeypatch.setenv("SKBUILD_CUDAQ_LINK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("SKBUILD_CUDAQ_LINK_CACHE", str(cache_dir))
     real = link_module.link_device_code_ex
     archs: list[str] = []
 
@@ -279,3 +284,14 @@ def test_a_device_that_does_not_exist_is_named(
     with pytest.raises(InvalidArgumentError, match=r"device=3: this process sees 2 CUDA"):
         rt.get_device_handler(app, "echo", device=3)
     assert links == ["sm_90"]
+
+
+def test_test_server_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    from skbuild_cudaq.realtime import test_server
+
+    _install(monkeypatch, MIXED)
+    parse = test_server._build_parser().parse_args
+    assert test_server._devices_to_serve(parse(["--devices=all"])) == [0, 1]
+    assert test_server._devices_to_serve(parse(["--devices=1,0"])) == [1, 0]
+    assert test_server._devices_to_serve(parse(["--device=1"])) is None  # one GPU: device 1
+    assert test_server._devices_to_serve(parse([])) is None

@@ -230,12 +230,13 @@ def test_lookups_per_device(core: Any, fresh: None, monkeypatch: pytest.MonkeyPa
             assert not any(lib.contains(a, device=d) for a in addresses[other].values())
         # a function per context; the occupancy calculator answers on each GPU
         func = kernels[d].function(device=d)
-        blocks = _driver.check(
-            _driver.driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(func, 1, 0), "occupancy"
-        )
-        assert int(blocks) >= 1
-        # lookups without device= follow the current context
         with _current(d):
+            blocks = _driver.check(
+                _driver.driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(func, 1, 0),
+                "occupancy",
+            )
+            assert int(blocks) >= 1
+            # lookups without device= follow the current context
             assert rt.get_device_handler(core, "echo") == addresses[d]["echo"]
 
 
@@ -391,7 +392,7 @@ FAULT_SCRIPT = textwrap.dedent(
         d = rt.Dispatcher(rt.DispatcherConfig(device=device, num_slots=64, slot_size=256),
                           module=_core)
         d.function_table.add_device("echo", rt.get_device_handler(_core, "echo", device=device))
-        d.set_unified_launch(launchers.single_thread(_core))
+        d.set_unified_launch(launchers.single_thread(_core, device=device))
         return d
 
     d1 = make(1)
@@ -400,7 +401,7 @@ FAULT_SCRIPT = textwrap.dedent(
     assert c1.call("echo", b"before")[0] == 0
     d0 = make(0)
     # a transport context at an unmapped address: the kernel faults reading it
-    d0.set_unified_launch(launchers.single_thread(_core), transport_ctx=0x10)
+    d0.set_unified_launch(launchers.single_thread(_core, device=0), transport_ctx=0x10)
     try:
         d0.start()
         time.sleep(0.2)  # should the fault come after start()'s check, stop() reports it

@@ -345,7 +345,7 @@ class Library:
                     symbol = HANDLER_PREFIX + name
                     dptr, size = _driver.check(
                         drv.cuLibraryGetGlobal(handle, symbol.encode()),
-                        f"cuLibraryGetGlobal({symbol!r}) on device {ordinal}",
+                        f"cuLibraryGetGlobal({symbol!r})",
                     )
                     if int(size) != 8:
                         msg = f"device global {symbol} has {int(size)} bytes, expected a pointer"
@@ -353,7 +353,7 @@ class Library:
                     value = ctypes.c_uint64(0)
                     _driver.check(
                         drv.cuMemcpyDtoH(ctypes.addressof(value), dptr, 8),
-                        f"cuMemcpyDtoH({symbol!r}) on device {ordinal}",
+                        f"cuMemcpyDtoH({symbol!r})",
                     )
                     found[name] = int(value.value)
             self._handlers[int(ctx)] = (ordinal, found)

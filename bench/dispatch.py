@@ -393,6 +393,12 @@ def main(argv: list[str] | None = None) -> int:
         help="several GPUs: each alone and all at once, side by side (see the module doc)",
     )
     parser.add_argument("--rounds", type=int, default=5, help="rounds of the --devices run")
+    parser.add_argument(
+        "--no-pin",
+        dest="pin",
+        action="store_false",
+        help="--devices: do not pin each GPU's load generator to a CPU near it",
+    )
     parser.add_argument("--module", default="example_app._core")
     parser.add_argument("--samples", type=int, default=20_000)
     parser.add_argument("--warmup", type=int, default=2_000)
@@ -586,6 +592,41 @@ def device_info(ordinal: int) -> dict[str, Any]:
     }
 
 
+def _cpu_list(text: str) -> list[int]:
+    cpus: list[int] = []
+    for part in text.strip().split(","):
+        if "-" in part:
+            lo, hi = part.split("-")
+            cpus.extend(range(int(lo), int(hi) + 1))
+        elif part:
+            cpus.append(int(part))
+    return cpus
+
+
+def pick_cpus(infos: list[dict[str, Any]]) -> dict[int, int | None]:
+    """One CPU per GPU for its load generator: the GPU's NUMA-local CPUs, none shared.
+
+    From ``/sys/bus/pci/devices/<bus id>/local_cpulist``, among the CPUs this process
+    may use; CPU 0 is avoided (interrupts). None where no CPU is left.
+    """
+    allowed = os.sched_getaffinity(0)
+    taken: set[int] = set()
+    chosen: dict[int, int | None] = {}
+    for info in infos:
+        path = Path("/sys/bus/pci/devices") / info["pci_bus_id"].lower() / "local_cpulist"
+        try:
+            local = [c for c in _cpu_list(path.read_text()) if c in allowed]
+        except (OSError, ValueError):
+            local = []
+        free = [c for c in local if c not in taken and c != 0] or [
+            c for c in sorted(allowed) if c not in taken and c != 0
+        ]
+        chosen[info["ordinal"]] = free[0] if free else None
+        if free:
+            taken.add(free[0])
+    return chosen
+
+
 def _median(values: list[float]) -> float:
     return float(np.median(np.asarray(values, dtype=np.float64)))
 
@@ -593,7 +634,6 @@ def _median(values: list[float]) -> float:
 def main_devices(opts: argparse.Namespace) -> int:
     """The several-GPU run: every GPU alone, then all at once, ``opts.rounds`` times."""
     import threading
-    from contextlib import ExitStack
 
     from example_app import launchers
     from skbuild_cudaq.realtime import Dispatcher, DispatcherConfig, get_device_handler
@@ -612,10 +652,12 @@ def main_devices(opts: argparse.Namespace) -> int:
     core = importlib.import_module(opts.module)
     echo = fnv1a("echo")
     infos = [device_info(d) for d in devices]
+    cpus = pick_cpus(infos) if opts.pin else {}
     for info in infos:
+        info["load_generator_cpu"] = cpus.get(info["ordinal"])
         print(
             f"device {info['ordinal']}: {info['name']} sm {info['compute_capability']} "
-            f"{info['pci_bus_id']}",
+            f"{info['pci_bus_id']}, load generator on CPU {cpus.get(info['ordinal'])}",
             file=sys.stderr,
         )
 
@@ -643,41 +685,44 @@ def main_devices(opts: argparse.Namespace) -> int:
             point[str(n)] = {"mrps": rate, "start": start, "end": time.perf_counter()}
         return point
 
-    def alone(kind: str, measure: Any, gens: dict[int, LoadGen]) -> dict[int, Any]:
-        found = {}
-        for device in devices:
-            with dispatcher(device, kind) as d:
-                d.start()
-                found[device] = measure(gens[device], d.bridge.host_address, lambda: None)
-        return found
+    def on_device(device: int, kind: str, measure: Any, go: Any) -> Any:
+        """Runs on the device's own thread, pinned to a CPU near the GPU (ring placed there)."""
+        if cpus.get(device) is not None:
+            os.sched_setaffinity(0, {cpus[device]})  # this thread only (Linux)
+        with dispatcher(device, kind) as d:
+            d.start()
+            return measure(gens[device], d.bridge.host_address, go)
 
-    def together(kind: str, measure: Any, gens: dict[int, LoadGen]) -> dict[int, Any]:
+    def on_threads(group: list[int], kind: str, measure: Any) -> dict[int, Any]:
         found: dict[int, Any] = {}
         failures: list[BaseException] = []
-        barrier = threading.Barrier(len(devices), timeout=120)
-        with ExitStack() as stack:
-            started = []
-            for device in devices:
-                d = stack.enter_context(dispatcher(device, kind))
-                d.start()
-                started.append(d)
+        barrier = threading.Barrier(len(group), timeout=120)
 
-            def work(d: Any) -> None:
-                try:
-                    device = d.config.device
-                    found[device] = measure(gens[device], d.bridge.host_address, barrier.wait)
-                except BaseException as exc:  # reported below
-                    failures.append(exc)
-                    barrier.abort()
+        def work(device: int) -> None:
+            try:
+                go = barrier.wait if len(group) > 1 else (lambda: None)
+                found[device] = on_device(device, kind, measure, go)
+            except BaseException as exc:  # reported below
+                failures.append(exc)
+                barrier.abort()
 
-            threads = [threading.Thread(target=work, args=(d,)) for d in started]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(600)
+        threads = [threading.Thread(target=work, args=(d,)) for d in group]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(600)
         if failures:
             raise failures[0]
         return found
+
+    def alone(kind: str, measure: Any) -> dict[int, Any]:
+        found: dict[int, Any] = {}
+        for device in devices:
+            found.update(on_threads([device], kind, measure))
+        return found
+
+    def together(kind: str, measure: Any) -> dict[int, Any]:
+        return on_threads(devices, kind, measure)
 
     keys = [str(d) for d in devices]
     lat: dict[str, Any] = {"alone": {k: [] for k in keys}, "together": {k: [] for k in keys}}
@@ -693,9 +738,9 @@ def main_devices(opts: argparse.Namespace) -> int:
         try:
             for round_ in range(opts.rounds):
                 for mode, run in (("alone", alone), ("together", together)):
-                    for device, p in run("single_thread", latency, gens).items():
+                    for device, p in run("single_thread", latency).items():
                         lat[mode][str(device)].append(p)
-                    points = run("warp_parallel", throughput, gens)
+                    points = run("warp_parallel", throughput)
                     for device, point in points.items():
                         for n, v in point.items():
                             thr[mode][str(device)][n].append(v["mrps"])
@@ -777,7 +822,8 @@ def main_devices(opts: argparse.Namespace) -> int:
             "method": (
                 "each round: every GPU alone (its dispatcher only), then all at once (one "
                 "dispatcher, ring and bench/loadgen.c thread per GPU, started together at a "
-                "barrier); summary = medians over rounds"
+                "barrier); each GPU's thread (which also allocates its ring) pinned to a CPU "
+                "local to the GPU in both modes; summary = medians over rounds"
             ),
             "load_generator": "bench/loadgen.c (gcc -O2, ctypes), one thread per GPU",
         },

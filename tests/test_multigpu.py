@@ -154,6 +154,11 @@ def test_two_architectures_link_twice_and_only_twice(
     assert links == ["sm_90", "sm_80"]
     assert kernel0.library is not kernel1.library
     assert (kernel0.library.arch, kernel1.library.arch) == ("sm_90", "sm_80")
+    # a module used directly on a GPU of another architecture is named, not a driver error
+    with pytest.raises(InvalidArgumentError, match=r"is linked for sm_90, but device 1 is sm_80"):
+        kernel0.library.get_handler("echo", device=1)
+    with pytest.raises(InvalidArgumentError, match=r"is linked for sm_80, but device 0 is sm_90"):
+        kernel1.function(device=0)
     assert sorted(rt.library.loaded_libraries()) == ["sm_80", "sm_90"]
     # the registry's one-binary rule holds across architectures
     with pytest.raises(LibraryConflictError, match="already linked in this process"):

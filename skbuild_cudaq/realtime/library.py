@@ -320,10 +320,22 @@ class Library:
             raise InvalidArgumentError(msg, symbols.kernels) from None
         return Kernel(self, name, kernel)
 
-    @staticmethod
-    def _context_of(device: int | None) -> tuple[Any, int]:
+    def check_device(self, device: int) -> None:
+        """Raise :class:`InvalidArgumentError` unless this module can run on GPU ``device``."""
+        arch = _driver.ordinal_arch(device)
+        if self._arch is not None and arch != self._arch:
+            msg = (
+                f"the device code of {self._path or 'the cubin'} is linked for {self._arch}, "
+                f"but device {device} is {arch}: look it up for that GPU "
+                f"(get_library(module, device={device}), get_device_handler(module, name, "
+                f"device={device}))"
+            )
+            raise InvalidArgumentError(msg)
+
+    def _context_of(self, device: int | None) -> tuple[Any, int]:
         """``(context, ordinal)`` lookups for ``device`` are made in (see the module doc)."""
         if device is not None:
+            self.check_device(device)
             return _driver.primary_context(device), device
         ctx, dev = _driver.current_device()
         if ctx is None:
@@ -479,7 +491,11 @@ class Kernel:
         context when none is); otherwise ``device``'s primary context.
         """
         handle = self.handle
-        ctx = _driver.ensure_context() if device is None else _driver.primary_context(device)
+        if device is None:
+            ctx = _driver.ensure_context()
+        else:
+            self.library.check_device(device)
+            ctx = _driver.primary_context(device)
         key = int(ctx)
         func = self._functions.get(key)
         if func is None:

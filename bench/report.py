@@ -29,9 +29,11 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_RESULTS = ROOT / "bench" / "results"
 DEFAULT_OUT = ROOT / "docs" / "performance.md"
 DEFAULT_FIGURES = ROOT / "docs" / "_static" / "perf"
-KNOWN = ("dispatch", "startup", "startup_phases", "build_overhead")
+KNOWN = ("dispatch", "phases", "startup", "startup_phases", "build_overhead")
 HOW_TO = {
     "dispatch": "`python bench/dispatch.py` on a GPU (needs example_app installed; "
+    "`bash tools/gpu-check.sh` runs it)",
+    "phases": "`python bench/phases.py` on a GPU (needs example_app installed and nvcc; "
     "`bash tools/gpu-check.sh` runs it)",
     "startup": "`python bench/startup.py` on a GPU (`bash tools/gpu-check.sh` runs it)",
     "startup_phases": "`python bench/startup_phases.py` on a GPU (`bash tools/gpu-check.sh` "
@@ -434,13 +436,57 @@ def dispatch_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: 
     return Section(lines, figures)
 
 
-_START_ORDER = ("floor", "cold", "warm", "cuda_core")
+_START_ORDER = ("floor", "cold", "warm", "answer_cold", "answer_warm", "cuda_core")
 _START_NAMES = {
     "floor": "raw load of a linked cubin (floor)",
     "cold": "skbuild-cudaq, cold (links with nvJitLink)",
     "warm": "skbuild-cudaq, warm (link cache hit)",
+    "answer_cold": "first RPC answered, cold (import → link → start → one call)",
+    "answer_warm": "first RPC answered, warm (link cache hit)",
     "cuda_core": "cuda.core Linker",
 }
+
+
+def _start_rows(results: Mapping[str, Any]) -> list[list[str]]:
+    rows = []
+    for key in _ordered(results, _START_ORDER):
+        r = results[key] if isinstance(results[key], Mapping) else {}
+        median = _num(r.get("median_in_process_s"))
+        wall = _num(r.get("median_wall_s"))
+        rows.append(
+            [
+                _START_NAMES.get(key, key),
+                _fmt(median * 1e3 if median is not None else None, 1),
+                _fmt(wall * 1e3 if wall is not None else None, 1),
+                _fmt(r.get("ratio_to_floor"), 2),
+                _fmt(r.get("paired_ratio_median"), 2),
+                f"{r.get('ok', '—')}/{r.get('runs', '—')}",
+                "; ".join(map(str, r.get("errors", []))) or "",
+            ]
+        )
+    return rows
+
+
+_START_HEADER = [
+    "Variant",
+    "in process (ms)",
+    "with interpreter start (ms)",
+    "× floor",
+    "median of per-round × floor",
+    "runs ok",
+    "errors",
+]
+
+
+def _goal_line(goals: Any) -> list[str]:
+    if not isinstance(goals, Mapping) or not goals:
+        return []
+    return [
+        "Goals, as the benchmark checked them: "
+        + ", ".join(f"`{k}`: {'met' if v else 'not met'}" for k, v in goals.items())
+        + ".",
+        "",
+    ]
 
 
 def startup_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Path) -> Section:
@@ -459,34 +505,7 @@ def startup_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: P
     results = _mapping(data, "results")
     figures: list[tuple[Path, Figure]] = []
     if results:
-        rows = []
-        for key in _ordered(results, _START_ORDER):
-            r = results[key] if isinstance(results[key], Mapping) else {}
-            median = _num(r.get("median_in_process_s"))
-            wall = _num(r.get("median_wall_s"))
-            rows.append(
-                [
-                    _START_NAMES.get(key, key),
-                    _fmt(median * 1e3 if median is not None else None, 1),
-                    _fmt(wall * 1e3 if wall is not None else None, 1),
-                    _fmt(r.get("ratio_to_floor"), 2),
-                    _fmt(r.get("paired_ratio_median"), 2),
-                    f"{r.get('ok', '—')}/{r.get('runs', '—')}",
-                    "; ".join(map(str, r.get("errors", []))) or "",
-                ]
-            )
-        lines += _table(
-            [
-                "Variant",
-                "in process (ms)",
-                "with interpreter start (ms)",
-                "× floor",
-                "median of per-round × floor",
-                "runs ok",
-                "errors",
-            ],
-            rows,
-        )
+        lines += _table(_START_HEADER, _start_rows(results))
         warm = _mapping(results, "warm")
         if "nvjitlink_loaded" in warm:
             lines += [
@@ -520,14 +539,29 @@ def startup_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: P
         figures.append((png, draw_startup))
     else:
         lines += ["No start-up figures in this file.", ""]
-    goals = data.get("goals")
-    if isinstance(goals, Mapping) and goals:
+    lines += _goal_line(data.get("goals"))
+    many = data.get("many_kernels")
+    if isinstance(many, Mapping):
+        many_inputs = _mapping(many, "inputs")
         lines += [
-            "Goals, as the benchmark checked them: "
-            + ", ".join(f"`{k}`: {'met' if v else 'not met'}" for k, v in goals.items())
-            + ".",
+            f"**A module with {many_inputs.get('kernels', '?')} dispatch kernels** (binary "
+            f"{_fmt(many_inputs.get('binary_bytes'), 0)} bytes, linked cubin "
+            f"{_fmt(many_inputs.get('cubin_bytes'), 0)} bytes; median of "
+            f"{many_inputs.get('runs', '?')} processes per variant):",
             "",
         ]
+        lines += _table(_START_HEADER, _start_rows(_mapping(many, "results")))
+        lines += _goal_line(many.get("goals"))
+        split = _mapping(many, "link_split_compile")
+        if split:
+            lines += [
+                "Cold link of that module in one process: "
+                f"{_fmt(_get(split, 'default', 'median_s'), 3)} s by default, "
+                f"{_fmt(_get(split, 'split_compile_0', 'median_s'), 3)} s with nvJitLink's "
+                f"`-split-compile=0` ({_fmt(split.get('speedup'), 2)}× faster; cubins "
+                f"{'identical' if split.get('identical_cubin') else 'different'}).",
+                "",
+            ]
     return Section(lines, figures)
 
 
@@ -580,6 +614,47 @@ def phases_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Pa
             lines += _table(["call", "ms", "released"], rows)
     if not results:
         lines += ["No phase figures in this file.", ""]
+    return Section(lines, [])
+
+
+_DISPATCH_PHASES = ("staged", "looked_up", "handler_done", "header_written", "published")
+
+
+def dispatch_phases_section(
+    path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Path
+) -> Section:
+    lines = ["## Dispatch phases: where a round trip's microseconds go", ""]
+    lines += _provenance_md("phases", path, data, page_dir)
+    lines += [
+        "The measurement build of the device run time (`-DCUDAQ_REALTIME_PHASES`) stamps each "
+        "serial request on the device with the SM clock: *seen* (the poll's acquire saw it) → "
+        "*staged* (the hook copied it) → *looked up* → *handler done* → *header written* → "
+        "*published* (after the release store). Each column is the median time of that step in "
+        "µs; *device* is seen → published, *outside* the rest of the host's round trip (the "
+        "host's write reaching the device and the response reaching the host). The floor has "
+        "no lookup or handler. `:thread` rows use the thread-shaped handler `echo_thread`, the "
+        "others the launch-wide `echo`; `probe_*` rows are measurement probes (see "
+        "`bench/phases.py`).",
+        "",
+    ]
+    configurations = _mapping(data, "configurations")
+    rows = []
+    for key in _ordered(configurations, ("pingpong_floor",)):
+        entry = configurations[key]
+        if not isinstance(entry, Mapping):
+            continue
+        rows.append(
+            [f"`{key}`", _fmt(entry.get("round_trip_p50"))]
+            + [_fmt(entry.get(name)) for name in _DISPATCH_PHASES]
+            + [_fmt(entry.get("device_total")), _fmt(entry.get("outside_device"))]
+        )
+    if rows:
+        header = ["configuration", "round trip p50", "staged", "looked up", "handler done"]
+        header += ["header written", "published", "device", "outside"]
+        lines += _table(header, rows)
+    else:
+        lines += ["No phase figures in this file.", ""]
+    lines += _errors(data.get("errors"))
     return Section(lines, [])
 
 
@@ -652,6 +727,7 @@ def build_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Pat
 
 SECTIONS: dict[str, tuple[str, Callable[[Path, dict[str, Any], Path, Path], Section]]] = {
     "dispatch": ("Dispatch: round trip and throughput", dispatch_section),
+    "phases": ("Dispatch phases: where a round trip's microseconds go", dispatch_phases_section),
     "startup": ("Start-up: cold vs warm vs raw load", startup_section),
     "startup_phases": ("Start-up phases: where the time goes", phases_section),
     "build_overhead": ("Build overhead", build_section),

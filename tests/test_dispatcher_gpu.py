@@ -118,28 +118,39 @@ class RawRing:
 
 
 def expected(name: str, payload: bytes) -> bytes:
-    if name == "rpc_increment":
+    if name in ("rpc_increment", "rpc_increment_thread"):
         import numpy as np
 
         return (np.frombuffer(payload, dtype=np.uint8) + np.uint8(1)).tobytes()
-    if name == "echo":
+    if name in ("echo", "echo_thread"):
         return payload
     if name == "block_reverse":
         return payload[::-1]
     raise AssertionError(name)
 
 
-HANDLERS = ("rpc_increment", "echo", "block_reverse")
+# A mixed table: launch-wide handlers (the first three) and thread-shaped ones
+# (exported with CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION), so every test below runs
+# both shapes under every dispatch kernel.
+HANDLERS = ("rpc_increment", "echo", "block_reverse", "rpc_increment_thread", "echo_thread")
+THREAD_HANDLERS = ("rpc_increment_thread", "echo_thread")
 
 
-def make_dispatcher(kind: str, core: Any, num_slots: int = 64, slot_size: int = 1024) -> Any:
+def make_dispatcher(
+    kind: str,
+    core: Any,
+    num_slots: int = 64,
+    slot_size: int = 1024,
+    handlers: tuple[str, ...] = HANDLERS,
+    **config: Any,
+) -> Any:
     from skbuild_cudaq.realtime import Dispatcher, DispatcherConfig, get_device_handler
 
     d = Dispatcher(
-        DispatcherConfig(num_slots=num_slots, slot_size=slot_size, stop_timeout=DEADLINE),
+        DispatcherConfig(num_slots=num_slots, slot_size=slot_size, stop_timeout=DEADLINE, **config),
         module=core,
     )
-    for name in HANDLERS:
+    for name in handlers:
         d.function_table.add_device(name, get_device_handler(core, name))
     d.set_unified_launch(launcher_for(kind, core))
     return d
@@ -311,3 +322,130 @@ def test_python_client_round_trip(core: Any) -> None:
             status, result = client.call("rpc_increment", payload)
             assert (status, bytes(result)) == (0, expected("rpc_increment", payload))
         assert d.stop() == 3
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_thread_shaped_handlers_alone(core: Any, kind: str) -> None:
+    """A table of thread-shaped handlers only: one request per lane in the warp kernel,
+    the leader alone (no barrier) in the block, grid and cluster kernels."""
+    import numpy as np
+
+    d = make_dispatcher(kind, core, handlers=THREAD_HANDLERS)
+    try:
+        d.start()
+        ring = RawRing(d.bridge)
+        rng = np.random.default_rng(7)
+        data = rng.integers(0, 256, size=2 * d.config.max_payload, dtype=np.uint8).tobytes()
+
+        def make(k: int) -> tuple[str, bytes]:
+            return THREAD_HANDLERS[k % 2], data[k % 61 : k % 61 + int(rng.integers(0, 1001))]
+
+        sent, errors = pipelined(ring, 20_000, make)
+        assert errors == 0
+        assert d.stop() == sent
+    finally:
+        d.close()
+
+
+def test_exported_shapes_reach_the_device_table(core: Any) -> None:
+    import ctypes
+
+    from skbuild_cudaq.realtime import get_library
+
+    shapes = get_library(core).handler_shapes()
+    from skbuild_cudaq.realtime import get_device_handler
+
+    assert shapes[get_device_handler(core, "echo_thread")] == 1
+    assert shapes[get_device_handler(core, "echo")] == 0
+    d = make_dispatcher("single_thread", core)
+    try:
+        d.start()
+        from cuda.bindings import driver
+
+        table = (ctypes.c_uint8 * (16 * len(HANDLERS)))()
+        err = driver.cuMemcpyDtoH(ctypes.addressof(table), d._launch_args.table, len(table))[0]
+        assert int(err) == 0
+        assert [table[16 * i + 13] for i in range(len(HANDLERS))] == [0, 0, 0, 1, 1]
+    finally:
+        d.close()
+
+
+# -- issue 11 -------------------------------------------------------------------------------
+
+
+def test_builtin_block_size_1024_serves_or_is_refused_before_launch(core: Any) -> None:
+    """DispatcherConfig accepts 1..1024: the built-in kernel runs it or start() says why,
+    from the kernel's own limit, before any launch (never LAUNCH_OUT_OF_RESOURCES)."""
+    import re
+
+    from skbuild_cudaq.realtime import Dispatcher, DispatcherConfig, get_device_handler
+    from skbuild_cudaq.realtime.errors import InvalidArgumentError
+
+    def make(block_size: int) -> Any:
+        d = Dispatcher(
+            DispatcherConfig(num_slots=8, slot_size=256, block_size=block_size),
+            module=core,
+        )
+        d.function_table.add_device("rpc_increment", get_device_handler(core, "rpc_increment"))
+        return d
+
+    with make(1024) as d:
+        try:
+            d.start()
+        except InvalidArgumentError as exc:
+            text = str(exc)
+            assert "block_size=1024" in text and "MAX_THREADS_PER_BLOCK" in text, text
+            limit = int(re.search(r"at most (\d+) threads", text).group(1))  # type: ignore[union-attr]
+            assert 0 < limit < 1024
+            assert not d.running
+        else:
+            limit = 1024
+            client = d.bridge.client()
+            assert client.call("rpc_increment", b"\x01\x02") == (0, b"\x02\x03")
+            assert d.stop() == 1
+    with make(limit) as d:  # the largest block the kernel can run does run
+        d.start()
+        client = d.bridge.client()
+        assert client.call("rpc_increment", b"\x05") == (0, b"\x06")
+        assert d.stop() == 1
+
+
+def test_processed_counts_since_the_last_start(core: Any) -> None:
+    """The same meaning as the host path's: each start() counts from zero."""
+    with make_dispatcher("builtin", core, num_slots=8, slot_size=256) as d:
+        d.start()
+        client = d.bridge.client()
+        for _ in range(3):
+            assert client.call("echo", b"a") == (0, b"a")
+        assert d.stop() == 3 and d.processed == 3
+        d.start()
+        assert d.processed == 0
+        client = d.bridge.client()
+        for _ in range(2):
+            assert client.call("echo", b"b") == (0, b"b")
+        assert d.stop() == 2 and d.processed == 2
+
+
+def test_ring_ids_unique_across_restarts_and_clients(core: Any) -> None:
+    """Clients one after another and restarts (the ring is reset at each start()): every
+    request id is new, every answer is the caller's own."""
+    from skbuild_cudaq.realtime._ring import RingClient
+
+    with make_dispatcher("single_thread", core, num_slots=4, slot_size=128) as d:
+        seen: list[int] = []
+        for restart in range(3):
+            d.start()
+            for c in range(2):  # the bridge's own client, then one made after it
+                client = (
+                    d.bridge.client() if c == 0 else RingClient(d.bridge.buffer, d.bridge.layout)
+                )
+                assert client.submitted == 3 * c
+                tickets = [
+                    client.submit("rpc_increment", bytes([restart, c, i])) for i in range(3)
+                ]  # their answers stay in the ring memory for the next client to find
+                for i, t in enumerate(tickets):
+                    r = client.wait(t, DEADLINE)
+                    assert (r.status, r.result) == (0, bytes([restart + 1, c + 1, i + 1]))
+                    seen.append(r.request_id)
+            assert d.stop() == 6
+        assert len(seen) == len(set(seen)) == 18

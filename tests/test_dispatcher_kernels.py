@@ -114,3 +114,75 @@ def test_cluster_dispatcher_refuses_pre_hopper_targets(nvcc: Path, tmp_path: Pat
     with pytest.raises(subprocess.CalledProcessError) as info:
         lto_fatbin(nvcc, SRC / "cluster_dispatcher.cu", "80", tmp_path / "c.fatbin")
     assert "sm_90 or newer" in info.value.stderr
+
+
+def test_example_kernels_and_handlers_link_with_a_bridge_without_lanes(
+    nvcc: Path, tmp_path: Path
+) -> None:
+    """Dispatch kernels use contract hooks only: the lane kernel links with any bridge.
+
+    The mailbox bridge (tests/gpu_kernels) defines just the three transport hooks;
+    the run time's default lane hooks fill in for it.
+    """
+    pytest.importorskip("cuda.bindings.nvjitlink")
+    gpu_kernels = Path(__file__).resolve().parent / "gpu_kernels"
+    inputs = [
+        ("unified", lto_fatbin(nvcc, RUNTIME / "unified_dispatch_kernel.cu", "80", tmp_path / "u")),
+        ("mailbox", lto_fatbin(nvcc, gpu_kernels / "mailbox_bridge.cu", "80", tmp_path / "m")),
+        ("handlers", lto_fatbin(nvcc, SRC / "handlers.cu", "80", tmp_path / "h")),
+    ]
+    for kernel, (source, arch) in KERNELS.items():
+        inputs.append((kernel, lto_fatbin(nvcc, SRC / source, arch, tmp_path / kernel)))
+    symbols = global_symbols(link(inputs, "90"))
+    assert all(symbols.get(k) == "STT_FUNC" for k in KERNELS)
+    # thread-shaped handlers carry their shape marker; launch-wide ones none
+    assert symbols.get("cudaq_handler_echo_thread") == "STT_OBJECT"
+    assert symbols.get("cudaq_shape_thread_echo_thread") == "STT_OBJECT"
+    assert symbols.get("cudaq_shape_thread_rpc_increment_thread") == "STT_OBJECT"
+    assert "cudaq_shape_thread_echo" not in symbols
+
+
+LANE_PROBE = r"""
+#include <cudaq/realtime/unified_dispatch_device.cuh>
+extern "C" __global__ void lane_probe(void **out, volatile int *flag) {
+  out[threadIdx.x] = cudaq_dev_enter_lane(nullptr, flag, threadIdx.x, 2);
+}
+"""
+LANE_BRIDGE = r"""
+#include <cudaq/realtime/unified_dispatch_device.cuh>
+extern "C" __device__ void *cudaq_dev_enter_kernel(void *, volatile int *) {
+  return reinterpret_cast<void *>(0x5EEDCAFE1111ull);
+}
+extern "C" __device__ int cudaq_dev_rx_poll(void *, void **, void **) { return 0; }
+extern "C" __device__ void cudaq_dev_tx_publish(void *, void *) {}
+"""
+LANE_HOOKS = r"""
+#include <cudaq/realtime/unified_dispatch_device.cuh>
+extern "C" __device__ void *cudaq_dev_enter_lane(void *, volatile int *, uint32_t lane, uint32_t) {
+  return reinterpret_cast<void *>(0x5EEDCAFE2222ull + lane);
+}
+extern "C" __device__ int cudaq_dev_rx_try_poll(void *, void **, void **) { return 0; }
+"""
+
+
+@pytest.mark.parametrize("order", ["bridge-first", "runtime-first"])
+def test_a_bridges_lane_hooks_replace_the_run_times_defaults(
+    nvcc: Path, tmp_path: Path, order: str
+) -> None:
+    pytest.importorskip("cuda.bindings.nvjitlink")
+    fatbins = {}
+    for name, text in (("probe", LANE_PROBE), ("bridge", LANE_BRIDGE), ("lanes", LANE_HOOKS)):
+        src = tmp_path / f"{name}.cu"
+        src.write_text(text)
+        fatbins[name] = lto_fatbin(nvcc, src, "80", tmp_path / f"{name}.fatbin")
+    runtime = lto_fatbin(nvcc, RUNTIME / "unified_dispatch_kernel.cu", "80", tmp_path / "u")
+    default_marker = (0x5EEDCAFE1111).to_bytes(8, "little")[:4]
+    lane_marker = (0x5EEDCAFE2222).to_bytes(8, "little")[:4]
+    # Without lane hooks of the bridge's own, the default calls cudaq_dev_enter_kernel.
+    base = [("probe", fatbins["probe"]), ("bridge", fatbins["bridge"]), ("runtime", runtime)]
+    cubin = link(base, "90")
+    assert default_marker in cubin and lane_marker not in cubin
+    # With them (whatever the input order), the bridge's definitions win.
+    lanes = ("lanes", fatbins["lanes"])
+    cubin = link([lanes, *base] if order == "bridge-first" else [*base, lanes], "90")
+    assert lane_marker in cubin

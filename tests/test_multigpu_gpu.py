@@ -24,7 +24,8 @@ pytestmark = pytest.mark.gpu
 
 EXTENSION = "example_app._core"
 DEADLINE = 60.0  # seconds any thread may take
-HANDLERS = ("rpc_increment", "echo", "block_reverse")
+# launch-wide and thread-shaped handlers, as in tests/test_dispatcher_gpu.py
+HANDLERS = ("rpc_increment", "echo", "block_reverse", "rpc_increment_thread", "echo_thread")
 KINDS = ["builtin", "single_thread", "warp_parallel"]
 
 
@@ -146,7 +147,7 @@ class Traffic(threading.Thread):
     def payload(self, k: int) -> tuple[str, bytes]:
         if self.make is not None:
             return self.make(k)
-        return HANDLERS[k % 3], bytes([k % 251]) * (k % 200)
+        return HANDLERS[k % len(HANDLERS)], bytes([k % 251]) * (k % 200)
 
     def run(self) -> None:
         tools, ring = self.tools, self.ring

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // A thread-block-cluster dispatch kernel (sm_90+): one cluster serves the ring
-// and every thread of every block of the cluster calls each handler. Launch
+// and every thread of every block of the cluster calls each launch-wide handler
+// (thread 0 of block 0 serves thread-shaped handlers alone, with no barrier). Launch
 // with CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION and a grid of exactly one cluster
 // (launchers.cluster does). Thread 0 of block 0 drives the transport and
 // writes the request into a mailbox in its shared memory; the other blocks read
@@ -22,7 +23,6 @@ struct Mailbox {
   const void *request;
   void *response;
   const cudaq_function_entry_t *entry;
-  int32_t status;
   int32_t running;
   uint32_t result_len;
 };
@@ -38,6 +38,7 @@ extern "C" __global__ void cluster_dispatcher(void *transport_ctx, uint32_t slot
   const uint32_t grid_blocks = gridDim.x * gridDim.y * gridDim.z;
   if (cluster.num_blocks() != grid_blocks)
     return; // uniform over the grid: every block returns, nothing is served
+  table = cudaq_table_to_shared(table, table_count); // each block's copy; the leader's is used
   const bool leader_block = cluster.block_rank() == 0;
   const bool leader = leader_block && threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
   // Every block reads the leader block's mailbox (distributed shared memory).
@@ -54,16 +55,35 @@ extern "C" __global__ void cluster_dispatcher(void *transport_ctx, uint32_t slot
 
   for (;;) {
     if (leader) {
-      void *request = nullptr;
-      void *response = nullptr;
-      const int running = cudaq_dev_rx_poll(session, &request, &response);
-      if (running) {
+      // Serve alone what needs no other thread (thread-shaped handlers, bad
+      // requests); hand a launch-wide request to the whole cluster (or stop).
+      int running;
+      for (;;) {
+        void *request = nullptr;
+        void *response = nullptr;
+        running = cudaq_dev_rx_poll(session, &request, &response);
+        if (!running)
+          break;
         const cudaq_function_entry_t *entry = nullptr;
-        box->status = cudaq_validate_request(request, slot_size, table, table_count, &entry);
-        box->entry = entry;
-        box->request = request;
-        box->response = response;
-        box->result_len = 0;
+        int32_t status = cudaq_validate_request(request, slot_size, table, table_count, &entry);
+        if (status == CUDAQ_RPC_STATUS_SUCCESS &&
+            cudaq_entry_shape(entry) != CUDAQ_HANDLER_SHAPE_THREAD) {
+          box->entry = entry;
+          box->request = request;
+          box->response = response;
+          box->result_len = 0;
+          break;
+        }
+        uint32_t result_len = 0;
+        if (status == CUDAQ_RPC_STATUS_SUCCESS) {
+          status = entry->handler(cudaq_request_args(request), cudaq_request_arg_len(request),
+                                  cudaq_response_result(response), max_result, &result_len);
+          if (result_len > max_result)
+            result_len = max_result;
+        }
+        write_response_header(response, request, status, result_len);
+        atomicAdd(stats, 1ull); // counted before the publish: a seen response is counted
+        cudaq_dev_tx_publish(session, response);
       }
       box->running = running;
     }
@@ -75,14 +95,12 @@ extern "C" __global__ void cluster_dispatcher(void *transport_ctx, uint32_t slot
     }
     const void *request = box->request;
     void *response = box->response;
-    int32_t status = box->status;
-    if (status == CUDAQ_RPC_STATUS_SUCCESS) {
-      uint32_t result_len = 0;
-      status = box->entry->handler(cudaq_request_args(request), cudaq_request_arg_len(request),
-                                   cudaq_response_result(response), max_result, &result_len);
-      if (result_len != 0)
-        box->result_len = result_len; // the one thread that wrote it (remote store to block 0)
-    }
+    uint32_t result_len = 0;
+    const int32_t status =
+        box->entry->handler(cudaq_request_args(request), cudaq_request_arg_len(request),
+                            cudaq_response_result(response), max_result, &result_len);
+    if (result_len != 0)
+      box->result_len = result_len; // the one thread that wrote it (remote store to block 0)
     __threadfence_system(); // this thread's result bytes reach the host before the publish
     cluster.sync();         // every block is done with the request
     if (leader) {

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // A cooperative-grid dispatch kernel: every thread of every block calls each
-// handler. Launch cooperatively (CU_LAUNCH_ATTRIBUTE_COOPERATIVE) with a grid no
+// launch-wide handler (thread 0 of block 0 serves thread-shaped handlers alone,
+// with no grid barrier). Launch cooperatively (CU_LAUNCH_ATTRIBUTE_COOPERATIVE) with a grid no
 // larger than what can be co-resident (launchers.cooperative_grid sizes it from
 // occupancy). Thread 0 of block 0 drives the transport; a grid barrier
 // (cooperative_groups grid.sync) hands each request to all blocks and another
@@ -20,7 +21,6 @@ struct Mailbox {
   const void *request;
   void *response;
   const cudaq_function_entry_t *entry;
-  int32_t status;
   int32_t running;
   uint32_t result_len;
 };
@@ -37,6 +37,7 @@ extern "C" __global__ void cooperative_grid_dispatcher(void *transport_ctx, uint
     return; // not launched cooperatively: grid.sync() would be undefined
   volatile Mailbox *box = &g_coop_mailbox; // volatile: never a stale L1 copy
   const bool leader = grid.thread_rank() == 0;
+  table = cudaq_table_to_shared(table, table_count); // each block's copy; the leader's is used
   if (leader)
     box->session = cudaq_dev_enter_kernel(transport_ctx, shutdown_flag);
   grid.sync();
@@ -47,16 +48,35 @@ extern "C" __global__ void cooperative_grid_dispatcher(void *transport_ctx, uint
 
   for (;;) {
     if (leader) {
-      void *request = nullptr;
-      void *response = nullptr;
-      const int running = cudaq_dev_rx_poll(session, &request, &response);
-      if (running) {
+      // Serve alone what needs no other thread (thread-shaped handlers, bad
+      // requests); hand a launch-wide request to the whole grid (or stop).
+      int running;
+      for (;;) {
+        void *request = nullptr;
+        void *response = nullptr;
+        running = cudaq_dev_rx_poll(session, &request, &response);
+        if (!running)
+          break;
         const cudaq_function_entry_t *entry = nullptr;
-        box->status = cudaq_validate_request(request, slot_size, table, table_count, &entry);
-        box->entry = entry;
-        box->request = request;
-        box->response = response;
-        box->result_len = 0;
+        int32_t status = cudaq_validate_request(request, slot_size, table, table_count, &entry);
+        if (status == CUDAQ_RPC_STATUS_SUCCESS &&
+            cudaq_entry_shape(entry) != CUDAQ_HANDLER_SHAPE_THREAD) {
+          box->entry = entry;
+          box->request = request;
+          box->response = response;
+          box->result_len = 0;
+          break;
+        }
+        uint32_t result_len = 0;
+        if (status == CUDAQ_RPC_STATUS_SUCCESS) {
+          status = entry->handler(cudaq_request_args(request), cudaq_request_arg_len(request),
+                                  cudaq_response_result(response), max_result, &result_len);
+          if (result_len > max_result)
+            result_len = max_result;
+        }
+        write_response_header(response, request, status, result_len);
+        atomicAdd(stats, 1ull); // counted before the publish: a seen response is counted
+        cudaq_dev_tx_publish(session, response);
       }
       box->running = running;
     }
@@ -65,14 +85,12 @@ extern "C" __global__ void cooperative_grid_dispatcher(void *transport_ctx, uint
       break;
     const void *request = box->request;
     void *response = box->response;
-    int32_t status = box->status;
-    if (status == CUDAQ_RPC_STATUS_SUCCESS) {
-      uint32_t result_len = 0;
-      status = box->entry->handler(cudaq_request_args(request), cudaq_request_arg_len(request),
-                                   cudaq_response_result(response), max_result, &result_len);
-      if (result_len != 0)
-        box->result_len = result_len; // the one thread that wrote it
-    }
+    uint32_t result_len = 0;
+    const int32_t status =
+        box->entry->handler(cudaq_request_args(request), cudaq_request_arg_len(request),
+                            cudaq_response_result(response), max_result, &result_len);
+    if (result_len != 0)
+      box->result_len = result_len; // the one thread that wrote it
     __threadfence_system(); // this thread's result bytes reach the host before the publish
     grid.sync();            // every block is done with the request
     if (leader) {

@@ -1,10 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// RPC handlers of example_app. They run under whatever shape the dispatch kernel
-// gives them -- one thread (single_thread_dispatcher), every thread of a block (the
-// built-in unified kernel), every thread of a grid or a cluster -- so each one
-// strides its work by the calling group, has one thread write *result_len, and
-// returns the same status from every thread.
+// RPC handlers of example_app, in both handler shapes.
+//
+// Launch-wide (rpc_increment, echo): they run under whatever shape the dispatch
+// kernel gives them -- one thread (single_thread_dispatcher), every thread of a
+// block (the built-in unified kernel), every thread of a grid or a cluster -- so
+// each one strides its work by the calling group, has one thread write
+// *result_len, and returns the same status from every thread.
+//
+// Thread-shaped (rpc_increment_thread, echo_thread): one thread serves one
+// request on its own, so a throughput kernel can serve one request per lane and
+// the block/grid/cluster kernels serve them with no barrier.
 #include <cudaq/realtime/unified_dispatch_device.cuh>
 
 // Handler-specific status: the result does not fit.
@@ -20,11 +26,10 @@ namespace {
 // bridge's) go byte by byte.
 template <typename WordOp, typename ByteOp>
 __device__ __forceinline__ void transform_bytes(const void *args, void *result, uint32_t n,
-                                                WordOp word_op, ByteOp byte_op) {
+                                                WordOp word_op, ByteOp byte_op, uint32_t rank,
+                                                uint32_t size) {
   const uint8_t *in = static_cast<const uint8_t *>(args);
   uint8_t *out = static_cast<uint8_t *>(result);
-  const uint32_t rank = cudaq_handler_rank();
-  const uint32_t size = cudaq_handler_size();
   uint32_t done = 0;
   if (((reinterpret_cast<uintptr_t>(in) | reinterpret_cast<uintptr_t>(out)) & 7u) == 0) {
     const uint32_t words = n / 8;
@@ -53,36 +58,52 @@ struct Identity {
   __device__ uint8_t operator()(uint8_t b) const { return b; }
 };
 
+// One handler body for both shapes: `rank`/`size` of the calling group.
+template <typename Op>
+__device__ __forceinline__ int serve_bytes(const void *args, uint32_t arg_len, void *result,
+                                           uint32_t max_result_len, uint32_t *result_len,
+                                           uint32_t rank, uint32_t size) {
+  if (arg_len > max_result_len) {
+    if (rank == 0)
+      *result_len = 0;
+    return EXAMPLE_APP_STATUS_RESULT_TOO_LONG;
+  }
+  transform_bytes(args, result, arg_len, Op{}, Op{}, rank, size);
+  if (rank == 0)
+    *result_len = arg_len;
+  return CUDAQ_RPC_STATUS_SUCCESS;
+}
+
 } // namespace
 
-// Adds one to each byte of the arguments.
+// Adds one to each byte of the arguments (launch-wide).
 extern "C" __device__ int rpc_increment(const void *args, uint32_t arg_len, void *result,
                                         uint32_t max_result_len, uint32_t *result_len) {
-  if (arg_len > max_result_len) {
-    if (cudaq_handler_rank() == 0)
-      *result_len = 0;
-    return EXAMPLE_APP_STATUS_RESULT_TOO_LONG;
-  }
-  transform_bytes(args, result, arg_len, Increment{}, Increment{});
-  if (cudaq_handler_rank() == 0)
-    *result_len = arg_len;
-  return CUDAQ_RPC_STATUS_SUCCESS;
+  return serve_bytes<Increment>(args, arg_len, result, max_result_len, result_len,
+                                cudaq_handler_rank(), cudaq_handler_size());
 }
 
-// Returns the arguments unchanged.
+// Returns the arguments unchanged (launch-wide).
 extern "C" __device__ int echo(const void *args, uint32_t arg_len, void *result,
                                uint32_t max_result_len, uint32_t *result_len) {
-  if (arg_len > max_result_len) {
-    if (cudaq_handler_rank() == 0)
-      *result_len = 0;
-    return EXAMPLE_APP_STATUS_RESULT_TOO_LONG;
-  }
-  transform_bytes(args, result, arg_len, Identity{}, Identity{});
-  if (cudaq_handler_rank() == 0)
-    *result_len = arg_len;
-  return CUDAQ_RPC_STATUS_SUCCESS;
+  return serve_bytes<Identity>(args, arg_len, result, max_result_len, result_len,
+                               cudaq_handler_rank(), cudaq_handler_size());
 }
 
-// Device globals holding the handlers' addresses: what get_device_handler() reads.
+// The same two, thread-shaped: the calling thread does all the work.
+extern "C" __device__ int rpc_increment_thread(const void *args, uint32_t arg_len, void *result,
+                                               uint32_t max_result_len, uint32_t *result_len) {
+  return serve_bytes<Increment>(args, arg_len, result, max_result_len, result_len, 0, 1);
+}
+
+extern "C" __device__ int echo_thread(const void *args, uint32_t arg_len, void *result,
+                                      uint32_t max_result_len, uint32_t *result_len) {
+  return serve_bytes<Identity>(args, arg_len, result, max_result_len, result_len, 0, 1);
+}
+
+// Device globals holding the handlers' addresses: what get_device_handler() reads
+// (and, for the thread-shaped ones, a marker that gives the run time their shape).
 CUDAQ_REALTIME_EXPORT_DEVICE_FUNCTION(rpc_increment);
 CUDAQ_REALTIME_EXPORT_DEVICE_FUNCTION(echo);
+CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION(rpc_increment_thread);
+CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION(echo_thread);

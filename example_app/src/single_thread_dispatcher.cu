@@ -1,5 +1,6 @@
 // One thread drives the transport and runs every handler: no block barriers,
 // no shared-memory hand-off. Launch with grid (1,1,1) and block (1,1,1).
+// (A launch-wide and a thread-shaped handler are the same call here.)
 #include <cudaq/realtime/unified_dispatch_device.cuh>
 
 extern "C" __global__ void single_thread_dispatcher(void *transport_ctx, uint32_t slot_size,
@@ -9,13 +10,17 @@ extern "C" __global__ void single_thread_dispatcher(void *transport_ctx, uint32_
                                                     unsigned long long *stats) {
   if (threadIdx.x != 0 || blockIdx.x != 0)
     return;
+  table = cudaq_table_to_shared(table, table_count); // lookups without a memory round trip
   void *session = cudaq_dev_enter_kernel(transport_ctx, shutdown_flag);
   if (session == nullptr)
     return;
   const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
+  // Requests that fit land in shared memory: the handler reads its arguments
+  // there instead of from device memory (a round trip after the poll).
+  __shared__ __align__(16) uint8_t stage[256];
   void *request = nullptr;
   void *response = nullptr;
-  while (cudaq_dev_rx_poll(session, &request, &response)) {
+  while (cudaq_dev_rx_poll_into(session, &request, &response, stage, sizeof(stage), 1)) {
     const cudaq_function_entry_t *entry = nullptr;
     int32_t status = cudaq_validate_request(request, slot_size, table, table_count, &entry);
     const void *args = cudaq_request_args(request);

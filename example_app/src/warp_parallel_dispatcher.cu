@@ -1,24 +1,27 @@
 // SPDX-License-Identifier: Apache-2.0
 //
-// A warp-parallel dispatch kernel (host-ring transport): one warp, whose 32
-// lanes each open their own session over the slots lane, lane + 32, ... with
-// cudaq_host_ring_enter_lane(ctx, flag, lane, 32) and poll them at once, so 32
-// PCIe reads of request flags are in flight instead of one: throughput.
-// Launch with grid (1,1,1), block (32,1,1) and, to stage requests in shared
-// memory, 32 * slot_size bytes of dynamic shared memory (launchers.warp_parallel).
-// The ring's num_slots must be a multiple of 32.
+// A warp-parallel dispatch kernel: one warp, whose 32 lanes each open their own
+// session with the contract's lane hook cudaq_dev_enter_lane(ctx, flag, lane, 32)
+// and poll it without waiting (cudaq_dev_rx_try_poll), so 32 reads of request
+// flags are in flight instead of one: throughput. With the host-ring bridge
+// lane i serves the slots i, i + 32, ... (num_slots must be a multiple of 32);
+// a bridge without lanes gives lane 0 the whole transport and the kernel then
+// serves with lane 0 alone. Launch with grid (1,1,1), block (32,1,1) and, to
+// receive requests in shared memory, 32 * slot_size bytes of dynamic shared
+// memory (launchers.warp_parallel).
 //
-// Each round every lane polls its next slot without waiting
-// (cudaq_host_ring_try_poll: the hook stages an arrived request in device
-// memory, all lanes' PCIe reads overlapping), copies it into its part of shared
-// memory and validates it. Then the whole warp runs the handler of each ready
-// request in turn, so a handler sees the same shape as under the built-in
-// kernel (one block of 32 threads, rank = lane) and may stride, use
-// __syncthreads() and shared memory; its arguments are read from shared memory
-// (the second copy pays: with every handler run in turn, shared memory beat the
-// L2-resident staging area, 1.68 vs 1.39 M req/s at 64 in flight on an H200).
+// Each round every lane polls its next slot and validates an arrived request.
+// Then:
+//  - a thread-shaped handler (CUDAQ_HANDLER_SHAPE_THREAD) runs on its own lane,
+//    every such lane at once: one request per lane;
+//  - a launch-wide handler (the default shape) runs on the whole warp, one ready
+//    request after another, so it sees the same shape as under the built-in
+//    kernel (one block of 32 threads, rank = lane) and may stride, use
+//    __syncthreads() and shared memory.
+// Requests land in the lane's part of shared memory (cudaq_dev_rx_poll_into)
+// when it is there, so handlers read their arguments from shared memory, not
+// from the bridge's L2-resident staging area.
 // Finally each lane writes its response header and publishes its own slot.
-#include <cudaq/realtime/host_ring.cuh>
 #include <cudaq/realtime/unified_dispatch_device.cuh>
 
 namespace {
@@ -32,22 +35,6 @@ __device__ __forceinline__ uint32_t dynamic_smem_size() {
   return v;
 }
 
-// Copies `words` 8-byte words (slots are 8-byte aligned) from mapped host
-// memory, eight loads in flight per trip.
-__device__ __forceinline__ void copy_words(uint2 *dst, const volatile uint2 *src,
-                                           uint32_t words) {
-  for (uint32_t w = 0; w < words; w += 8) {
-    uint2 v[8];
-#pragma unroll
-    for (uint32_t k = 0; k < 8; ++k)
-      if (w + k < words)
-        v[k] = const_cast<const uint2 &>(src[w + k]);
-#pragma unroll
-    for (uint32_t k = 0; k < 8; ++k)
-      if (w + k < words)
-        dst[w + k] = v[k];
-  }
-}
 } // namespace
 
 extern "C" __global__ void warp_parallel_dispatcher(void *transport_ctx, uint32_t slot_size,
@@ -60,9 +47,10 @@ extern "C" __global__ void warp_parallel_dispatcher(void *transport_ctx, uint32_
       blockDim.z != 1)
     return; // exactly one warp (uniform: the whole launch returns)
   const uint32_t lane = threadIdx.x;
-  void *session = cudaq_host_ring_enter_lane(transport_ctx, shutdown_flag, lane, kLanes);
-  if (__ballot_sync(kFull, session == nullptr) != 0)
-    return; // num_slots not a multiple of 32, or no host-ring context
+  table = cudaq_table_to_shared(table, table_count);
+  void *session = cudaq_dev_enter_lane(transport_ctx, shutdown_flag, lane, kLanes);
+  if (__shfl_sync(kFull, reinterpret_cast<unsigned long long>(session), 0) == 0)
+    return; // no transport for lane 0 (host ring: num_slots not a multiple of 32)
   const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
   const bool staged = dynamic_smem_size() >= kLanes * slot_size;
   uint8_t *my_stage = stage + static_cast<size_t>(lane) * slot_size;
@@ -71,7 +59,11 @@ extern "C" __global__ void warp_parallel_dispatcher(void *transport_ctx, uint32_
   for (;;) {
     void *request = nullptr;
     void *response = nullptr;
-    const int ready = cudaq_host_ring_try_poll(session, &request, &response);
+    // A request that fits lands in this lane's part of shared memory.
+    const int ready = session != nullptr
+                          ? cudaq_dev_rx_poll_into(session, &request, &response,
+                                                   staged ? my_stage : nullptr, slot_size, 0)
+                          : 0;
     const unsigned mask = __ballot_sync(kFull, ready);
     if (mask == 0) {
       if (++idle % kShutdownEvery == 0) {
@@ -85,42 +77,38 @@ extern "C" __global__ void warp_parallel_dispatcher(void *transport_ctx, uint32_
     }
     idle = 0;
 
-    // Per lane, in parallel: stage the request, validate it.
-    const void *args_src = nullptr;
+    // Per lane, in parallel: validate the request (its header is in registers
+    // after the hook staged it) and serve it here if its handler is
+    // thread-shaped; launch-wide ones are served below by the whole warp.
     int32_t status = CUDAQ_RPC_STATUS_SUCCESS;
+    uint32_t my_len = 0;
+    bool whole_warp = false; // a launch-wide handler: served below by the warp
     const cudaq_function_entry_t *entry = nullptr;
     if (ready) {
-      const void *req = request;
-      if (staged) {
-        const volatile uint2 *src = static_cast<const volatile uint2 *>(request);
-        uint2 *dst = reinterpret_cast<uint2 *>(my_stage);
-        const uint32_t slot_words = slot_size / 8;
-        copy_words(dst, src, 3); // the header first: it says how much follows
-        uint32_t arg_len = reinterpret_cast<const cudaq_rpc_request_header_t *>(my_stage)->arg_len;
-        if (arg_len > max_result)
-          arg_len = max_result; // validation answers it; copy no more than the slot
-        const uint32_t words = (CUDAQ_RPC_HEADER_SIZE + arg_len + 7) / 8;
-        copy_words(dst + 3, src + 3, (words < slot_words ? words : slot_words) - 3);
-        req = my_stage;
+      status = cudaq_validate_request(request, slot_size, table, table_count, &entry);
+      if (status == CUDAQ_RPC_STATUS_SUCCESS) {
+        if (cudaq_entry_shape(entry) == CUDAQ_HANDLER_SHAPE_THREAD) {
+          status = entry->handler(cudaq_request_args(request), cudaq_request_arg_len(request),
+                                  cudaq_response_result(response), max_result, &my_len);
+          if (my_len > max_result)
+            my_len = max_result;
+        } else {
+          whole_warp = true;
+        }
       }
-      status = cudaq_validate_request(req, slot_size, table, table_count, &entry);
-      args_src = req;
-      request = const_cast<void *>(req); // the header the response echoes
+      // Counted before this lane's publish (a system-scope release, which
+      // orders this write too): a response the host sees is counted.
+      atomicAdd(stats, 1ull);
     }
-    __syncwarp();
+    const unsigned launch_wide = __ballot_sync(kFull, whole_warp);
 
-    // The whole warp runs each ready request's handler in turn.
-    int32_t my_status = status;
-    uint32_t my_len = 0;
-    for (unsigned todo = mask; todo != 0; todo &= todo - 1) {
+    // The whole warp runs each launch-wide request's handler in turn.
+    for (unsigned todo = launch_wide; todo != 0; todo &= todo - 1) {
       const int r = __ffs(todo) - 1;
-      const int32_t st = __shfl_sync(kFull, status, r);
-      if (st != CUDAQ_RPC_STATUS_SUCCESS)
-        continue; // uniform: answered with the validation status below
       const cudaq_function_entry_t *e = reinterpret_cast<const cudaq_function_entry_t *>(
           __shfl_sync(kFull, reinterpret_cast<unsigned long long>(entry), r));
       const void *req = reinterpret_cast<const void *>(
-          __shfl_sync(kFull, reinterpret_cast<unsigned long long>(args_src), r));
+          __shfl_sync(kFull, reinterpret_cast<unsigned long long>(request), r));
       void *resp = reinterpret_cast<void *>(
           __shfl_sync(kFull, reinterpret_cast<unsigned long long>(response), r));
       uint32_t len = 0;
@@ -129,16 +117,19 @@ extern "C" __global__ void warp_parallel_dispatcher(void *transport_ctx, uint32_
       __syncwarp();
       len = __reduce_max_sync(kFull, len); // the one thread that wrote *result_len
       if (lane == static_cast<uint32_t>(r)) {
-        my_status = hs;
+        status = hs;
         my_len = len < max_result ? len : max_result;
       }
     }
-    if (lane == 0) // counted before the publishes: a response the host sees is counted
-      atomicAdd(stats, static_cast<unsigned long long>(__popc(mask)));
-    __threadfence_system(); // every lane's result bytes (and the count) before any publish
-    __syncwarp();
+    if (launch_wide != 0) {
+      // Other lanes wrote parts of these results: make every lane's bytes
+      // visible to the host before any publish. (A thread-shaped result is
+      // one lane's own writes, which its publish orders.)
+      __threadfence_system();
+      __syncwarp();
+    }
     if (ready) {
-      write_response_header(response, request, my_status, my_len);
+      write_response_header(response, request, status, my_len);
       cudaq_dev_tx_publish(session, response);
     }
   }

@@ -1,26 +1,76 @@
 // SPDX-License-Identifier: Apache-2.0
 //
 // The built-in unified dispatch kernel: one block; thread 0 drives the
-// transport, every thread of the block calls each handler. Launch with grid
-// (1,1,1) and any block size up to 1024.
+// transport. A launch-wide handler (CUDAQ_HANDLER_SHAPE_LAUNCH, the default) is
+// called by every thread of the block; a thread-shaped one
+// (CUDAQ_HANDLER_SHAPE_THREAD), and every bad request, is served by thread 0
+// alone, with no block barrier. Launch with grid (1,1,1) and a block size up
+// to the kernel's CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK (no __launch_bounds__:
+// capping registers for 1024 threads made the leader's path spill, +3 us a
+// round trip on an H200; Dispatcher.start() refuses a larger block_size).
+//
+// This file also holds the default forms of the optional hooks (cudaq_dev_enter_lane,
+// cudaq_dev_rx_try_poll, cudaq_dev_rx_poll_into) for bridges that define only
+// the three transport hooks. They are `inline` with external linkage: a bridge's own definition
+// replaces them at link time (nvJitLink keeps a strong definition over an
+// inline one), and without one they are what lane kernels link against.
 #include <cudaq/realtime/unified_dispatch_device.cuh>
 
-extern "C" __global__ void cudaq_realtime_unified_dispatch(void *transport_ctx, uint32_t slot_size,
-                                                           const cudaq_function_entry_t *table,
-                                                           uint32_t table_count,
-                                                           volatile int *shutdown_flag,
-                                                           unsigned long long *stats) {
+extern "C" {
+__device__ inline __attribute__((used)) void *
+cudaq_dev_enter_lane(void *transport_ctx, volatile int *shutdown_flag, uint32_t lane,
+                     uint32_t num_lanes) {
+  // No lanes: lane 0 gets the whole transport, the other lanes nothing.
+  if (num_lanes == 0 || num_lanes > 32 || lane != 0)
+    return nullptr;
+  return cudaq_dev_enter_kernel(transport_ctx, shutdown_flag);
+}
+
+__device__ inline __attribute__((used)) int cudaq_dev_rx_try_poll(void *session, void **request,
+                                                                   void **response) {
+  // No non-blocking poll in the three-hook contract: wait (0 once shutdown is set).
+  return cudaq_dev_rx_poll(session, request, response);
+}
+
+__device__ inline __attribute__((used)) int
+cudaq_dev_rx_poll_into(void *session, void **request, void **response, void *stage,
+                       uint32_t stage_bytes, int wait) {
+  const int got = wait ? cudaq_dev_rx_poll(session, request, response)
+                       : cudaq_dev_rx_try_poll(session, request, response);
+  if (got != 1 || stage == nullptr)
+    return got;
+  // Copy the request if it fits (its bytes may be anywhere the bridge put them).
+  const uint8_t *src = static_cast<const uint8_t *>(*request);
+  const uint32_t arg_len = cudaq_request_arg_len(src);
+  if (stage_bytes < CUDAQ_RPC_HEADER_SIZE || arg_len > stage_bytes - CUDAQ_RPC_HEADER_SIZE)
+    return got;
+  uint8_t *dst = static_cast<uint8_t *>(stage);
+  const uint32_t n = CUDAQ_RPC_HEADER_SIZE + arg_len;
+  for (uint32_t i = 0; i < n; ++i)
+    dst[i] = src[i];
+  *request = stage;
+  return got;
+}
+}
+
+extern "C" __global__ void
+cudaq_realtime_unified_dispatch(void *transport_ctx, uint32_t slot_size,
+                                const cudaq_function_entry_t *table, uint32_t table_count,
+                                volatile int *shutdown_flag, unsigned long long *stats) {
   __shared__ void *s_session;
   __shared__ void *s_request;
   __shared__ void *s_response;
   __shared__ const cudaq_function_entry_t *s_entry;
-  __shared__ int32_t s_status;
   __shared__ int s_running;
   __shared__ uint32_t s_result_len;
+  // The leader's requests land here (cudaq_dev_rx_poll_into) when they fit:
+  // handlers read their arguments from shared memory.
+  __shared__ __align__(16) uint8_t s_stage[256];
 
   if (blockIdx.x != 0 || blockIdx.y != 0 || blockIdx.z != 0)
     return; // one block serves the ring
   const bool leader = threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
+  table = cudaq_table_to_shared(table, table_count); // every thread: it synchronizes
   if (leader)
     s_session = cudaq_dev_enter_kernel(transport_ctx, shutdown_flag);
   __syncthreads();
@@ -31,34 +81,52 @@ extern "C" __global__ void cudaq_realtime_unified_dispatch(void *transport_ctx, 
 
   for (;;) {
     if (leader) {
-      void *request = nullptr;
-      void *response = nullptr;
-      s_running = cudaq_dev_rx_poll(session, &request, &response);
-      if (s_running) {
+      // Serve alone until a request needs the whole block (or shutdown): the
+      // other threads wait at the barrier below meanwhile.
+      int running;
+      for (;;) {
+        void *request = nullptr;
+        void *response = nullptr;
+        running = cudaq_dev_rx_poll_into(session, &request, &response, s_stage,
+                                         sizeof(s_stage), 1);
+        if (!running)
+          break;
         const cudaq_function_entry_t *entry = nullptr;
-        s_status = cudaq_validate_request(request, slot_size, table, table_count, &entry);
+        int32_t status = cudaq_validate_request(request, slot_size, table, table_count, &entry);
         // Counted now, not just before the publish: the publish (a system-scope
         // release) waits for earlier stores to complete, and by then this one
         // has. Still counted before the host can see the response.
         atomicAdd(stats, 1ull);
-        s_entry = entry;
-        s_request = request;
-        s_response = response;
-        s_result_len = 0;
+        if (status == CUDAQ_RPC_STATUS_SUCCESS &&
+            cudaq_entry_shape(entry) != CUDAQ_HANDLER_SHAPE_THREAD) {
+          s_entry = entry; // launch-wide: hand it to the block
+          s_request = request;
+          s_response = response;
+          s_result_len = 0;
+          break;
+        }
+        uint32_t result_len = 0;
+        if (status == CUDAQ_RPC_STATUS_SUCCESS) {
+          status = entry->handler(cudaq_request_args(request), cudaq_request_arg_len(request),
+                                  cudaq_response_result(response), max_result, &result_len);
+          if (result_len > max_result)
+            result_len = max_result;
+        }
+        write_response_header(response, request, status, result_len);
+        cudaq_dev_tx_publish(session, response);
       }
+      s_running = running;
     }
     __syncthreads();
     if (!s_running)
       break;
-    int32_t status = s_status;
     uint32_t result_len = 0;
-    if (status == CUDAQ_RPC_STATUS_SUCCESS) {
-      status = s_entry->handler(cudaq_request_args(s_request), cudaq_request_arg_len(s_request),
-                                cudaq_response_result(s_response), max_result, &result_len);
-      if (result_len != 0)
-        s_result_len = result_len; // handlers have one thread write *result_len
-    }
-    __threadfence_system(); // make every thread's result bytes visible to the host
+    const int32_t status =
+        s_entry->handler(cudaq_request_args(s_request), cudaq_request_arg_len(s_request),
+                         cudaq_response_result(s_response), max_result, &result_len);
+    if (result_len != 0)
+      s_result_len = result_len; // handlers have one thread write *result_len
+    __threadfence_system();      // make every thread's result bytes visible to the host
     __syncthreads();
     if (leader) {
       uint32_t len = s_result_len;

@@ -157,7 +157,9 @@ class HostRingBridge:
         Only call it once no kernel serves the ring (the dispatcher stops first).
         """
         drv = self._drv
-        self._client = None
+        client, self._client = self._client, None
+        if client is not None:  # its later use is a RingError, not a write to freed memory
+            client.close()
         self._buffer = None
         if drv is None:
             return
@@ -188,8 +190,9 @@ class HostRingBridge:
     ) -> None:
         self.close()
 
-    def __del__(self) -> None:  # pragma: no cover - best effort for forgotten bridges
-        if self._host_ptr:
+    def __del__(self) -> None:  # best effort for forgotten bridges
+        # getattr: __init__ may have raised before any attribute was set
+        if getattr(self, "_host_ptr", 0):
             with contextlib.suppress(Exception):
                 self.close()
 
@@ -233,14 +236,16 @@ class HostRingBridge:
         """Zero every flag (a fresh ring) and rewind the client. Only while no kernel runs."""
         self._require_open()
         start = self._host_ptr + self.layout.rx_flags_offset
-        ctypes.memset(start, 0, 8 * self.num_slots)
-        if self._client is not None:
+        ctypes.memset(start, 0, 8 * self.num_slots)  # the ring's request-id source is kept
+        if self._client is not None and not self._client.closed:
             self._client.reset()
 
     def client(self) -> RingClient:
-        """The host-side client of this ring (one per bridge; rewound by :meth:`reset`)."""
+        """The host-side client of this ring (one per bridge; rewound by :meth:`reset`;
+        a new one once it was closed). Any other :class:`RingClient` over :attr:`buffer`
+        continues from the ring's own position and id source (see ``_ring``)."""
         self._require_open()
-        if self._client is None:
+        if self._client is None or self._client.closed:
             from ._ring import RingClient
 
             self._client = RingClient(self.buffer, self.layout)

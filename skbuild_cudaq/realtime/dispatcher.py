@@ -31,7 +31,7 @@ import contextlib
 import ctypes
 import struct
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType, TracebackType
 from typing import Any, Generic, TypeVar, cast, overload
@@ -43,6 +43,8 @@ __all__ = [
     "BUILTIN_KERNEL",
     "DEVICE_CALL",
     "HOST_CALL",
+    "SHAPE_LAUNCH",
+    "SHAPE_THREAD",
     "Dispatcher",
     "DispatcherConfig",
     "FunctionEntry",
@@ -54,7 +56,11 @@ __all__ = [
 BUILTIN_KERNEL = "cudaq_realtime_unified_dispatch"
 DEVICE_CALL = 0  # CUDAQ_DISPATCH_DEVICE_CALL
 HOST_CALL = 2  # CUDAQ_DISPATCH_HOST_CALL
-_ENTRY = struct.Struct("<QIB3x")  # cudaq_function_entry_t: handler, function_id, mode, reserved
+SHAPE_LAUNCH = 0  # CUDAQ_HANDLER_SHAPE_LAUNCH: every thread of the launch calls the handler
+SHAPE_THREAD = 1  # CUDAQ_HANDLER_SHAPE_THREAD: one thread serves one request
+_SHAPES = {"launch": SHAPE_LAUNCH, "thread": SHAPE_THREAD}
+# cudaq_function_entry_t: handler, function_id, dispatch_mode, shape, reserved[2]
+_ENTRY = struct.Struct("<QIBB2x")
 assert _ENTRY.size == 16
 
 _NOT_READY = 600  # CUDA_ERROR_NOT_READY (cuStreamQuery while work is pending)
@@ -96,10 +102,14 @@ class FunctionEntry:
     dispatch_mode: int
     address: int = 0  #: device address (DEVICE_CALL)
     callable: Callable[..., Any] | None = None  #: host handler (HOST_CALL)
+    #: ``SHAPE_LAUNCH`` or ``SHAPE_THREAD``; ``None``: as the handler was exported
+    #: (resolved from the linked module at ``Dispatcher.start()``)
+    shape: int | None = None
 
-    def pack(self) -> bytes:
-        """The 16-byte ``cudaq_function_entry_t``."""
-        return _ENTRY.pack(self.address, self.function_id, self.dispatch_mode)
+    def pack(self, shape: int | None = None) -> bytes:
+        """The 16-byte ``cudaq_function_entry_t`` (``shape`` fills an unresolved one)."""
+        resolved = self.shape if self.shape is not None else (shape or SHAPE_LAUNCH)
+        return _ENTRY.pack(self.address, self.function_id, self.dispatch_mode, resolved)
 
 
 @dataclass
@@ -121,8 +131,15 @@ class FunctionTable:
         self._entries.append(entry)
         return entry
 
-    def add_device(self, name: str, address: int) -> FunctionEntry:
-        """A DEVICE_CALL entry: ``address`` from ``get_device_handler(module, name)``."""
+    def add_device(self, name: str, address: int, *, shape: str | None = None) -> FunctionEntry:
+        """A DEVICE_CALL entry: ``address`` from ``get_device_handler(module, name)``.
+
+        ``shape`` is the handler's shape, ``"launch"`` (every thread of the
+        dispatch kernel's launch calls it) or ``"thread"`` (one thread serves one
+        request); ``None`` takes the shape the handler was exported with
+        (``CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION`` -> ``"thread"``, else
+        ``"launch"``), read from the linked module at ``Dispatcher.start()``.
+        """
         from .errors import InvalidArgumentError
         from .wire import function_id
 
@@ -130,7 +147,14 @@ class FunctionTable:
         if address <= 0 or address >= 1 << 64:
             msg = f"{name!r}: {address:#x} is not a device address"
             raise InvalidArgumentError(msg)
-        return self._add(FunctionEntry(name, function_id(name), DEVICE_CALL, address=address))
+        code: int | None = None
+        if shape is not None:
+            if shape not in _SHAPES:
+                msg = f"{name!r}: shape={shape!r}; a handler shape is 'launch' or 'thread'"
+                raise InvalidArgumentError(msg)
+            code = _SHAPES[shape]
+        entry = FunctionEntry(name, function_id(name), DEVICE_CALL, address=address, shape=code)
+        return self._add(entry)
 
     def add_host(self, name: str, handler: Callable[..., Any]) -> FunctionEntry:
         """A HOST_CALL entry, served by the host path (the GPU answers it as unknown)."""
@@ -146,9 +170,14 @@ class FunctionTable:
     def device_entries(self) -> list[FunctionEntry]:
         return [e for e in self._entries if e.dispatch_mode == DEVICE_CALL]
 
-    def pack(self) -> bytes:
-        """Every entry as ``cudaq_function_entry_t[len(self)]``."""
-        return b"".join(e.pack() for e in self._entries)
+    def pack(self, shapes: Mapping[int, int] | None = None) -> bytes:
+        """Every entry as ``cudaq_function_entry_t[len(self)]``.
+
+        ``shapes`` maps handler addresses to the shape they were exported with,
+        for entries added without one (``Library.handler_shapes()``).
+        """
+        found = shapes or {}
+        return b"".join(e.pack(found.get(e.address)) for e in self._entries)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -363,7 +392,7 @@ class Dispatcher(Generic[BridgeT]):
             from .library import get_library
 
             linked = get_library(self.module, bridge=wanted, device=self.config.device)
-            self._check_launcher_arch(launcher_library, linked.arch)
+            self._check_launcher_arch(launcher_library, getattr(linked, "arch", None))
             return linked
         library = launcher_library
         if getattr(library, "arch", None) is not None:
@@ -463,7 +492,7 @@ class Dispatcher(Generic[BridgeT]):
         try:
             self.bridge.open()
             self.bridge.reset()
-            self._allocate(drv)
+            self._allocate(drv, library)
             transport = (
                 self._transport_ctx
                 if self._transport_ctx is not None
@@ -488,8 +517,11 @@ class Dispatcher(Generic[BridgeT]):
             self._teardown_after_failure()
             raise
 
-    def _allocate(self, drv: ModuleType) -> None:
-        table = self.function_table.pack()
+    def _allocate(self, drv: ModuleType, library: Any) -> None:
+        shapes = (
+            library.handler_shapes(device=self.config.device) if library is not None else None
+        )
+        table = self.function_table.pack(shapes)
         size = max(len(table), 16)
         self._table_ptr = _driver.ptr(
             _driver.check(drv.cuMemAlloc(size), "cuMemAlloc(function table)")
@@ -523,6 +555,7 @@ class Dispatcher(Generic[BridgeT]):
                 msg = "the built-in kernel needs module= (the extension linked with it)"
                 raise InvalidArgumentError(msg)
             kernel = get_device_kernel(self.module, BUILTIN_KERNEL, device=self.config.device)
+            self._check_block_size(kernel)
             config = LaunchConfig(grid=(1, 1, 1), block=(self.config.block_size, 1, 1))
             launch_kernel(kernel, config, args.stream, *args.kernel_args())
             self._check_alive()
@@ -536,6 +569,35 @@ class Dispatcher(Generic[BridgeT]):
             msg = f"the dispatch launcher {launcher!r} reported failure"
             raise _start_error(msg)
         self._check_alive()
+
+    def _check_block_size(self, kernel: Any) -> None:
+        """Refuse a block the built-in kernel, as linked for this GPU, cannot run.
+
+        ``DispatcherConfig`` accepts 1..1024 threads (CUDA's own bound); the kernel's
+        limit (``CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK``: its registers per thread,
+        or its ``__launch_bounds__``) may be lower. Asked before any launch, so
+        the answer is this message rather than ``CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES``.
+        """
+        from .errors import InvalidArgumentError
+
+        drv = self._drv
+        if drv is None:
+            return
+        attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
+        limit = int(
+            _driver.check(
+                drv.cuKernelGetAttribute(attr, kernel.handle, self._cu_device),
+                "cuKernelGetAttribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)",
+            )
+        )
+        if self.config.block_size > limit:
+            msg = (
+                f"DispatcherConfig.block_size={self.config.block_size}: the built-in kernel "
+                f"{BUILTIN_KERNEL} as linked for device {self.config.device} runs at most "
+                f"{limit} threads per block (CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK); set "
+                f"block_size to {limit} or less"
+            )
+            raise InvalidArgumentError(msg)
 
     def _check_alive(self) -> None:
         """A persistent kernel only returns on shutdown: one that is gone at once never served.
@@ -596,7 +658,8 @@ class Dispatcher(Generic[BridgeT]):
 
     @property
     def processed(self) -> int:
-        """Requests the kernel has answered (live while running, final after stop())."""
+        """Requests the kernel has answered since the last ``start()`` (live while running,
+        final after ``stop()``; each start counts from zero, like the host path's)."""
         if self._running:
             with self._in_context():
                 self._processed = self._read_counter()

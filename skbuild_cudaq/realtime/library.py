@@ -57,6 +57,8 @@ __all__ = [
 ]
 
 HANDLER_PREFIX = "cudaq_handler_"
+#: marker global of a thread-shaped handler (CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION)
+SHAPE_THREAD_PREFIX = "cudaq_shape_thread_"
 
 
 class ModuleSymbols:
@@ -71,6 +73,12 @@ class ModuleSymbols:
     def handlers(self) -> tuple[str, ...]:
         """Exported handler names (``cudaq_handler_<name>`` globals, prefix removed)."""
         return tuple(n[len(HANDLER_PREFIX) :] for n in self.globals if n.startswith(HANDLER_PREFIX))
+
+    @property
+    def thread_handlers(self) -> frozenset[str]:
+        """Handlers exported thread-shaped (a ``cudaq_shape_thread_<name>`` marker global)."""
+        n = len(SHAPE_THREAD_PREFIX)
+        return frozenset(g[n:] for g in self.globals if g.startswith(SHAPE_THREAD_PREFIX))
 
 
 def cubin_symbols(cubin: bytes) -> ModuleSymbols:
@@ -401,6 +409,16 @@ class Library:
     def handler_addresses(self, device: int | None = None) -> dict[str, int]:
         """Every exported handler's device address on ``device`` (see :meth:`get_handler`)."""
         return dict(self._read_handlers(device))
+
+    def handler_shapes(self, device: int | None = None) -> dict[int, int]:
+        """The shape each exported handler was declared with, by its address on ``device``.
+
+        1 (``SHAPE_THREAD``) for handlers exported with
+        ``CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION``, else 0 (``SHAPE_LAUNCH``).
+        """
+        thread = self.symbols.thread_handlers
+        found = self._read_handlers(device)
+        return {address: int(name in thread) for name, address in found.items()}
 
     def contains(self, address: int, device: int | None = None) -> bool:
         """Whether ``address`` is the address of a handler this module exports on ``device``.

@@ -64,18 +64,14 @@ static inline constexpr unsigned long long cudaq_host_ring_alloc_bytes(uint32_t 
 
 #ifdef __CUDACC__
 extern "C" {
-// Host-ring extension hook: opens a session over the slots
-// lane, lane + num_lanes, lane + 2 * num_lanes, ... of the ring, so that up to
-// CUDAQ_HOST_RING_MAX_LANES threads (a warp) poll and answer slots in parallel.
-// num_slots must be a multiple of num_lanes. Returns NULL for a bad lane count.
-// cudaq_dev_enter_kernel(ctx, flag) is cudaq_host_ring_enter_lane(ctx, flag, 0, 1).
+// The host ring's lanes are the contract's lane hooks (unified_dispatch_device.cuh):
+// cudaq_dev_enter_lane(ctx, flag, lane, num_lanes) opens a session over the slots
+// lane, lane + num_lanes, lane + 2 * num_lanes, ... (num_slots must be a multiple
+// of num_lanes; NULL otherwise), and cudaq_dev_rx_try_poll polls it without
+// waiting. These two are their earlier names, kept for kernels written against
+// them: prefer the contract names, which every bridge provides.
 __device__ void *cudaq_host_ring_enter_lane(void *transport_ctx, volatile int *shutdown_flag,
                                             uint32_t lane, uint32_t num_lanes);
-// Host-ring extension hook: non-blocking cudaq_dev_rx_poll. Returns 1 and claims
-// the request in the session's next slot if it has arrived (publish it exactly
-// once with cudaq_dev_tx_publish), else 0 at once without waiting and without
-// looking at the shutdown flag: the caller decides when to give up. Lets a warp
-// of lanes poll their slots together and hand ready requests to the whole warp.
 __device__ int cudaq_host_ring_try_poll(void *session, void **request, void **response);
 }
 #endif

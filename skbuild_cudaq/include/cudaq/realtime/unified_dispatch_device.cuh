@@ -82,11 +82,27 @@ typedef int (*cudaq_device_handler_t)(const void *args, uint32_t arg_len, void *
 #define CUDAQ_DISPATCH_DEVICE_CALL 0
 #define CUDAQ_DISPATCH_HOST_CALL 2
 
+// The shape a handler is written for (byte 13 of its table entry):
+//  - CUDAQ_HANDLER_SHAPE_LAUNCH (0, the default and what every handler exported
+//    with CUDAQ_REALTIME_EXPORT_DEVICE_FUNCTION is): every thread of the dispatch
+//    kernel's launch calls it for the same request; it strides its work with
+//    cudaq_handler_rank()/cudaq_handler_size(), has one thread write
+//    *result_len and returns the same status from every thread. It may use
+//    barriers and shared memory of its block.
+//  - CUDAQ_HANDLER_SHAPE_THREAD (1, CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION): one
+//    thread serves one request on its own: it does all the work, writes
+//    *result_len itself and uses no barrier, no shared memory and no warp
+//    collective (other threads of its warp may be serving other requests, or
+//    none). A kernel may call it from any single thread (rank 0 of a group of 1).
+#define CUDAQ_HANDLER_SHAPE_LAUNCH 0
+#define CUDAQ_HANDLER_SHAPE_THREAD 1
+
 typedef struct cudaq_function_entry {
   cudaq_device_handler_t handler; // device address (DEVICE_CALL); unused for HOST_CALL
   uint32_t function_id;           // cudaq_fnv1a_32(name)
   uint8_t dispatch_mode;          // CUDAQ_DISPATCH_DEVICE_CALL or CUDAQ_DISPATCH_HOST_CALL
-  uint8_t reserved[3];
+  uint8_t shape;                  // CUDAQ_HANDLER_SHAPE_LAUNCH or CUDAQ_HANDLER_SHAPE_THREAD
+  uint8_t reserved[2];
 } cudaq_function_entry_t;
 
 static_assert(sizeof(cudaq_function_entry_t) == 16, "function table entries are 16 bytes");
@@ -104,7 +120,80 @@ __device__ int cudaq_dev_rx_poll(void *session, void **request, void **response)
 // Publishes the response of the request last polled; exactly once per polled
 // request.
 __device__ void cudaq_dev_tx_publish(void *session, void *response);
+
+// Lanes: for kernels that serve several requests at once, one per thread.
+// Opens lane `lane` of `num_lanes` (1..32) over the transport; every lane
+// calls it. Returns NULL for a lane the bridge does not serve: a kernel serves
+// with the lanes that got a session, and must return if lane 0 got none. A
+// bridge with lanes (the host ring: slots lane, lane + num_lanes, ...) gives
+// every lane its own session; the run time's default form, for bridges that
+// define only the three hooks above, gives lane 0 the whole transport
+// (cudaq_dev_enter_kernel) and NULL to the other lanes.
+__device__ void *cudaq_dev_enter_lane(void *transport_ctx, volatile int *shutdown_flag,
+                                      uint32_t lane, uint32_t num_lanes);
+// Non-blocking poll of a lane's session: returns 1 with *request/*response
+// (publish it exactly once with cudaq_dev_tx_publish) if a request has arrived,
+// else 0 without waiting. It does not look at the shutdown flag: the caller
+// decides when to stop. The default form (bridges without lanes) waits like
+// cudaq_dev_rx_poll and returns 0 once shutdown is set.
+__device__ int cudaq_dev_rx_try_poll(void *session, void **request, void **response);
+
+// Polls like cudaq_dev_rx_poll (wait != 0) or cudaq_dev_rx_try_poll (wait == 0),
+// and when the request (header + arguments) fits `stage_bytes` (at least 32),
+// copies it into `stage` -- a buffer of the caller's, 8-byte aligned, typically
+// its part of shared memory -- and points *request there: the handler's reads
+// of its arguments then cost no device-memory round trip (on an H200 ~0.3 us
+// a request). Otherwise *request is where the bridge staged it. The buffer is
+// the caller's until it publishes this request. Bridges may define it (the
+// host ring does); the run time's default form polls, then copies.
+__device__ int cudaq_dev_rx_poll_into(void *session, void **request, void **response,
+                                      void *stage, uint32_t stage_bytes, int wait);
 }
+
+// ---------------------------------------------------------------------------
+// Measurement build (bench/phases.py): compiled with -DCUDAQ_REALTIME_PHASES,
+// the helpers below and the host-ring hooks stamp each request's phases with
+// the SM clock (clock64) into cudaq_phase_log, defined by the hooks:
+//   0 seen (the poll's acquire saw the request), 1 staged (the hook copied it),
+//   2 looked up (cudaq_validate_request found the entry), 3 handler done
+//   (write_response_header begins), 4 header written, 5 published (after the
+//   release store), 6 %globaltimer at 0, 7 %globaltimer at 5.
+// Without the macro CUDAQ_REALTIME_PHASE(i) is nothing: no code, no symbol.
+// ---------------------------------------------------------------------------
+#ifdef CUDAQ_REALTIME_PHASES
+#define CUDAQ_REALTIME_PHASE_RECORDS 65536u
+typedef struct cudaq_phase_record {
+  unsigned long long t[8];
+} cudaq_phase_record_t;
+extern "C" {
+extern __device__ cudaq_phase_record_t cudaq_phase_log[CUDAQ_REALTIME_PHASE_RECORDS];
+extern __device__ unsigned int cudaq_phase_next; // requests seen so far
+extern __device__ unsigned int cudaq_phase_cur;  // the record of the request in flight
+}
+static __device__ __forceinline__ unsigned long long cudaq_detail_globaltimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+// Starts the record of a newly seen request (the hooks call it).
+static __device__ __forceinline__ void cudaq_detail_phase_begin() {
+  const unsigned long long c = clock64();
+  const unsigned int i = cudaq_phase_next++ % CUDAQ_REALTIME_PHASE_RECORDS;
+  cudaq_phase_cur = i;
+  cudaq_phase_log[i].t[0] = c;
+  cudaq_phase_log[i].t[6] = cudaq_detail_globaltimer();
+}
+#define CUDAQ_REALTIME_PHASE(i)                                                                  \
+  (cudaq_phase_log[cudaq_phase_cur].t[(i)] = clock64())
+#define CUDAQ_REALTIME_PHASE_END()                                                               \
+  do {                                                                                           \
+    CUDAQ_REALTIME_PHASE(5);                                                                     \
+    cudaq_phase_log[cudaq_phase_cur].t[7] = cudaq_detail_globaltimer();                          \
+  } while (0)
+#else
+#define CUDAQ_REALTIME_PHASE(i) ((void)0)
+#define CUDAQ_REALTIME_PHASE_END() ((void)0)
+#endif
 
 // ---------------------------------------------------------------------------
 // Helpers shared by every dispatch kernel (inline: no symbol of their own).
@@ -112,7 +201,8 @@ __device__ void cudaq_dev_tx_publish(void *session, void *response);
 
 // Internal: reads a kernel's function table through the read-only data path
 // (ld.global.nc). The table does not change while a dispatch kernel runs, and
-// the compiler may keep such loads in registers or hoist them.
+// the compiler may keep such loads in registers or hoist them. (Only for
+// device memory: a table copied to shared memory is read with plain loads.)
 static __device__ __forceinline__ uint32_t cudaq_detail_ldnc_u32(const uint32_t *p) {
   uint32_t v;
   asm("ld.global.nc.u32 %0, [%1];" : "=r"(v) : "l"(p));
@@ -146,11 +236,46 @@ cudaq_detail_request_header(const void *request) {
   return h;
 }
 
+// Internal: reads a table word, from a table in shared memory (after
+// cudaq_table_to_shared) or in device memory: a plain generic load (no address
+// space test on the critical path).
+static __device__ __forceinline__ uint32_t cudaq_detail_table_u32(const uint32_t *p) {
+  return *p;
+}
+static __device__ __forceinline__ uint64_t cudaq_detail_table_u64(const void *p) {
+  return *static_cast<const uint64_t *>(p);
+}
+
+// Copies a kernel's function table into the block's shared memory, where a
+// lookup costs no device-memory round trip (after the system-scope acquire of
+// a poll, which empties L1, a lookup in device memory costs one: ~0.2-0.3 us
+// on an H200). Returns the table to look up in: the copy, or `table` itself
+// when it has more than CUDAQ_SHARED_TABLE_ENTRIES entries. Call it from every
+// thread of the block, before the kernel's loop (it ends with __syncthreads()).
+// The table does not change while a dispatch kernel runs.
+#ifndef CUDAQ_SHARED_TABLE_ENTRIES
+#define CUDAQ_SHARED_TABLE_ENTRIES 32u
+#endif
+static __device__ __forceinline__ const cudaq_function_entry_t *
+cudaq_table_to_shared(const cudaq_function_entry_t *table, uint32_t count) {
+  __shared__ __align__(16) cudaq_function_entry_t cudaq_shared_table[CUDAQ_SHARED_TABLE_ENTRIES];
+  if (count > CUDAQ_SHARED_TABLE_ENTRIES)
+    return table;
+  const uint32_t tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  const uint32_t threads = blockDim.x * blockDim.y * blockDim.z;
+  for (uint32_t i = tid; i < 2 * count; i += threads) {
+    const uint64_t word = cudaq_detail_ldnc_u64(reinterpret_cast<const uint64_t *>(table) + i);
+    reinterpret_cast<uint64_t *>(cudaq_shared_table)[i] = word;
+  }
+  __syncthreads();
+  return cudaq_shared_table;
+}
+
 // Linear search of the function table. Returns NULL for an unknown id.
 static __device__ __forceinline__ const cudaq_function_entry_t *
 unified_lookup_entry(const cudaq_function_entry_t *table, uint32_t count, uint32_t function_id) {
   for (uint32_t i = 0; i < count; ++i) {
-    if (cudaq_detail_ldnc_u32(&table[i].function_id) == function_id)
+    if (cudaq_detail_table_u32(&table[i].function_id) == function_id)
       return &table[i];
   }
   return nullptr;
@@ -160,6 +285,7 @@ unified_lookup_entry(const cudaq_function_entry_t *table, uint32_t count, uint32
 static __device__ __forceinline__ void write_response_header(void *response, const void *request,
                                                              int32_t status,
                                                              uint32_t result_len) {
+  CUDAQ_REALTIME_PHASE(3);
   const cudaq_detail_request_words_t h = cudaq_detail_request_header(request);
   cudaq_rpc_response_header_t *resp = static_cast<cudaq_rpc_response_header_t *>(response);
   resp->magic = CUDAQ_RPC_MAGIC_RESPONSE;
@@ -167,6 +293,7 @@ static __device__ __forceinline__ void write_response_header(void *response, con
   resp->result_len = result_len;
   resp->request_id = static_cast<uint32_t>(h.w1 >> 32);
   resp->ptp_timestamp = h.w2;
+  CUDAQ_REALTIME_PHASE(4);
 }
 
 // Checks a polled request before its handler runs. Returns CUDAQ_RPC_STATUS_SUCCESS
@@ -187,12 +314,19 @@ cudaq_validate_request(const void *request, uint32_t slot_size,
   if (e == nullptr)
     return CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION;
   // handler (bytes 0..7) and function_id | dispatch_mode << 32 (bytes 8..15)
-  const uint64_t handler = cudaq_detail_ldnc_u64(&e->handler);
-  const uint64_t id_mode = cudaq_detail_ldnc_u64(&e->function_id);
+  const uint64_t handler = cudaq_detail_table_u64(&e->handler);
+  const uint64_t id_mode = cudaq_detail_table_u64(&e->function_id);
   if (static_cast<uint8_t>(id_mode >> 32) != CUDAQ_DISPATCH_DEVICE_CALL || handler == 0)
     return CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION;
   *entry = e;
+  CUDAQ_REALTIME_PHASE(2);
   return CUDAQ_RPC_STATUS_SUCCESS;
+}
+
+// The shape of a validated entry (CUDAQ_HANDLER_SHAPE_*). Reads the same
+// 8 bytes as cudaq_validate_request, so after it the compiler reuses that load.
+static __device__ __forceinline__ uint32_t cudaq_entry_shape(const cudaq_function_entry_t *e) {
+  return static_cast<uint8_t>(cudaq_detail_table_u64(&e->function_id) >> 40);
 }
 
 // Pointers to the argument and result areas of a slot.
@@ -236,6 +370,18 @@ static __device__ __forceinline__ uint32_t cudaq_handler_rank() {
   __device__ cudaq_device_handler_t cudaq_handler_##name = name;                                 \
   }                                                                                              \
   static_assert(true, "require a semicolon after CUDAQ_REALTIME_EXPORT_DEVICE_FUNCTION")
+
+// Exports a thread-shaped handler (CUDAQ_HANDLER_SHAPE_THREAD): as above, plus
+// a marker global `cudaq_shape_thread_<name>` whose presence in the
+// linked module tells the run time the handler's shape (FunctionTable.add_device
+// fills the entry's shape from it unless given one).
+#define CUDAQ_REALTIME_SHAPE_THREAD_SYMBOL_PREFIX "cudaq_shape_thread_"
+#define CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION(name)                                              \
+  extern "C" {                                                                                   \
+  __device__ cudaq_device_handler_t cudaq_handler_##name = name;                                 \
+  __device__ uint32_t cudaq_shape_thread_##name = CUDAQ_HANDLER_SHAPE_THREAD;                    \
+  }                                                                                              \
+  static_assert(true, "require a semicolon after CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION")
 
 // The signature every dispatch kernel takes, built-in or custom:
 //   extern "C" __global__ void my_dispatcher(void *transport_ctx, uint32_t slot_size,

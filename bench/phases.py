@@ -1,0 +1,401 @@
+"""Where a round trip's microseconds go: the device run time's measurement build.
+
+One run on one GPU::
+
+    python bench/phases.py [--out bench/results/phases.json]
+
+Compiles, in this script, the device run time (built-in kernel, host-ring hooks)
+and example_app's dispatch kernels and handlers with ``-DCUDAQ_REALTIME_PHASES``
+(the measurement build of ``cudaq/realtime/unified_dispatch_device.cuh``), plus a
+bare ping-pong floor stamped the same way, links them with nvJitLink into one
+module and serves serial requests (32-byte arguments, one in flight) through
+each dispatch shape and handler shape. Each request's phases are stamped with
+the SM clock on the device:
+
+    0 seen -> 1 staged -> 2 looked up -> 3 handler done -> 4 header written -> 5 published
+
+(the floor has no lookup or handler: its 2 and 3 are the end of its loads). Two
+probes, compiled here too, say what parts of a phase cost: ``probe_noread_thread``
+(a thread-shaped handler that writes its result without reading its arguments)
+and ``probe_smem_table_dispatcher`` (the single-thread loop with a hand-written
+shared-memory lookup and no request checks). The
+report gives, per configuration, the round trip p50 seen by the host
+(bench/loadgen.c), the median of each phase, the device's share (seen ->
+published) and the rest (host write -> device sees, and published -> host
+sees). Stamping costs a few device-memory stores per request: compare the
+stamped floor with bench/dispatch.py's unstamped one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import dispatch as bench  # bench/dispatch.py: load generator, floors, versions
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNTIME = ROOT / "skbuild_cudaq" / "device"
+INCLUDE = ROOT / "skbuild_cudaq" / "include"
+EXAMPLE = ROOT / "example_app" / "src"
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "phases.json"
+PHASES = ("staged", "looked_up", "handler_done", "header_written", "published")
+RECORDS = 65536
+
+FLOOR_CU = r"""
+#include <cudaq/realtime/unified_dispatch_device.cuh>
+namespace {
+__device__ __forceinline__ uint32_t ld_acquire_sys(const volatile uint32_t *p) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release_sys(volatile uint32_t *p, uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" : : "l"(p), "r"(v) : "memory");
+}
+}
+// bench/dispatch.py's pingpong_floor, stamped at the same points as the run time.
+extern "C" __global__ void pingpong_floor(const uint8_t *rx, uint8_t *tx,
+                                          volatile uint32_t *rx_flags, volatile uint32_t *tx_flags,
+                                          uint32_t num_slots, uint32_t slot_size,
+                                          volatile int *shutdown) {
+  uint32_t slot = 0, seq = 1, polls = 0;
+  for (;;) {
+    if (ld_acquire_sys(&rx_flags[slot]) == seq) {
+      cudaq_detail_phase_begin();
+      const size_t off = static_cast<size_t>(slot) * slot_size;
+      const uint64_t *src = reinterpret_cast<const uint64_t *>(rx + off);
+      uint64_t *dst = reinterpret_cast<uint64_t *>(tx + off);
+      constexpr uint32_t kWords = 32;
+      const uint32_t words = slot_size / 8 < kWords ? slot_size / 8 : kWords;
+      uint64_t v[kWords];
+#pragma unroll
+      for (uint32_t i = 0; i < kWords; ++i)
+        if (i < words)
+          v[i] = src[i];
+      uint32_t arg_len = static_cast<uint32_t>(v[1]);
+      if (arg_len > words * 8 - 24)
+        arg_len = 0;
+      CUDAQ_REALTIME_PHASE(1);
+      CUDAQ_REALTIME_PHASE(2);
+      CUDAQ_REALTIME_PHASE(3);
+      dst[0] = 0x43555153ull;
+      dst[1] = (v[1] & 0xffffffff00000000ull) | arg_len;
+      dst[2] = v[2];
+      const uint32_t arg_words = (arg_len + 7) / 8;
+#pragma unroll
+      for (uint32_t i = 0; i < kWords - 3; ++i)
+        if (i < arg_words)
+          dst[3 + i] = v[3 + i];
+      CUDAQ_REALTIME_PHASE(4);
+      st_release_sys(&tx_flags[slot], seq);
+      CUDAQ_REALTIME_PHASE_END();
+      if (++slot == num_slots) {
+        slot = 0;
+        ++seq;
+      }
+    } else if ((++polls & 15u) == 0 && *shutdown != 0) {
+      return;
+    }
+  }
+}
+
+// Probes (measurement only): what part of the handler phase is reading the
+// arguments (a thread-shaped handler that writes its result without reading
+// them), and what the lookup costs with the table in shared memory.
+extern "C" __device__ int probe_noread_thread(const void *, uint32_t arg_len, void *result,
+                                              uint32_t, uint32_t *result_len) {
+  uint64_t *out = static_cast<uint64_t *>(result);
+  for (uint32_t i = 0; i < arg_len / 8; ++i)
+    out[i] = 0;
+  *result_len = arg_len;
+  return 0;
+}
+CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION(probe_noread_thread);
+
+extern "C" __global__ void probe_smem_table_dispatcher(CUDAQ_DISPATCH_KERNEL_PARAMS) {
+  __shared__ cudaq_function_entry_t s_table[16];
+  if (threadIdx.x != 0 || blockIdx.x != 0)
+    return;
+  const uint32_t n = table_count < 16 ? table_count : 16;
+  for (uint32_t i = 0; i < n; ++i)
+    s_table[i] = table[i];
+  void *session = cudaq_dev_enter_kernel(transport_ctx, shutdown_flag);
+  if (session == nullptr)
+    return;
+  const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
+  void *request = nullptr;
+  void *response = nullptr;
+  while (cudaq_dev_rx_poll(session, &request, &response)) {
+    const cudaq_detail_request_words_t h = cudaq_detail_request_header(request);
+    int32_t status = CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION;
+    const cudaq_function_entry_t *entry = nullptr;
+    for (uint32_t i = 0; i < n; ++i)
+      if (s_table[i].function_id == static_cast<uint32_t>(h.w0 >> 32)) {
+        entry = &s_table[i];
+        status = 0;
+        break;
+      }
+    CUDAQ_REALTIME_PHASE(2);
+    atomicAdd(stats, 1ull);
+    uint32_t result_len = 0;
+    if (status == 0)
+      status = entry->handler(cudaq_request_args(request), static_cast<uint32_t>(h.w1),
+                              cudaq_response_result(response), max_result, &result_len);
+    write_response_header(response, request, status, result_len);
+    cudaq_dev_tx_publish(session, response);
+  }
+}
+"""
+
+
+def compile_all(nvcc: str, work: Path) -> list[tuple[str, bytes]]:
+    floor = work / "floor_phases.cu"
+    floor.write_text(FLOOR_CU)
+    sources = [
+        (RUNTIME / "unified_dispatch_kernel.cu", "80"),
+        (RUNTIME / "host_ring_bridge.cu", "80"),
+        (EXAMPLE / "handlers.cu", "80"),
+        (EXAMPLE / "block_handlers.cu", "80"),
+        (EXAMPLE / "single_thread_dispatcher.cu", "80"),
+        (EXAMPLE / "cooperative_grid_dispatcher.cu", "80"),
+        (EXAMPLE / "warp_parallel_dispatcher.cu", "80"),
+        (EXAMPLE / "cluster_dispatcher.cu", "90"),
+        (floor, "80"),
+    ]
+    out = []
+    for src, arch in sources:
+        fatbin = work / (src.stem + ".fatbin")
+        cmd = [nvcc, "-fatbin", "-rdc=true", "-std=c++17", "-DCUDAQ_REALTIME_PHASES"]
+        cmd += [f"-gencode=arch=compute_{arch},code=lto_{arch}", f"-I{INCLUDE}"]
+        subprocess.run([*cmd, "-o", str(fatbin), str(src)], check=True)
+        out.append((src.name, fatbin.read_bytes()))
+    return out
+
+
+def nvjitlink_link(inputs: list[tuple[str, bytes]], arch: str) -> bytes:
+    from cuda.bindings import nvjitlink
+
+    options = [f"-arch=sm_{arch}", "-lto"]
+    handle = nvjitlink.create(len(options), options)
+    try:
+        for name, data in inputs:
+            nvjitlink.add_data(handle, nvjitlink.InputType.FATBIN, data, len(data), name)
+        try:
+            nvjitlink.complete(handle)
+        except nvjitlink.nvJitLinkError:
+            log = bytearray(nvjitlink.get_error_log_size(handle))
+            nvjitlink.get_error_log(handle, log)
+            raise SystemExit(log.decode(errors="replace")) from None
+        cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
+        nvjitlink.get_linked_cubin(handle, cubin)
+        return bytes(cubin)
+    finally:
+        nvjitlink.destroy(handle)
+
+
+class PhaseLog:
+    """The measurement build's ``cudaq_phase_log`` of one loaded library."""
+
+    def __init__(self, lib_handle: Any) -> None:
+        drv = bench._drv()
+        self.log, size = bench.ok(
+            drv.cuLibraryGetGlobal(lib_handle, b"cudaq_phase_log"), "cuLibraryGetGlobal(log)"
+        )
+        assert int(size) == RECORDS * 64, size
+        self.next, _ = bench.ok(
+            drv.cuLibraryGetGlobal(lib_handle, b"cudaq_phase_next"), "cuLibraryGetGlobal(next)"
+        )
+
+    def reset(self) -> None:
+        drv = bench._drv()
+        bench.ok(drv.cuMemsetD32(self.next, 0, 1), "cuMemsetD32(next)")
+
+    def read(self) -> np.ndarray:
+        drv = bench._drv()
+        count = ctypes.c_uint32(0)
+        bench.ok(drv.cuMemcpyDtoH(ctypes.addressof(count), self.next, 4), "cuMemcpyDtoH(next)")
+        n = min(int(count.value), RECORDS)
+        out = np.zeros((n, 8), dtype=np.uint64)
+        if n:
+            bench.ok(drv.cuMemcpyDtoH(out.ctypes.data, self.log, n * 64), "cuMemcpyDtoH(log)")
+        return out
+
+
+def breakdown(records: np.ndarray, skip: int) -> dict[str, Any]:
+    """Median phase durations (ns) from clock64 stamps, scaled by the globaltimer."""
+    r = records[skip:].astype(np.int64)
+    cycles = r[:, 5] - r[:, 0]
+    ns = r[:, 7] - r[:, 6]
+    ns_per_cycle = float(ns.sum()) / float(cycles.sum()) if cycles.sum() > 0 else float("nan")
+    out: dict[str, Any] = {"n": int(r.shape[0]), "ns_per_cycle": ns_per_cycle}
+    previous = r[:, 0]
+    for i, name in enumerate(PHASES, start=1):
+        out[name] = float(np.median(r[:, i] - previous)) * ns_per_cycle / 1000.0  # us
+        previous = r[:, i]
+    out["device_total"] = float(np.median(cycles)) * ns_per_cycle / 1000.0
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--samples", type=int, default=10_000)
+    parser.add_argument("--warmup", type=int, default=1_000)
+    opts = parser.parse_args(argv)
+
+    from example_app import launchers
+    from skbuild_cudaq.realtime import (
+        Dispatcher,
+        DispatcherConfig,
+        HostRingBridge,
+        LaunchConfig,
+        Library,
+    )
+
+    drv = bench._drv()
+    bench.ok(drv.cuInit(0), "cuInit")
+    dev = bench.ok(drv.cuDeviceGet(0), "cuDeviceGet")
+    ctx = bench.ok(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+    bench.ok(drv.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    attr = drv.CUdevice_attribute
+    major = bench.ok(
+        drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cc"
+    )
+    minor = bench.ok(
+        drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cc"
+    )
+    arch = f"{major}{minor}"
+    name = bench.ok(drv.cuDeviceGetName(256, dev), "cuDeviceGetName")
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        raise SystemExit("the benchmark needs nvcc on PATH")
+    results: dict[str, Any] = {
+        "benchmark": "phases",
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": bytes(name).split(b"\0", 1)[0].decode(),
+        "compute_capability": f"{major}.{minor}",
+        "versions": bench.versions(),
+        "config": {
+            "num_slots": bench.NUM_SLOTS,
+            "slot_size": bench.SLOT_SIZE,
+            "arg_len": bench.ARG_LEN,
+            "samples": opts.samples,
+            "warmup": opts.warmup,
+            "phases": ["seen", *PHASES],
+            "clock": "clock64 deltas scaled by %globaltimer over the same requests",
+        },
+        "configurations": {},
+        "errors": {},
+    }
+    table: dict[str, Any] = results["configurations"]
+
+    with tempfile.TemporaryDirectory(prefix="cudaq-phases-") as tmp:
+        work = Path(tmp)
+        so, _ = bench.build_tools(work, arch)
+        cubin = nvjitlink_link(compile_all(nvcc, work), arch)
+        (work / "phases.cubin").write_bytes(cubin)
+        gen = bench.LoadGen(so)
+        bridge = HostRingBridge(bench.NUM_SLOTS, bench.SLOT_SIZE).open()
+        ring = bridge.host_address
+        library = Library.from_cubin(cubin)
+        log = PhaseLog(library.load())
+
+        def serve(label: str, handler: str) -> None:
+            fid = bench.fnv1a(handler)
+            gen.rewind()
+            gen.latency(ring, fid, opts.warmup)
+            rt = bench.percentiles(gen.latency(ring, fid, opts.samples))
+            entry = breakdown(log.read(), opts.warmup)
+            entry["round_trip_p50"] = rt["p50"]
+            entry["round_trip_p99"] = rt["p99"]
+            entry["outside_device"] = rt["p50"] - entry["device_total"]
+            entry["handler"] = handler
+            table[label] = entry
+            print(
+                f"{label:>26}: rt {rt['p50']:.2f} us = device {entry['device_total']:.2f} "
+                + " ".join(f"{p} {entry[p]:.2f}" for p in PHASES)
+                + f" + outside {entry['outside_device']:.2f}",
+                file=sys.stderr,
+            )
+
+        # The floor, stamped, from its own load of the same cubin.
+        floors = bench.Floors(work / "phases.cubin", bridge)
+        floor_log = PhaseLog(floors.lib)
+        floor_log.reset()
+        with floors.running("pingpong_floor", 1):
+            fid = bench.fnv1a("echo")
+            gen.rewind()
+            gen.latency(ring, fid, opts.warmup)
+            rt = bench.percentiles(gen.latency(ring, fid, opts.samples))
+        entry = breakdown(floor_log.read(), opts.warmup)
+        entry.update(round_trip_p50=rt["p50"], round_trip_p99=rt["p99"], handler=None)
+        entry["outside_device"] = rt["p50"] - entry["device_total"]
+        table["pingpong_floor"] = entry
+        print(
+            f"{'pingpong_floor':>26}: rt {rt['p50']:.2f} us = device "
+            f"{entry['device_total']:.2f} + outside {entry['outside_device']:.2f}",
+            file=sys.stderr,
+        )
+        floors.close()
+
+        # Launchers for this library's kernels (example_app's, looked up here).
+        launchers.get_device_kernel = lambda module, kernel: library.get_kernel(kernel)  # type: ignore[assignment]
+        builtin = launchers.KernelLauncher(
+            "builtin",
+            library.get_kernel("cudaq_realtime_unified_dispatch"),
+            lambda kernel, args: LaunchConfig(grid=(1, 1, 1), block=(128, 1, 1)),
+        )
+        kinds = {
+            "single_thread": lambda: launchers.single_thread(None),  # type: ignore[arg-type]
+            "builtin": lambda: builtin,
+            "cooperative_grid": lambda: launchers.cooperative_grid(None),  # type: ignore[arg-type]
+            "cluster": lambda: launchers.cluster(None),  # type: ignore[arg-type]
+            "warp_parallel": lambda: launchers.warp_parallel(None),  # type: ignore[arg-type]
+        }
+        kinds["probe_smem_table"] = lambda: launchers.KernelLauncher(
+            "probe_smem_table",
+            library.get_kernel("probe_smem_table_dispatcher"),
+            lambda kernel, args: LaunchConfig(grid=(1, 1, 1), block=(1, 1, 1)),
+        )
+        config = DispatcherConfig(num_slots=bench.NUM_SLOTS, slot_size=bench.SLOT_SIZE)
+        plan = [(kind, h) for kind in kinds for h in ("echo", "echo_thread")]
+        plan += [
+            ("single_thread", "probe_noread_thread"),
+            ("probe_smem_table", "probe_noread_thread"),
+        ]
+        for kind, handler in plan:
+            label = {"echo": kind, "echo_thread": f"{kind}:thread"}.get(
+                handler, f"{kind}:{handler}"
+            )
+            try:
+                with Dispatcher(config, bridge=bridge) as d:
+                    d.function_table.add_device(handler, library.get_handler(handler))
+                    d.set_unified_launch(kinds[kind]())
+                    log.reset()
+                    d.start()
+                    serve(label, handler)
+            except Exception as exc:  # keep measuring the others; report it
+                results["errors"][label] = f"{type(exc).__name__}: {exc}"
+                print(f"{label}: {exc}", file=sys.stderr)
+        library.close()
+        bridge.close()
+    bench.ok(drv.cuDevicePrimaryCtxRelease(dev), "cuDevicePrimaryCtxRelease")
+    opts.out.parent.mkdir(parents=True, exist_ok=True)
+    opts.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {opts.out}", file=sys.stderr)
+    return 0 if not results["errors"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -4,8 +4,10 @@
 # includes changes. Sets SKBUILD_CUDAQ_RUNTIME_FATBINS.
 include_guard(GLOBAL)
 
-# The package's own CMake module finds nvcc the way it does for users
-# (CMAKE_CUDA_COMPILER, CUDACXX, PATH) and says what to install if there is none.
+# The package's own CMake module finds nvcc the way it does for users, in the one order of
+# skbuild_cudaq/cmake/nvcc-search.txt (CMAKE_CUDA_COMPILER, CUDACXX, PATH, CUDA_HOME,
+# CUDA_PATH, /usr/local/cuda, /opt/cuda, the nvidia-cuda-nvcc wheel), and lists every place
+# it tried if there is none.
 include("${PROJECT_SOURCE_DIR}/skbuild_cudaq/cmake/skbuild_cudaqConfig.cmake")
 _cudaq_realtime_find_nvcc("building skbuild-cudaq's device run time")
 

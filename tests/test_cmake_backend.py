@@ -133,6 +133,57 @@ def test_settings_problem_exits_without_traceback(project: Path) -> None:
     assert "tool.cudaq.dispatch-kernels._core" in proc.stderr
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param(
+            'tool = 1\n[project]\nname = "x"\nversion = "1"\n',
+            "1 problem in [tool.cudaq] of {pyproject}:\n  - tool: 1 is an integer; expected a "
+            "table; use [tool]",
+            id="tool-not-a-table",
+        ),
+        pytest.param(
+            '[project]\nname = "x"\nversion = "1"\n[tool.scikit-build]\noverrides = [1]\n',
+            "scikit-build-core cannot read pyproject.toml (AttributeError: 'int' object has no "
+            "attribute 'get'); check its [tool.scikit-build] table",
+            id="scikit-build-core-import",
+        ),
+    ],
+)
+def test_pyproject_that_breaks_scikit_build_core_import_is_one_message(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    """scikit-build-core reads ./pyproject.toml when imported and lets errors escape: the
+    backend still answers every hook with one line and status 1."""
+    (tmp_path / "pyproject.toml").write_text(text)
+    proc = run_hook(tmp_path, "b.get_requires_for_build_wheel()")
+    assert proc.returncode == 1, proc.stderr
+    pyproject = tmp_path / "pyproject.toml"
+    assert proc.stderr == f"skbuild-cudaq: error: {message.format(pyproject=pyproject)}\n"
+
+
+@pytest.mark.parametrize("escape", ["semicolon", "symlink"])
+def test_sdist_and_wheel_refuse_sources_escaping_the_project(project: Path, escape: str) -> None:
+    """Issue 11 item 5 through the PEP 517 hooks: no sdist with a link to outside, no ;-split."""
+    outside = project.parent / "outside.cu"
+    outside.write_text("// not in the project\n")
+    if escape == "semicolon":
+        (project / "src/a.cu;").mkdir()
+        (project / "src/a.cu;/x.cu").symlink_to(outside)
+        source, why = "src/a.cu;/x.cu", "contains ;, which CMake, make or nvcc would misread"
+    else:
+        (project / "src/link.cu").symlink_to(outside)
+        source, why = "src/link.cu", "is a symbolic link (or lies under one) that resolves outside"
+    text = (project / "pyproject.toml").read_text().replace('"src/a.cu"', f'"{source}"')
+    (project / "pyproject.toml").write_text(text)
+    for hook in ("build_sdist('dist')", "build_wheel('dist')"):
+        proc = run_hook(project, f"b.{hook}")
+        assert proc.returncode == 1, proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert f'  - tool.cudaq.dispatch-kernels._core[0]: "{source}" {why}' in proc.stderr
+        assert not (project / "dist").exists()
+
+
 @pytest.mark.integration
 @pytest.mark.toolchain
 def test_declared_target_never_created_names_the_key(tmp_path: Path, nvcc: Path) -> None:

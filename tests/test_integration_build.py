@@ -288,3 +288,28 @@ def test_touching_a_kernel_header_rebuilds_only_that_kernel(
     after = fatbins(b.build_dir)
     changed = sorted(name for name in after if after[name] != before[name])
     assert len(changed) == 1 and changed[0].startswith("first-"), changed
+
+
+def test_inspect_names_example_apps_kernels_and_handlers(built: dict[str, Built]) -> None:
+    """The pyproject-only and CMake one-liner kernels and both handler sources, by name."""
+    import json
+
+    b = built["example_app"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "skbuild_cudaq", "inspect", str(the_module(b)), "--json"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    records = [c["record"] for s in doc["sections"] for c in s["containers"]]
+    assert None not in records, records
+    named = {r["source"]: (r["compiled"], r["architectures"], r["kernels"], r["handlers"])
+             for r in records}  # fmt: skip
+    assert named == {
+        "src/single_thread_dispatcher.cu": ("side", ["80"], ["single_thread_dispatcher"], []),
+        "src/cooperative_grid_dispatcher.cu": ("side", ["80"], ["cooperative_grid_dispatcher"], []),
+        "src/warp_parallel_dispatcher.cu": ("side", ["80"], ["warp_parallel_dispatcher"], []),
+        "src/cluster_dispatcher.cu": ("side", ["90"], ["cluster_dispatcher"], []),
+        "src/handlers.cu": ("nvcc", ["80"], [], ["echo", "rpc_increment"]),
+        "src/block_handlers.cu": ("nvcc", ["80"], [], ["block_reverse"]),
+    }

@@ -24,6 +24,7 @@ __all__ = [
     "device_count",
     "driver",
     "ensure_context",
+    "init",
     "is_not_found",
     "make_primary_current",
     "ordinal_arch",
@@ -39,8 +40,15 @@ _archs: dict[int, str] = {}  # device ordinal -> sm_XY
 
 
 def driver() -> ModuleType:
-    """``cuda.bindings.driver`` (imported on first use)."""
-    import cuda.bindings.driver as drv
+    """``cuda.bindings.driver`` (imported on first use); :class:`RealtimeError` without it."""
+    try:
+        import cuda.bindings.driver as drv
+    except ImportError as exc:
+        msg = (
+            f"the CUDA driver bindings cannot be imported ({exc}); install the run time: "
+            "pip install 'skbuild-cudaq[runtime]'"
+        )
+        raise RealtimeError(msg) from None
 
     module: ModuleType = drv
     return module
@@ -52,7 +60,7 @@ def _result_name(result: Any) -> tuple[str, int]:
     if not name:
         try:
             name = driver().CUresult(code).name
-        except (ValueError, ImportError, AttributeError):  # unknown code, no enum
+        except (ValueError, RealtimeError, AttributeError):  # unknown code, no bindings
             name = f"CUresult {code}"
     return str(name), code
 
@@ -97,14 +105,17 @@ def is_not_found(error: CUDAError) -> bool:
     return error.name == "CUDA_ERROR_NOT_FOUND"
 
 
-def _init() -> None:
+def init() -> None:
+    """``cuInit`` once per process; :class:`RealtimeError` when the bindings or the driver
+    library are missing (the loader's own exception is not a :class:`CudaqError`)."""
     global _initialised  # noqa: PLW0603 - once per process
     if _initialised:
         return
     with _lock:
         if not _initialised:
+            drv = driver()
             try:
-                ret = driver().cuInit(0)
+                ret = drv.cuInit(0)
             except Exception as exc:  # e.g. libcuda not found: not a CUresult
                 msg = f"cannot initialise CUDA (is an NVIDIA driver installed?): {exc}"
                 raise RealtimeError(msg) from None
@@ -118,7 +129,7 @@ def current_device(device: int = 0) -> tuple[Any, Any]:
     Initialises CUDA but creates nothing: a few fast driver calls. Used to learn
     the architecture before the (slow) context creation.
     """
-    _init()
+    init()
     drv = driver()
     ctx = check(drv.cuCtxGetCurrent(), "cuCtxGetCurrent")
     if ctx is not None and int(ctx) != 0:
@@ -171,13 +182,13 @@ def current_arch() -> str:
 
 def device_count() -> int:
     """Number of CUDA devices visible to this process (initialises CUDA, creates nothing)."""
-    _init()
+    init()
     return int(check(driver().cuDeviceGetCount(), "cuDeviceGetCount"))
 
 
 def _device(device: int) -> Any:
     """The ``CUdevice`` of an ordinal; an ordinal the process cannot see is named clearly."""
-    _init()
+    init()
     ret = driver().cuDeviceGet(device)
     if int(ret[0]) != 0 and _result_name(ret[0])[0] == "CUDA_ERROR_INVALID_DEVICE":
         from .errors import InvalidArgumentError

@@ -361,8 +361,8 @@ class Dispatcher(Generic[BridgeT]):
     def _ensure_context(self) -> ModuleType:
         drv = self._drv
         if drv is None:
+            _driver.init()  # no bindings or no driver: RealtimeError, not the loader's error
             drv = _driver.driver()
-            _driver.check(drv.cuInit(0), "cuInit")
             self._cu_device = _driver.check(drv.cuDeviceGet(self.config.device), "cuDeviceGet")
             self._context = _driver.check(
                 drv.cuDevicePrimaryCtxRetain(self._cu_device), "cuDevicePrimaryCtxRetain"

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from skbuild_cudaq import _log
-
 from . import _nvjitlink
+from ._logging import get_logger, timed
 from .cache import LinkCache, cache_digest, cache_entry, default_cache
 from .device_code import (
     DeviceCode,
@@ -40,6 +39,7 @@ __all__ = [
     "prepare_link",
 ]
 
+_logger = get_logger(__name__)
 _ARCH = re.compile(r"^(?:sm_|compute_)?(\d{2,3})([af]?)$")
 _KIND_LTO_IR, _KIND_CUBIN, _KIND_PTX = 8, 2, 1
 
@@ -121,6 +121,8 @@ class PreparedLink:
     options: LinkOptions
     cache: LinkCache
     digest: str | None  #: the cache key without the arch (None: the cache is off)
+    #: the nvJitLink identity the digest covers (see ``_nvjitlink.nvjitlink_identity``)
+    identity: str | None = None
 
     @property
     def inputs(self) -> tuple[LinkInput, ...]:
@@ -146,20 +148,48 @@ class PreparedLink:
             key = cache_entry(self.digest, sm)
             cubin = self.cache.load(key)
             if cubin is not None:
-                _log.progress(f"link cache hit for {self.code.path.name} ({sm})")
+                _logger.info("link cache hit for %s (%s)", self.code.path.name, sm)
                 return LinkResult(cubin, sm, self.code.path, True, self.cache.path_of(key))
 
         opts = self.options.nvjitlink_options(sm)
-        _nvjitlink.check_versions(groups, _nvjitlink.nvjitlink_version())
-        with _log.step(f"nvJitLink {self.code.path.name} for {sm} ({len(inputs)} inputs)"):
+        _nvjitlink.check_versions(groups, _nvjitlink.nvjitlink_version())  # loads nvJitLink
+        if key is not None:
+            # The key named the nvJitLink found without loading it; now that it is
+            # loaded, key by the one actually loaded if that is another.
+            identity = _nvjitlink.nvjitlink_identity()
+            if identity != self.identity:
+                _logger.info(
+                    "link cache: nvJitLink loaded is not the one the key named (%s vs %s); "
+                    "re-keying",
+                    identity,
+                    self.identity,
+                )
+                key = cache_entry(self._digest(identity), sm)
+                cubin = self.cache.load(key)
+                if cubin is not None:
+                    _logger.info("link cache hit for %s (%s)", self.code.path.name, sm)
+                    return LinkResult(cubin, sm, self.code.path, True, self.cache.path_of(key))
+        with timed(_logger, f"nvJitLink {self.code.path.name} for {sm} ({len(inputs)} inputs)"):
             cubin = _nvjitlink.link(inputs, opts, sources=f"{self.code.path} + {runtime} for {sm}")
         stored = None
         if key is not None:
             try:
                 stored = self.cache.store(key, cubin)
             except OSError as exc:
-                _log.warning(f"could not write the link cache: {exc}")
+                _logger.warning("could not write the link cache: %s", exc)
         return LinkResult(cubin, sm, self.code.path, False, stored)
+
+    def _digest(self, identity: str) -> str:
+        return link_digest(self.runtime, self.code, self.options, identity)
+
+
+def link_digest(runtime: DeviceCode, code: DeviceCode, options: LinkOptions, identity: str) -> str:
+    """The cache digest of linking ``runtime`` and ``code`` with nvJitLink ``identity``."""
+    return cache_digest(
+        (i.container.data for i in runtime.inputs + code.inputs),
+        options.common_options(),
+        identity,
+    )
 
 
 def prepare_link(
@@ -172,14 +202,11 @@ def prepare_link(
     cache = default_cache() if cache is None else cache
     code = binary if isinstance(binary, DeviceCode) else device_code_of(binary)
     runtime = runtime_device_code(options.runtime_dir, options.bridge)
-    digest = None
+    digest = identity = None
     if cache.enabled:
-        digest = cache_digest(
-            (i.container.data for i in runtime.inputs + code.inputs),
-            options.common_options(),
-            _nvjitlink.nvjitlink_identity(),
-        )
-    return PreparedLink(code, runtime, options, cache, digest)
+        identity = _nvjitlink.nvjitlink_identity()
+        digest = link_digest(runtime, code, options, identity)
+    return PreparedLink(code, runtime, options, cache, digest, identity)
 
 
 def link_device_code_ex(

@@ -27,7 +27,9 @@ See docs/test-server.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import signal
 import threading
 import time
@@ -216,9 +218,14 @@ def _start_host(args: argparse.Namespace, layout: RingLayout, buffer: Any) -> _S
         msg = f"--dispatcher={args.dispatcher}: the host path has no dispatch kernels (use builtin)"
         raise _UsageError(msg)
     dispatcher = HostDispatcher(layout, {n: available[n] for n in names}, buffer=buffer)
-    dispatcher.start()
+    try:
+        dispatcher.start()
+        client = dispatcher.client()
+    except BaseException:
+        dispatcher.close()  # its views of the ring go, so that the ring memory can be freed
+        raise
     return _Served(
-        client=dispatcher.client(),
+        client=client,
         processed=lambda: dispatcher.processed,
         name=args.dispatcher,
         close=[dispatcher.close],
@@ -286,22 +293,42 @@ def _start_device(args: argparse.Namespace, layout: RingLayout, device: int = 0)
     return served
 
 
+def _release_segment(shm: Any) -> None:
+    """Remove a shared-memory ring's name first (so that it never outlives the server, whatever
+    still holds views of it), then unmap it; views held by a failing step are freed with it."""
+    try:
+        shm.unlink()
+    finally:
+        with contextlib.suppress(BufferError):
+            shm.close()
+
+
 def _serve_ring(args: argparse.Namespace, layout: RingLayout) -> tuple[_Served, str, Any]:
     """Host path over a shared-memory ring another process attaches to."""
+    import mmap
     from multiprocessing import shared_memory
 
-    shm = shared_memory.SharedMemory(create=True, size=layout.total_bytes)
+    try:
+        # Map the size once anonymously first (the same shmem-backed kind of mapping): when
+        # mmap fails inside SharedMemory, CPython's resource tracker prints a KeyError
+        # traceback of its own (seen on 3.11: it unregisters a name it never registered).
+        mmap.mmap(-1, layout.total_bytes).close()
+        shm = shared_memory.SharedMemory(create=True, size=layout.total_bytes)
+    except OSError as exc:
+        msg = (
+            f"cannot create the shared-memory ring ({_ring_size(layout)}): "
+            f"{exc.strerror or exc}; use fewer or smaller slots"
+        )
+        raise CudaqError(msg) from None
     try:
         served = _start_host(args, layout, shm.buf)
     except BaseException:
-        shm.close()
-        shm.unlink()
+        _release_segment(shm)
         raise
 
     def release() -> None:
         served.client.close()
-        shm.close()
-        shm.unlink()
+        _release_segment(shm)
 
     served.close.insert(0, release)
     return served, f"transport=host-ring shm={shm.name}", None
@@ -340,11 +367,40 @@ def _devices_to_serve(args: argparse.Namespace) -> list[int] | None:
     return list(range(count))
 
 
+def _ring_size(layout: RingLayout) -> str:
+    return (
+        f"{layout.num_slots} slots of {layout.slot_size} bytes: "
+        f"{layout.total_bytes} bytes with the flags"
+    )
+
+
+def _memory_for(args: argparse.Namespace) -> tuple[int, str] | None:
+    """The most bytes a ring can have here, and where they come from (None: unknown).
+
+    A shared-memory ring lives in /dev/shm (a tmpfs: a ring larger than its free space
+    is created sparse and kills both processes with SIGBUS once written); any other
+    ring in this process's memory (pinned, for the device path).
+    """
+    try:
+        if args.transport == "host-ring":
+            st = os.statvfs("/dev/shm")
+            return st.f_bavail * st.f_frsize, "free in /dev/shm"
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "of physical memory"
+    except (OSError, ValueError):
+        return None
+
+
 def _run(args: argparse.Namespace) -> int:
     try:
         layout = RingLayout(args.num_slots, args.slot_size)
     except ValueError as exc:
         raise _UsageError(f"--num-slots/--slot-size: {exc}") from exc
+    memory = _memory_for(args)
+    if memory is not None and layout.total_bytes > memory[0]:
+        raise _UsageError(
+            f"--num-slots/--slot-size: the ring needs more memory than there is "
+            f"({_ring_size(layout)}; {memory[0]} bytes {memory[1]}); use fewer or smaller slots"
+        )
     if args.cluster is not None and args.dispatcher == "builtin":
         raise _UsageError(
             "--cluster needs a custom --dispatcher (the built-in kernel is one block)"
@@ -421,6 +477,12 @@ def _run(args: argparse.Namespace) -> int:
             line += f" counts={','.join(map(str, counts))}"
         _log.result(line)
         return 0
+    except MemoryError:  # the ring or its bookkeeping (a list per slot): what is made is freed
+        msg = (
+            f"cannot allocate the ring and its bookkeeping ({_ring_size(layout)}): out of "
+            "memory; use fewer or smaller slots"
+        )
+        raise CudaqError(msg) from None
     finally:
         for served, _ in units:
             try:
@@ -434,6 +496,7 @@ def _run(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Console-script entry point; returns the exit status."""
     parser = _build_parser()
+    _log.show_library_log()
     try:
         args = parser.parse_args(argv)
         return _run(args)

@@ -55,12 +55,14 @@ def _driver() -> Any:
 
 
 def _value(result: Any, what: str) -> Any:
-    """Unpack a ``(CUresult, value)`` tuple or raise the run time's CUDAError."""
+    """Unpack a ``(CUresult, value)`` tuple or raise the run time's ``CUDAError(call, name,
+    code)`` (``what`` is the call, e.g. ``cuDeviceGet``)."""
     from skbuild_cudaq.realtime import CUDAError
 
     code = result[0]
     if int(code) != 0:
-        raise CUDAError(f"{what}: {getattr(code, 'name', code)}", int(code))
+        name = getattr(code, "name", None) or f"CUresult {int(code)}"
+        raise CUDAError(what, str(name), int(code))
     return result[1] if len(result) > 1 else None
 
 

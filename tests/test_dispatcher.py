@@ -68,6 +68,7 @@ class FakeDriver:
         self.ignores_shutdown = False
         self.processed = 0
         self.fail: dict[str, int] = {}
+        self.contexts: list[Any] = [None]  # this thread's context stack; [-1] is current
         self.max_threads = 1024  # the linked built-in kernel's limit on this "GPU"
 
     def _ok(self, name: str, *values: Any) -> tuple[Any, ...]:
@@ -83,13 +84,24 @@ class FakeDriver:
         return self._ok("cuDeviceGet", ordinal)
 
     def cuDevicePrimaryCtxRetain(self, dev: int) -> tuple[Any, ...]:
-        return self._ok("cuDevicePrimaryCtxRetain", "ctx")
+        return self._ok("cuDevicePrimaryCtxRetain", 0xC0 + dev)
 
     def cuDevicePrimaryCtxRelease(self, dev: int) -> tuple[Any, ...]:
         return self._ok("cuDevicePrimaryCtxRelease")
 
     def cuCtxSetCurrent(self, ctx: Any) -> tuple[Any, ...]:
+        self.contexts[-1] = ctx
         return self._ok("cuCtxSetCurrent")
+
+    def cuCtxGetCurrent(self) -> tuple[Any, ...]:
+        return (0, self.contexts[-1])
+
+    def cuCtxPushCurrent(self, ctx: Any) -> tuple[Any, ...]:
+        self.contexts.append(ctx)
+        return self._ok("cuCtxPushCurrent")
+
+    def cuCtxPopCurrent(self) -> tuple[Any, ...]:
+        return self._ok("cuCtxPopCurrent", self.contexts.pop())
 
     def cuStreamCreate(self, flags: int) -> tuple[Any, ...]:
         assert flags == 1, "dispatcher streams must be non-blocking"
@@ -164,10 +176,13 @@ class FakeLibrary:
     def __init__(self, lo: int, hi: int) -> None:
         self.lo, self.hi = lo, hi
 
-    def contains(self, address: int) -> bool:
+    def contains(self, address: int, device: int | None = None) -> bool:
         return self.lo <= address < self.hi
 
-    def handler_shapes(self) -> dict[int, int]:
+    def owners(self, address: int) -> list[tuple[int, str]]:
+        return []
+
+    def handler_shapes(self, device: int | None = None) -> dict[int, int]:
         return {0x1100: SHAPE_LAUNCH, 0x1200: SHAPE_THREAD}
 
 
@@ -498,8 +513,8 @@ def builtin(drv: FakeDriver, monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     launched: list[int] = []
     kernel = SimpleNamespace(handle="builtin-kernel-handle")
-    monkeypatch.setattr(library, "get_library", lambda module, bridge=None: LIB)
-    monkeypatch.setattr(library, "get_device_kernel", lambda module, name: kernel)
+    monkeypatch.setattr(library, "get_library", lambda module, bridge=None, device=None: LIB)
+    monkeypatch.setattr(library, "get_device_kernel", lambda module, name, device=None: kernel)
 
     def launch_kernel(k: Any, config: Any, stream: Any, *args: Any) -> None:
         launched.append(config.block[0])

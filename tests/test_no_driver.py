@@ -182,7 +182,7 @@ def test_launcher_call_reports_the_driver_error(
 ) -> None:
     """Through KernelLauncher.__call__ (what start() runs): a cooperative grid whose occupancy
     query fails. (The kernel lookup is the one thing replaced: it needs a linked module.)"""
-    monkeypatch.setattr(launchers, "get_device_kernel", lambda module, name: KERNEL)
+    monkeypatch.setattr(launchers, "get_device_kernel", lambda module, name, device=None: KERNEL)
     monkeypatch.setattr(
         launchers, "_driver", lambda: _failing_driver("cuKernelGetFunction", INVALID_HANDLE)
     )

@@ -258,6 +258,12 @@ def test_host_ring_transport() -> None:
         (["--path=host", "--dispatcher=single_thread_dispatcher"], "no dispatch kernels"),
         (["--path=device", "--transport=host-ring"], "use --transport=udp"),
         (["--path=host", "--port=70000"], "port"),
+        (["--path=host", "--device=1"], "--device selects a GPU: it needs --path=device"),
+        (["--path=host", "--devices=all"], "--devices serves several GPUs"),
+        (["--device=0", "--devices=0,1"], "not both"),
+        (["--devices=0,0"], "distinct device ordinals"),
+        (["--devices=1,x"], "distinct device ordinals"),
+        (["--device=-1"], "expected a CUDA device ordinal"),
         (["--bogus"], "unrecognized arguments"),
     ],
 )

@@ -27,6 +27,7 @@ the counter with an asynchronous copy on a second non-blocking stream.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import struct
 import time
@@ -375,17 +376,28 @@ class Dispatcher(Generic[BridgeT]):
             self._reader = _driver.check(drv.cuStreamCreate(flags), "cuStreamCreate")
         return drv
 
+    def _in_context(self) -> contextlib.AbstractContextManager[Any]:
+        """This dispatcher's context made current for a block (the caller's is restored)."""
+        if self._context is None:
+            return contextlib.nullcontext()
+        return _driver.pushed(self._context)
+
     def _resolve_library(self) -> Any:
         from ._binary import bridge_files
 
         wanted = bridge_files(getattr(self.bridge, "device_code", None))
+        launcher_library = getattr(self._launcher, "library", None)
+        if launcher_library is None:
+            launcher_library = getattr(getattr(self._launcher, "kernel", None), "library", None)
         if self.module is not None:
             from .library import get_library
 
-            return get_library(self.module, bridge=wanted)
-        library = getattr(self._launcher, "library", None)
-        if library is None:
-            library = getattr(getattr(self._launcher, "kernel", None), "library", None)
+            linked = get_library(self.module, bridge=wanted, device=self.config.device)
+            self._check_launcher_arch(launcher_library, getattr(linked, "arch", None))
+            return linked
+        library = launcher_library
+        if getattr(library, "arch", None) is not None:
+            self._check_launcher_arch(library, _driver.ordinal_arch(self.config.device))
         if library is not None and wanted is not None and library.bridge != wanted:
             from .errors import LibraryConflictError
 
@@ -396,6 +408,21 @@ class Dispatcher(Generic[BridgeT]):
             )
             raise LibraryConflictError(msg)
         return library
+
+    def _check_launcher_arch(self, launcher_library: Any, arch: str | None) -> None:
+        """A launcher's kernel must be linked for this dispatcher's GPU architecture."""
+        linked = getattr(launcher_library, "arch", None)
+        if linked is None or arch is None or linked == arch:
+            return
+        from .errors import LibraryConflictError
+
+        device = self.config.device
+        msg = (
+            f"the launcher's kernel is linked for {linked}, but device {device} is {arch}: "
+            f"look the kernel up for this GPU (get_device_kernel(module, name, "
+            f"device={device})) before making the launcher"
+        )
+        raise LibraryConflictError(msg)
 
     def _check_table(self, library: Any) -> None:
         from .errors import InvalidArgumentError
@@ -409,7 +436,20 @@ class Dispatcher(Generic[BridgeT]):
                 "extension whose handlers it serves) or a launcher with a .kernel"
             )
             raise InvalidArgumentError(msg)
-        foreign = [e for e in entries if not library.contains(e.address)]
+        device = self.config.device
+        foreign = [e for e in entries if not library.contains(e.address, device=device)]
+        elsewhere = self._other_devices(foreign, library)
+        if elsewhere:
+            names = ", ".join(
+                f"{e.name!r} at {e.address:#x} (handler {name!r} of device {other})"
+                for e, other, name in elsewhere
+            )
+            msg = (
+                f"DEVICE_CALL entries looked up on another GPU: {names}; this dispatcher runs "
+                f"on device {device}, and a handler's address is per GPU: look it up with "
+                f"get_device_handler(module, name, device={device})"
+            )
+            raise InvalidArgumentError(msg)
         if foreign:
             names = ", ".join(f"{e.name!r} at {e.address:#x}" for e in foreign)
             msg = (
@@ -417,6 +457,25 @@ class Dispatcher(Generic[BridgeT]):
                 "get_device_handler() on the same module as the dispatch kernel"
             )
             raise InvalidArgumentError(msg)
+
+    def _other_devices(self, entries: list[FunctionEntry], library: Any) -> list[Any]:
+        """``(entry, device, handler)`` for entries that are handler addresses of another GPU."""
+        if not entries:
+            return []
+        from .library import loaded_libraries
+
+        libraries = [library, *(lib for lib in loaded_libraries().values() if lib is not library)]
+        found = []
+        for entry in entries:
+            owners = [
+                (device, name)
+                for lib in libraries
+                for device, name in lib.owners(entry.address)
+                if device != self.config.device
+            ]
+            if owners:
+                found.append((entry, *owners[0]))
+        return found
 
     def start(self) -> None:
         """Allocate, check, launch. Raises (and leaves nothing running) on any failure."""
@@ -460,7 +519,9 @@ class Dispatcher(Generic[BridgeT]):
             raise
 
     def _allocate(self, drv: ModuleType, library: Any) -> None:
-        shapes = library.handler_shapes() if library is not None else None
+        shapes = (
+            library.handler_shapes(device=self.config.device) if library is not None else None
+        )
         table = self.function_table.pack(shapes)
         size = max(len(table), 16)
         self._table_ptr = _driver.ptr(
@@ -494,7 +555,7 @@ class Dispatcher(Generic[BridgeT]):
 
                 msg = "the built-in kernel needs module= (the extension linked with it)"
                 raise InvalidArgumentError(msg)
-            kernel = get_device_kernel(self.module, BUILTIN_KERNEL)
+            kernel = get_device_kernel(self.module, BUILTIN_KERNEL, device=self.config.device)
             self._check_block_size(kernel)
             config = LaunchConfig(grid=(1, 1, 1), block=(self.config.block_size, 1, 1))
             launch_kernel(kernel, config, args.stream, *args.kernel_args())
@@ -601,7 +662,8 @@ class Dispatcher(Generic[BridgeT]):
         """Requests the kernel has answered since the last ``start()`` (live while running,
         final after ``stop()``; each start counts from zero, like the host path's)."""
         if self._running:
-            self._processed = self._read_counter()
+            with self._in_context():
+                self._processed = self._read_counter()
         return self._processed
 
     def _free(self) -> None:
@@ -619,6 +681,10 @@ class Dispatcher(Generic[BridgeT]):
 
     def _teardown_after_failure(self) -> None:
         """start() failed: make sure no kernel runs, then free. Never frees under a live kernel."""
+        with self._in_context():
+            self._teardown_in_context()
+
+    def _teardown_in_context(self) -> None:
         self._signal_shutdown()
         try:
             idle = self._wait_stream(self.config.stop_timeout)
@@ -637,6 +703,10 @@ class Dispatcher(Generic[BridgeT]):
         """Signal shutdown, wait for the kernel to exit, return the processed count. Idempotent."""
         if not self._running:
             return self._processed
+        with self._in_context():
+            return self._stop_in_context(timeout)
+
+    def _stop_in_context(self, timeout: float | None) -> int:
         timeout = self.config.stop_timeout if timeout is None else timeout
         self._signal_shutdown()
         if not self._wait_stream(timeout):
@@ -660,14 +730,14 @@ class Dispatcher(Generic[BridgeT]):
         if self._abandoned:
             return
         drv = self._drv
-        if drv is not None:
-            _driver.check(drv.cuCtxSetCurrent(self._context), "cuCtxSetCurrent")
-            for stream in (self._stream, self._reader):
-                if stream is not None:
-                    _driver.check(drv.cuStreamDestroy(stream), "cuStreamDestroy")
-            self._stream = self._reader = None
-        if self._owns_bridge:
-            self.bridge.close()
+        with self._in_context():
+            if drv is not None:
+                for stream in (self._stream, self._reader):
+                    if stream is not None:
+                        _driver.check(drv.cuStreamDestroy(stream), "cuStreamDestroy")
+                self._stream = self._reader = None
+            if self._owns_bridge:
+                self.bridge.close()
         if drv is not None:
             _driver.check(
                 drv.cuDevicePrimaryCtxRelease(self._cu_device), "cuDevicePrimaryCtxRelease"

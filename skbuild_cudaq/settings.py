@@ -61,8 +61,8 @@ __all__ = [
 
 #: The oldest GPU architecture a dispatch kernel can target (the built-in kernel's).
 MIN_ARCHITECTURE = 80
-#: The largest architecture number accepted (sm_9999): a bound, so that a value with thousands of
-#: digits is a clear problem rather than a number no tool can take.
+#: The largest architecture number accepted, sm_9999. A bound, so that a value with thousands
+#: of digits is a clear problem rather than a number no tool can take.
 MAX_ARCHITECTURE = 9999
 #: Architectures used when a dispatch kernel names none.
 DEFAULT_ARCHITECTURES: tuple[str, ...] = (str(MIN_ARCHITECTURE),)
@@ -356,7 +356,7 @@ def _check_target(name: str, ctx: Context) -> str:
     return name
 
 
-#: Characters a kernel source path (the project's own and the file's) must not contain: CMake
+#: Characters that neither a kernel source path nor the project's directory may contain. CMake
 #: splits lists at ``;`` and keeps ``[...]`` together across ``;``, nvcc hands paths to a shell
 #: (``$``, backquote), make and ninja misread ``:`` and ``|`` in rules and depfiles, and quotes,
 #: backslashes and control characters break the generated sources. Rejected by every front door,

@@ -219,7 +219,7 @@ class RingLayout:
 
     @property
     def ids_offset(self) -> int:
-        """The ring's u64 request-id source (8-aligned: slot sizes are multiples of 8)."""
+        """Offset of the ring's u64 request-id source (8-aligned, as slot sizes are)."""
         return self.tx_flags_offset + 4 * self.num_slots
 
     @property

@@ -1,7 +1,7 @@
 """On-disk cache of linked cubins.
 
 Key: SHA-256 over every input byte (each container, in order), every option
-and nvJitLink's identity (see :func:`._nvjitlink.nvjitlink_identity`: the
+and nvJitLink's identity (see ``_nvjitlink.nvjitlink_identity``: the
 library ``cuda.bindings`` loads or would load, described without loading it),
 followed by the architecture: ``<sha256>-sm_90``.
 

@@ -120,7 +120,7 @@ class PreparedLink:
     runtime: DeviceCode
     options: LinkOptions
     cache: LinkCache
-    digest: str | None  #: the cache key without the arch (None: the cache is off)
+    digest: str | None  #: the cache key without the arch, or None when the cache is off
     #: the nvJitLink identity the digest covers (see ``_nvjitlink.nvjitlink_identity``)
     identity: str | None = None
 

@@ -64,6 +64,12 @@ class LinkOptions:
     #: LTO-IR fatbins of a bridge of your own, replacing the host-ring hooks
     #: (None: the built-in host-ring hooks); see :doc:`/guides/bridges`.
     bridge: tuple[Path, ...] | None = None
+    #: Run nvJitLink in a child process: a crash of nvJitLink on malformed code
+    #: becomes a :class:`LinkError` instead of killing this process. For device
+    #: code you did not build (``python -m skbuild_cudaq link`` does it by default).
+    isolated: bool = False
+    #: Seconds an isolated link may take (None: no limit).
+    timeout: float | None = None
 
     def common_options(self) -> list[str]:
         """The nvJitLink options other than ``-arch``."""
@@ -151,8 +157,15 @@ class PreparedLink:
 
         opts = self.options.nvjitlink_options(sm)
         _nvjitlink.check_versions(groups, _nvjitlink.nvjitlink_version())
+        sources = f"{self.code.path} + {runtime} for {sm}"
         with _log.step(f"nvJitLink {self.code.path.name} for {sm} ({len(inputs)} inputs)"):
-            cubin = _nvjitlink.link(inputs, opts, sources=f"{self.code.path} + {runtime} for {sm}")
+            if self.options.isolated:
+                from ._link_child import link_in_child
+
+                blobs = [(i.name, i.container.data) for i in inputs]
+                cubin = link_in_child(blobs, opts, sources, self.options.timeout)
+            else:
+                cubin = _nvjitlink.link(inputs, opts, sources=sources)
         stored = None
         if key is not None:
             try:
@@ -204,6 +217,7 @@ def link_device_code(
     extra_options: tuple[str, ...] = (),
     cache: LinkCache | None = None,
     bridge: Iterable[str | os.PathLike[str]] | None = None,
+    isolated: bool = False,
 ) -> bytes:
     """The cubin of ``binary``'s device code linked with the package's run time.
 
@@ -211,12 +225,15 @@ def link_device_code(
     (works with no GPU) or None for the current GPU's. ``cache``: a
     :class:`LinkCache` (default: from ``SKBUILD_CUDAQ_LINK_CACHE``; pass
     ``LinkCache(None)`` to disable). ``bridge``: LTO-IR fatbins of a bridge of
-    your own, linked instead of the host-ring hooks. Raises :class:`LinkError`
-    (with nvJitLink's log), :class:`VersionMismatchError`, or ``DeviceCodeError``.
+    your own, linked instead of the host-ring hooks. ``isolated``: run nvJitLink
+    in a child process (for device code you did not build; see
+    :attr:`LinkOptions.isolated`). Raises :class:`LinkError` (with nvJitLink's
+    log), :class:`VersionMismatchError`, or ``DeviceCodeError``.
     """
     options = LinkOptions(
         arch=None if arch is None else str(arch),
         extra=tuple(extra_options),
         bridge=bridge_files(bridge),
+        isolated=isolated,
     )
     return link_device_code_ex(binary, options, cache).cubin

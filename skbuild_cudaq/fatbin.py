@@ -520,7 +520,9 @@ def read_fatbin_file(path: str | PathLike[str]) -> tuple[FatbinContainer, ...]:
     """The containers of a plain ``.fatbin`` file (as ``nvcc -fatbin`` writes it)."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        with path.open("rb") as stream:
+            _file_size(stream, path)
+            data = stream.read()
     except OSError as exc:
         msg = f"cannot read {path}: {exc.strerror or exc}"
         raise DeviceCodeError(msg) from None

@@ -25,6 +25,7 @@ import json
 import random
 import resource
 import struct
+import subprocess
 import sys
 import time
 import traceback
@@ -255,7 +256,7 @@ def run_link(seeds: list[Layout], cases: int, seed: int, work: Path) -> dict[str
 
     rng = random.Random(seed)
     path, out = work / "mutant.so", work / "mutant.cubin"
-    clean = linked = crashes = 0
+    clean = linked = crashes = confirmed = one_line = 0
     untyped: list[str] = []
     slowest = 0.0
     started = time.perf_counter()
@@ -279,7 +280,19 @@ def run_link(seeds: list[Layout], cases: int, seed: int, work: Path) -> dict[str
             linked += 1
         elif status == 1 and text.startswith("skbuild-cudaq: error: ") and "Traceback" not in text:
             clean += 1
-            crashes += "nvJitLink crashed" in text
+            if "nvJitLink crashed" in text:
+                crashes += 1
+                one_line += text.count("\n") == 1
+                keep = work / f"crash-{case}.so"  # kept for a look
+                keep.write_bytes(data)
+                # the same mutant linked in-process must kill its process: the child was needed
+                inside = subprocess.run(
+                    [sys.executable, "-m", "skbuild_cudaq", *args, "--in-process"],
+                    capture_output=True,
+                    check=False,
+                    timeout=600,
+                )
+                confirmed += inside.returncode < 0
         else:
             untyped.append(f"case {case}: status {status}: {text[-500:]!r}")
     return {
@@ -288,6 +301,8 @@ def run_link(seeds: list[Layout], cases: int, seed: int, work: Path) -> dict[str
         "clean_errors": clean,
         "linked": linked,
         "nvjitlink_crashes_contained": crashes,
+        "crashes_one_line": one_line,
+        "crashes_killing_an_in_process_link": confirmed,
         "untyped": len(untyped),
         "untyped_samples": untyped[:5],
         "slowest_case_s": round(slowest, 2),

@@ -249,3 +249,16 @@ def test_truncated_forged_module(tmp_path: Path, cut: int) -> None:
     with pytest.raises(DeviceCodeError) as info:
         read_relfatbin_sections(path)
     assert "\n" not in str(info.value)
+
+
+def test_bad_paths_through_the_run_time_and_fatbin_files(tmp_path: Path) -> None:
+    from skbuild_cudaq.fatbin import read_fatbin_file
+    from skbuild_cudaq.realtime.device_code import bridge_files, device_code_of
+
+    _one_line_error(lambda: device_code_of("a\0b.so"), "cannot read")
+    _one_line_error(lambda: bridge_files(["a\0b.fatbin"]), "cannot read")
+    _one_line_error(lambda: read_fatbin_file(os.devnull), "not a regular file")  # never /dev/zero
+    _one_line_error(lambda: read_fatbin_file("a\0b.fatbin"), "cannot read")
+    loop = tmp_path / "loop.so"
+    loop.symlink_to(loop)
+    _one_line_error(lambda: device_code_of(loop), "cannot read")

@@ -115,6 +115,16 @@ def test_cli_in_process_and_timeout_options(bins: DeviceBinaries, tmp_path: Path
     assert proc.stderr.count("\n") == 1
 
 
+def test_cli_links_in_a_child_by_default(bins: DeviceBinaries, tmp_path: Path) -> None:
+    """``--timeout`` bounds the child; that it fires shows the default link is in a child."""
+    out = tmp_path / "x.cubin"
+    proc = _cli(str(bins.app), "--arch", "sm_90", "-o", str(out), "--timeout", "0.001")
+    assert proc.returncode == 1
+    assert "nvJitLink did not finish within 0.001 s while linking" in proc.stderr
+    assert proc.stderr.count("\n") == 1
+    assert not out.exists()
+
+
 @pytest.mark.parametrize(
     "case",
     [

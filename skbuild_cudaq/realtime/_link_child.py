@@ -9,7 +9,9 @@ the parent turns a crash, a failure or a timeout of the child into one
 :class:`~skbuild_cudaq.realtime.LinkError` line. The run time's lookups link
 in-process: they link the application's own installed module.
 
-Protocol (the parent writes stdin, the child writes stdout), each message a
+The child is ``python -c`` running :func:`main` of this module from the same
+package as the parent. Protocol (the parent writes stdin, the child writes
+stdout), each message a
 ``u64`` length, a JSON header of that length, then raw bytes:
 
 - request: ``{"options": [...], "sources": str, "inputs": [[name, size], ...]}``
@@ -21,11 +23,13 @@ Protocol (the parent writes stdin, the child writes stdout), each message a
 from __future__ import annotations
 
 import json
+import os
 import signal
 import struct
 import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from .errors import LinkError, VersionMismatchError
 
@@ -58,6 +62,19 @@ def _unframe(data: bytes) -> tuple[dict[str, object], memoryview]:
         msg = "malformed reply"
         raise ValueError(msg)
     return header, memoryview(data)[end:]
+
+
+#: The child's program: this very skbuild_cudaq package, whatever the child's sys.path.
+_CHILD = (
+    "import sys; sys.path.insert(0, {root!r}); "
+    "from skbuild_cudaq.realtime._link_child import main; sys.exit(main())"
+)
+
+
+def _package_root() -> Path:
+    import skbuild_cudaq
+
+    return Path(skbuild_cudaq.__file__).resolve().parent.parent
 
 
 def _last_line(stderr: bytes) -> str:
@@ -96,7 +113,7 @@ def link_in_child(
     what = f"linking {sources}" if sources else "linking"
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "skbuild_cudaq.realtime._link_child"],
+            [sys.executable, "-c", _CHILD.format(root=str(_package_root()))],
             input=request,
             capture_output=True,
             timeout=timeout,
@@ -159,10 +176,16 @@ def _serve(request: bytes) -> bytes:
 
 
 def main() -> int:
-    """The child: one request on stdin, one reply on stdout."""
+    """The child: one request on stdin, one reply on stdout (a protocol channel, not messages).
+
+    Whatever nvJitLink itself might print to stdout goes to stderr instead, so it cannot
+    corrupt the reply.
+    """
+    reply_fd = os.dup(1)
+    os.dup2(2, 1)
     reply = _serve(sys.stdin.buffer.read())
-    sys.stdout.buffer.write(reply)
-    sys.stdout.buffer.flush()
+    with os.fdopen(reply_fd, "wb") as channel:
+        channel.write(reply)
     return 0
 
 

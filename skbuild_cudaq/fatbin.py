@@ -369,6 +369,7 @@ class _SectionTable:
 
 
 def _section_table(stream: BinaryIO, path: Path, end: int) -> _SectionTable | None:
+    stream.seek(0)
     ident = stream.read(16)
     if (
         len(ident) < 16
@@ -412,7 +413,12 @@ def _section_table(stream: BinaryIO, path: Path, end: int) -> _SectionTable | No
 
 
 def _file_size(stream: BinaryIO, path: Path) -> int:
-    info = os.fstat(stream.fileno())
+    """The size of the regular file behind ``stream`` (of an in-memory stream: its length)."""
+    try:
+        fd = stream.fileno()
+    except (OSError, AttributeError):  # io.BytesIO and the like
+        return stream.seek(0, os.SEEK_END)
+    info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         msg = f"{path}: not a regular file"
         raise DeviceCodeError(msg)

@@ -87,9 +87,6 @@ def _run(args: argparse.Namespace) -> int:
     cache = LinkCache(None) if args.no_cache else default_cache()
     from .realtime.device_code import bridge_files
 
-    if args.timeout is not None and not args.timeout > 0:
-        msg = f"--timeout must be a positive number of seconds, not {args.timeout:g}"
-        raise ToolchainError(msg)
     options = LinkOptions(
         arch=args.arch,
         extra=tuple(args.option),

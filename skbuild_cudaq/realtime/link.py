@@ -42,6 +42,7 @@ __all__ = [
 
 _ARCH = re.compile(r"^(?:sm_|compute_)?(\d{2,3})([af]?)$")
 _KIND_LTO_IR, _KIND_CUBIN, _KIND_PTX = 8, 2, 1
+_MAX_TIMEOUT = 1e6  # seconds; larger (or infinite) timeouts overflow the OS's wait
 
 
 def parse_arch(arch: str | int) -> tuple[str, int]:
@@ -70,6 +71,14 @@ class LinkOptions:
     isolated: bool = False
     #: Seconds an isolated link may take (None: no limit).
     timeout: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.timeout is not None and not 0 < self.timeout <= _MAX_TIMEOUT:
+            msg = (
+                f"invalid link timeout {self.timeout!r}: expected a positive number of seconds "
+                f"(at most {_MAX_TIMEOUT:g}), or None for no limit"
+            )
+            raise LinkError(msg)
 
     def common_options(self) -> list[str]:
         """The nvJitLink options other than ``-arch``."""

@@ -64,6 +64,15 @@ def add_parser(sub: Any) -> None:
         help="give up on a link in a child process that takes longer than this (default: no limit)",
     )
     p.add_argument(
+        "--memory-limit",
+        type=int,
+        default=4096,
+        metavar="MIB",
+        help=(
+            "address space the link in a child process may use, in MiB (default 4096; 0: no limit)"
+        ),
+    )
+    p.add_argument(
         "-X",
         "--option",
         action="append",
@@ -93,6 +102,7 @@ def _run(args: argparse.Namespace) -> int:
         bridge=bridge_files(args.bridge),
         isolated=not args.in_process,
         timeout=args.timeout,
+        memory_limit=args.memory_limit << 20 if args.memory_limit else None,
     )
     try:
         result = link_device_code_ex(args.binary, options, cache)

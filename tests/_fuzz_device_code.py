@@ -182,6 +182,11 @@ def mutate(rng: random.Random, seed: Layout, *, code_bias: float = 0.0) -> bytes
     return bytes(data)
 
 
+def _limit_memory() -> None:
+    limit = 4 << 30  # the CLI's default --memory-limit
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
 def _peak_rss_kib(who: int) -> int:
     return int(resource.getrusage(who).ru_maxrss)
 
@@ -291,6 +296,7 @@ def run_link(seeds: list[Layout], cases: int, seed: int, work: Path) -> dict[str
                     capture_output=True,
                     check=False,
                     timeout=600,
+                    preexec_fn=_limit_memory,  # as bounded as the CLI's own child
                 )
                 confirmed += inside.returncode < 0
         else:

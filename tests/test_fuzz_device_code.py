@@ -70,4 +70,6 @@ def test_link_fuzz(bins: DeviceBinaries, tmp_path: Path) -> None:
     assert stats["crashes_one_line"] == stats["nvjitlink_crashes_contained"]
     assert stats["crashes_killing_an_in_process_link"] == stats["nvjitlink_crashes_contained"]
     assert stats["peak_rss_kib"] < 512 * 1024  # type: ignore[operator]
-    assert stats["peak_rss_children_kib"] < 2 * 1024 * 1024  # type: ignore[operator]
+    # nvJitLink's children are bounded by the CLI's --memory-limit (4096 MiB of address space);
+    # unbounded, one mutant once made nvJitLink take 23 GB
+    assert stats["peak_rss_children_kib"] <= 4 * 1024 * 1024  # type: ignore[operator]

@@ -93,6 +93,20 @@ def test_a_link_past_its_timeout_is_killed(bins: DeviceBinaries) -> None:
         link_in_child([("x", data)], OPTIONS, "x", timeout=0.01)
 
 
+def test_the_child_memory_limit(bins: DeviceBinaries) -> None:
+    data = read_fatbin_file(bins.dispatcher_fatbin)[0].data
+    # a normal link fits well within the smallest limit LinkOptions accepts
+    options = LinkOptions(arch="sm_90", isolated=True, memory_limit=256 << 20)
+    inside = link_device_code_ex(bins.app, LinkOptions(arch="sm_90"), NO_CACHE).cubin
+    assert link_device_code_ex(bins.app, options, NO_CACHE).cubin == inside
+    # too little to even load nvJitLink: a clean error, not a dead caller
+    with pytest.raises((LinkError, ImportError)):
+        link_in_child([("x", data)], OPTIONS, "x", memory_limit=48 << 20)
+    for bad in (0, 1 << 20, 1 << 62):
+        with pytest.raises(LinkError, match="invalid link memory limit"):
+            LinkOptions(isolated=True, memory_limit=bad)
+
+
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, SKBUILD_CUDAQ_LINK_CACHE="off")
     return subprocess.run(

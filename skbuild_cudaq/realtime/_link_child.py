@@ -94,19 +94,23 @@ def link_in_child(
     options: Sequence[str],
     sources: str = "",
     timeout: float | None = None,
+    memory_limit: int | None = None,
 ) -> bytes:
     """Link ``(name, fatbin container)`` inputs with nvJitLink in a child process.
 
     Returns the cubin. Raises :class:`LinkError` (or :class:`VersionMismatchError`)
     as an in-process link would, and a :class:`LinkError` when the child dies by a
-    signal, fails otherwise or runs past ``timeout`` seconds. ``ImportError`` when
-    the child cannot load nvJitLink.
+    signal, fails otherwise or runs past ``timeout`` seconds. ``memory_limit``:
+    bytes of address space the child may use (``RLIMIT_AS``; None: no limit), so
+    that damaged code cannot make nvJitLink take the machine's memory.
+    ``ImportError`` when the child cannot load nvJitLink.
     """
     request = _frame(
         {
             "options": list(options),
             "sources": sources,
             "inputs": [[name, len(data)] for name, data in inputs],
+            "memory_limit": memory_limit,
         },
         *(data for _, data in inputs),
     )
@@ -132,6 +136,8 @@ def link_in_child(
             "code is malformed (its compressed code passed every check the reader can make) "
             "or nvJitLink has a bug; the link ran in a child process, nothing else was affected"
         )
+        if memory_limit is not None:
+            msg += f" (its memory was limited to {memory_limit >> 20} MiB)"
         if said:
             msg += f" (it said: {said})"
         raise LinkError(msg, result="CRASHED")
@@ -162,6 +168,11 @@ def _serve(request: bytes) -> bytes:
     for name, size in header["inputs"]:  # type: ignore[attr-defined]
         inputs.append((str(name), bytes(rest[offset : offset + int(size)])))
         offset += int(size)
+    limit = header.get("memory_limit")
+    if limit is not None:  # before libnvJitLink is loaded
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))  # type: ignore[call-overload]
     from . import _nvjitlink
 
     try:

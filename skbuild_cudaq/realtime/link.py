@@ -31,6 +31,7 @@ from .device_code import (
 from .errors import LinkError
 
 __all__ = [
+    "DEFAULT_MEMORY_LIMIT",
     "LinkOptions",
     "LinkResult",
     "PreparedLink",
@@ -43,6 +44,9 @@ __all__ = [
 _ARCH = re.compile(r"^(?:sm_|compute_)?(\d{2,3})([af]?)$")
 _KIND_LTO_IR, _KIND_CUBIN, _KIND_PTX = 8, 2, 1
 _MAX_TIMEOUT = 1e6  # seconds; larger (or infinite) timeouts overflow the OS's wait
+#: Address space an isolated link may use by default (``LinkOptions.memory_limit``).
+DEFAULT_MEMORY_LIMIT = 4 << 30
+_MIN_MEMORY = 256 << 20  # Python and libnvJitLink alone need ~160 MB
 
 
 def parse_arch(arch: str | int) -> tuple[str, int]:
@@ -71,12 +75,21 @@ class LinkOptions:
     isolated: bool = False
     #: Seconds an isolated link may take (None: no limit).
     timeout: float | None = None
+    #: Bytes of address space an isolated link may use (None: no limit). nvJitLink
+    #: needs ~160 MB for a small module; damaged code has made it take 23 GB.
+    memory_limit: int | None = DEFAULT_MEMORY_LIMIT
 
     def __post_init__(self) -> None:
         if self.timeout is not None and not 0 < self.timeout <= _MAX_TIMEOUT:
             msg = (
                 f"invalid link timeout {self.timeout!r}: expected a positive number of seconds "
                 f"(at most {_MAX_TIMEOUT:g}), or None for no limit"
+            )
+            raise LinkError(msg)
+        if self.memory_limit is not None and not _MIN_MEMORY <= self.memory_limit < 1 << 62:
+            msg = (
+                f"invalid link memory limit {self.memory_limit!r}: expected at least "
+                f"{_MIN_MEMORY >> 20} MiB (in bytes), or None for no limit"
             )
             raise LinkError(msg)
 
@@ -172,7 +185,9 @@ class PreparedLink:
                 from ._link_child import link_in_child
 
                 blobs = [(i.name, i.container.data) for i in inputs]
-                cubin = link_in_child(blobs, opts, sources, self.options.timeout)
+                cubin = link_in_child(
+                    blobs, opts, sources, self.options.timeout, self.options.memory_limit
+                )
             else:
                 cubin = _nvjitlink.link(inputs, opts, sources=sources)
         stored = None

@@ -27,8 +27,17 @@ def binary_path(binary: Binary) -> Path:
         if not file:
             msg = f"module {binary.__name__!r} has no file: it carries no device code"
             raise DeviceCodeError(msg)
-        return Path(file).resolve()
-    return Path(binary).resolve()
+        return _resolve(file)
+    return _resolve(binary)
+
+
+def _resolve(path: str | os.PathLike[str]) -> Path:
+    """``path`` resolved; a path that cannot name a file is a :class:`DeviceCodeError`."""
+    try:
+        return Path(path).resolve()
+    except (OSError, ValueError, RuntimeError) as exc:  # NUL byte, symlink loop (3.10-3.12)
+        msg = f"cannot read {path!r}: {exc}"
+        raise DeviceCodeError(msg) from None
 
 
 def bridge_files(bridge: BridgeCode) -> tuple[Path, ...] | None:
@@ -37,7 +46,7 @@ def bridge_files(bridge: BridgeCode) -> tuple[Path, ...] | None:
         return None
     if isinstance(bridge, (str, os.PathLike)):
         bridge = (bridge,)
-    files = tuple(Path(f).resolve() for f in bridge)
+    files = tuple(_resolve(f) for f in bridge)
     if not files:
         msg = (
             "a bridge's device code must name at least one fatbin (pass None for the "

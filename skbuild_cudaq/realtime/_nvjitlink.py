@@ -27,6 +27,7 @@ __all__ = [
     "check_versions",
     "installed_nvjitlink",
     "link",
+    "link_blobs",
     "mapped_nvjitlink",
     "nvjitlink_identity",
     "nvjitlink_version",
@@ -276,6 +277,13 @@ def _log(nvjitlink: object, handle: int, error: bool) -> str:
 
 def link(inputs: Sequence[LinkInput], options: Sequence[str], sources: str = "") -> bytes:
     """Link ``inputs`` (each a ``FATBIN``) with ``options``: the cubin, or :class:`LinkError`."""
+    return link_blobs([(i.name, i.container.data) for i in inputs], options, sources)
+
+
+def link_blobs(
+    inputs: Sequence[tuple[str, bytes]], options: Sequence[str], sources: str = ""
+) -> bytes:
+    """:func:`link` of ``(name, fatbin container bytes)`` pairs (what a child process gets)."""
     from cuda.bindings import nvjitlink
 
     opts = list(options)
@@ -283,10 +291,9 @@ def link(inputs: Sequence[LinkInput], options: Sequence[str], sources: str = "")
     stage = "nvJitLink"
     try:
         try:
-            for item in inputs:
-                stage = f"adding {item.name}"
-                data = item.container.data
-                nvjitlink.add_data(handle, nvjitlink.InputType.FATBIN, data, len(data), item.name)
+            for name, data in inputs:
+                stage = f"adding {name}"
+                nvjitlink.add_data(handle, nvjitlink.InputType.FATBIN, data, len(data), name)
             stage = "linking"
             nvjitlink.complete(handle)
             size = int(nvjitlink.get_linked_cubin_size(handle))

@@ -30,6 +30,7 @@ from .device_code import (
 from .errors import LinkError
 
 __all__ = [
+    "DEFAULT_MEMORY_LIMIT",
     "LinkOptions",
     "LinkResult",
     "PreparedLink",
@@ -42,6 +43,10 @@ __all__ = [
 _logger = get_logger(__name__)
 _ARCH = re.compile(r"^(?:sm_|compute_)?(\d{2,3})([af]?)$")
 _KIND_LTO_IR, _KIND_CUBIN, _KIND_PTX = 8, 2, 1
+_MAX_TIMEOUT = 1e6  # seconds; larger (or infinite) timeouts overflow the OS's wait
+#: Address space an isolated link may use by default (``LinkOptions.memory_limit``).
+DEFAULT_MEMORY_LIMIT = 4 << 30
+_MIN_MEMORY = 256 << 20  # Python and libnvJitLink alone need ~160 MB
 
 
 def parse_arch(arch: str | int) -> tuple[str, int]:
@@ -64,6 +69,29 @@ class LinkOptions:
     #: LTO-IR fatbins of a bridge of your own, replacing the host-ring hooks
     #: (None: the built-in host-ring hooks); see :doc:`/guides/bridges`.
     bridge: tuple[Path, ...] | None = None
+    #: Run nvJitLink in a child process: a crash of nvJitLink on malformed code
+    #: becomes a :class:`LinkError` instead of killing this process. For device
+    #: code you did not build (``python -m skbuild_cudaq link`` does it by default).
+    isolated: bool = False
+    #: Seconds an isolated link may take (None: no limit).
+    timeout: float | None = None
+    #: Bytes of address space an isolated link may use (None: no limit). nvJitLink
+    #: needs ~160 MB for a small module; damaged code has made it take 23 GB.
+    memory_limit: int | None = DEFAULT_MEMORY_LIMIT
+
+    def __post_init__(self) -> None:
+        if self.timeout is not None and not 0 < self.timeout <= _MAX_TIMEOUT:
+            msg = (
+                f"invalid link timeout {self.timeout!r}: expected a positive number of seconds "
+                f"(at most {_MAX_TIMEOUT:g}), or None for no limit"
+            )
+            raise LinkError(msg)
+        if self.memory_limit is not None and not _MIN_MEMORY <= self.memory_limit < 1 << 62:
+            msg = (
+                f"invalid link memory limit {self.memory_limit!r}: expected at least "
+                f"{_MIN_MEMORY >> 20} MiB (in bytes), or None for no limit"
+            )
+            raise LinkError(msg)
 
     def common_options(self) -> list[str]:
         """The nvJitLink options other than ``-arch``."""
@@ -169,8 +197,17 @@ class PreparedLink:
                 if cubin is not None:
                     _logger.info("link cache hit for %s (%s)", self.code.path.name, sm)
                     return LinkResult(cubin, sm, self.code.path, True, self.cache.path_of(key))
+        sources = f"{self.code.path} + {runtime} for {sm}"
         with timed(_logger, f"nvJitLink {self.code.path.name} for {sm} ({len(inputs)} inputs)"):
-            cubin = _nvjitlink.link(inputs, opts, sources=f"{self.code.path} + {runtime} for {sm}")
+            if self.options.isolated:
+                from ._link_child import link_in_child
+
+                blobs = [(i.name, i.container.data) for i in inputs]
+                cubin = link_in_child(
+                    blobs, opts, sources, self.options.timeout, self.options.memory_limit
+                )
+            else:
+                cubin = _nvjitlink.link(inputs, opts, sources=sources)
         stored = None
         if key is not None:
             try:
@@ -231,6 +268,7 @@ def link_device_code(
     extra_options: tuple[str, ...] = (),
     cache: LinkCache | None = None,
     bridge: Iterable[str | os.PathLike[str]] | None = None,
+    isolated: bool = False,
 ) -> bytes:
     """The cubin of ``binary``'s device code linked with the package's run time.
 
@@ -238,12 +276,15 @@ def link_device_code(
     (works with no GPU) or None for the current GPU's. ``cache``: a
     :class:`LinkCache` (default: from ``SKBUILD_CUDAQ_LINK_CACHE``; pass
     ``LinkCache(None)`` to disable). ``bridge``: LTO-IR fatbins of a bridge of
-    your own, linked instead of the host-ring hooks. Raises :class:`LinkError`
-    (with nvJitLink's log), :class:`VersionMismatchError`, or ``DeviceCodeError``.
+    your own, linked instead of the host-ring hooks. ``isolated``: run nvJitLink
+    in a child process (for device code you did not build; see
+    :attr:`LinkOptions.isolated`). Raises :class:`LinkError` (with nvJitLink's
+    log), :class:`VersionMismatchError`, or ``DeviceCodeError``.
     """
     options = LinkOptions(
         arch=None if arch is None else str(arch),
         extra=tuple(extra_options),
         bridge=bridge_files(bridge),
+        isolated=isolated,
     )
     return link_device_code_ex(binary, options, cache).cubin

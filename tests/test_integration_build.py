@@ -338,7 +338,10 @@ def test_inspect_names_example_apps_kernels_and_handlers(built: dict[str, Built]
         "src/warp_parallel_dispatcher.cu": ("side", ["80"], ["warp_parallel_dispatcher"], []),
         "src/cluster_dispatcher.cu": ("side", ["90"], ["cluster_dispatcher"], []),
         "src/handlers.cu": (
-            "nvcc", ["80"], [], ["echo", "echo_thread", "rpc_increment", "rpc_increment_thread"]
+            "nvcc",
+            ["80"],
+            [],
+            ["echo", "echo_thread", "rpc_increment", "rpc_increment_thread"],
         ),
         "src/block_handlers.cu": ("nvcc", ["80"], [], ["block_reverse"]),
     }

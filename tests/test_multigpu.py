@@ -233,8 +233,8 @@ def test_a_handler_of_another_gpu_is_refused_at_start(
     with pytest.raises(InvalidArgumentError) as info:
         d.start()
     text = str(info.value)
-    assert text.startswith("DEVICE_CALL entries looked up on another GPU: 'echo' at ")
-    assert "(handler 'echo' of device 1)" in text
+    assert text.startswith("DEVICE_CALL entries looked up on another GPU: 'echo' ")
+    assert "(looked up with get_device_handler(..., device=1))" in text
     assert "runs on device 0" in text and "device=0)" in text
     assert "rpc_increment" not in text  # the right entry is not blamed
     assert not d.running
@@ -244,8 +244,15 @@ def test_a_handler_of_another_gpu_is_refused_at_start(
     d1 = _dispatcher(app, 1)
     d1.function_table.add_device("rpc_increment", inc0)
     d1.function_table.add_device("echo", echo1)
-    with pytest.raises(InvalidArgumentError, match=r"'rpc_increment' at .* of device 0\)"):
+    with pytest.raises(
+        InvalidArgumentError, match=r"'rpc_increment' \(looked up with .*device=0\)"
+    ):
         d1.start()
+    # a bare int carries no GPU: then the value is checked against the module's handlers there
+    d2 = _dispatcher(app, 0)
+    d2.function_table.add_device("echo", int(echo1))
+    with pytest.raises(InvalidArgumentError, match=r"'echo' at .* of device 1\)"):
+        d2.start()
     # and the right addresses pass the check on each device
     for device in (0, 1):
         good = _dispatcher(app, device)

@@ -105,6 +105,8 @@ class FunctionEntry:
     #: ``SHAPE_LAUNCH`` or ``SHAPE_THREAD``; ``None``: as the handler was exported
     #: (resolved from the linked module at ``Dispatcher.start()``)
     shape: int | None = None
+    #: the GPU the address was looked up for (a ``DeviceHandler``'s), None if not known
+    device: int | None = None
 
     def pack(self, shape: int | None = None) -> bytes:
         """The 16-byte ``cudaq_function_entry_t`` (``shape`` fills an unresolved one)."""
@@ -143,6 +145,7 @@ class FunctionTable:
         from .errors import InvalidArgumentError
         from .wire import function_id
 
+        looked_up_for = getattr(address, "device", None)
         address = int(address)
         if address <= 0 or address >= 1 << 64:
             msg = f"{name!r}: {address:#x} is not a device address"
@@ -153,7 +156,14 @@ class FunctionTable:
                 msg = f"{name!r}: shape={shape!r}; a handler shape is 'launch' or 'thread'"
                 raise InvalidArgumentError(msg)
             code = _SHAPES[shape]
-        entry = FunctionEntry(name, function_id(name), DEVICE_CALL, address=address, shape=code)
+        entry = FunctionEntry(
+            name,
+            function_id(name),
+            DEVICE_CALL,
+            address=address,
+            shape=code,
+            device=looked_up_for if isinstance(looked_up_for, int) else None,
+        )
         return self._add(entry)
 
     def add_host(self, name: str, handler: Callable[..., Any]) -> FunctionEntry:
@@ -437,6 +447,21 @@ class Dispatcher(Generic[BridgeT]):
             )
             raise InvalidArgumentError(msg)
         device = self.config.device
+        # A handler's value is the same on every GPU of one cubin (an index into the
+        # module's function table), so where it was looked up is told by the value
+        # get_device_handler returned, which remembers its GPU.
+        looked_up_elsewhere = [e for e in entries if e.device is not None and e.device != device]
+        if looked_up_elsewhere:
+            names = ", ".join(
+                f"{e.name!r} (looked up with get_device_handler(..., device={e.device}))"
+                for e in looked_up_elsewhere
+            )
+            msg = (
+                f"DEVICE_CALL entries looked up on another GPU: {names}; this dispatcher runs "
+                f"on device {device}: look them up with get_device_handler(module, name, "
+                f"device={device})"
+            )
+            raise InvalidArgumentError(msg)
         foreign = [e for e in entries if not library.contains(e.address, device=device)]
         elsewhere = self._other_devices(foreign, library)
         if elsewhere:
@@ -519,9 +544,7 @@ class Dispatcher(Generic[BridgeT]):
             raise
 
     def _allocate(self, drv: ModuleType, library: Any) -> None:
-        shapes = (
-            library.handler_shapes(device=self.config.device) if library is not None else None
-        )
+        shapes = library.handler_shapes(device=self.config.device) if library is not None else None
         table = self.function_table.pack(shapes)
         size = max(len(table), 16)
         self._table_ptr = _driver.ptr(

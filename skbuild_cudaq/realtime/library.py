@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HANDLER_PREFIX",
+    "DeviceHandler",
     "Kernel",
     "Library",
     "ModuleSymbols",
@@ -401,7 +402,7 @@ class Library:
         if address == 0:
             msg = f"handler {name!r} is exported as a null pointer"
             raise RealtimeError(msg)
-        return address
+        return DeviceHandler(address, name, self._context_of(device)[1])
 
     def handler_addresses(self, device: int | None = None) -> dict[str, int]:
         """Every exported handler's device address on ``device`` (see :meth:`get_handler`)."""
@@ -464,6 +465,30 @@ class Library:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class DeviceHandler(int):
+    """A handler's device address (an ``int``) that remembers its name and its GPU.
+
+    What :func:`get_device_handler` returns: use it as the address it is. A device
+    function's "address" is an index into its module's function table, so the same
+    handler of the same cubin has the same value on every GPU (measured on two
+    H200s); the value alone cannot say which GPU it was looked up for, the
+    ``device`` it carries can, and ``Dispatcher.start()`` refuses an entry looked
+    up for another GPU than its own.
+    """
+
+    name: str
+    device: int
+
+    def __new__(cls, address: int, name: str, device: int) -> DeviceHandler:
+        self = super().__new__(cls, address)
+        self.name = name
+        self.device = device
+        return self
+
+    def __repr__(self) -> str:
+        return f"<DeviceHandler {self.name!r} {int(self):#x} of device {self.device}>"
 
 
 class Kernel:

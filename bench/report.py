@@ -29,12 +29,14 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_RESULTS = ROOT / "bench" / "results"
 DEFAULT_OUT = ROOT / "docs" / "performance.md"
 DEFAULT_FIGURES = ROOT / "docs" / "_static" / "perf"
-KNOWN = ("dispatch", "phases", "startup", "startup_phases", "build_overhead")
+KNOWN = ("dispatch", "phases", "dispatch_multigpu", "startup", "startup_phases", "build_overhead")
 HOW_TO = {
     "dispatch": "`python bench/dispatch.py` on a GPU (needs example_app installed; "
     "`bash tools/gpu-check.sh` runs it)",
     "phases": "`python bench/phases.py` on a GPU (needs example_app installed and nvcc; "
     "`bash tools/gpu-check.sh` runs it)",
+    "dispatch_multigpu": "`python bench/dispatch.py --devices all` on a machine with several GPUs "
+    "(`bash tools/gpu-check.sh` runs it when it sees two or more)",
     "startup": "`python bench/startup.py` on a GPU (`bash tools/gpu-check.sh` runs it)",
     "startup_phases": "`python bench/startup_phases.py` on a GPU (`bash tools/gpu-check.sh` "
     "runs it)",
@@ -141,6 +143,13 @@ def provenance(name: str, data: dict[str, Any]) -> dict[str, str]:
         device_text = str(device)
         if data.get("compute_capability"):
             device_text += f" (compute capability {data['compute_capability']})"
+    elif isinstance(data.get("devices"), list) and data["devices"]:
+        names = [
+            f"{d.get('name', '?')} (compute capability {d.get('compute_capability', '?')})"
+            for d in data["devices"]
+            if isinstance(d, Mapping)
+        ]
+        device_text = f"{len(names)} GPUs: " + ", ".join(names)
     else:
         device_text = "not recorded"
     versions = _mapping(data, "versions")
@@ -658,6 +667,51 @@ def dispatch_phases_section(
     return Section(lines, [])
 
 
+def multigpu_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Path) -> Section:
+    lines = ["## Several GPUs: one dispatcher per GPU", ""]
+    lines += _provenance_md("dispatch_multigpu", path, data, page_dir)
+    config = _mapping(data, "config")
+    if config.get("method"):
+        lines += [f"Method: {config['method']}.", ""]
+    summary = _mapping(data, "summary")
+    latency = _mapping(summary, "single_thread_latency_us")
+    if latency:
+        rows = [
+            [
+                f"GPU {gpu}",
+                _fmt(_get(v, "alone_p50")),
+                _fmt(_get(v, "together_p50")),
+                _fmt(_get(v, "alone_p99")),
+                _fmt(_get(v, "together_p99")),
+            ]
+            for gpu, v in latency.items()
+        ]
+        lines += [
+            "**Single-thread dispatcher, round trip (µs)**, each GPU alone and all at once:",
+            "",
+        ]
+        lines += _table(["GPU", "p50 alone", "p50 together", "p99 alone", "p99 together"], rows)
+    throughput = _mapping(summary, "warp_parallel_mrps")
+    if throughput:
+        rows = [
+            [
+                str(n),
+                _fmt(_get(v, "one_gpu")),
+                _fmt(_get(v, "aggregate")),
+                _fmt(_get(v, "scaling"), 3),
+            ]
+            for n, v in throughput.items()
+        ]
+        lines += [
+            "**Warp-parallel dispatcher (thread-shaped handler), M req/s**, one GPU vs all:",
+            "",
+        ]
+        lines += _table(["in flight per GPU", "one GPU", "all GPUs", "× one GPU"], rows)
+    lines += _goals(data.get("goals"))
+    lines += _errors(data.get("errors"))
+    return Section(lines, [])
+
+
 _BUILD_NAMES = {
     "baseline": "wheel of the project without dispatch kernels",
     "wheel": "wheel of example_app (with its dispatch kernel)",
@@ -728,6 +782,7 @@ def build_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Pat
 SECTIONS: dict[str, tuple[str, Callable[[Path, dict[str, Any], Path, Path], Section]]] = {
     "dispatch": ("Dispatch: round trip and throughput", dispatch_section),
     "phases": ("Dispatch phases: where a round trip's microseconds go", dispatch_phases_section),
+    "dispatch_multigpu": ("Several GPUs: one dispatcher per GPU", multigpu_section),
     "startup": ("Start-up: cold vs warm vs raw load", startup_section),
     "startup_phases": ("Start-up phases: where the time goes", phases_section),
     "build_overhead": ("Build overhead", build_section),

@@ -350,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
         floors.close()
 
         # Launchers for this library's kernels (example_app's, looked up here).
-        launchers.get_device_kernel = lambda module, kernel: library.get_kernel(kernel)  # type: ignore[assignment]
+        launchers.get_device_kernel = lambda module, kernel, **_: library.get_kernel(kernel)  # type: ignore[assignment]
         builtin = launchers.KernelLauncher(
             "builtin",
             library.get_kernel("cudaq_realtime_unified_dispatch"),

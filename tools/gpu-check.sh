@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every GPU test and benchmark in one go, on a machine with a CUDA GPU.
-# Results go to ${OUT:-bench/results/gpu-run} (JUnit XML, logs, benchmark JSON).
+# Results go to ${OUT:-bench/results/gpu-run} (JUnit XML, benchmark JSON, and the logs in
+# logs.tgz; BUNDLE_LOGS= keeps them as files).
 #
 #   bash tools/gpu-check.sh            # uses python3 from PATH, installs the project
 #   OUT=/tmp/res bash tools/gpu-check.sh
@@ -64,4 +65,9 @@ if [ "$GPUS" -ge 2 ]; then
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 fi
 log "done (status $status)"
+# The logs go into one archive: results (JSON, JUnit XML) stay files of their own, and a
+# lent machine that returns few files (the device tool returns at most 8) brings them all.
+if [ -n "${BUNDLE_LOGS-1}" ] && compgen -G "$OUT/*.log" >/dev/null; then
+  (cd "$OUT" && tar czf logs.tgz ./*.log && rm -f ./*.log)
+fi
 exit $status

@@ -15,6 +15,9 @@ calls the scikit-build-core hook of the same name with extra config settings:
 * ``cmake.define.skbuild_cudaq_DIR`` (unless set) so ``find_package`` finds us.
 * ``cmake.define.SKBUILD_CUDAQ_NVCC_HINT`` when nvcc exists only as the
   ``nvidia-cuda-nvcc`` wheel (CMake would not find it on its own).
+* ``cmake.define.SKBUILD_CUDAQ_COMPILER`` (``[tool.cudaq] compiler``: auto, nvcc
+  or nvrtc) and ``SKBUILD_CUDAQ_PYTHON`` (this interpreter, whose environment
+  holds NVRTC when that is the compiler; see ``skbuild_cudaq_nvrtc.cmake``).
 
 Our own ``-C cudaq.*`` config settings are removed before scikit-build-core
 sees them (its config is strict); an unknown ``cudaq.*`` key is an error with
@@ -145,11 +148,13 @@ def cmake_defines(
 
     settings = load_settings(project_dir / "pyproject.toml")
     kernels = settings.dispatch_kernels
+    compiler = {"SKBUILD_CUDAQ_COMPILER": settings.compiler, "SKBUILD_CUDAQ_PYTHON": sys.executable}
     if not kernels:
-        return {}
+        return {} if settings.compiler == "auto" else compiler
     defines = {
         "CMAKE_PROJECT_INCLUDE": str(cmake_dir() / _AUTO_INCLUDE),
         "SKBUILD_CUDAQ_KERNEL_COUNT": str(len(kernels)),
+        **compiler,
     }
     for index, (target, entry) in enumerate(kernels.items()):
         sources = [str((project_dir / source).resolve()) for source in entry.sources]

@@ -120,6 +120,7 @@ endif()
 cmake_policy(PUSH)
 # Functions record the policies in effect where they are defined.
 cmake_policy(VERSION 3.20...4.0)
+include("${CMAKE_CURRENT_LIST_DIR}/skbuild_cudaq_nvrtc.cmake")
 
 get_filename_component(SKBUILD_CUDAQ_INCLUDE_DIR "${CMAKE_CURRENT_LIST_DIR}/../include" ABSOLUTE)
 set(SKBUILD_CUDAQ_INCLUDE_DIR "${SKBUILD_CUDAQ_INCLUDE_DIR}"
@@ -178,6 +179,9 @@ function(_cudaq_realtime_find_nvcc caller)
         endif()
       endforeach()
     endif()
+  endif()
+  if(NOT DEFINED _nvcc AND _SKBUILD_CUDAQ_NVCC_OPTIONAL)
+    return()  # compiler = auto: NVRTC next (skbuild_cudaq_nvrtc.cmake)
   endif()
   if(NOT DEFINED _nvcc)
     _cudaq_realtime_where(${caller} _where)
@@ -292,6 +296,10 @@ The custom command: nvcc -fatbin -rdc=true, one code=lto_XX per arch, the
 target's include directories / definitions / standard, -MD depfile.
 #]=]
 function(_cudaq_realtime_add_fatbin target source output)
+  if(SKBUILD_CUDAQ_DEVICE_COMPILER STREQUAL "nvrtc")
+    _cudaq_realtime_add_fatbin_nvrtc(${target} "${source}" "${output}" ${ARGN})
+    return()
+  endif()
   set(_gencode)
   foreach(_arch IN LISTS ARGN)
     list(APPEND _gencode "-gencode=arch=compute_${_arch},code=lto_${_arch}")
@@ -415,7 +423,7 @@ function(cudaq_realtime_add_device_sources target)
   _cudaq_realtime_check_target("${_caller}" "${target}")
   _cudaq_realtime_check_architectures("${_caller}" _archs ${ARG_ARCHITECTURES})
   _cudaq_realtime_resolve_sources("${_caller}" _sources ${ARG_UNPARSED_ARGUMENTS})
-  _cudaq_realtime_find_nvcc("${_caller}")
+  _cudaq_realtime_find_device_compiler("${_caller}")
   _cudaq_realtime_embed_fatbins("${_caller}" ${target} "${_sources}" "${_archs}")
 endfunction()
 
@@ -463,6 +471,15 @@ function(cudaq_realtime_add_handlers target)
   set(_caller "cudaq_realtime_add_handlers(${target})")
   _cudaq_realtime_check_target("${_caller}" "${target}")
   get_property(_langs GLOBAL PROPERTY ENABLED_LANGUAGES)
+  if(NOT "CUDA" IN_LIST _langs AND NOT SKBUILD_CUDAQ_COMPILER STREQUAL "nvcc")
+    # No CUDA language (no nvcc): side-compile the handlers with the device compiler.
+    _cudaq_realtime_find_device_compiler("${_caller}")
+    if(SKBUILD_CUDAQ_DEVICE_COMPILER STREQUAL "nvrtc")
+      cudaq_realtime_add_device_sources(${target} ${ARG_UNPARSED_ARGUMENTS}
+        ARCHITECTURES ${ARG_ARCHITECTURES} _CALLER "${_caller}")
+      return()
+    endif()
+  endif()
   if(NOT "CUDA" IN_LIST _langs)
     _cudaq_realtime_where("${_caller}" _where)
     message(FATAL_ERROR

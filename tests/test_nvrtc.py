@@ -316,3 +316,63 @@ def test_cuda12_stack_builds_with_nvrtc_and_links(cu12_python: str, tmp_path: Pa
     assert isinstance(refused, dict) and refused["refused"] and refused["log"] == ""
     assert "skbuild-cudaq[cu13]" in refused["message"]
     assert "nvJitLink 12.9" in refused["message"]
+
+
+# --- a downstream build with no nvcc anywhere (CMake, compiler = "auto") ------------
+
+#: Where this machine's toolkit lives: hidden from CMake so that "auto" finds no nvcc.
+HIDE_NVCC = "/usr/local/bin;/usr/local/cuda/bin;/usr/local/cuda-13.0/bin;/usr/local/cuda-13/bin"
+
+
+def _build_without_nvcc(src: Path, out: Path, build_dir: Path) -> tuple[Path, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDACXX", "CMAKE_CUDA_COMPILER")}
+    env["PATH"] = os.pathsep.join(
+        p for p in env.get("PATH", "").split(os.pathsep) if not (Path(p) / "nvcc").exists()
+    )
+    env["CMAKE_BUILD_PARALLEL_LEVEL"] = "2"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-v",
+         "--disable-pip-version-check", "-w", str(out), "-C", f"build-dir={build_dir}",
+         "-C", "build.verbose=true", "-C", f"cmake.define.CMAKE_IGNORE_PATH={HIDE_NVCC}",
+         str(src)],
+        capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-6000:]
+    (wheel,) = out.glob("*.whl")
+    return wheel, log
+
+
+@pytest.mark.integration
+@pytest.mark.toolchain
+def test_auto_compiler_without_nvcc_builds_with_nvrtc(nvrtc: _nvrtc.Nvrtc, tmp_path: Path) -> None:
+    import zipfile
+
+    from skbuild_cudaq.fatbin import read_relfatbin_sections
+
+    src = tmp_path / "src dir" / "plain_backend"
+    shutil.copytree(ROOT / "tests" / "packages" / "plain_backend", src)
+    build_dir = tmp_path / "build"
+    wheel, log = _build_without_nvcc(src, tmp_path / "dist", build_dir)
+    version = f"{nvrtc.version[0]}.{nvrtc.version[1]}"
+    assert f"skbuild-cudaq: device compiler: NVRTC {version}" in log
+    assert "nvcc (LTO-IR" not in log
+    assert log.count("-m skbuild_cudaq nvrtc") == 2, log[-4000:]
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(tmp_path / "site")
+    (module,) = (tmp_path / "site").glob("plain_backend*.so")
+    (section,) = read_relfatbin_sections(module)
+    entries = [e for c in section.containers for e in c.entries]
+    assert len(section.containers) == 2  # the kernel and the side-compiled handlers
+    assert {(e.kind, e.arch) for e in entries} == {("lto-ir", 80)}
+    proc = subprocess.run(
+        [sys.executable, "-c", "import plain_backend"],
+        cwd=tmp_path / "site", capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    # a rebuild with nothing changed runs NVRTC for nothing; touching the header re-runs both
+    _, again = _build_without_nvcc(src, tmp_path / "dist2", build_dir)
+    assert "-m skbuild_cudaq nvrtc" not in again
+    header = include_dir() / "cudaq" / "realtime" / "unified_dispatch_device.cuh"
+    depfiles = list(build_dir.rglob("*.fatbin.d"))
+    assert len(depfiles) == 2 and all(str(header) in d.read_text() for d in depfiles)

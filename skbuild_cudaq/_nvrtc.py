@@ -90,6 +90,11 @@ class Nvrtc:
 
 def _load(library: Path) -> ctypes.CDLL:
     try:
+        # libnvrtc dlopens libnvrtc-builtins.so.<major>.<minor> by name, and some releases
+        # (13.0) do not look next to themselves: load it first from the same directory.
+        for builtins in sorted(library.resolve().parent.glob("libnvrtc-builtins.so.*")):
+            if ".alt." not in builtins.name:
+                ctypes.CDLL(str(builtins), mode=ctypes.RTLD_GLOBAL)
         return ctypes.CDLL(str(library))
     except OSError as exc:
         msg = f"cannot load NVRTC library {library}: {exc}. {NVRTC_MISSING_MESSAGE}"

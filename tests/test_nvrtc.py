@@ -376,3 +376,34 @@ def test_auto_compiler_without_nvcc_builds_with_nvrtc(nvrtc: _nvrtc.Nvrtc, tmp_p
     header = include_dir() / "cudaq" / "realtime" / "unified_dispatch_device.cuh"
     depfiles = list(build_dir.rglob("*.fatbin.d"))
     assert len(depfiles) == 2 and all(str(header) in d.read_text() for d in depfiles)
+
+
+# --- the run time picks the device run-time set of the installed nvJitLink ----------
+
+
+def test_runtime_set_follows_the_nvjitlink_major(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from skbuild_cudaq import device_runtime_dir
+    from skbuild_cudaq.realtime import _nvjitlink
+    from skbuild_cudaq.realtime.device_code import runtime_device_code
+
+    container = make_ltoir_container([(80, fake_ltoir(65, 64))])
+    (tmp_path / "cu13").mkdir()
+    (tmp_path / "cu13" / "k.fatbin").write_bytes(container)
+    monkeypatch.setenv("SKBUILD_CUDAQ_DEVICE_RUNTIME_DIR", str(tmp_path))
+    assert device_runtime_dir(12) == tmp_path / "cu12"
+    assert device_runtime_dir(13) == tmp_path / "cu13"
+    for version, expected in (("12.9.86", "cu12"), ("13.0.88", "cu13")):
+        info = _nvjitlink.NvJitLinkInfo("nvidia-nvjitlink", version, tmp_path / "lib.so")
+        monkeypatch.setattr(_nvjitlink, "installed_nvjitlink", lambda info=info: info)
+        assert device_runtime_dir() == tmp_path / expected
+    assert len(runtime_device_code(device_runtime_dir(13)).inputs) == 1
+    with pytest.raises(DeviceCodeError) as info:
+        runtime_device_code(device_runtime_dir(12))
+    text = str(info.value)
+    assert "built for CUDA 13, not for CUDA 12" in text
+    assert "skbuild-cudaq[cu13]" in text and "\n" not in text
+    # a flat set (a build tree) is used as it is
+    monkeypatch.setenv("SKBUILD_CUDAQ_DEVICE_RUNTIME_DIR", str(tmp_path / "cu13"))
+    assert device_runtime_dir(12) == tmp_path / "cu13"

@@ -157,6 +157,7 @@ def _versions() -> dict[str, str | None]:
         "cuda-core",
         "cuda-pathfinder",
         "nvidia-nvjitlink",
+        "nvidia-nvjitlink-cu12",
         "pyelftools",
         "numpy",
     ):
@@ -255,6 +256,11 @@ def main() -> int:
     parser.add_argument("--binary", type=Path, help="extension module with device code")
     parser.add_argument("--kernel", help="kernel to look up (with --binary)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "startup.json")
+    parser.add_argument(
+        "--no-cuda-core",
+        action="store_true",
+        help="leave out the cuda.core variant (e.g. a CUDA 12 stack next to a cuda.core of 13)",
+    )
     args = parser.parse_args()
     runs = max(args.runs, 7)
 
@@ -292,6 +298,8 @@ def main() -> int:
             "warm": (OURS, [str(binary), kernel], warm_env),
             "cuda_core": (CUDA_CORE, [str(binary), kernel], env),
         }
+        if args.no_cuda_core:
+            del variants["cuda_core"]
         samples: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
         order = list(variants)
         shuffle = random.Random(20261130).shuffle  # seeded: the same orders every run
@@ -306,6 +314,8 @@ def main() -> int:
     floor = floor_sum.get("median_in_process_s")
     results = {"floor": floor_sum}
     for name in ("cold", "warm", "cuda_core"):
+        if name not in samples:
+            continue
         results[name] = _summary(samples[name], floor)
         results[name]["paired_ratio_median"] = _paired_ratio(samples[name], samples["floor"])
     goals = {

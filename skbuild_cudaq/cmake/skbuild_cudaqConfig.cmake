@@ -106,6 +106,16 @@ Variables
 
 ``SKBUILD_CUDAQ_INCLUDE_DIR``
   The device headers (``cudaq/realtime/unified_dispatch_device.cuh``).
+
+``SKBUILD_CUDAQ_COMPILER``
+  The device compiler of dispatch kernels and side-compiled handlers: ``auto``
+  (default: nvcc where found, else NVRTC from the build's Python environment),
+  ``nvcc`` or ``nvrtc`` (``[tool.cudaq] compiler``). With NVRTC, the fatbins
+  are made by ``python -m skbuild_cudaq nvrtc`` (the ``nvidia-cuda-nvrtc`` or
+  ``nvidia-cuda-nvrtc-cu12`` wheel; ``SKBUILD_CUDAQ_NVRTC_MAJOR`` picks a major
+  when both are installed), and :command:`cudaq_realtime_add_handlers`
+  side-compiles when the CUDA language is off. The result is in
+  ``SKBUILD_CUDAQ_DEVICE_COMPILER``; see ``skbuild_cudaq_nvrtc.cmake``.
 #]=======================================================================]
 
 include_guard(GLOBAL)

@@ -9,13 +9,14 @@
 #                                      # .whl-cu12/ for ${PYVER:-3.12}
 #   bash tools/gpu-cu12.sh             # GPU machine, after tools/gpu-check.sh; carry .whl-cu12
 #
-# .whl-cu12/ then holds (CPython 3.12, x86_64): cuda_bindings-12.9.*-cp312 (~12 MB),
+# .whl-cu12/ then holds (CPython 3.12, x86_64): cuda_bindings-12.9.*-cp312 (~8 MB),
+# cuda_pathfinder-1.* (~50 kB; cuda-bindings 12.9's `cuda` package hides the machine's),
 # nvidia_nvjitlink_cu12-12.9.86 (~40 MB), example_app-0.1.0-cp312 (~0.2 MB, built with
 # compiler "auto" and no nvcc: NVRTC 12.9), skbuild_cudaq-0.1.0-py3-none-any (~40 kB, device
 # run time for CUDA 12 and 13, built with build isolation from NVRTC wheels).
 #
-# On the GPU machine the wheels go into a virtual environment over the machine's Python
-# (--system-site-packages: pytest, numpy, pyelftools); the device run time comes from the
+# On the GPU machine the wheels go into a target directory put first on PYTHONPATH (the
+# machine's Python keeps pytest, numpy, pyelftools); the device run time comes from the
 # carried skbuild-cudaq wheel (SKBUILD_CUDAQ_DEVICE_RUNTIME_DIR: both sets, the run time picks
 # cu12 from the installed nvJitLink). Results: ${OUT:-bench/results/gpu-run}/cu12.
 set -uo pipefail
@@ -43,7 +44,8 @@ if [ "${1:-}" = "--prepare" ]; then
     -C "cmake.define.CMAKE_IGNORE_PATH=/usr/local/bin;/usr/local/cuda/bin;/usr/local/cuda-13.0/bin" \
     -C build-dir="$WORK/build-example_app" ./example_app
   grep -h "device compiler" "$WORK"/build-example_app/CMakeCache.txt >/dev/null 2>&1 || true
-  "$V" -m pip download -q --no-deps -d "$WHL" "cuda-bindings==12.9.*" "nvidia-nvjitlink-cu12==12.9.*"
+  "$V" -m pip download -q --no-deps -d "$WHL" "cuda-bindings==12.9.*" \
+    "nvidia-nvjitlink-cu12==12.9.*" "cuda-pathfinder~=1.1"
   "$V" -m skbuild_cudaq inspect "$WORK/build-example_app"/_core*.so | grep -c "code version 1.64"
   ls -la "$WHL"
   du -sh "$WHL"
@@ -59,17 +61,20 @@ if ! compgen -G "$WHL/*.whl" >/dev/null; then
   log "no $WHL/*.whl: run 'bash tools/gpu-cu12.sh --prepare' on the CPU machine and carry $WHL"
   exit 2
 fi
-VENV=${CU12_VENV:-/tmp/skbuild-cudaq-cu12-venv}
-rm -rf "$VENV"
-log "making $VENV (system site packages for pytest, numpy, pyelftools) with the CUDA 12 stack"
-"$PY" -m venv --system-site-packages "$VENV"
-"$VENV/bin/python" -m pip install -q --no-index --no-deps --no-compile \
-  "$WHL"/cuda_bindings-*.whl "$WHL"/nvidia_nvjitlink_cu12-*.whl "$WHL"/example_app-*.whl \
-  "$WHL"/skbuild_cudaq-*.whl 2>&1 | tail -5
-PY="$VENV/bin/python"
-SITE=$("$PY" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-# nvJitLink 12 first wherever cuda-pathfinder looks (the machine's site has nvJitLink 13 too)
+# A target directory first on PYTHONPATH, not a venv: the machine's Python may itself be a
+# venv, whose packages (pytest, numpy, pyelftools) a --system-site-packages venv would not see.
+SITE=${CU12_SITE:-/tmp/skbuild-cudaq-cu12-site}
+rm -rf "$SITE" && mkdir -p "$SITE"
+log "installing the CUDA 12 stack into $SITE"
+"$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" \
+  "$WHL"/cuda_bindings-*.whl "$WHL"/cuda_pathfinder-*.whl "$WHL"/nvidia_nvjitlink_cu12-*.whl \
+  "$WHL"/example_app-*.whl "$WHL"/skbuild_cudaq-*.whl 2>&1 | tail -5
+export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+# cuda-pathfinder looks in site-packages (not PYTHONPATH) and takes libnvJitLink.so.13 as
+# readily as .so.12: with the machine's nvidia-nvjitlink 13 there, cuda-bindings 12.9 would load
+# nvJitLink 13. It takes a library already loaded first, so preload nvJitLink 12.
 export LD_LIBRARY_PATH="$SITE/nvidia/nvjitlink/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LD_PRELOAD="$SITE/nvidia/nvjitlink/lib/libnvJitLink.so.12${LD_PRELOAD:+:$LD_PRELOAD}"
 # the run time's device code: the carried wheel's sets (cu12 and cu13), whichever
 # skbuild_cudaq module is imported (tests run from the source tree)
 export SKBUILD_CUDAQ_DEVICE_RUNTIME_DIR="$SITE/skbuild_cudaq/_device"

@@ -63,6 +63,8 @@ CONFIG_SETTINGS: Mapping[str, str] = {
 _PREFIX = "cudaq."
 _DEFINE = "cmake.define."
 _AUTO_INCLUDE = "skbuild_cudaq_auto.cmake"
+#: Our defines that a ``-C cmake.define.<name>`` of the user's overrides.
+_USER_WINS = frozenset({"SKBUILD_CUDAQ_COMPILER", "SKBUILD_CUDAQ_PYTHON"})
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
@@ -148,7 +150,9 @@ def cmake_defines(
 
     settings = load_settings(project_dir / "pyproject.toml")
     kernels = settings.dispatch_kernels
-    compiler = {"SKBUILD_CUDAQ_COMPILER": settings.compiler, "SKBUILD_CUDAQ_PYTHON": sys.executable}
+    compiler = {"SKBUILD_CUDAQ_PYTHON": sys.executable}
+    if settings.compiler != "auto":  # "auto" is the CMake default
+        compiler["SKBUILD_CUDAQ_COMPILER"] = settings.compiler
     if not kernels:
         return {} if settings.compiler == "auto" else compiler
     defines = {
@@ -194,6 +198,8 @@ def prepare_config_settings(
     if defines and _DEFINE + "skbuild_cudaq_DIR" not in rest:
         defines["skbuild_cudaq_DIR"] = str(cmake_dir())
     for name, value in defines.items():
+        if name in _USER_WINS and _DEFINE + name in rest:
+            continue  # -C cmake.define.SKBUILD_CUDAQ_COMPILER=... beats [tool.cudaq] compiler
         rest[_DEFINE + name] = value
         _log.progress(f"cmake.define.{name}={value}")
     return rest

@@ -23,7 +23,7 @@ import pytest
 from conftest import ROOT
 
 from skbuild_cudaq import _nvrtc, include_dir
-from skbuild_cudaq.build import cmake_defines
+from skbuild_cudaq.build import cmake_defines, prepare_config_settings
 from skbuild_cudaq.errors import CompileError, DeviceCodeError, ToolchainError
 from skbuild_cudaq.fatbin import (
     ltoir_code_version,
@@ -144,8 +144,17 @@ def test_compiler_setting_becomes_a_cmake_define(tmp_path: Path) -> None:
     assert defines == {"SKBUILD_CUDAQ_COMPILER": "nvrtc", "SKBUILD_CUDAQ_PYTHON": sys.executable}
     (tmp_path / "pyproject.toml").write_text('[tool.cudaq.dispatch-kernels]\n_core = ["k.cu"]\n')
     defines = cmake_defines(tmp_path)
-    assert defines["SKBUILD_CUDAQ_COMPILER"] == "auto"
+    assert "SKBUILD_CUDAQ_COMPILER" not in defines  # "auto": CMake's default
     assert defines["SKBUILD_CUDAQ_PYTHON"] == sys.executable
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.cudaq]\ncompiler = "nvcc"\n[tool.cudaq.dispatch-kernels]\n_core = ["k.cu"]\n'
+    )
+    assert cmake_defines(tmp_path)["SKBUILD_CUDAQ_COMPILER"] == "nvcc"
+    # a -C cmake.define of the user's wins over [tool.cudaq] compiler
+    user = {"cmake.define.SKBUILD_CUDAQ_COMPILER": "nvrtc"}
+    prepared = prepare_config_settings(user, tmp_path)
+    assert prepared["cmake.define.SKBUILD_CUDAQ_COMPILER"] == "nvrtc"
+    assert prepared["cmake.define.SKBUILD_CUDAQ_KERNEL_COUNT"] == "1"
     (tmp_path / "pyproject.toml").write_text("[tool.cudaq]\n")
     assert cmake_defines(tmp_path) == {}
 

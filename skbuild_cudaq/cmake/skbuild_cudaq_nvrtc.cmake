@@ -90,12 +90,12 @@ Resolves SKBUILD_CUDAQ_COMPILER into SKBUILD_CUDAQ_DEVICE_COMPILER (nvcc or
 nvrtc), finding the compiler, and says which one is used.
 #]=]
 function(_cudaq_realtime_find_device_compiler caller)
-  if(SKBUILD_CUDAQ_DEVICE_COMPILER)
-    return()
-  endif()
   string(TOLOWER "${SKBUILD_CUDAQ_COMPILER}" _choice)
   if(_choice STREQUAL "")
     set(_choice auto)
+  endif()
+  if(SKBUILD_CUDAQ_DEVICE_COMPILER AND _SKBUILD_CUDAQ_DEVICE_COMPILER_FOR STREQUAL _choice)
+    return()  # resolved before, for the same choice
   endif()
   if(NOT _choice MATCHES "^(auto|nvcc|nvrtc)$")
     _cudaq_realtime_where(${caller} _where)
@@ -128,6 +128,7 @@ function(_cudaq_realtime_find_device_compiler caller)
     endif()
   endif()
   set(SKBUILD_CUDAQ_DEVICE_COMPILER "${_used}" CACHE INTERNAL "skbuild-cudaq device compiler")
+  set(_SKBUILD_CUDAQ_DEVICE_COMPILER_FOR "${_choice}" CACHE INTERNAL "its SKBUILD_CUDAQ_COMPILER")
   if(_used STREQUAL "nvrtc")
     list(GET SKBUILD_CUDAQ_NVRTC 0 _version)
     list(GET SKBUILD_CUDAQ_NVRTC 1 _library)

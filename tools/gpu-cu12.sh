@@ -11,9 +11,9 @@
 #
 # .whl-cu12/ then holds (CPython 3.12, x86_64): cuda_bindings-12.9.*-cp312 (~8 MB),
 # cuda_pathfinder-1.* (~50 kB; cuda-bindings 12.9's `cuda` package hides the machine's),
-# nvidia_nvjitlink_cu12-12.9.86 (~40 MB), example_app-0.1.0-cp312 (~0.2 MB, built with
-# compiler "auto" and no nvcc: NVRTC 12.9), skbuild_cudaq-0.1.0-py3-none-any (~40 kB, device
-# run time for CUDA 12 and 13, built with build isolation from NVRTC wheels).
+# nvidia_nvjitlink_cu12-12.9.86 (~40 MB), example_app-0.1.0-cp312 (~0.2 MB, built with build
+# isolation, compiler "auto" and no nvcc: NVRTC 12.9), skbuild_cudaq-0.1.0-py3-none-any
+# (~0.2 MB, device run time for CUDA 12 and 13, built with build isolation from NVRTC wheels).
 #
 # On the GPU machine the wheels go into a target directory put first on PYTHONPATH (the
 # machine's Python keeps pytest, numpy, pyelftools); the device run time comes from the
@@ -38,12 +38,26 @@ if [ "${1:-}" = "--prepare" ]; then
   # skbuild-cudaq itself, with build isolation: NVRTC 12.9 and 13.0 from build-system.requires
   "$V" -m pip wheel -q --no-deps -w "$WHL" .
   "$V" -m pip install -q --no-deps "$WHL"/skbuild_cudaq-*.whl
-  # example_app with no nvcc anywhere CMake looks: compiler "auto" falls back to NVRTC 12.9
+  # example_app as a CUDA 12 downstream project, built with build isolation and no nvcc
+  # anywhere CMake looks: its build requirements gain NVRTC 12.9 (and the headers its
+  # cooperative-groups kernels include), its dependency becomes skbuild-cudaq[cu12], and
+  # compiler "auto" falls back to NVRTC. skbuild-cudaq itself comes from $WHL.
+  rm -rf "$WORK/example_app" && cp -r example_app "$WORK/example_app"
+  "$V" - "$WORK/example_app/pyproject.toml" <<'PYEOF'
+import sys
+from pathlib import Path
+path = Path(sys.argv[1])
+text = path.read_text()
+text = text.replace('"skbuild-cudaq"]', '"skbuild-cudaq", "nvidia-cuda-nvrtc-cu12==12.9.*", '
+                    '"nvidia-cuda-runtime-cu12==12.9.*", "nvidia-cuda-cccl-cu12==12.9.*"]', 1)
+text = text.replace('"skbuild-cudaq[runtime]"', '"skbuild-cudaq[cu12]"')
+assert "nvidia-cuda-nvrtc-cu12" in text and "skbuild-cudaq[cu12]" in text
+path.write_text(text)
+PYEOF
   env -u CUDACXX -u CMAKE_CUDA_COMPILER PATH="$WORK/venv/bin:/usr/bin:/bin" \
-    "$V" -m pip wheel -q --no-build-isolation --no-deps -w "$WHL" \
+    "$V" -m pip wheel -q --no-deps --find-links "$WHL" -w "$WHL" \
     -C "cmake.define.CMAKE_IGNORE_PATH=/usr/local/bin;/usr/local/cuda/bin;/usr/local/cuda-13.0/bin" \
-    -C build-dir="$WORK/build-example_app" ./example_app
-  grep -h "device compiler" "$WORK"/build-example_app/CMakeCache.txt >/dev/null 2>&1 || true
+    -C build-dir="$WORK/build-example_app" "$WORK/example_app"
   "$V" -m pip download -q --no-deps -d "$WHL" "cuda-bindings==12.9.*" \
     "nvidia-nvjitlink-cu12==12.9.*" "cuda-pathfinder~=1.1"
   "$V" -m skbuild_cudaq inspect "$WORK/build-example_app"/_core*.so | grep -c "code version 1.64"

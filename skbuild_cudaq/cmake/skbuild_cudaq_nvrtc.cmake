@@ -119,9 +119,11 @@ function(_cudaq_realtime_find_device_compiler caller)
       if(NOT SKBUILD_CUDAQ_NVRTC)
         _cudaq_realtime_where(${caller} _where)
         message(FATAL_ERROR
-          "${_where}: no device compiler: neither nvcc nor NVRTC found. Set "
-          "CMAKE_CUDA_COMPILER (or CUDACXX) to a CUDA toolkit's nvcc or put nvcc on PATH, or add "
-          "`nvidia-cuda-nvrtc` (CUDA 13) or `nvidia-cuda-nvrtc-cu12` (CUDA 12) to "
+          "${_where}: nvcc not found: it compiles the dispatch kernels to LTO-IR. "
+          "Set CMAKE_CUDA_COMPILER (or the CUDACXX environment variable) to the nvcc of a "
+          "CUDA toolkit, put nvcc on PATH, or `pip install nvidia-cuda-nvcc` "
+          "(add it to build-system.requires). No NVRTC either: to build without a CUDA "
+          "toolkit, add `nvidia-cuda-nvrtc` (CUDA 13) or `nvidia-cuda-nvrtc-cu12` (CUDA 12) to "
           "build-system.requires.")
       endif()
       set(_used nvrtc)

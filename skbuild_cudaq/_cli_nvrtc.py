@@ -40,6 +40,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--depfile", type=Path, help="write a make-style depfile here")
     p.add_argument("--dep-target", help="the depfile's target (default: the output path)")
+    p.add_argument("--ptx", type=Path, help="also write the PTX of the first architecture here")
     p.add_argument("--cuda-major", type=int, help="use NVRTC of this CUDA major (12 or 13)")
     p.add_argument("--find", action="store_true", help="print '<major>.<minor>;<library>' and exit")
     p.set_defaults(func=_run)
@@ -66,6 +67,7 @@ def _run(args: argparse.Namespace) -> int:
             std=args.std.removeprefix("-std=") or None,
             depfile=args.depfile,
             dep_target=args.dep_target,
+            ptx=args.ptx,
             nvrtc=nvrtc,
         )
     return 0

@@ -37,6 +37,7 @@ __all__ = [
     "Nvrtc",
     "compile_file",
     "compile_ltoir",
+    "compile_ptx",
     "find_nvrtc",
     "include_dependencies",
     "installed_nvrtc",
@@ -200,6 +201,16 @@ def compile_ltoir(nvrtc: Nvrtc, source: Path, options: Sequence[str]) -> bytes:
 
     Raises :class:`~skbuild_cudaq.errors.CompileError` with NVRTC's log.
     """
+    return _compile(nvrtc, source, options, "LTOIR")
+
+
+def compile_ptx(nvrtc: Nvrtc, source: Path, options: Sequence[str]) -> bytes:
+    """The PTX of ``source`` (``options`` without ``-dlto``): what names its kernels and
+    exported handlers (``.visible .entry`` / ``cudaq_handler_*``), as ``nvcc -ptx`` would."""
+    return _compile(nvrtc, source, [o for o in options if o != "-dlto"], "PTX")
+
+
+def _compile(nvrtc: Nvrtc, source: Path, options: Sequence[str], what: str) -> bytes:
     try:
         text = source.read_bytes()
     except OSError as exc:
@@ -223,11 +234,12 @@ def compile_ltoir(nvrtc: Nvrtc, source: Path, options: Sequence[str]) -> bytes:
             )
             raise CompileError(msg.rstrip())
         size = ctypes.c_size_t()
-        if lib.nvrtcGetLTOIRSize(prog, ctypes.byref(size)) != _NVRTC_SUCCESS or not size.value:
-            msg = f"{nvrtc.describe()} gave no LTO-IR for {source} (options {' '.join(options)})"
+        get_size = getattr(lib, f"nvrtcGet{what}Size")
+        if get_size(prog, ctypes.byref(size)) != _NVRTC_SUCCESS or not size.value:
+            msg = f"{nvrtc.describe()} gave no {what} for {source} (options {' '.join(options)})"
             raise CompileError(msg)
         buf = ctypes.create_string_buffer(size.value)
-        lib.nvrtcGetLTOIR(prog, buf)
+        getattr(lib, f"nvrtcGet{what}")(prog, buf)
         return buf.raw[: size.value]
     finally:
         lib.nvrtcDestroyProgram(ctypes.byref(prog))
@@ -281,11 +293,13 @@ def compile_file(
     std: str | None = None,
     depfile: Path | None = None,
     dep_target: str | None = None,
+    ptx: Path | None = None,
     nvrtc: Nvrtc | None = None,
 ) -> Nvrtc:
     """Compile ``source`` to an LTO-IR fatbin at ``output`` (one entry per architecture).
 
-    Writes ``depfile`` (make syntax) when given. Returns the NVRTC used.
+    Writes ``depfile`` (make syntax) and ``ptx`` (the PTX of the first architecture, for
+    the device-code records) when given. Returns the NVRTC used.
     """
     nvrtc = nvrtc or find_nvrtc()
     search = [*include_dirs, *wheel_include_dirs(nvrtc.major)]
@@ -295,6 +309,10 @@ def compile_file(
         ltoir = compile_ltoir(nvrtc, source, options)
         ltoir_code_version(ltoir)  # a CompileError-worthy surprise shows here, not at link time
         entries.append((int(str(arch).rstrip("af")), ltoir))
+    if ptx is not None:
+        first = nvrtc_options(architectures[0], include_dirs=search, defines=defines, std=std)
+        ptx.parent.mkdir(parents=True, exist_ok=True)
+        ptx.write_bytes(compile_ptx(nvrtc, source, first).rstrip(b"\0"))
     data = make_ltoir_container(entries)
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_name(output.name + ".tmp")

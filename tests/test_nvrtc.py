@@ -230,7 +230,7 @@ def test_cli_writes_fatbin_and_depfile(nvrtc: _nvrtc.Nvrtc, tmp_path: Path) -> N
     proc = subprocess.run(
         [sys.executable, "-m", "skbuild_cudaq", "nvrtc", str(src), "-o", str(out),
          "--arch", "80", "--arch", "90", f"-I{include_dir()}", "-DUNUSED=1", "--std=-std=c++17",
-         "--depfile", f"{out}.d"],
+         "--depfile", f"{out}.d", "--ptx", f"{out}.ptx"],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -239,6 +239,8 @@ def test_cli_writes_fatbin_and_depfile(nvrtc: _nvrtc.Nvrtc, tmp_path: Path) -> N
     depfile = Path(f"{out}.d").read_text()
     assert depfile.startswith(str(out).replace(" ", "\\ ") + ":")
     assert "unified_dispatch_device.cuh" in depfile and str(src) in depfile
+    ptx = Path(f"{out}.ptx").read_text()  # what names the kernels (device-code records)
+    assert ".target sm_80" in ptx and ".visible .entry single_thread_dispatcher(" in ptx
     found = subprocess.run(
         [sys.executable, "-m", "skbuild_cudaq", "nvrtc", "--find"],
         capture_output=True, text=True, check=True,

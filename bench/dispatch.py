@@ -24,6 +24,18 @@ dispatcher, the warp-parallel dispatcher (both handler shapes) and the floors;
 the Python RingClient's per-call overhead above the floor. The goals of issue
 #12 are checked and written to the JSON (``goals``), each naming the handler
 shape it used.
+
+Several GPUs (one dispatcher per GPU in this process, each with its own ring and
+its own load-generator thread)::
+
+    python bench/dispatch.py --devices all [--out bench/results/dispatch_multigpu.json]
+
+measures, side by side in one run and over ``--rounds`` alternating rounds, the
+warp-parallel dispatcher's throughput on each GPU alone and on all at once
+(aggregate = requests of all GPUs / wall time from the common start to the last
+finish), and the single-thread dispatcher's p50/p99 on each GPU alone and while
+every GPU serves. Goals: aggregate >= 0.95 x N x one GPU (1.9x on two);
+single-thread p50 on each GPU while all serve <= 1.05 x that GPU alone.
 """
 
 from __future__ import annotations
@@ -34,6 +46,7 @@ import datetime
 import importlib
 import importlib.metadata
 import json
+import os
 import platform
 import shutil
 import subprocess
@@ -49,6 +62,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent
 DEFAULT_OUT = ROOT / "results" / "dispatch.json"
+DEFAULT_MULTI_OUT = ROOT / "results" / "dispatch_multigpu.json"
 NUM_SLOTS = 256
 SLOT_SIZE = 128
 ARG_LEN = 32
@@ -241,16 +255,24 @@ class LoadGen:
         return count / seconds.value / 1e6  # million requests per second
 
 
-def build_tools(workdir: Path, arch: str) -> tuple[Path, Path]:
+def build_loadgen(workdir: Path) -> Path:
     gcc = shutil.which("gcc") or shutil.which("cc")
-    nvcc = shutil.which("nvcc")
-    if gcc is None or nvcc is None:
-        msg = "the benchmark needs gcc and nvcc on PATH"
+    if gcc is None:
+        msg = "the benchmark needs gcc on PATH"
         raise SystemExit(msg)
     so = workdir / "loadgen.so"
     subprocess.run(
         [gcc, "-O2", "-shared", "-fPIC", "-o", str(so), str(ROOT / "loadgen.c")], check=True
     )
+    return so
+
+
+def build_tools(workdir: Path, arch: str) -> tuple[Path, Path]:
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        msg = "the benchmark needs gcc and nvcc on PATH"
+        raise SystemExit(msg)
+    so = build_loadgen(workdir)
     src = workdir / "floor.cu"
     src.write_text(FLOOR_CU)
     cubin = workdir / "floor.cubin"
@@ -364,13 +386,30 @@ def versions() -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--device", type=int, default=0)
+    parser.add_argument(
+        "--devices",
+        default=None,
+        metavar="all|N,M",
+        help="several GPUs: each alone and all at once, side by side (see the module doc)",
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of the --devices run")
+    parser.add_argument(
+        "--no-pin",
+        dest="pin",
+        action="store_false",
+        help="--devices: do not pin each GPU's load generator to a CPU near it",
+    )
     parser.add_argument("--module", default="example_app._core")
     parser.add_argument("--samples", type=int, default=20_000)
     parser.add_argument("--warmup", type=int, default=2_000)
     parser.add_argument("--requests", type=int, default=200_000, help="per throughput point")
     opts = parser.parse_args(argv)
+    if opts.devices is not None:
+        return main_devices(opts)
+    if opts.out is None:
+        opts.out = DEFAULT_OUT
 
     from example_app import launchers
     from skbuild_cudaq.realtime import (
@@ -504,6 +543,29 @@ def main(argv: list[str] | None = None) -> int:
             results["python_client_us"] = py
         except Exception as exc:
             results["errors"]["python_client"] = f"{type(exc).__name__}: {exc}"
+        # The batched Python path against the warp-parallel kernel (thread-shaped handler).
+        try:
+            with Dispatcher(config, bridge=bridge, module=core) as d:
+                d.function_table.add_device("echo_thread", get_device_handler(core, "echo_thread"))
+                d.set_unified_launch(launchers.warp_parallel(core))
+                d.start()
+                client = bridge.client()
+                rng = np.random.default_rng(12)
+                batch = rng.integers(0, 256, size=(opts.requests, ARG_LEN), dtype=np.uint8)
+                client.call_batch("echo_thread", batch[:10_000])  # warm-up
+                t0 = time.perf_counter()
+                out = client.call_batch("echo_thread", batch)
+                seconds = time.perf_counter() - t0
+                if not (out.statuses == 0).all() or not np.array_equal(out.data, batch):
+                    msg = "call_batch returned wrong answers"
+                    raise RuntimeError(msg)
+            results["python_call_batch_mrps"] = opts.requests / seconds / 1e6
+            print(
+                f"{'python call_batch':>28}: {results['python_call_batch_mrps']:.2f} M req/s",
+                file=sys.stderr,
+            )
+        except Exception as exc:
+            results["errors"]["python_call_batch"] = f"{type(exc).__name__}: {exc}"
         floors.close()
         bridge.close()
 
@@ -541,6 +603,12 @@ def main(argv: list[str] | None = None) -> int:
             ratio = thr[label]["1"] / thr["pingpong_floor"]["1"]
             shape = "thread" if label.endswith(":thread") else "launch"
             goal(f"{label}_serial_over_pingpong_serial", ratio, ">= 0.95", ratio >= 0.95, shape)
+    if "python_client_us" in results and "single_thread" in lat:
+        over = results["python_client_us"]["p50"] - lat["single_thread"]["p50"]
+        goal("python_call_over_native_client_us", over, "<= 0.4", over <= 0.4, "launch")
+    if "python_call_batch_mrps" in results:
+        mrps = results["python_call_batch_mrps"]
+        goal("python_call_batch_mrps_warp_parallel", mrps, ">= 1.0", mrps >= 1.0, "thread")
     results["goals"] = goals
     ok(drv.cuDevicePrimaryCtxRelease(dev), "cuDevicePrimaryCtxRelease")
 
@@ -549,6 +617,279 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(goals, indent=2), file=sys.stderr)
     print(f"wrote {opts.out}", file=sys.stderr)
     return 0 if not results["errors"] else 1
+
+
+# -- several GPUs --------------------------------------------------------------------
+MULTI_IN_FLIGHT = (64, 256)
+
+
+def device_info(ordinal: int) -> dict[str, Any]:
+    drv = _drv()
+    dev = ok(drv.cuDeviceGet(ordinal), "cuDeviceGet")
+    attr = drv.CUdevice_attribute
+    major = ok(
+        drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cc"
+    )
+    minor = ok(
+        drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cc"
+    )
+    name = bytes(ok(drv.cuDeviceGetName(256, dev), "cuDeviceGetName")).split(b"\0", 1)[0]
+    bus = bytes(ok(drv.cuDeviceGetPCIBusId(64, dev), "cuDeviceGetPCIBusId")).split(b"\0", 1)[0]
+    return {
+        "ordinal": ordinal,
+        "name": name.decode(),
+        "compute_capability": f"{major}.{minor}",
+        "pci_bus_id": bus.decode(),
+    }
+
+
+def _cpu_list(text: str) -> list[int]:
+    cpus: list[int] = []
+    for part in text.strip().split(","):
+        if "-" in part:
+            lo, hi = part.split("-")
+            cpus.extend(range(int(lo), int(hi) + 1))
+        elif part:
+            cpus.append(int(part))
+    return cpus
+
+
+def pick_cpus(infos: list[dict[str, Any]]) -> dict[int, int | None]:
+    """One CPU per GPU for its load generator: the GPU's NUMA-local CPUs, none shared.
+
+    From ``/sys/bus/pci/devices/<bus id>/local_cpulist``, among the CPUs this process
+    may use; CPU 0 is avoided (interrupts). None where no CPU is left.
+    """
+    allowed = os.sched_getaffinity(0)
+    taken: set[int] = set()
+    chosen: dict[int, int | None] = {}
+    for info in infos:
+        path = Path("/sys/bus/pci/devices") / info["pci_bus_id"].lower() / "local_cpulist"
+        try:
+            local = [c for c in _cpu_list(path.read_text()) if c in allowed]
+        except (OSError, ValueError):
+            local = []
+        free = [c for c in local if c not in taken and c != 0] or [
+            c for c in sorted(allowed) if c not in taken and c != 0
+        ]
+        chosen[info["ordinal"]] = free[0] if free else None
+        if free:
+            taken.add(free[0])
+    return chosen
+
+
+def _median(values: list[float]) -> float:
+    return float(np.median(np.asarray(values, dtype=np.float64)))
+
+
+def main_devices(opts: argparse.Namespace) -> int:
+    """The several-GPU run: every GPU alone, then all at once, ``opts.rounds`` times."""
+    import threading
+
+    from example_app import launchers
+    from skbuild_cudaq.realtime import Dispatcher, DispatcherConfig, get_device_handler
+
+    drv = _drv()
+    ok(drv.cuInit(0), "cuInit")
+    count = int(ok(drv.cuDeviceGetCount(), "cuDeviceGetCount"))
+    if opts.devices == "all":
+        devices = list(range(count))
+    else:
+        devices = [int(d) for d in opts.devices.split(",")]
+    if len(devices) < 2 or len(set(devices)) != len(devices) or max(devices) >= count:
+        msg = f"--devices {opts.devices}: need 2 or more distinct GPUs of the {count} visible"
+        raise SystemExit(msg)
+    out = opts.out or DEFAULT_MULTI_OUT
+    core = importlib.import_module(opts.module)
+    echo, echo_thread = fnv1a("echo"), fnv1a("echo_thread")
+    infos = [device_info(d) for d in devices]
+    cpus = pick_cpus(infos) if opts.pin else {}
+    for info in infos:
+        info["load_generator_cpu"] = cpus.get(info["ordinal"])
+        print(
+            f"device {info['ordinal']}: {info['name']} sm {info['compute_capability']} "
+            f"{info['pci_bus_id']}, load generator on CPU {cpus.get(info['ordinal'])}",
+            file=sys.stderr,
+        )
+
+    def dispatcher(device: int, kind: str) -> Any:
+        config = DispatcherConfig(device=device, num_slots=NUM_SLOTS, slot_size=SLOT_SIZE)
+        d = Dispatcher(config, module=core)
+        for name in ("echo", "echo_thread"):
+            d.function_table.add_device(name, get_device_handler(core, name, device=device))
+        d.set_unified_launch(launchers.LAUNCHERS[kind](core, device=device))
+        return d
+
+    def latency(gen: LoadGen, ring: int, go: Any) -> dict[str, float]:
+        gen.rewind()
+        gen.latency(ring, echo, opts.warmup)
+        go()
+        return percentiles(gen.latency(ring, echo, opts.samples))
+
+    def throughput(gen: LoadGen, ring: int, go: Any) -> dict[str, Any]:
+        gen.rewind()
+        gen.throughput(ring, echo_thread, 10_000, 64)  # warm-up
+        point: dict[str, Any] = {}
+        for n in MULTI_IN_FLIGHT:
+            go()
+            start = time.perf_counter()
+            rate = gen.throughput(ring, echo_thread, opts.requests, n)
+            point[str(n)] = {"mrps": rate, "start": start, "end": time.perf_counter()}
+        return point
+
+    def on_device(device: int, kind: str, measure: Any, go: Any) -> Any:
+        """Runs on the device's own thread, pinned to a CPU near the GPU (ring placed there)."""
+        if cpus.get(device) is not None:
+            os.sched_setaffinity(0, {cpus[device]})  # this thread only (Linux)
+        with dispatcher(device, kind) as d:
+            d.start()
+            return measure(gens[device], d.bridge.host_address, go)
+
+    def on_threads(group: list[int], kind: str, measure: Any) -> dict[int, Any]:
+        found: dict[int, Any] = {}
+        failures: list[BaseException] = []
+        barrier = threading.Barrier(len(group), timeout=120)
+
+        def work(device: int) -> None:
+            try:
+                go = barrier.wait if len(group) > 1 else (lambda: None)
+                found[device] = on_device(device, kind, measure, go)
+            except BaseException as exc:  # reported below
+                failures.append(exc)
+                barrier.abort()
+
+        threads = [threading.Thread(target=work, args=(d,)) for d in group]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(600)
+        if failures:
+            raise failures[0]
+        return found
+
+    def alone(kind: str, measure: Any) -> dict[int, Any]:
+        found: dict[int, Any] = {}
+        for device in devices:
+            found.update(on_threads([device], kind, measure))
+        return found
+
+    def together(kind: str, measure: Any) -> dict[int, Any]:
+        return on_threads(devices, kind, measure)
+
+    keys = [str(d) for d in devices]
+    lat: dict[str, Any] = {"alone": {k: [] for k in keys}, "together": {k: [] for k in keys}}
+    thr: dict[str, Any] = {
+        "alone": {k: {str(n): [] for n in MULTI_IN_FLIGHT} for k in keys},
+        "together": {k: {str(n): [] for n in MULTI_IN_FLIGHT} for k in keys},
+        "aggregate_together": {str(n): [] for n in MULTI_IN_FLIGHT},
+    }
+    errors: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="cudaq-bench-") as tmp:
+        so = build_loadgen(Path(tmp))
+        gens = {d: LoadGen(so) for d in devices}
+        try:
+            for round_ in range(opts.rounds):
+                for mode, run in (("alone", alone), ("together", together)):
+                    for device, p in run("single_thread", latency).items():
+                        lat[mode][str(device)].append(p)
+                    points = run("warp_parallel", throughput)
+                    for device, point in points.items():
+                        for n, v in point.items():
+                            thr[mode][str(device)][n].append(v["mrps"])
+                    if mode == "together":
+                        for n in map(str, MULTI_IN_FLIGHT):
+                            start = min(point[n]["start"] for point in points.values())
+                            end = max(point[n]["end"] for point in points.values())
+                            total = opts.requests * len(points) / (end - start) / 1e6
+                            thr["aggregate_together"][n].append(total)
+                line = "  ".join(
+                    f"gpu{k}: alone p50 {lat['alone'][k][-1]['p50']:.2f} / together "
+                    f"{lat['together'][k][-1]['p50']:.2f} us"
+                    for k in keys
+                )
+                print(f"round {round_}: single-thread {line}", file=sys.stderr)
+                one = _median([thr["alone"][k]["64"][-1] for k in keys])
+                print(
+                    f"round {round_}: warp-parallel @64 one GPU {one:.3f} M/s, all "
+                    f"{thr['aggregate_together']['64'][-1]:.3f} M/s",
+                    file=sys.stderr,
+                )
+        except Exception as exc:  # keep what was measured; report it
+            errors["multi_gpu"] = f"{type(exc).__name__}: {exc}"
+            print(f"multi-GPU run failed: {exc}", file=sys.stderr)
+
+    summary: dict[str, Any] = {"single_thread_latency_us": {}, "warp_parallel_mrps": {}}
+    goals: dict[str, Any] = {}
+    for k in keys:
+        if lat["alone"][k] and lat["together"][k]:
+            row = {
+                f"{mode}_{q}": _median([p[q] for p in lat[mode][k]])
+                for mode in ("alone", "together")
+                for q in ("p50", "p99")
+            }
+            summary["single_thread_latency_us"][k] = row
+            goals[f"single_thread_p50_gpu{k}_together_over_alone"] = {
+                "value": row["together_p50"] / row["alone_p50"],
+                "goal": "<= 1.05",
+                "met": row["together_p50"] <= 1.05 * row["alone_p50"],
+            }
+    for n in map(str, MULTI_IN_FLIGHT):
+        if not thr["aggregate_together"][n]:
+            continue
+        one = _median([_median(thr["alone"][k][n]) for k in keys])  # one GPU (median GPU)
+        aggregate = _median(thr["aggregate_together"][n])
+        summary["warp_parallel_mrps"][n] = {
+            "one_gpu": one,
+            "each_alone": {k: _median(thr["alone"][k][n]) for k in keys},
+            "each_together": {k: _median(thr["together"][k][n]) for k in keys},
+            "aggregate": aggregate,
+            "scaling": aggregate / one,
+        }
+        goals[f"warp_parallel_aggregate_over_one_gpu_at_{n}"] = {
+            "value": aggregate / one,
+            "goal": f">= {0.95 * len(keys):.2f}",
+            "met": aggregate >= 0.95 * len(keys) * one,
+        }
+
+    results: dict[str, Any] = {
+        "benchmark": "dispatch_multigpu",
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "devices": infos,
+        "host": {
+            "machine": platform.machine(),
+            "cpu": platform.processor() or None,
+            "cpus": os.cpu_count(),
+        },
+        "versions": versions(),
+        "config": {
+            "num_slots": NUM_SLOTS,
+            "slot_size": SLOT_SIZE,
+            "arg_len": ARG_LEN,
+            "handler": "single-thread: echo; warp-parallel: echo_thread (thread-shaped)",
+            "samples": opts.samples,
+            "warmup": opts.warmup,
+            "requests_per_throughput_point": opts.requests,
+            "in_flight": list(MULTI_IN_FLIGHT),
+            "rounds": opts.rounds,
+            "method": (
+                "each round: every GPU alone (its dispatcher only), then all at once (one "
+                "dispatcher, ring and bench/loadgen.c thread per GPU, started together at a "
+                "barrier); each GPU's thread (which also allocates its ring) pinned to a CPU "
+                "local to the GPU in both modes; summary = medians over rounds"
+            ),
+            "load_generator": "bench/loadgen.c (gcc -O2, ctypes), one thread per GPU",
+        },
+        "single_thread_latency_us": lat,
+        "warp_parallel_throughput_mrps": thr,
+        "summary": summary,
+        "goals": goals,
+        "errors": errors,
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps({"summary": summary, "goals": goals}, indent=2), file=sys.stderr)
+    print(f"wrote {out}", file=sys.stderr)
+    return 0 if not errors else 1
 
 
 if __name__ == "__main__":

@@ -29,12 +29,14 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_RESULTS = ROOT / "bench" / "results"
 DEFAULT_OUT = ROOT / "docs" / "performance.md"
 DEFAULT_FIGURES = ROOT / "docs" / "_static" / "perf"
-KNOWN = ("dispatch", "phases", "startup", "startup_phases", "build_overhead")
+KNOWN = ("dispatch", "phases", "dispatch_multigpu", "startup", "startup_phases", "build_overhead")
 HOW_TO = {
     "dispatch": "`python bench/dispatch.py` on a GPU (needs example_app installed; "
     "`bash tools/gpu-check.sh` runs it)",
     "phases": "`python bench/phases.py` on a GPU (needs example_app installed and nvcc; "
     "`bash tools/gpu-check.sh` runs it)",
+    "dispatch_multigpu": "`python bench/dispatch.py --devices all` on a machine with several GPUs "
+    "(`bash tools/gpu-check.sh` runs it when it sees two or more)",
     "startup": "`python bench/startup.py` on a GPU (`bash tools/gpu-check.sh` runs it)",
     "startup_phases": "`python bench/startup_phases.py` on a GPU (`bash tools/gpu-check.sh` "
     "runs it)",
@@ -141,6 +143,13 @@ def provenance(name: str, data: dict[str, Any]) -> dict[str, str]:
         device_text = str(device)
         if data.get("compute_capability"):
             device_text += f" (compute capability {data['compute_capability']})"
+    elif isinstance(data.get("devices"), list) and data["devices"]:
+        names = [
+            f"{d.get('name', '?')} (compute capability {d.get('compute_capability', '?')})"
+            for d in data["devices"]
+            if isinstance(d, Mapping)
+        ]
+        device_text = f"{len(names)} GPUs: " + ", ".join(names)
     else:
         device_text = "not recorded"
     versions = _mapping(data, "versions")
@@ -436,13 +445,57 @@ def dispatch_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: 
     return Section(lines, figures)
 
 
-_START_ORDER = ("floor", "cold", "warm", "cuda_core")
+_START_ORDER = ("floor", "cold", "warm", "answer_cold", "answer_warm", "cuda_core")
 _START_NAMES = {
     "floor": "raw load of a linked cubin (floor)",
     "cold": "skbuild-cudaq, cold (links with nvJitLink)",
     "warm": "skbuild-cudaq, warm (link cache hit)",
+    "answer_cold": "first RPC answered, cold (import → link → start → one call)",
+    "answer_warm": "first RPC answered, warm (link cache hit)",
     "cuda_core": "cuda.core Linker",
 }
+
+
+def _start_rows(results: Mapping[str, Any]) -> list[list[str]]:
+    rows = []
+    for key in _ordered(results, _START_ORDER):
+        r = results[key] if isinstance(results[key], Mapping) else {}
+        median = _num(r.get("median_in_process_s"))
+        wall = _num(r.get("median_wall_s"))
+        rows.append(
+            [
+                _START_NAMES.get(key, key),
+                _fmt(median * 1e3 if median is not None else None, 1),
+                _fmt(wall * 1e3 if wall is not None else None, 1),
+                _fmt(r.get("ratio_to_floor"), 2),
+                _fmt(r.get("paired_ratio_median"), 2),
+                f"{r.get('ok', '—')}/{r.get('runs', '—')}",
+                "; ".join(map(str, r.get("errors", []))) or "",
+            ]
+        )
+    return rows
+
+
+_START_HEADER = [
+    "Variant",
+    "in process (ms)",
+    "with interpreter start (ms)",
+    "× floor",
+    "median of per-round × floor",
+    "runs ok",
+    "errors",
+]
+
+
+def _goal_line(goals: Any) -> list[str]:
+    if not isinstance(goals, Mapping) or not goals:
+        return []
+    return [
+        "Goals, as the benchmark checked them: "
+        + ", ".join(f"`{k}`: {'met' if v else 'not met'}" for k, v in goals.items())
+        + ".",
+        "",
+    ]
 
 
 def startup_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Path) -> Section:
@@ -461,34 +514,7 @@ def startup_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: P
     results = _mapping(data, "results")
     figures: list[tuple[Path, Figure]] = []
     if results:
-        rows = []
-        for key in _ordered(results, _START_ORDER):
-            r = results[key] if isinstance(results[key], Mapping) else {}
-            median = _num(r.get("median_in_process_s"))
-            wall = _num(r.get("median_wall_s"))
-            rows.append(
-                [
-                    _START_NAMES.get(key, key),
-                    _fmt(median * 1e3 if median is not None else None, 1),
-                    _fmt(wall * 1e3 if wall is not None else None, 1),
-                    _fmt(r.get("ratio_to_floor"), 2),
-                    _fmt(r.get("paired_ratio_median"), 2),
-                    f"{r.get('ok', '—')}/{r.get('runs', '—')}",
-                    "; ".join(map(str, r.get("errors", []))) or "",
-                ]
-            )
-        lines += _table(
-            [
-                "Variant",
-                "in process (ms)",
-                "with interpreter start (ms)",
-                "× floor",
-                "median of per-round × floor",
-                "runs ok",
-                "errors",
-            ],
-            rows,
-        )
+        lines += _table(_START_HEADER, _start_rows(results))
         warm = _mapping(results, "warm")
         if "nvjitlink_loaded" in warm:
             lines += [
@@ -522,14 +548,29 @@ def startup_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: P
         figures.append((png, draw_startup))
     else:
         lines += ["No start-up figures in this file.", ""]
-    goals = data.get("goals")
-    if isinstance(goals, Mapping) and goals:
+    lines += _goal_line(data.get("goals"))
+    many = data.get("many_kernels")
+    if isinstance(many, Mapping):
+        many_inputs = _mapping(many, "inputs")
         lines += [
-            "Goals, as the benchmark checked them: "
-            + ", ".join(f"`{k}`: {'met' if v else 'not met'}" for k, v in goals.items())
-            + ".",
+            f"**A module with {many_inputs.get('kernels', '?')} dispatch kernels** (binary "
+            f"{_fmt(many_inputs.get('binary_bytes'), 0)} bytes, linked cubin "
+            f"{_fmt(many_inputs.get('cubin_bytes'), 0)} bytes; median of "
+            f"{many_inputs.get('runs', '?')} processes per variant):",
             "",
         ]
+        lines += _table(_START_HEADER, _start_rows(_mapping(many, "results")))
+        lines += _goal_line(many.get("goals"))
+        split = _mapping(many, "link_split_compile")
+        if split:
+            lines += [
+                "Cold link of that module in one process: "
+                f"{_fmt(_get(split, 'default', 'median_s'), 3)} s by default, "
+                f"{_fmt(_get(split, 'split_compile_0', 'median_s'), 3)} s with nvJitLink's "
+                f"`-split-compile=0` ({_fmt(split.get('speedup'), 2)}× faster; cubins "
+                f"{'identical' if split.get('identical_cubin') else 'different'}).",
+                "",
+            ]
     return Section(lines, figures)
 
 
@@ -626,6 +667,51 @@ def dispatch_phases_section(
     return Section(lines, [])
 
 
+def multigpu_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Path) -> Section:
+    lines = ["## Several GPUs: one dispatcher per GPU", ""]
+    lines += _provenance_md("dispatch_multigpu", path, data, page_dir)
+    config = _mapping(data, "config")
+    if config.get("method"):
+        lines += [f"Method: {config['method']}.", ""]
+    summary = _mapping(data, "summary")
+    latency = _mapping(summary, "single_thread_latency_us")
+    if latency:
+        rows = [
+            [
+                f"GPU {gpu}",
+                _fmt(_get(v, "alone_p50")),
+                _fmt(_get(v, "together_p50")),
+                _fmt(_get(v, "alone_p99")),
+                _fmt(_get(v, "together_p99")),
+            ]
+            for gpu, v in latency.items()
+        ]
+        lines += [
+            "**Single-thread dispatcher, round trip (µs)**, each GPU alone and all at once:",
+            "",
+        ]
+        lines += _table(["GPU", "p50 alone", "p50 together", "p99 alone", "p99 together"], rows)
+    throughput = _mapping(summary, "warp_parallel_mrps")
+    if throughput:
+        rows = [
+            [
+                str(n),
+                _fmt(_get(v, "one_gpu")),
+                _fmt(_get(v, "aggregate")),
+                _fmt(_get(v, "scaling"), 3),
+            ]
+            for n, v in throughput.items()
+        ]
+        lines += [
+            "**Warp-parallel dispatcher (thread-shaped handler), M req/s**, one GPU vs all:",
+            "",
+        ]
+        lines += _table(["in flight per GPU", "one GPU", "all GPUs", "× one GPU"], rows)
+    lines += _goals(data.get("goals"))
+    lines += _errors(data.get("errors"))
+    return Section(lines, [])
+
+
 _BUILD_NAMES = {
     "baseline": "wheel of the project without dispatch kernels",
     "wheel": "wheel of example_app (with its dispatch kernel)",
@@ -696,6 +782,7 @@ def build_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Pat
 SECTIONS: dict[str, tuple[str, Callable[[Path, dict[str, Any], Path, Path], Section]]] = {
     "dispatch": ("Dispatch: round trip and throughput", dispatch_section),
     "phases": ("Dispatch phases: where a round trip's microseconds go", dispatch_phases_section),
+    "dispatch_multigpu": ("Several GPUs: one dispatcher per GPU", multigpu_section),
     "startup": ("Start-up: cold vs warm vs raw load", startup_section),
     "startup_phases": ("Start-up phases: where the time goes", phases_section),
     "build_overhead": ("Build overhead", build_section),

@@ -14,6 +14,8 @@
 #     one set, for nvcc's major.
 include_guard(GLOBAL)
 
+# Without NVRTC, nvcc is found the way it is for users, in the one order of
+# skbuild_cudaq/cmake/nvcc-search.txt, and every place tried is listed if there is none.
 include("${PROJECT_SOURCE_DIR}/skbuild_cudaq/cmake/skbuild_cudaqConfig.cmake")
 
 set(SKBUILD_CUDAQ_RUNTIME_MAJORS "" CACHE STRING

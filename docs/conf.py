@@ -1,7 +1,7 @@
 """Sphinx configuration of the skbuild-cudaq docs (MyST Markdown, furo).
 
-Built with warnings as errors by tests/test_docs.py:
-``python -m sphinx -W --keep-going -b html docs <out>``.
+Built nitpicky with warnings as errors by tests/test_docs.py:
+``python -m sphinx -n -W --keep-going -b html docs <out>``.
 """
 
 from __future__ import annotations
@@ -43,9 +43,10 @@ autodoc_default_options = {"member-order": "bysource"}
 autodoc_typehints = "description"
 autodoc_typehints_format = "short"
 autodoc_preserve_defaults = True
-# Type hints name classes of packages the docs do not document (cuda.bindings, numpy,
-# scikit-build-core); nitpicky stays off, so unresolved hints render as plain text.
-nitpicky = False
+# Every cross-reference must resolve (tests/test_docs.py builds with -n -W). Standard
+# library names link to docs.python.org (cudaq_docs); names of packages the docs do not
+# document (cuda.bindings, numpy, setuptools) are written as plain text in docstrings.
+nitpicky = True
 
 html_theme = "furo"
 html_title = f"skbuild-cudaq {release}"

@@ -52,6 +52,7 @@ def _build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _build_parser()
     args = parser.parse_args(argv)
+    _log.show_library_log()
     from . import __version__, cmake_dir, include_dir
 
     if args.version:

@@ -1,9 +1,13 @@
 """``python -m skbuild_cudaq inspect EXT.so [--json]``: list a binary's device code.
 
 Shows every ``__nv_relfatbin`` section, its fatbin containers and their entries
-(kind, architecture, compression, size, code version). ``cuobjdump`` does not
-list a linked module's ``__nv_relfatbin``; this is the tool for it. Never
-imports ``cuda.*``.
+(kind, architecture, compression, size, code version), and for each container
+what the build recorded about it (:mod:`skbuild_cudaq._device_info`): the
+source it was compiled from, the kernels and exported handlers it defines, the
+nvcc version and architectures. Containers without a record (modules built
+before records existed, or without a Python at build time) are shown unnamed.
+``cuobjdump`` does not list a linked module's ``__nv_relfatbin``; this is the
+tool for it. Never imports ``cuda.*``.
 """
 
 from __future__ import annotations
@@ -21,10 +25,13 @@ __all__ = ["add_parser", "render_text"]
 def add_parser(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "inspect",
-        help="list the device code (fatbin containers and entries) embedded in a binary",
+        help="list the device code embedded in a binary: containers, kernels, handlers",
         description=(
             "List every __nv_relfatbin section of an ELF binary (extension module, "
-            "shared library or object), its fatbin containers and their entries. "
+            "shared library or object), its fatbin containers and their entries, and "
+            "for each container what the build recorded: the source it came from, the "
+            'extern "C" kernels and exported handlers it defines, the nvcc version and '
+            "architectures (containers built without a record are shown unnamed). "
             "A plain .fatbin file is listed too."
         ),
     )
@@ -33,7 +40,24 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=_run)
 
 
-def _sections_json(binary: Path) -> dict[str, object]:
+_RECORD_KEYS = ("source", "compiled", "nvcc", "architectures", "kernels", "handlers")
+
+
+def _join_records(doc: dict[str, Any], sections: Any, binary: Path) -> None:
+    """Give every container of ``doc`` the build record whose digest matches (else None)."""
+    from ._device_info import container_digest, read_records
+
+    by_digest: dict[str, dict[str, Any]] = {}
+    for record in read_records(binary):
+        for digest in record.get("containers", []):
+            by_digest[str(digest)] = {k: record.get(k) for k in _RECORD_KEYS}
+    for section_doc, section in zip(doc["sections"], sections, strict=True):
+        containers = zip(section_doc["containers"], section.containers, strict=True)
+        for container_doc, container in containers:
+            container_doc["record"] = by_digest.get(container_digest(container.data))
+
+
+def _sections_json(binary: Path) -> dict[str, Any]:
     from .fatbin import read_fatbin_file, read_relfatbin_sections
 
     if binary.suffix == ".fatbin":
@@ -51,7 +75,28 @@ def _sections_json(binary: Path) -> dict[str, object]:
             ],
         }
     sections = read_relfatbin_sections(binary)
-    return {"file": str(binary), "sections": [s.to_json() for s in sections]}
+    doc: dict[str, Any] = {"file": str(binary), "sections": [s.to_json() for s in sections]}
+    _join_records(doc, sections, binary)
+    return doc
+
+
+def _names(names: list[str] | None) -> str:
+    return ", ".join(names) if names else "none"
+
+
+def _record_lines(record: dict[str, Any] | None, recordable: bool) -> list[str]:
+    """What the build recorded about one container (nothing for a plain .fatbin file)."""
+    if not recordable:
+        return []
+    if record is None:
+        return ["      unnamed: no build record (built without one, or by an older skbuild-cudaq)"]
+    how = "side-compiled" if record.get("compiled") == "side" else "compiled by nvcc"
+    archs = ", ".join(f"sm_{a}" for a in record.get("architectures") or []) or "unknown"
+    return [
+        f"      source   {record.get('source')} ({how}, nvcc {record.get('nvcc')}, {archs})",
+        f"      kernels  {_names(record.get('kernels'))}",
+        f"      handlers {_names(record.get('handlers'))}",
+    ]
 
 
 def render_text(doc: dict[str, Any]) -> str:
@@ -77,6 +122,7 @@ def render_text(doc: dict[str, Any]) -> str:
                     f"      {entry['kind']:<7} {entry['arch']:<7} {state:<12} "
                     f"{entry['size']:>8} bytes  code version {entry['code_version']}"
                 )
+            lines += _record_lines(container.get("record"), "record" in container)
     return "\n".join(lines)
 
 

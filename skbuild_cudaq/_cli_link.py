@@ -1,8 +1,11 @@
 """``python -m skbuild_cudaq link EXT.so --arch sm_XY -o OUT.cubin``.
 
 Links the binary's device code with the package's device run time (nvJitLink,
-``-arch=sm_XY -lto``) and writes the cubin. Needs the ``runtime`` extra; the
-run-time code is imported only when the command runs. Failures print one
+``-arch=sm_XY -lto``) and writes the cubin. The binary is not trusted: the
+reader validates it, and nvJitLink runs in a child process (``--in-process``
+to opt out), so a crash of nvJitLink on malformed code is one error line.
+Needs the ``runtime`` extra; the run-time code is imported only when the
+command runs. Failures print one
 message (with nvJitLink's log) and exit non-zero, never a traceback.
 """
 
@@ -46,6 +49,30 @@ def add_parser(sub: Any) -> None:
         ),
     )
     p.add_argument(
+        "--in-process",
+        action="store_true",
+        help=(
+            "run nvJitLink in this process (default: in a child process, so that a crash of "
+            "nvJitLink on malformed device code is reported as an error)"
+        ),
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="give up on a link in a child process that takes longer than this (default: no limit)",
+    )
+    p.add_argument(
+        "--memory-limit",
+        type=int,
+        default=4096,
+        metavar="MIB",
+        help=(
+            "address space the link in a child process may use, in MiB (default 4096; 0: no limit)"
+        ),
+    )
+    p.add_argument(
         "-X",
         "--option",
         action="append",
@@ -56,27 +83,35 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=_run)
 
 
+def _needs_runtime(exc: ImportError) -> ToolchainError:
+    """What to do when the run time's packages are missing: the extra brings all of them
+    (cuda-bindings, nvidia-nvjitlink) at versions that work together."""
+    return ToolchainError(
+        f'the link command needs the run-time extra ({exc}); pip install "skbuild-cudaq[runtime]"'
+    )
+
+
 def _run(args: argparse.Namespace) -> int:
     try:
         from .realtime.cache import LinkCache, default_cache
         from .realtime.link import LinkOptions, link_device_code_ex
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        msg = (
-            f"the link command needs the run-time extra ({exc}); "
-            "pip install 'skbuild-cudaq[runtime]'"
-        )
-        raise ToolchainError(msg) from None
+        raise _needs_runtime(exc) from None
     cache = LinkCache(None) if args.no_cache else default_cache()
     from .realtime.device_code import bridge_files
 
     options = LinkOptions(
-        arch=args.arch, extra=tuple(args.option), bridge=bridge_files(args.bridge)
+        arch=args.arch,
+        extra=tuple(args.option),
+        bridge=bridge_files(args.bridge),
+        isolated=not args.in_process,
+        timeout=args.timeout,
+        memory_limit=args.memory_limit << 20 if args.memory_limit else None,
     )
     try:
         result = link_device_code_ex(args.binary, options, cache)
-    except ImportError as exc:
-        msg = f"nvJitLink is not available ({exc}); pip install 'nvidia-nvjitlink>=13,<14'"
-        raise ToolchainError(msg) from None
+    except ImportError as exc:  # cuda-bindings (nvJitLink's Python API) is not installed
+        raise _needs_runtime(exc) from None
     output: Path = args.output
     tmp = output.with_name(f".{output.name}.{os.getpid()}.tmp")
     try:

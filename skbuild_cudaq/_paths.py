@@ -82,9 +82,11 @@ def _nvjitlink_major() -> int | None:
 
     info = installed_nvjitlink()
     if info is not None:
-        head = info.version.split(".", 1)[0]
-        if head.isdigit():
-            return int(head)
+        # the wheel's version, else the library's name (libnvJitLink.so.12[.9.86])
+        for text in (info.version or "", info.library.name.partition(".so.")[2]):
+            head = text.split(".", 1)[0]
+            if head.isdigit():
+                return int(head)
     try:
         from .realtime._nvjitlink import nvjitlink_version
 

@@ -1,9 +1,14 @@
 """Finding nvcc on the build machine (never imports ``cuda.*``).
 
-Order: ``CMAKE_CUDA_COMPILER`` (environment), ``CUDACXX``, ``PATH``, then the
-``nvidia-cuda-nvcc`` wheel (``site-packages/nvidia/cu*/bin/nvcc``, the layout
-cuda-pathfinder searches; read from the distribution's file list so that no
-``cuda.*`` module is imported at build time).
+The search order is defined once, in ``skbuild_cudaq/cmake/nvcc-search.txt``,
+which this module and the CMake package (``skbuild_cudaqConfig.cmake``) both
+read: ``CMAKE_CUDA_COMPILER`` (CMake variable, then environment), ``CUDACXX``,
+``PATH``, ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``, ``/usr/local/cuda/bin``,
+``/opt/cuda/bin`` (these two replaced by ``SKBUILD_CUDAQ_CUDA_ROOTS`` when set),
+then the ``nvidia-cuda-nvcc`` wheel (``site-packages/nvidia/cu*/bin/nvcc``, the
+layout cuda-pathfinder searches; read from the distribution's file list so that
+no ``cuda.*`` module is imported at build time). When nothing is found, the
+error lists every place tried and what was there.
 """
 
 from __future__ import annotations
@@ -11,23 +16,85 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import shutil
+import sys
 from pathlib import Path
+from typing import NamedTuple
 
+from ._paths import cmake_dir
 from .errors import ToolchainError
 
-__all__ = ["NVCC_MISSING_MESSAGE", "find_nvcc", "nvcc_from_wheel"]
+__all__ = [
+    "CUDA_ROOTS_ENV",
+    "NVCC_INSTALL_ADVICE",
+    "SEARCH_ORDER_FILE",
+    "SearchStep",
+    "find_nvcc",
+    "nvcc_from_wheel",
+    "search_order",
+    "wheel_names",
+]
 
-NVCC_MISSING_MESSAGE = (
-    "nvcc not found: it compiles the dispatch kernels to LTO-IR. "
-    "Set CMAKE_CUDA_COMPILER (or the CUDACXX environment variable) to the nvcc of a "
-    "CUDA toolkit, put nvcc on PATH, or `pip install nvidia-cuda-nvcc` "
-    "(add it to build-system.requires)."
+#: The one definition of the search order (also read by the CMake package).
+SEARCH_ORDER_FILE = "nvcc-search.txt"
+#: Environment variable whose ``:``-separated entries replace the ``root`` steps.
+CUDA_ROOTS_ENV = "SKBUILD_CUDAQ_CUDA_ROOTS"
+_KINDS = {"cmake-variable", "env", "path", "root-env", "root", "wheel"}
+_WHEELS = ("nvidia-cuda-nvcc", "nvidia-cuda-nvcc-cu13", "nvidia-cuda-nvcc-cu12")
+
+#: What to do when nothing was found (the same words in the CMake package).
+NVCC_INSTALL_ADVICE = (
+    "Install a CUDA toolkit and set CUDA_HOME to it (or put its bin directory on PATH, or set "
+    "CMAKE_CUDA_COMPILER to its nvcc), or `pip install nvidia-cuda-nvcc` (add it to "
+    "build-system.requires)."
 )
 
 
-def nvcc_from_wheel() -> Path | None:
+class SearchStep(NamedTuple):
+    """One line of the search order: a kind and its argument."""
+
+    kind: str
+    arg: str
+
+
+def search_order(path: Path | None = None) -> list[SearchStep]:
+    """The steps of ``nvcc-search.txt``, in order (comments and blank lines skipped)."""
+    path = cmake_dir() / SEARCH_ORDER_FILE if path is None else path
+    steps = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        kind, _, arg = text.partition(" ")
+        if kind not in _KINDS:
+            msg = f"{path}:{number}: unknown nvcc search kind {kind!r}"
+            raise ToolchainError(msg)
+        steps.append(SearchStep(kind, arg.strip()))
+    return steps
+
+
+def _expand_roots(steps: list[SearchStep], env: dict[str, str]) -> list[SearchStep]:
+    override = env.get(CUDA_ROOTS_ENV)
+    if override is None:
+        return steps
+    roots = [SearchStep("root", r) for r in override.split(os.pathsep) if r]
+    out: list[SearchStep] = []
+    for step in steps:
+        if step.kind == "root":
+            out += roots
+            roots = []
+        else:
+            out.append(step)
+    return out
+
+
+def wheel_names(first: str) -> tuple[str, ...]:
+    """The distributions that may hold the wheel's nvcc: ``first``, then its CUDA-major variants."""
+    return (first, *(w for w in _WHEELS if w != first))
+
+
+def nvcc_from_wheel(names: tuple[str, ...] = _WHEELS) -> Path | None:
     """nvcc of the ``nvidia-cuda-nvcc`` wheel installed in this environment, if any."""
-    for dist_name in ("nvidia-cuda-nvcc", "nvidia-cuda-nvcc-cu13", "nvidia-cuda-nvcc-cu12"):
+    for dist_name in names:
         try:
             dist = importlib.metadata.distribution(dist_name)
         except importlib.metadata.PackageNotFoundError:
@@ -41,21 +108,61 @@ def nvcc_from_wheel() -> Path | None:
     return None
 
 
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
 def find_nvcc(env: dict[str, str] | None = None) -> Path:
-    """The nvcc to use, or :class:`ToolchainError` saying what to install."""
+    """The nvcc to use, or :class:`ToolchainError` listing every place tried.
+
+    ``env`` (default: ``os.environ``) supplies the variables and ``PATH``.
+    """
     env = dict(os.environ) if env is None else env
-    for var in ("CMAKE_CUDA_COMPILER", "CUDACXX"):
-        value = env.get(var)
-        if value:
-            found = shutil.which(value, path=env.get("PATH"))
+    path_var = env.get("PATH", "")
+    tried: list[str] = []
+    for kind, arg in _expand_roots(search_order(), env):
+        if kind == "cmake-variable":
+            continue  # CMake only
+        if kind == "env":
+            value = env.get(arg)
+            if not value:
+                tried.append(f"{arg} (environment): not set")
+                continue
+            found = shutil.which(value, path=path_var)
             if found:
                 return Path(found).resolve()
-            msg = f"{var}={value!r} is not an executable nvcc. {NVCC_MISSING_MESSAGE}"
+            msg = (
+                f"{arg}={value!r} (environment) does not name an executable nvcc; "
+                f"fix or unset it. {NVCC_INSTALL_ADVICE}"
+            )
             raise ToolchainError(msg)
-    found = shutil.which("nvcc", path=env.get("PATH"))
-    if found:
-        return Path(found).resolve()
-    wheel = nvcc_from_wheel()
-    if wheel is not None:
-        return wheel
-    raise ToolchainError(NVCC_MISSING_MESSAGE)
+        if kind == "path":
+            found = shutil.which(arg, path=path_var)
+            if found:
+                return Path(found).resolve()
+            tried.append(f"{arg} on PATH ({path_var}): not found")
+        elif kind == "root-env":
+            value = env.get(arg)
+            if not value:
+                tried.append(f"${arg}/bin/nvcc: {arg} not set")
+                continue
+            candidate = Path(value) / "bin" / "nvcc"
+            if _executable(candidate):
+                return candidate.resolve()
+            tried.append(f"${arg}/bin/nvcc: {candidate} not found")
+        elif kind == "root":
+            candidate = Path(arg) / "bin" / "nvcc"
+            if _executable(candidate):
+                return candidate.resolve()
+            tried.append(f"{candidate}: not found")
+        elif kind == "wheel":
+            wheel = nvcc_from_wheel(wheel_names(arg))
+            if wheel is not None:
+                return wheel
+            tried.append(f"the {arg} wheel: not installed for {sys.executable}")
+    places = "".join(f"\n  - {t}" for t in tried)
+    msg = (
+        "nvcc not found: it compiles the dispatch kernels to LTO-IR. Looked in, in order:"
+        f"{places}\n{NVCC_INSTALL_ADVICE}"
+    )
+    raise ToolchainError(msg)

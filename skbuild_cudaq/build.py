@@ -13,10 +13,11 @@ calls the scikit-build-core hook of the same name with extra config settings:
   ``SKBUILD_CUDAQ_KERNEL_<i>_TARGET`` / ``_SOURCES`` (absolute paths) /
   ``_ARCHITECTURES`` (``;``-lists).
 * ``cmake.define.skbuild_cudaq_DIR`` (unless set) so ``find_package`` finds us.
-* ``cmake.define.SKBUILD_CUDAQ_NVCC_HINT`` when nvcc exists only as the
-  ``nvidia-cuda-nvcc`` wheel (CMake would not find it on its own).
-* ``cmake.define.SKBUILD_CUDAQ_COMPILER`` (``[tool.cudaq] compiler``: auto, nvcc
-  or nvrtc) and ``SKBUILD_CUDAQ_PYTHON`` (this interpreter, whose environment
+* ``cmake.define.SKBUILD_CUDAQ_NVCC_HINT`` when the nvcc that the shared search
+  order (``cmake/nvcc-search.txt``) finds is the ``nvidia-cuda-nvcc`` wheel's:
+  CMake's search takes it at the wheel step without asking Python again.
+* ``cmake.define.SKBUILD_CUDAQ_COMPILER`` (``[tool.cudaq] compiler``, when not auto:
+  nvcc or nvrtc) and ``SKBUILD_CUDAQ_PYTHON`` (this interpreter, whose environment
   holds NVRTC when that is the compiler; see ``skbuild_cudaq_nvrtc.cmake``).
 
 Our own ``-C cudaq.*`` config settings are removed before scikit-build-core
@@ -27,14 +28,13 @@ a "did you mean". Known keys: see :data:`CONFIG_SETTINGS`.
 from __future__ import annotations
 
 import difflib
+import importlib
 import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
-
-from scikit_build_core import build as _backend
 
 from . import _log
 from ._paths import cmake_dir
@@ -53,6 +53,22 @@ __all__ = [
     "prepare_config_settings",
 ]
 
+
+def _import_backend() -> Any:
+    """``scikit_build_core.build``, or the exception its import raised on ``./pyproject.toml``.
+
+    scikit-build-core parses the project's ``pyproject.toml`` when it is imported (to
+    decide whether it offers the metadata hooks) and lets a ``tomllib`` error, or a
+    ``tool`` or ``[tool.scikit-build]`` of an unexpected type, escape. Then every hook
+    below reports the file's problem as one line instead (:func:`_call`).
+    """
+    try:
+        return importlib.import_module("scikit_build_core.build")
+    except (ValueError, RecursionError, AttributeError, TypeError) as exc:
+        return exc
+
+
+_backend: Any = _import_backend()
 ConfigSettings = dict[str, "list[str] | str"]
 _T = TypeVar("_T")
 
@@ -112,15 +128,21 @@ def _split_own(config_settings: Mapping[str, Any] | None) -> tuple[dict[str, Any
 
 
 def _read_pyproject(project_dir: Path) -> dict[str, Any]:
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover - Python 3.10
-        import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
+    """The project's ``pyproject.toml`` (empty when there is none); :class:`CudaqError` when it
+    cannot be read (:func:`skbuild_cudaq.settings.read_pyproject`)."""
+    from .settings import read_pyproject
+
     path = project_dir / "pyproject.toml"
     if not path.is_file():
         return {}
-    with path.open("rb") as f:
-        return dict(tomllib.load(f))
+    return read_pyproject(path)
+
+
+def _table(data: Any, *keys: str) -> dict[str, Any]:
+    """``data[k1][k2]...`` when each level is a table, else an empty one."""
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data if isinstance(data, dict) else {}
 
 
 def _nvcc_hint() -> Path | None:
@@ -183,18 +205,21 @@ def prepare_config_settings(
     if options.verbose:
         os.environ["SKBUILD_CUDAQ_VERBOSE"] = "1"
     pyproject = _read_pyproject(project_dir)
-    user_defines = pyproject.get("tool", {}).get("scikit-build", {}).get("cmake", {})
-    user_defines = user_defines.get("define", {}) if isinstance(user_defines, dict) else {}
+    user_defines = _table(pyproject, "tool", "scikit-build", "cmake", "define")
     user_include = rest.get(_DEFINE + "CMAKE_PROJECT_INCLUDE")
-    if user_include is None and isinstance(user_defines, dict):
+    if user_include is None:
         user_include = user_defines.get("CMAKE_PROJECT_INCLUDE")
     defines = cmake_defines(
         project_dir,
-        user_project_include=_one(user_include) if user_include else None,
+        user_project_include=str(_one(user_include)) if user_include else None,
         nvcc_hint=_nvcc_hint() if for_build else None,
     )
     if not for_build:
         return rest
+    from .settings import settings_warnings
+
+    for warning in settings_warnings(project_dir / "pyproject.toml"):
+        _log.warning(warning)
     if defines and _DEFINE + "skbuild_cudaq_DIR" not in rest:
         defines["skbuild_cudaq_DIR"] = str(cmake_dir())
     for name, value in defines.items():
@@ -207,8 +232,15 @@ def prepare_config_settings(
 
 def _call(hook: Callable[[dict[str, Any]], _T], config_settings: Any, *, for_build: bool) -> _T:
     """Front door: typed errors become one message and a non-zero exit."""
+    _log.show_library_log()
     try:
         prepared = prepare_config_settings(config_settings, Path.cwd(), for_build=for_build)
+        if isinstance(_backend, Exception):  # ours was fine: scikit-build-core's own reading
+            msg = (
+                f"scikit-build-core cannot read pyproject.toml "
+                f"({type(_backend).__name__}: {_backend}); check its [tool.scikit-build] table"
+            )
+            raise CudaqError(msg)
     except CudaqError as exc:
         _log.error(str(exc))
         raise SystemExit(1) from None
@@ -269,7 +301,7 @@ def get_requires_for_build_sdist(config_settings: ConfigSettings | None = None) 
 
 # scikit-build-core offers the metadata hooks only where metadata is known
 # without a build (no "failed" overrides); so do we.
-if hasattr(_backend, "prepare_metadata_for_build_wheel"):
+if not isinstance(_backend, Exception) and hasattr(_backend, "prepare_metadata_for_build_wheel"):
 
     def prepare_metadata_for_build_wheel(
         metadata_directory: str, config_settings: ConfigSettings | None = None

@@ -21,6 +21,17 @@ Entry header (LE, ``header_size`` bytes, at least 64)::
     40 u64 flags (0x2000 / 0x8000: compressed)
     48 u64 (unused here)                      56 u64 uncompressed size
 
+At the options offset (within the header) sits ``u32 offset, u32 length`` of the
+option string, also within the header.
+
+The input is not trusted: every size and offset decoded (ELF section headers,
+container and entry headers) is checked against what holds it before anything
+is read or handed to nvJitLink, two section headers naming the same bytes are
+read once and overlapping sections are refused, so any malformed file gives one
+:class:`~skbuild_cudaq.errors.DeviceCodeError` line in time and memory linear in
+the file's size. What no reader can check (the compressed code itself) is why
+``python -m skbuild_cudaq link`` runs nvJitLink in a child process.
+
 This module never imports ``cuda.*``: it is the build-side inspector
 (``python -m skbuild_cudaq inspect``) and the run time's reader. It reads ELF
 section headers itself (a few dozen lines; a warm start cannot afford importing
@@ -30,16 +41,21 @@ cross-checks this reader in the tests.
 
 from __future__ import annotations
 
+import itertools
+import os
+import stat
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from .errors import DeviceCodeError
 
 __all__ = [
     "CONTAINER_MAGIC",
+    "MAX_SECTION_NAME",
     "SECTION_NAME",
     "ElfSection",
     "FatbinContainer",
@@ -57,12 +73,16 @@ SECTION_NAME = "__nv_relfatbin"
 CONTAINER_MAGIC = 0xBA55ED50
 _CONTAINER_HEADER = struct.Struct("<IHHQ")  # magic, version, header size, payload size
 _ENTRY_HEADER = struct.Struct("<HHIQIIHHIIIQQQ")  # 64 bytes, see the module docstring
+_OPTIONS = struct.Struct("<II")  # at the options offset: option string offset and length
+_CONTAINER_VERSION = 1
 _COMPRESSED_FLAGS = 0x2000 | 0x8000
 _LTOIR_MAGIC = b"\xedCN\x7f"  # raw LTO-IR (NVVM) starts ED 43 4E 7F, then u8 major, u8 minor
 #: Entry flags nvcc writes for LTO-IR on Linux x86-64: 0x1 64-bit, 0x10 Linux.
 _LTOIR_FLAGS = 0x11
 #: The options nvcc records in an LTO-IR entry (its defaults, which are NVRTC's too).
 _LTOIR_OPTIONS = b"-ftz=0 -prec_div=1 -prec_sqrt=1 -fmad=1 "
+#: Section names are read up to this many bytes (only ``__nv_relfatbin`` matters).
+MAX_SECTION_NAME = 4096
 
 KIND_NAMES = {1: "ptx", 2: "cubin", 8: "lto-ir"}
 
@@ -79,7 +99,7 @@ class FatbinEntry:
     compressed_size: int  #: stored size when compressed, else 0
     uncompressed_size: int  #: size after decompression (0 when not recorded)
     flags: int
-    code_version: tuple[int, int]  #: (major, minor) of the code format (LTO-IR: 1.65 = CUDA 13.0)
+    code_version: tuple[int, int]  #: (major, minor) of the code format; LTO-IR 1.65 is CUDA 13.0
 
     @property
     def kind(self) -> str:
@@ -156,38 +176,86 @@ class FatbinSection:
         }
 
 
-def _entries(payload: bytes, base: int, where: str) -> tuple[FatbinEntry, ...]:
+class _EntryHeader(NamedTuple):
+    kind: int
+    version: int
+    header_size: int
+    payload_size: int
+    compressed_size: int
+    options: int
+    minor: int
+    major: int
+    arch: int
+    name: int
+    name_len: int
+    flags: int
+    unused: int
+    uncompressed_size: int
+
+
+def _entry_problem(payload: bytes | memoryview, pos: int, head: _EntryHeader) -> str | None:
+    """What is wrong with the sizes and offsets of the entry header at ``pos``, or None.
+
+    Every size and offset an entry header declares must lie inside what it
+    describes: nvJitLink trusts them (a compressed size past the code, or an
+    options record outside the header, crashes it).
+    """
+    left = len(payload) - pos
+    hsize, psize, csize = head.header_size, head.payload_size, head.compressed_size
+    if hsize < _ENTRY_HEADER.size or hsize % 8:
+        return f"header size {hsize} (expected a multiple of 8, at least {_ENTRY_HEADER.size})"
+    if hsize + psize > left:
+        return f"header {hsize} bytes, code {psize} bytes, {left} bytes left"
+    if head.flags & _COMPRESSED_FLAGS:
+        if not 0 < csize <= psize:
+            return f"compressed size {csize} outside the {psize} bytes of code"
+    elif csize > psize:
+        return f"compressed size {csize} past the {psize} bytes of code"
+    if head.options:
+        # options record: u32 offset, u32 length of the option string, both within the header
+        if head.options < _ENTRY_HEADER.size or head.options + _OPTIONS.size > hsize:
+            return f"options record at {head.options} outside the {hsize}-byte header"
+        text, length = _OPTIONS.unpack_from(payload, pos + head.options)
+        if text < _ENTRY_HEADER.size or text + length > hsize:
+            return f"option string at {text} ({length} bytes) outside the {hsize}-byte header"
+    if (head.name or head.name_len) and (
+        head.name < _ENTRY_HEADER.size or head.name + head.name_len > hsize
+    ):
+        return f"name at {head.name} ({head.name_len} bytes) outside the {hsize}-byte header"
+    return None
+
+
+def _entries(payload: bytes | memoryview, base: int, where: str) -> tuple[FatbinEntry, ...]:
     entries: list[FatbinEntry] = []
     pos = 0
     while pos < len(payload):
         if not any(payload[pos : pos + _ENTRY_HEADER.size]):
-            break  # zero tail padding
+            if any(payload[pos:]):  # zero padding ends the entries: nothing may follow it
+                msg = f"{where}: malformed fatbin entry at offset {base + pos} (zero header)"
+                raise DeviceCodeError(msg)
+            break
         if pos + _ENTRY_HEADER.size > len(payload):
             msg = f"{where}: truncated fatbin entry header at offset {base + pos}"
             raise DeviceCodeError(msg)
-        (kind, _ver, hsize, psize, csize, _opt, minor, major, arch, _no, _nl, flags, _x, usize) = (
-            _ENTRY_HEADER.unpack_from(payload, pos)
-        )
-        if hsize < _ENTRY_HEADER.size or pos + hsize + psize > len(payload):
-            msg = (
-                f"{where}: malformed fatbin entry at offset {base + pos} "
-                f"(header {hsize} bytes, code {psize} bytes, {len(payload) - pos} bytes left)"
-            )
+        head = _EntryHeader._make(_ENTRY_HEADER.unpack_from(payload, pos))
+        problem = _entry_problem(payload, pos, head)
+        if problem is not None:
+            msg = f"{where}: malformed fatbin entry at offset {base + pos} ({problem})"
             raise DeviceCodeError(msg)
         entries.append(
             FatbinEntry(
-                kind_code=kind,
-                arch=arch,
+                kind_code=head.kind,
+                arch=head.arch,
                 offset=base + pos,
-                header_size=hsize,
-                payload_size=psize,
-                compressed_size=csize,
-                uncompressed_size=usize,
-                flags=flags,
-                code_version=(major, minor),
+                header_size=head.header_size,
+                payload_size=head.payload_size,
+                compressed_size=head.compressed_size,
+                uncompressed_size=head.uncompressed_size,
+                flags=head.flags,
+                code_version=(head.major, head.minor),
             )
         )
-        pos += hsize + psize
+        pos += head.header_size + head.payload_size
     return tuple(entries)
 
 
@@ -195,15 +263,18 @@ def split_containers(data: bytes, where: str) -> tuple[FatbinContainer, ...]:
     """Split ``data`` (a section's or a ``.fatbin`` file's bytes) into containers.
 
     Zero padding between and after containers is skipped; anything else that is
-    not a container header, or a container running past the end, raises
-    :class:`~skbuild_cudaq.errors.DeviceCodeError` naming ``where`` and the offset.
+    not a container header (version 1, 16 bytes), a container running past the
+    end, or an entry whose sizes and offsets do not fit raises
+    :class:`~skbuild_cudaq.errors.DeviceCodeError` naming ``where`` and the
+    offset. Time and memory are linear in ``len(data)``.
     """
     containers: list[FatbinContainer] = []
+    view = memoryview(data)
     pos = 0
     size = len(data)
     while pos < size:
         # containers are 8-byte aligned; skip zero padding 8 bytes at a time
-        if not any(data[pos : pos + 8]):
+        if not any(view[pos : pos + 8]):
             pos += 8
             continue
         if pos + _CONTAINER_HEADER.size > size:
@@ -216,21 +287,33 @@ def split_containers(data: bytes, where: str) -> tuple[FatbinContainer, ...]:
                 f"(magic 0x{magic:08X}, expected 0x{CONTAINER_MAGIC:08X})"
             )
             raise DeviceCodeError(msg)
-        if hsize < _CONTAINER_HEADER.size or pos + hsize + psize > size:
+        if version != _CONTAINER_VERSION or hsize != _CONTAINER_HEADER.size:
+            msg = (
+                f"{where}: unsupported fatbin container at offset {pos} (version {version}, "
+                f"header {hsize} bytes; expected version {_CONTAINER_VERSION}, "
+                f"{_CONTAINER_HEADER.size} bytes)"
+            )
+            raise DeviceCodeError(msg)
+        if pos + hsize + psize > size:
             msg = (
                 f"{where}: fatbin container at offset {pos} is truncated "
                 f"(needs {hsize + psize} bytes, {size - pos} left)"
             )
             raise DeviceCodeError(msg)
-        body = data[pos + hsize : pos + hsize + psize]
+        whole = bytes(view[pos : pos + hsize + psize])
+        inside = f"{where}, container at offset {pos}"
+        entries = _entries(memoryview(whole)[hsize:], hsize, inside)
+        if not entries:
+            msg = f"{inside}: the container holds no entry"
+            raise DeviceCodeError(msg)
         containers.append(
             FatbinContainer(
                 offset=pos,
                 version=version,
                 header_size=hsize,
                 payload_size=psize,
-                entries=_entries(body, hsize, f"{where}, container at offset {pos}"),
-                data=bytes(data[pos : pos + hsize + psize]),
+                entries=entries,
+                data=whole,
             )
         )
         pos += hsize + psize
@@ -291,6 +374,13 @@ def make_ltoir_container(entries: list[tuple[int, bytes]]) -> bytes:
 
 _SHT_NOBITS = 8
 _SHN_XINDEX = 0xFFFF
+_NAME = SECTION_NAME.encode()
+
+
+def _is_relfatbin(names: bytes, offset: int) -> bool:
+    """Whether the name at ``offset`` is ``__nv_relfatbin`` (constant time, whatever follows)."""
+    stop = offset + len(_NAME)
+    return names.startswith(_NAME, offset) and names[stop : stop + 1] in (b"", b"\0")
 
 
 @dataclass(frozen=True)
@@ -305,23 +395,40 @@ class ElfSection:
     size: int
 
 
-def _read_at(stream: BinaryIO, offset: int, size: int, what: str, path: Path) -> bytes:
+def _malformed(path: Path, what: str) -> DeviceCodeError:
+    return DeviceCodeError(f"{path}: malformed ELF file ({what})")
+
+
+def _read_at(stream: BinaryIO, offset: int, size: int, what: str, path: Path, *, end: int) -> bytes:
+    """``size`` bytes at ``offset``, both checked against the file's ``end`` before reading."""
+    if offset + size > end:
+        msg = f"{path}: truncated ELF file ({what} at offset {offset} runs past the end)"
+        raise DeviceCodeError(msg)
     stream.seek(offset)
     data = stream.read(size)
-    if len(data) != size:
+    if len(data) != size:  # the file shrank while being read
         msg = f"{path}: truncated ELF file ({what} at offset {offset} runs past the end)"
         raise DeviceCodeError(msg)
     return data
 
 
-def elf_sections(stream: BinaryIO, path: Path) -> list[ElfSection]:
-    """The section headers of an ELF file (32/64-bit, either byte order).
+@dataclass(frozen=True)
+class _SectionTable:
+    """An ELF file's section header table and section name table, checked against its size."""
 
-    A small reader of the section header table only: reading a module's
-    sections must stay cheap on a warm start, where importing pyelftools alone
-    would cost more than the rest of the lookup. Cross-checked against pyelftools
-    in the tests.
-    """
+    rows: bytes  #: the raw section header table
+    entry_size: int
+    count: int
+    shdr: struct.Struct
+    names: bytes
+
+    def headers(self) -> Iterator[tuple[int, ...]]:
+        for index in range(self.count):
+            yield self.shdr.unpack_from(self.rows, index * self.entry_size)
+
+
+def _section_table(stream: BinaryIO, path: Path, end: int) -> _SectionTable | None:
+    stream.seek(0)
     ident = stream.read(16)
     if (
         len(ident) < 16
@@ -333,74 +440,129 @@ def elf_sections(stream: BinaryIO, path: Path) -> list[ElfSection]:
         raise DeviceCodeError(msg)
     is64, order = ident[4] == 2, "<" if ident[5] == 1 else ">"
     if is64:
-        head = _read_at(stream, 0x28, 0x18, "ELF header", path)
+        head = _read_at(stream, 0x28, 0x18, "ELF header", path, end=end)
         shoff, _flags, _ehsize, _phentsize, _phnum, shentsize, shnum, shstrndx = struct.unpack(
             order + "QIHHHHHH", head
         )
         shdr = struct.Struct(order + "IIQQQQIIQQ")
     else:
-        head = _read_at(stream, 0x20, 0x14, "ELF header", path)
+        head = _read_at(stream, 0x20, 0x14, "ELF header", path, end=end)
         shoff, _flags, _ehsize, _phentsize, _phnum, shentsize, shnum, shstrndx = struct.unpack(
             order + "IIHHHHHH", head
         )
         shdr = struct.Struct(order + "IIIIIIIIII")
     if shoff == 0:
-        return []
+        return None
     if shentsize < shdr.size:
-        msg = f"{path}: malformed ELF file (section header size {shentsize})"
-        raise DeviceCodeError(msg)
-
-    def header(index: int) -> tuple[int, ...]:
-        raw = _read_at(stream, shoff + index * shentsize, shdr.size, "section header", path)
-        return shdr.unpack(raw)
-
-    first = header(0)
+        raise _malformed(path, f"section header size {shentsize}")
+    first = shdr.unpack(_read_at(stream, shoff, shdr.size, "section header", path, end=end))
     if shnum == 0:  # extended numbering: the count is in section 0's sh_size
         shnum = first[5]
     if shstrndx == _SHN_XINDEX:
         shstrndx = first[6]
-    table = _read_at(stream, shoff, shnum * shentsize, "section header table", path)
-    rows = [shdr.unpack_from(table, i * shentsize) for i in range(shnum)]
+    # the table must lie inside the file: its size is then bounded by the file's
+    rows = _read_at(stream, shoff, shnum * shentsize, "section header table", path, end=end)
     if not 0 <= shstrndx < shnum:
-        msg = f"{path}: malformed ELF file (section name table index {shstrndx})"
+        raise _malformed(path, f"section name table index {shstrndx}")
+    names_header = shdr.unpack_from(rows, shstrndx * shentsize)
+    if names_header[1] == _SHT_NOBITS:
+        raise _malformed(path, "section name table has no file data")
+    names = _read_at(stream, names_header[4], names_header[5], "section name table", path, end=end)
+    return _SectionTable(rows, shentsize, shnum, shdr, names)
+
+
+def _file_size(stream: BinaryIO, path: Path) -> int:
+    """The size of the regular file behind ``stream`` (of an in-memory stream: its length)."""
+    try:
+        fd = stream.fileno()
+    except (OSError, AttributeError):  # io.BytesIO and the like
+        return stream.seek(0, os.SEEK_END)
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        msg = f"{path}: not a regular file"
         raise DeviceCodeError(msg)
-    names = _read_at(stream, rows[shstrndx][4], rows[shstrndx][5], "section name table", path)
+    return info.st_size
+
+
+def elf_sections(stream: BinaryIO, path: Path) -> list[ElfSection]:
+    """The section headers of an ELF file (32/64-bit, either byte order).
+
+    A small reader of the section header table only: reading a module's
+    sections must stay cheap on a warm start, where importing pyelftools alone
+    would cost more than the rest of the lookup. Cross-checked against pyelftools
+    in the tests. Every offset and size is checked against the file's size
+    before anything is read (a :class:`~skbuild_cudaq.errors.DeviceCodeError`
+    otherwise); section names are cut at :data:`MAX_SECTION_NAME` bytes.
+    """
+    table = _section_table(stream, path, _file_size(stream, path))
+    if table is None:
+        return []
+    names = table.names
     sections = []
-    for index, (name_off, sh_type, flags, _addr, offset, size, *_rest) in enumerate(rows):
-        end = names.find(b"\0", name_off)
-        name = names[name_off : end if end >= 0 else len(names)].decode("latin-1")
+    for index, (name_off, sh_type, flags, _addr, offset, size, *_rest) in enumerate(
+        table.headers()
+    ):
+        stop = min(name_off + MAX_SECTION_NAME, len(names))
+        end = names.find(b"\0", name_off, stop)
+        name = names[name_off : end if end >= 0 else stop].decode("latin-1")
         sections.append(ElfSection(index, name, sh_type, flags, offset, size))
     return sections
+
+
+def _relfatbin_ranges(
+    table: _SectionTable, path: Path, end: int
+) -> list[tuple[int, int, int, int]]:
+    """``(offset, size, index, flags)`` of every distinct ``__nv_relfatbin`` section.
+
+    Sections are checked against the file; two headers naming the same bytes
+    count once, and sections that overlap otherwise are refused, so the bytes
+    read never exceed the file's size.
+    """
+    found: dict[tuple[int, int], tuple[int, int, int, int]] = {}
+    for index, (name_off, sh_type, flags, _addr, offset, size, *_rest) in enumerate(
+        table.headers()
+    ):
+        if not _is_relfatbin(table.names, name_off):
+            continue
+        if sh_type == _SHT_NOBITS:
+            msg = f"{path}: section {SECTION_NAME} (index {index}) has no file data"
+            raise DeviceCodeError(msg)
+        if offset + size > end:
+            msg = (
+                f"{path}: section {SECTION_NAME} (index {index}) is truncated "
+                f"({offset + size - end} bytes past the end of the file)"
+            )
+            raise DeviceCodeError(msg)
+        found.setdefault((offset, size), (offset, size, index, flags))
+    ranges = sorted(found.values())
+    for before, after in itertools.pairwise(ranges):
+        if after[0] < before[0] + before[1]:
+            raise _malformed(path, f"sections {before[2]} and {after[2]} ({SECTION_NAME}) overlap")
+    return sorted(ranges, key=lambda r: r[2])
 
 
 def read_relfatbin_sections(path: str | PathLike[str]) -> tuple[FatbinSection, ...]:
     """Every ``__nv_relfatbin`` section of the ELF file at ``path``, split into containers.
 
     Raises :class:`~skbuild_cudaq.errors.DeviceCodeError` (one line) for a file
-    that is not ELF, has no such section, or whose section is truncated or holds
-    something other than fatbin containers.
+    that is not ELF, has no such section, or whose sections are truncated, overlap
+    or hold something other than well-formed fatbin containers. Reads each byte
+    range once: time and memory are linear in the file's size.
     """
     path = Path(path)
-    found: list[tuple[ElfSection, bytes]] = []
+    found: list[tuple[int, int, int, bytes]] = []
     try:
         with path.open("rb") as stream:
-            for section in elf_sections(stream, path):
-                if section.name != SECTION_NAME:
-                    continue
-                if section.type == _SHT_NOBITS:
-                    msg = f"{path}: section {SECTION_NAME} (index {section.index}) has no file data"
-                    raise DeviceCodeError(msg)
-                stream.seek(section.offset)
-                data = stream.read(section.size)
-                if len(data) != section.size:
-                    msg = (
-                        f"{path}: section {SECTION_NAME} (index {section.index}) is truncated "
-                        f"({section.size - len(data)} bytes past the end of the file)"
-                    )
-                    raise DeviceCodeError(msg)
-                found.append((section, data))
+            end = _file_size(stream, path)
+            table = _section_table(stream, path, end)
+            for offset, size, index, flags in _relfatbin_ranges(table, path, end) if table else []:
+                data = _read_at(stream, offset, size, f"section {index}", path, end=end)
+                found.append((index, offset, flags, data))
     except OSError as exc:
         msg = f"cannot read {path}: {exc.strerror or exc}"
+        raise DeviceCodeError(msg) from None
+    except ValueError as exc:  # e.g. a NUL byte in the path
+        msg = f"cannot read {path!r}: {exc}"
         raise DeviceCodeError(msg) from None
     if not found:
         msg = (
@@ -409,15 +571,13 @@ def read_relfatbin_sections(path: str | PathLike[str]) -> tuple[FatbinSection, .
         )
         raise DeviceCodeError(msg)
     result = []
-    for section, data in found:
-        where = f"{path}: {SECTION_NAME} (section {section.index})"
+    for index, offset, flags, data in found:
+        where = f"{path}: {SECTION_NAME} (section {index})"
         containers = split_containers(data, where)
         if not containers:
             msg = f"{where}: section holds no fatbin container (only zero bytes)"
             raise DeviceCodeError(msg)
-        result.append(
-            FatbinSection(section.index, section.offset, section.size, section.flags, containers)
-        )
+        result.append(FatbinSection(index, offset, len(data), flags, containers))
     return tuple(result)
 
 
@@ -425,9 +585,14 @@ def read_fatbin_file(path: str | PathLike[str]) -> tuple[FatbinContainer, ...]:
     """The containers of a plain ``.fatbin`` file (as ``nvcc -fatbin`` writes it)."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        with path.open("rb") as stream:
+            _file_size(stream, path)
+            data = stream.read()
     except OSError as exc:
         msg = f"cannot read {path}: {exc.strerror or exc}"
+        raise DeviceCodeError(msg) from None
+    except ValueError as exc:  # e.g. a NUL byte in the path
+        msg = f"cannot read {path!r}: {exc}"
         raise DeviceCodeError(msg) from None
     containers = split_containers(data, str(path))
     if not containers:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import errno
 import json
 import math
 import os
@@ -38,9 +39,11 @@ __all__ = [
     "COMPILERS",
     "DEFAULT_ARCHITECTURES",
     "KERNEL_SOURCE",
+    "MAX_ARCHITECTURE",
     "MIN_ARCHITECTURE",
     "ROOT_KEY",
     "TARGET_NAME",
+    "UNSAFE_PATH_CHARS",
     "CudaqSettings",
     "DispatchKernelSettings",
     "FieldSpec",
@@ -51,12 +54,18 @@ __all__ = [
     "format_key",
     "load_settings",
     "parse_settings",
+    "read_pyproject",
     "setting",
+    "settings_warnings",
     "show_value",
+    "unsafe_path_chars",
 ]
 
 #: The oldest GPU architecture a dispatch kernel can target (the built-in kernel's).
 MIN_ARCHITECTURE = 80
+#: The largest architecture number accepted, sm_9999. A bound, so that a value with thousands
+#: of digits is a clear problem rather than a number no tool can take.
+MAX_ARCHITECTURE = 9999
 #: Architectures used when a dispatch kernel names none.
 DEFAULT_ARCHITECTURES: tuple[str, ...] = (str(MIN_ARCHITECTURE),)
 
@@ -71,6 +80,7 @@ ROOT_KEY: tuple[str, ...] = ("tool", "cudaq")
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _MAX_SHOWN = 120  # arrays and tables
 _MAX_SHOWN_STRING = 400  # paths stay whole
+_MAX_SHOWN_BITS = 4000  # integers wider than this are not written out in full
 
 
 def _toml(value: Any) -> str:
@@ -85,6 +95,8 @@ def _toml(value: Any) -> str:
             return "inf" if value > 0 else "-inf"
         return repr(value)
     if isinstance(value, int):
+        if value.bit_length() > _MAX_SHOWN_BITS:  # str() refuses > 4300 digits
+            return f"<an integer of {value.bit_length()} bits>"
         return str(value)
     if isinstance(value, (datetime, date, time)):
         return value.isoformat()
@@ -226,13 +238,13 @@ _Reporter = Callable[[tuple[str | int, ...], str, str], None]
 
 class Meta(typing.TypedDict, total=False):
     help: str  #: description (docs, JSON schema)
-    toml: str  #: the TOML key (default: the field name with "-" for "_")
+    toml: str  #: the TOML key; by default the field name with "-" for "_"
     item: Rule  #: rule of each array item / each table value that is a scalar
     key: Rule  #: rule of each table key (``dict`` fields)
     key_name: str  #: placeholder of a table key in docs, e.g. ``<target>``
     key_example: str  #: an example table key, e.g. ``_core``
-    min_items: int  #: arrays: fewest items
-    unique: bool  #: arrays: items must differ (after normalization)
+    min_items: int  #: fewest items of an array
+    unique: bool  #: whether the items of an array must differ (after normalization)
     shorthand: bool  #: a bare array given for the whole dataclass fills this field
     default: Any  #: the default (copied here by :func:`setting` for messages)
     validate: Callable[[Any, Any, tuple[str | int, ...], _Reporter], None]  #: cross-item checks
@@ -346,12 +358,46 @@ def _check_target(name: str, ctx: Context) -> str:
     return name
 
 
+#: Characters that neither a kernel source path nor the project's directory may contain. CMake
+#: splits lists at ``;`` and keeps ``[...]`` together across ``;``, nvcc hands paths to a shell
+#: (``$``, backquote), make and ninja misread ``:`` and ``|`` in rules and depfiles, and quotes,
+#: backslashes and control characters break the generated sources. Rejected by every front door,
+#: so that a project builds with each; the CMake package rejects the same set.
+UNSAFE_PATH_CHARS = ';[]$`"\\|:'
+
+
+_UNSAFE_SHOWN = " ".join(UNSAFE_PATH_CHARS) + " or control characters"
+
+
+def unsafe_path_chars(path: str) -> str:
+    """The characters of ``path`` that CMake, make, ninja or nvcc would misread, shown once each."""
+    bad = dict.fromkeys(c for c in path if c in UNSAFE_PATH_CHARS or ord(c) < 0x20 or c == "\x7f")
+    return " ".join(c if c.isprintable() else repr(c)[1:-1] for c in bad)
+
+
+def _path_error(shown: str, exc: OSError) -> Invalid:
+    fix = "check the path and the permissions of its directories"
+    if exc.errno == errno.ENAMETOOLONG:
+        fix = (
+            "shorten it: a file or directory name has at most 255 bytes, a whole path at most 4096"
+        )
+    return Invalid(f"{shown} cannot be checked: {exc.strerror or exc}", fix)
+
+
 def _check_source(path: str, ctx: Context) -> str:
     where = "relative to the project directory"
+    shown = show_value(path)
     if not path.strip():
         raise Invalid(
-            f"empty path {show_value(path)}; expected a .cu path {where}",
+            f"empty path {shown}; expected a .cu path {where}",
             "write the kernel file's path, e.g. src/my_dispatcher.cu",
+        )
+    if bad := unsafe_path_chars(path):
+        raise Invalid(
+            f"{shown} contains {bad}, which CMake, make or nvcc would misread; expected a .cu "
+            f"path {where} without {_UNSAFE_SHOWN}",
+            "rename the file (or its directory) without them: CMake splits a path at ; into "
+            "two paths, nvcc hands paths to a shell",
         )
     if Path(path).is_absolute():
         absolute = Path(path)
@@ -361,13 +407,23 @@ def _check_source(path: str, ctx: Context) -> str:
             fix = "move the file into the project: sdists and wheels are built from it alone"
         else:
             fix = f"did you mean {show_value(relative)}?"
-        raise Invalid(f"{show_value(path)} is an absolute path; expected a .cu path {where}", fix)
+        raise Invalid(f"{shown} is an absolute path; expected a .cu path {where}", fix)
     normal = posixpath.normpath(path.replace(os.sep, "/"))
     if normal == ".." or normal.startswith("../"):
         raise Invalid(
-            f"{show_value(path)} is outside the project directory; expected a .cu path {where}",
+            f"{shown} is outside the project directory; expected a .cu path {where}",
             "move the file into the project: sdists and wheels are built from it alone",
         )
+    try:
+        return _check_source_file(path, normal, ctx)
+    except OSError as exc:  # a name over 255 bytes, a path over 4096, no permission, ...
+        raise _path_error(shown, exc) from None
+
+
+def _check_source_file(path: str, normal: str, ctx: Context) -> str:
+    """The checks of :func:`_check_source` that look at the file system (may raise OSError)."""
+    where = "relative to the project directory"
+    shown = show_value(path)
     if not normal.endswith(".cu"):
         stem = posixpath.splitext(normal)[0]
         if normal.endswith((".cuh", ".h", ".hpp")):
@@ -376,12 +432,11 @@ def _check_source(path: str, ctx: Context) -> str:
             fix = f"did you mean {show_value(stem + '.cu')}?"
         else:
             fix = "a dispatch kernel is a CUDA source: give the file the .cu suffix"
-        raise Invalid(f"{show_value(path)} is not a .cu file; expected a .cu path {where}", fix)
+        raise Invalid(f"{shown} is not a .cu file; expected a .cu path {where}", fix)
     full = ctx.project_dir / normal
     if full.is_dir():
         raise Invalid(
-            f"{show_value(path)} is a directory; expected a .cu path {where}",
-            "name the kernel file itself",
+            f"{shown} is a directory; expected a .cu path {where}", "name the kernel file itself"
         )
     if not full.is_file():
         close = difflib.get_close_matches(normal, ctx.cu_files(), n=1, cutoff=0.6)
@@ -390,7 +445,30 @@ def _check_source(path: str, ctx: Context) -> str:
             if close
             else f"check the path: it is relative to {ctx.project_dir}"
         )
-        raise Invalid(f"{show_value(path)} does not exist in {ctx.project_dir}", fix)
+        raise Invalid(f"{shown} does not exist in {ctx.project_dir}", fix)
+    try:
+        real = full.resolve(strict=True)
+    except RuntimeError as exc:  # a symbolic link loop (Python < 3.13)
+        raise Invalid(
+            f"{shown} cannot be checked: {exc}", "remove the symbolic link loop"
+        ) from None
+    try:
+        real.relative_to(ctx.project_dir)
+    except ValueError:
+        raise Invalid(
+            f"{shown} is a symbolic link (or lies under one) that resolves outside the project "
+            f"directory, to {show_value(str(real))}; expected a .cu path {where}",
+            "copy the file into the project: an sdist ships the link itself, which points "
+            "nowhere on another machine, and the build would compile a file from outside "
+            "the project",
+        ) from None
+    if bad := unsafe_path_chars(str(real)):
+        raise Invalid(
+            f"{shown} resolves to {show_value(str(real))}, whose directories contain {bad}, "
+            "which CMake, make or nvcc would misread; expected a .cu path in a directory "
+            "without them",
+            "move the project to a directory whose path has none of these characters",
+        )
     return normal
 
 
@@ -408,14 +486,16 @@ def _check_architecture(value: str | int | float, ctx: Context) -> str:
     if isinstance(value, int):
         number = value
     elif m := _ARCH_FORM.fullmatch(text):
-        number = int(m.group(1))
+        digits = m.group(1).lstrip("0") or "0"
+        # int() refuses over 4300 digits; anything over MAX_ARCHITECTURE is refused below.
+        number = int(digits) if len(digits) <= 9 else MAX_ARCHITECTURE + 1
     elif m := _ARCH_CC.fullmatch(text):
         guess = f"{m.group(1)}{m.group(2)}"
         raise Invalid(
             f"{shown} looks like a compute capability; expected {_ARCH_EXPECTED}",
             f"did you mean {show_value(guess)}?",
         )
-    elif isinstance(value, float) and value.is_integer():
+    elif isinstance(value, float) and value.is_integer() and 0 < value <= MAX_ARCHITECTURE:
         raise Invalid(
             f"{shown} is a float; expected {_ARCH_EXPECTED}",
             f"did you mean {show_value(str(int(value)))}?",
@@ -442,6 +522,12 @@ def _check_architecture(value: str | int | float, ctx: Context) -> str:
             f"{shown} is not an architecture; expected {_ARCH_EXPECTED}",
             "write the number of the oldest GPU architecture to support, e.g. 80 for sm_80",
         )
+    if number > MAX_ARCHITECTURE:
+        raise Invalid(
+            f"{shown} is too large for a GPU architecture (at most {MAX_ARCHITECTURE}); "
+            f"expected {_ARCH_EXPECTED}",
+            "write the number of the oldest GPU architecture to support, e.g. 90 for sm_90",
+        )
     if number < MIN_ARCHITECTURE:
         raise Invalid(
             f"{shown} is below {MIN_ARCHITECTURE}, the oldest supported architecture; "
@@ -465,12 +551,15 @@ TARGET_NAME = Rule(
     check=_check_target,
 )
 
+_NO_UNSAFE = "[^" + re.escape(UNSAFE_PATH_CHARS) + r"\u0000-\u001f\u007f]"
+_SOURCE_PATTERN = f"^(?!/){_NO_UNSAFE}*\\.cu$"
+
 KERNEL_SOURCE = Rule(
     types=(str,),
     expected="a .cu path relative to the project directory",
     plural=".cu paths relative to the project directory",
     example='"src/my_dispatcher.cu"',
-    schema={"type": "string", "pattern": r"^[^/].*\.cu$"},
+    schema={"type": "string", "pattern": _SOURCE_PATTERN},
     check=_check_source,
 )
 
@@ -481,10 +570,10 @@ ARCHITECTURE = Rule(
     example='"80"',
     schema={
         "anyOf": [
-            {"type": "integer", "minimum": MIN_ARCHITECTURE},
+            {"type": "integer", "minimum": MIN_ARCHITECTURE, "maximum": MAX_ARCHITECTURE},
             {
                 "type": "string",
-                "pattern": r"^(?:(?:sm|lto|compute)_)?(?:[89][0-9]|[1-9][0-9]{2,})$",
+                "pattern": r"^(?:(?:sm|lto|compute)_)?0*(?:[89][0-9]|[1-9][0-9]{2,3})$",
             },
         ]
     },
@@ -559,16 +648,17 @@ class DispatchKernelSettings:
     """
 
     sources: tuple[str, ...] = setting(
-        help="Dispatch kernel sources (.cu), relative to the project directory; each is "
-        "compiled on its own to LTO-IR and embedded in the target's binary.",
+        help="Dispatch kernel sources (.cu), relative to the project directory and inside it "
+        '(no symbolic link leading out), without ; [ ] $ ` " \\ | : or control characters; '
+        "each is compiled on its own to LTO-IR and embedded in the target's binary.",
         item=KERNEL_SOURCE,
         min_items=1,
         unique=True,
         shorthand=True,
     )
     architectures: tuple[str, ...] = setting(
-        help='GPU architectures to build LTO-IR for (numbers >= 80; 80, "80", "sm_80" and '
-        '"lto_80" are the same). LTO-IR for one architecture links for that GPU and every '
+        help='GPU architectures to build LTO-IR for (numbers 80 to 9999; 80, "80", "sm_80" '
+        'and "lto_80" are the same). LTO-IR for one architecture links for that GPU and every '
         "newer one.",
         default=DEFAULT_ARCHITECTURES,
         item=ARCHITECTURE,
@@ -834,12 +924,12 @@ def parse_settings(
     return result
 
 
-def load_settings(pyproject: Path) -> CudaqSettings:
-    """Read ``pyproject`` and return its validated ``[tool.cudaq]`` settings.
+def read_pyproject(pyproject: Path) -> dict[str, Any]:
+    """The parsed TOML of ``pyproject``; :class:`CudaqError` (one line) when it cannot be read.
 
-    A missing ``[tool.cudaq]`` gives the defaults (no dispatch kernels). Raises
-    :class:`SettingsError` (every problem at once) or :class:`CudaqError` when the
-    file cannot be read or parsed.
+    Every way a file can fail is a message, never a traceback: unreadable, not
+    UTF-8, not TOML, a number too long for Python, arrays or tables nested deeper
+    than the TOML reader recurses.
     """
     if sys.version_info >= (3, 11):
         import tomllib
@@ -847,10 +937,37 @@ def load_settings(pyproject: Path) -> CudaqSettings:
         import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
     pyproject = Path(pyproject)
     try:
-        with pyproject.open("rb") as f:
-            data = tomllib.load(f)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise CudaqError(f"cannot read {pyproject}: {exc}") from exc
+        data = pyproject.read_bytes()
+    except OSError as exc:
+        raise CudaqError(f"cannot read {pyproject}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        reason = f"it is not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line})"
+        raise CudaqError(f"cannot read {pyproject}: {reason}") from None
+    try:
+        parsed: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CudaqError(f"cannot read {pyproject}: {exc}") from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        reason = f"a value cannot be read ({str(exc).split(';')[0]})"
+        raise CudaqError(f"cannot read {pyproject}: {reason}") from None
+    except RecursionError:
+        reason = "arrays or tables are nested too deeply to be read"
+        raise CudaqError(f"cannot read {pyproject}: {reason}") from None
+    return parsed
+
+
+def load_settings(pyproject: Path) -> CudaqSettings:
+    """Read ``pyproject`` and return its validated ``[tool.cudaq]`` settings.
+
+    A missing ``[tool.cudaq]`` gives the defaults (no dispatch kernels). Raises
+    :class:`SettingsError` (every problem at once) or :class:`CudaqError` when the
+    file cannot be read or parsed (:func:`read_pyproject`).
+    """
+    pyproject = Path(pyproject)
+    data = read_pyproject(pyproject)
     tool = data.get("tool", {})
     if not isinstance(tool, dict):
         problem = SettingsProblem(
@@ -858,3 +975,31 @@ def load_settings(pyproject: Path) -> CudaqSettings:
         )
         raise SettingsError([problem], source=str(pyproject))
     return parse_settings(tool.get("cudaq", {}), pyproject.parent, source=str(pyproject))
+
+
+def settings_warnings(pyproject: Path) -> list[str]:
+    """Things in a valid ``[tool.cudaq]`` that are almost certainly mistakes, in words.
+
+    An empty ``[tool.cudaq.dispatch-kernels]`` is valid (it builds, embedding no kernel) but
+    a project declares the table to get a kernel. Never raises: a file that cannot be read
+    is :func:`load_settings`' to report.
+    """
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
+    try:
+        with Path(pyproject).open("rb") as f:
+            data = tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError):
+        return []
+    tool = data.get("tool")
+    cudaq = tool.get("cudaq") if isinstance(tool, dict) else None
+    kernels = cudaq.get("dispatch-kernels") if isinstance(cudaq, dict) else None
+    if isinstance(kernels, dict) and not kernels:
+        return [
+            "[tool.cudaq.dispatch-kernels] is empty: no dispatch kernel is built or embedded. "
+            'Add one entry per binary, e.g. _core = ["src/my_dispatcher.cu"] (the CMake target '
+            "or setuptools extension whose binary holds the handlers), or remove the table."
+        ]
+    return []

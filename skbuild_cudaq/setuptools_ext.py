@@ -30,7 +30,6 @@ import copy
 import difflib
 import hashlib
 import os
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -39,7 +38,7 @@ from typing import Any, NoReturn
 
 from setuptools import Command
 
-from . import _embed, _log
+from . import _device_info, _embed, _log
 from .errors import CudaqError, SettingsError, SettingsProblem
 
 __all__ = [
@@ -75,13 +74,11 @@ def project_uses_cudaq(pyproject: Path) -> bool:
         return False
     if b"cudaq" not in data:
         return False
+    from .settings import read_pyproject
+
     try:
-        if sys.version_info >= (3, 11):
-            import tomllib
-        else:  # pragma: no cover - Python 3.10
-            import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
-        table = tomllib.loads(data.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError, ImportError):
+        table = read_pyproject(pyproject)
+    except CudaqError:
         return False
     tool = table.get("tool")
     return isinstance(tool, dict) and isinstance(tool.get("cudaq"), dict)
@@ -122,6 +119,7 @@ def _fail(exc: CudaqError) -> NoReturn:
 
 @contextmanager
 def _front_door() -> Iterator[None]:
+    _log.show_library_log()
     try:
         yield
     except CudaqError as exc:
@@ -163,6 +161,7 @@ class ExtensionPlan:
     directory: Path  #: build_temp/cudaq/<extension name>
     fatbins: list[Path] = field(default_factory=list)  #: one per dispatch kernel
     handler_objects: list[Path] = field(default_factory=list)  #: nvcc -c -rdc of .cu sources
+    records: list[Path] = field(default_factory=list)  #: build records (JSON), embedded too
     embed_source: Path | None = None  #: the generated C file
     link_cudart: Path | None = None  #: libcudart_static.a when handler objects need it
 
@@ -206,6 +205,7 @@ class build_cudaq_kernels(Command):  # type: ignore[misc]  # setuptools is untyp
         self.force: bool | None = None
         self.plans: dict[str, ExtensionPlan] = {}
         self._settings: Any = None
+        self._nvcc_versions: dict[Path, str] = {}
 
     def finalize_options(self) -> None:
         self.set_undefined_options("build_ext", ("build_temp", "build_temp"), ("force", "force"))
@@ -218,9 +218,11 @@ class build_cudaq_kernels(Command):  # type: ignore[misc]  # setuptools is untyp
     def settings(self) -> Any:
         """The validated ``[tool.cudaq]`` of the project (``load_settings``: the shared core)."""
         if self._settings is None:
-            from .settings import load_settings
+            from .settings import load_settings, settings_warnings
 
             self._settings = load_settings(self.project_dir / "pyproject.toml")
+            for warning in settings_warnings(self.project_dir / "pyproject.toml"):
+                _log.warning(warning)
         return self._settings
 
     def _extensions(self) -> list[Any]:
@@ -274,35 +276,50 @@ class build_cudaq_kernels(Command):  # type: ignore[misc]  # setuptools is untyp
             plan = ExtensionPlan(name=ext.name, directory=root / ext.name)
             if entry is not None:
                 for source in entry.sources:
-                    plan.fatbins.append(
-                        self._compile_source(
-                            "kernel",
-                            nvcc,
-                            ext.name,
-                            source,
-                            architectures=architectures,
-                            flags=flags,
-                            plan=plan,
+                    fatbin = self._compile_source(
+                        "kernel",
+                        nvcc,
+                        ext.name,
+                        source,
+                        architectures=architectures,
+                        flags=flags,
+                        plan=plan,
+                    )
+                    plan.fatbins.append(fatbin)
+                    plan.records.append(
+                        self._kernel_record(
+                            nvcc, ext.name, source, fatbin, architectures=architectures, flags=flags
                         )
                     )
             for source in ext.sources:
                 if _is_cuda_source(source):
-                    plan.handler_objects.append(
-                        self._compile_source(
-                            "handler",
-                            nvcc,
-                            ext.name,
-                            source,
-                            architectures=architectures,
-                            flags=flags,
-                            plan=plan,
-                        )
+                    obj = self._compile_source(
+                        "handler",
+                        nvcc,
+                        ext.name,
+                        source,
+                        architectures=architectures,
+                        flags=flags,
+                        plan=plan,
                     )
+                    plan.handler_objects.append(obj)
+                    record = _device_info.object_record(
+                        obj,
+                        (self.project_dir / source).resolve(),
+                        project_dir=self.project_dir,
+                        nvcc=self._nvcc_version(nvcc),
+                        architectures=architectures,
+                    )
+                    if record is not None:
+                        json_path = obj.with_name(obj.name + ".json")
+                        _device_info.write_record(json_path, record)
+                        plan.records.append(json_path)
             module_ids = _embed.linked_binary_module_ids(plan.handler_objects)
             if plan.fatbins or module_ids:
                 plan.embed_source = plan.directory / "cudaq_embed.c"
                 _embed.write_if_changed(
-                    plan.embed_source, _embed.embed_c_source(plan.fatbins, module_ids)
+                    plan.embed_source,
+                    _embed.embed_c_source(plan.fatbins, module_ids, plan.records),
                 )
             if module_ids and not _links_cudart(ext):
                 plan.link_cudart = _embed.cudart_static_library(nvcc)
@@ -324,6 +341,49 @@ class build_cudaq_kernels(Command):  # type: ignore[misc]  # setuptools is untyp
         else:
             _log.progress(f"{what}: up to date")
         return output
+
+    def _nvcc_version(self, nvcc: Path) -> str:
+        if nvcc not in self._nvcc_versions:
+            self._nvcc_versions[nvcc] = _device_info.nvcc_version(nvcc)
+        return self._nvcc_versions[nvcc]
+
+    def _kernel_record(
+        self,
+        nvcc: Path,
+        ext_name: str,
+        source: str,
+        fatbin: Path,
+        *,
+        architectures: tuple[str, ...],
+        flags: _embed.CompileFlags,
+    ) -> Path:
+        """The build record of a side-compiled kernel: names from its PTX (compiled if stale)."""
+        from .fatbin import read_fatbin_file
+
+        path = (self.project_dir / source).resolve()
+        ptx = fatbin.with_suffix(".ptx")
+        self._compile(
+            f"nvcc (PTX: names) {source} -> {ext_name}",
+            ptx,
+            lambda dep: _embed.ptx_command(
+                nvcc, path, ptx, architecture=architectures[0], flags=flags, depfile=dep
+            ),
+            path,
+        )
+        kernels, handlers = _device_info.names_from_ptx(ptx.read_text(encoding="utf-8"))
+        record = _device_info.make_record(
+            source=path,
+            project_dir=self.project_dir,
+            compiled="side",
+            nvcc=self._nvcc_version(nvcc),
+            architectures=architectures,
+            kernels=kernels,
+            handlers=handlers,
+            containers=[c.data for c in read_fatbin_file(fatbin)],
+        )
+        json_path = fatbin.with_name(fatbin.name + ".json")
+        _device_info.write_record(json_path, record)
+        return json_path
 
     def _compile_source(
         self,
@@ -439,7 +499,7 @@ class CudaqBuildExtMixin:
         source, obj = plan.embed_source, plan.embed_object
         if source is None or obj is None:
             return
-        inputs = [source, *plan.fatbins]
+        inputs = [source, *plan.fatbins, *plan.records]
         if not self.force and obj.is_file():
             mtime = obj.stat().st_mtime_ns
             if all(p.stat().st_mtime_ns <= mtime for p in inputs):

@@ -99,6 +99,45 @@ def test_group_writable_directory_is_refused(tmp_path: Path) -> None:
         cache.load("a" * 64)
 
 
+def test_directory_path_rules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk from / (plain tier; the tamper suite links for real)."""
+    key = "k" * 64
+    base = tmp_path / "p"
+    LinkCache(base / "link").store(key, b"mine")
+    assert (base.stat().st_mode & 0o777) == 0o700  # created private
+    base.chmod(0o777)
+    with pytest.raises(LinkCacheError, match=r"path is writable by others: .*/p \(mode 0777"):
+        LinkCache(base / "link").load(key)
+    with pytest.raises(LinkCacheError, match="writable by others"):
+        LinkCache(base / "link").store(key, b"other")
+    base.chmod(0o1777)  # sticky, like /tmp
+    assert LinkCache(base / "link").load(key) == b"mine"
+    base.chmod(0o755)
+    (tmp_path / "alias").symlink_to(base / "link")
+    with pytest.raises(LinkCacheError, match="the link cache directory is a symbolic link"):
+        LinkCache(tmp_path / "alias").load(key)
+    (tmp_path / "parent-alias").symlink_to(base)
+    assert LinkCache(tmp_path / "parent-alias" / "link").load(key) == b"mine"
+    assert LinkCache(base / "link" / ".." / "link").load(key) == b"mine"
+    monkeypatch.chdir(tmp_path)
+    assert LinkCache(Path("p/link")).load(key) == b"mine"
+    assert LinkCache(tmp_path / "missing" / "link").load(key) is None  # nothing created
+    assert not (tmp_path / "missing").exists()
+
+
+def test_entry_is_bound_to_its_key(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cache = LinkCache(tmp_path / "link")
+    sm90, sm100 = "a" * 64 + "-sm_90", "a" * 64 + "-sm_100"
+    p90, p100 = cache.store(sm90, b"for sm_90"), cache.store(sm100, b"for sm_100")
+    assert p90 is not None and p100 is not None
+    p100.write_bytes(p90.read_bytes())  # one entry copied over another key's name
+    assert cache.load(sm100) is None
+    assert f"belongs to another key ({sm90})" in caplog.text
+    assert cache.load(sm90) == b"for sm_90"
+    with pytest.raises(ValueError, match="invalid link cache key"):
+        cache.load("../escape")
+
+
 @pytest.mark.skipif(not hasattr(os, "getuid") or os.getuid() != 0, reason="chown needs root")
 def test_foreign_owned_directory_is_refused(tmp_path: Path) -> None:
     directory = tmp_path / "foreign"
@@ -194,3 +233,112 @@ def test_warm_start_does_not_load_nvjitlink(bins: DeviceBinaries, tmp_path: Path
     assert warm["nvjitlink_module"] is False
     assert warm["nvjitlink_library"] is False
     assert warm["driver_module"] is False  # explicit arch: no CUDA at all
+
+
+# ---------------------------------------------------------------------------------------------
+# nvJitLink's identity: the library cuda.bindings loads, not the first one on sys.path
+# ---------------------------------------------------------------------------------------------
+
+
+def _shadow_nvjitlink(tmp_path: Path) -> tuple[Path, Path]:
+    """A second libnvJitLink (another file, same soname) where the old lookup looked first.
+
+    Returns the directory to put on ``PYTHONPATH`` (``sys.path`` before site-packages) and
+    the library file.
+    """
+    from skbuild_cudaq.realtime._nvjitlink import installed_nvjitlink
+
+    info = installed_nvjitlink()
+    if info is None or info.distribution is None:
+        pytest.skip("needs the nvidia-nvjitlink wheel")
+    shadow = tmp_path / "shadow"
+    lib = shadow / "nvidia" / "cu13" / "lib" / "libnvJitLink.so.13"
+    lib.parent.mkdir(parents=True)
+    try:
+        os.link(info.library, lib)  # another path (and name in /proc/self/maps), same bytes
+    except OSError:
+        import shutil
+
+        shutil.copy2(info.library, lib)
+    return shadow, lib
+
+
+_IDENTITY_SCRIPT = """
+import json, sys
+from pathlib import Path
+from skbuild_cudaq.realtime import _nvjitlink as n
+before = n.nvjitlink_identity()
+found = str(n.installed_nvjitlink().library)
+from cuda.bindings import nvjitlink
+nvjitlink.version()
+from cuda.pathfinder import load_nvidia_dynamic_lib
+loaded = str(Path(load_nvidia_dynamic_lib("nvJitLink").abs_path).resolve())
+print(json.dumps({"before": before, "after": n.nvjitlink_identity(), "found": found,
+                  "loaded": loaded, "mapped": [str(p) for p in n.mapped_nvjitlink()],
+                  "path": sys.path}))
+"""
+
+
+@pytest.mark.toolchain
+def test_identity_is_the_nvjitlink_cuda_bindings_loads(tmp_path: Path) -> None:
+    shadow, lib = _shadow_nvjitlink(tmp_path)
+    env = dict(os.environ, PYTHONPATH=str(shadow))
+    cmd = [sys.executable, "-c", _IDENTITY_SCRIPT]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True).stdout
+    r = json.loads(out)
+    assert str(shadow) in r["path"]  # the shadow comes first on sys.path ...
+    assert r["found"] == r["loaded"] != str(lib)  # ... but cuda-pathfinder loads site-packages'
+    assert r["mapped"] == [r["loaded"]]
+    assert r["before"] == r["after"]  # found without loading == described once loaded
+    assert r["loaded"] in r["before"] and str(lib) not in r["before"]
+
+
+_REKEY_SCRIPT = """
+import ctypes, json, sys
+from pathlib import Path
+from skbuild_cudaq.realtime import _nvjitlink as n
+from skbuild_cudaq.realtime.cache import LinkCache, cache_entry
+from skbuild_cudaq.realtime.link import LinkOptions, link_digest, prepare_link
+binary, cache_dir, shadow, when = sys.argv[1], Path(sys.argv[2]), sys.argv[3], sys.argv[4]
+if when == "before":
+    ctypes.CDLL(shadow)  # another library of the process loaded this nvJitLink first
+prepared = prepare_link(binary, LinkOptions(arch="sm_90"), LinkCache(cache_dir))
+if when == "after":
+    ctypes.CDLL(shadow)  # ... after the key was computed
+result = prepared.finish("sm_90")
+loaded = link_digest(prepared.runtime, prepared.code, prepared.options, n.nvjitlink_identity())
+print(json.dumps({"entry": result.cache_path.name, "hit": result.cache_hit,
+                  "prepared": cache_entry(prepared.digest, "sm_90") + ".cubin",
+                  "loaded": cache_entry(loaded, "sm_90") + ".cubin",
+                  "mapped": [str(p) for p in n.mapped_nvjitlink()]}))
+"""
+
+
+@pytest.mark.toolchain
+def test_cold_link_is_keyed_by_the_nvjitlink_actually_loaded(
+    bins: DeviceBinaries, tmp_path: Path
+) -> None:
+    _, lib = _shadow_nvjitlink(tmp_path)
+    cache_dir = tmp_path / "cache"
+
+    def run(when: str) -> dict[str, object]:
+        out = subprocess.run(
+            [sys.executable, "-c", _REKEY_SCRIPT, str(bins.app), str(cache_dir), str(lib), when],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        result: dict[str, object] = json.loads(out)
+        return result
+
+    # the key named the wheel's nvJitLink, but the shadow was loaded before the link: re-keyed
+    cold = run("after")
+    assert cold["mapped"] == [str(lib)]  # cuda-pathfinder took the one already loaded
+    assert not cold["hit"]
+    assert cold["entry"] == cold["loaded"] != cold["prepared"]
+    # a process that loads the shadow first finds that entry ...
+    warm = run("before")
+    assert warm["hit"] and warm["entry"] == cold["entry"] == warm["prepared"]
+    # ... one that would load the wheel's does not: it links with its own nvJitLink
+    plain = run("none")
+    assert not plain["hit"] and plain["entry"] == plain["prepared"] != cold["entry"]

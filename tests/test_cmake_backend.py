@@ -71,6 +71,26 @@ def test_no_kernels_no_defines(tmp_path: Path) -> None:
     }
 
 
+def test_empty_kernel_table_warns(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT + "\n[tool.cudaq.dispatch-kernels]\n")
+    code = "print(sorted(b.prepare_config_settings({}, __import__('pathlib').Path.cwd())))"
+    proc = run_hook(tmp_path, code)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"  # builds, with nothing added
+    assert proc.stderr.startswith(
+        "skbuild-cudaq: warning: [tool.cudaq.dispatch-kernels] is empty: no dispatch kernel is "
+        "built or embedded."
+    ), proc.stderr
+    # only the build hooks warn (not each of pip's requirement and metadata calls), once
+    assert proc.stderr.count("warning:") == 1
+    proc = run_hook(tmp_path, "b.get_requires_for_build_wheel()")
+    assert proc.returncode == 0 and "skbuild-cudaq" not in proc.stderr, proc.stderr
+    # no table, or a table with a kernel: no warning
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    proc = run_hook(tmp_path, code)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+
+
 def test_own_settings_are_stripped_and_checked(
     project: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -133,13 +153,73 @@ def test_settings_problem_exits_without_traceback(project: Path) -> None:
     assert "tool.cudaq.dispatch-kernels._core" in proc.stderr
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param(
+            'tool = 1\n[project]\nname = "x"\nversion = "1"\n',
+            "1 problem in [tool.cudaq] of {pyproject}:\n  - tool: 1 is an integer; expected a "
+            "table; use [tool]",
+            id="tool-not-a-table",
+        ),
+        pytest.param(
+            '[project]\nname = "x"\nversion = "1"\n[tool.scikit-build]\noverrides = [1]\n',
+            "scikit-build-core cannot read pyproject.toml (AttributeError: 'int' object has no "
+            "attribute 'get'); check its [tool.scikit-build] table",
+            id="scikit-build-core-import",
+        ),
+    ],
+)
+def test_pyproject_that_breaks_scikit_build_core_import_is_one_message(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    """scikit-build-core reads ./pyproject.toml when imported and lets errors escape: the
+    backend still answers every hook with one line and status 1."""
+    (tmp_path / "pyproject.toml").write_text(text)
+    proc = run_hook(tmp_path, "b.get_requires_for_build_wheel()")
+    assert proc.returncode == 1, proc.stderr
+    pyproject = tmp_path / "pyproject.toml"
+    assert proc.stderr == f"skbuild-cudaq: error: {message.format(pyproject=pyproject)}\n"
+
+
+@pytest.mark.parametrize("escape", ["semicolon", "symlink"])
+def test_sdist_and_wheel_refuse_sources_escaping_the_project(project: Path, escape: str) -> None:
+    """Issue 11 item 5 through the PEP 517 hooks: no sdist with a link to outside, no ;-split."""
+    outside = project.parent / "outside.cu"
+    outside.write_text("// not in the project\n")
+    if escape == "semicolon":
+        (project / "src/a.cu;").mkdir()
+        (project / "src/a.cu;/x.cu").symlink_to(outside)
+        source, why = "src/a.cu;/x.cu", "contains ;, which CMake, make or nvcc would misread"
+    else:
+        (project / "src/link.cu").symlink_to(outside)
+        source, why = "src/link.cu", "is a symbolic link (or lies under one) that resolves outside"
+    text = (project / "pyproject.toml").read_text().replace('"src/a.cu"', f'"{source}"')
+    (project / "pyproject.toml").write_text(text)
+    for hook in ("build_sdist('dist')", "build_wheel('dist')"):
+        proc = run_hook(project, f"b.{hook}")
+        assert proc.returncode == 1, proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert f'  - tool.cudaq.dispatch-kernels._core[0]: "{source}" {why}' in proc.stderr
+        assert not (project / "dist").exists()
+
+
 @pytest.mark.integration
 @pytest.mark.toolchain
-def test_declared_target_never_created_names_the_key(tmp_path: Path, nvcc: Path) -> None:
+@pytest.mark.parametrize(
+    ("key", "hint"),
+    [
+        ("not_a_target", "Targets of this project: two_kernels."),
+        ("two_kernel", 'Did you mean "two_kernels"?'),
+    ],
+)
+def test_declared_target_never_created_names_the_key(
+    tmp_path: Path, nvcc: Path, key: str, hint: str
+) -> None:
     src = tmp_path / "pkg"
     shutil.copytree(PACKAGES / "two_kernels", src)
     pyproject = src / "pyproject.toml"
-    pyproject.write_text(pyproject.read_text().replace("\ntwo_kernels = ", "\nnot_a_target = "))
+    pyproject.write_text(pyproject.read_text().replace("\ntwo_kernels = ", f"\n{key} = "))
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
          "--disable-pip-version-check", "-w", str(tmp_path / "dist"), str(src)],
@@ -148,6 +228,7 @@ def test_declared_target_never_created_names_the_key(tmp_path: Path, nvcc: Path)
     out = " ".join((proc.stdout + proc.stderr).split())
     assert proc.returncode != 0
     assert (
-        "skbuild-cudaq: tool.cudaq.dispatch-kernels.not_a_target: the CMake project never "
-        'creates a target named "not_a_target".'
+        f"skbuild-cudaq: tool.cudaq.dispatch-kernels.{key}: the CMake project never "
+        f'creates a target named "{key}".'
     ) in out, out[-3000:]
+    assert f"of pyproject.toml. {hint}" in out, out[-3000:]

@@ -55,6 +55,26 @@ def test_unknown_target(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("name", "hint"),
+    [
+        ("mdo", 'Did you mean "mod"?'),  # a transposition
+        ("MOD", 'Did you mean "mod"?'),  # case
+        ("module_x", 'Did you mean "module"?'),  # the closest of several
+        ("nope", "Targets of this project: mod, module."),  # nothing close: all of them
+    ],
+)
+def test_unknown_target_suggests_the_closest(tmp_path: Path, name: str, hint: str) -> None:
+    stderr = configure(
+        tmp_path,
+        "add_library(module MODULE)\nadd_custom_target(modx)\n"
+        f"cudaq_realtime_add_dispatch_kernel({name} k.cu)\n",
+    )
+    expect(stderr, f'no CMake target named "{name}".')
+    expect(stderr, f"correct the name. {hint}")
+    assert "modx" not in stderr  # a custom target cannot take device code
+
+
 def test_missing_file(tmp_path: Path) -> None:
     stderr = configure(tmp_path, "cudaq_realtime_add_dispatch_kernel(mod missing.cu)\n")
     expect(
@@ -81,23 +101,29 @@ def test_nvcc_not_found(tmp_path: Path) -> None:
     assert CMAKE is not None or pytest.skip("cmake not on PATH")
     empty = tmp_path / "empty-bin"
     empty.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in {"CUDACXX", "CMAKE_CUDA_COMPILER"}}
+    drop = {"CUDACXX", "CMAKE_CUDA_COMPILER", "CUDA_HOME", "CUDA_PATH"}
+    env = {k: v for k, v in os.environ.items() if k not in drop}
     env["PATH"] = str(empty)
-    # Only PATH (empty) may be searched: not CMake's system prefixes such as /usr/local/bin.
+    env["SKBUILD_CUDAQ_CUDA_ROOTS"] = ""  # not this machine's /usr/local/cuda
+    # PATH (empty) is the only directory searched: not CMake's system prefixes.
     stderr = configure(
         tmp_path,
         "cudaq_realtime_add_dispatch_kernel(mod k.cu)\n",
         env,
-        "-DCMAKE_FIND_USE_CMAKE_SYSTEM_PATH=OFF",
-        "-DCMAKE_FIND_USE_INSTALL_PREFIX=OFF",
         f"-DCMAKE_MAKE_PROGRAM={shutil.which('make') or shutil.which('ninja')}",
     )
     expect(
         stderr,
         "skbuild-cudaq: cudaq_realtime_add_dispatch_kernel(mod): nvcc not found: it compiles the "
-        "dispatch kernels to LTO-IR. Set CMAKE_CUDA_COMPILER (or the CUDACXX environment "
-        "variable) to the nvcc of a CUDA toolkit, put nvcc on PATH, or `pip install "
-        "nvidia-cuda-nvcc` (add it to build-system.requires).",
+        "dispatch kernels to LTO-IR. Looked in, in order: - CMAKE_CUDA_COMPILER (CMake variable): "
+        "not set - CMAKE_CUDA_COMPILER (environment): not set - CUDACXX (environment): not set - "
+        f"nvcc on PATH ({empty}): not found - $CUDA_HOME/bin/nvcc: CUDA_HOME not set",
+    )
+    expect(
+        stderr,
+        "Install a CUDA toolkit and set CUDA_HOME to it (or put its bin directory on PATH, or set "
+        "CMAKE_CUDA_COMPILER to its nvcc), or `pip install nvidia-cuda-nvcc` (add it to "
+        "build-system.requires).",
     )
 
 
@@ -120,3 +146,108 @@ def test_handlers_need_the_cuda_language(tmp_path: Path) -> None:
 def test_config_version_matches_the_python_package() -> None:
     text = (skbuild_cudaq.cmake_dir() / "skbuild_cudaqConfigVersion.cmake").read_text()
     assert f'set(PACKAGE_VERSION "{skbuild_cudaq.__version__}")' in text
+
+
+# Sources that escape the project (issue 11): a ";" inside one argument would be split by CMake
+# into two paths (the second may name any file); "[" keeps ";"-lists together; "$" and "`" reach
+# a shell through nvcc; ":" and "|" break make and ninja rules.
+UNSAFE_MESSAGE = (
+    'contains one of ; [ ] $ ` " \\ | : or a control character, which CMake, make or nvcc would '
+    "misread (CMake splits a path at ; into two paths); rename the file or its directory."
+)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cudaq_realtime_add_dispatch_kernel",
+        "cudaq_realtime_add_device_sources",
+        "cudaq_realtime_add_handlers",
+    ],
+)
+def test_semicolon_inside_one_source_argument_is_refused(tmp_path: Path, command: str) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "evil.cu").write_text("// both halves exist\n")
+    stderr = configure(tmp_path, f"{command}(mod [==[a;evil.cu]==])\n")
+    expect(stderr, f'skbuild-cudaq: {command}(mod): source path "a;evil.cu" {UNSAFE_MESSAGE}')
+
+
+@pytest.mark.parametrize("char", ["[", "]", "$", "`", "|", ":"])
+def test_characters_cmake_make_or_nvcc_misread_are_refused(tmp_path: Path, char: str) -> None:
+    name = f"k{char}x.cu"
+    (tmp_path / name).write_text("// exists\n")
+    stderr = configure(tmp_path, f"cudaq_realtime_add_dispatch_kernel(mod [==[{name}]==] k.cu)\n")
+    expect(
+        stderr,
+        f'skbuild-cudaq: cudaq_realtime_add_dispatch_kernel(mod): source path "{name}" '
+        f"{UNSAFE_MESSAGE}",
+    )
+
+
+def test_symlink_resolving_outside_the_project_is_refused(tmp_path: Path) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    outside = tmp_path / "outside.cu"
+    outside.write_text('extern "C" __global__ void k() {}\n')
+    (project / "link.cu").symlink_to(outside)
+    stderr = configure(project, "cudaq_realtime_add_dispatch_kernel(mod link.cu)\n")
+    expect(
+        stderr,
+        'skbuild-cudaq: cudaq_realtime_add_dispatch_kernel(mod): source file "link.cu" is a '
+        f"symbolic link (or lies under one) that resolves outside the project, to {outside}. "
+        "Copy the file into the project: an sdist ships the link itself, which points nowhere "
+        "on another machine.",
+    )
+
+
+@pytest.mark.parametrize("where", ["link-inside", "explicit-outside"])
+def test_links_inside_and_explicit_outside_paths_pass_the_checks(
+    tmp_path: Path, where: str
+) -> None:
+    """Refused only for a path that looks inside the project but is not: these pass on to
+    the next check (LANGUAGES NONE: no C/CXX to embed with)."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    if where == "link-inside":
+        (project / "alias.cu").symlink_to(project / "k.cu")
+        source = "alias.cu"
+    else:
+        source = str(tmp_path / "generated.cu")
+        Path(source).write_text("// generated\n")
+    stderr = configure(project, f"cudaq_realtime_add_dispatch_kernel(mod {source})\n")
+    assert "symbolic link" not in stderr
+    expect(stderr, "the project enables neither C nor CXX")
+
+
+@pytest.mark.parametrize("generator", ["Ninja", "Unix Makefiles"])
+def test_characters_that_are_allowed_build(tmp_path: Path, nvcc: Path, generator: str) -> None:
+    """The other side of the refused set: these characters pass through CMake, make, ninja and
+    nvcc intact (``*/`` too, which once ended the generated file's comment)."""
+    if CMAKE is None or shutil.which("ninja" if generator == "Ninja" else "make") is None:
+        pytest.skip(f"cmake or the {generator} tool is not on PATH")
+    dirs = ["k*", "a b#c", "p%(q)&r=s'!", "\u00e9t\u00e9~{x}@,+"]
+    sources = []
+    for index, name in enumerate(dirs):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "k.cu").write_text(f'extern "C" __global__ void k{index}() {{}}\n')
+        sources.append(f"[==[{name}/k.cu]==]")
+    (tmp_path / "lib.c").write_text("int f(void) { return 0; }\n")
+    (tmp_path / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.20)\nproject(allowed LANGUAGES C)\n"
+        "add_library(mod MODULE lib.c)\nfind_package(skbuild_cudaq CONFIG REQUIRED)\n"
+        f"cudaq_realtime_add_dispatch_kernel(mod {' '.join(sources)})\n"
+    )
+    build = tmp_path / "build"
+    env = {**os.environ, "CUDACXX": str(nvcc)}
+    for cmd in (
+        [CMAKE, "-S", str(tmp_path), "-B", str(build), "-G", generator,
+         f"-Dskbuild_cudaq_DIR={skbuild_cudaq.cmake_dir()}"],
+        [CMAKE, "--build", str(build)],
+    ):  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    module = next(build.glob("*mod.so"))
+    from skbuild_cudaq.fatbin import read_relfatbin_sections
+
+    containers = [c for s in read_relfatbin_sections(module) for c in s.containers]
+    assert len(containers) == len(dirs)

@@ -57,6 +57,7 @@ class FakeDriver:
     CU_MEMHOSTALLOC_DEVICEMAP = 2
     CU_MEMHOSTALLOC_PORTABLE = 1
     CUstream_flags = SimpleNamespace(CU_STREAM_NON_BLOCKING=1)
+    CUfunction_attribute = SimpleNamespace(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK=0)
 
     def __init__(self) -> None:
         self.log: list[str] = []
@@ -67,6 +68,8 @@ class FakeDriver:
         self.ignores_shutdown = False
         self.processed = 0
         self.fail: dict[str, int] = {}
+        self.contexts: list[Any] = [None]  # this thread's context stack; [-1] is current
+        self.max_threads = 1024  # the linked built-in kernel's limit on this "GPU"
 
     def _ok(self, name: str, *values: Any) -> tuple[Any, ...]:
         self.log.append(name)
@@ -81,13 +84,24 @@ class FakeDriver:
         return self._ok("cuDeviceGet", ordinal)
 
     def cuDevicePrimaryCtxRetain(self, dev: int) -> tuple[Any, ...]:
-        return self._ok("cuDevicePrimaryCtxRetain", "ctx")
+        return self._ok("cuDevicePrimaryCtxRetain", 0xC0 + dev)
 
     def cuDevicePrimaryCtxRelease(self, dev: int) -> tuple[Any, ...]:
         return self._ok("cuDevicePrimaryCtxRelease")
 
     def cuCtxSetCurrent(self, ctx: Any) -> tuple[Any, ...]:
+        self.contexts[-1] = ctx
         return self._ok("cuCtxSetCurrent")
+
+    def cuCtxGetCurrent(self) -> tuple[Any, ...]:
+        return (0, self.contexts[-1])
+
+    def cuCtxPushCurrent(self, ctx: Any) -> tuple[Any, ...]:
+        self.contexts.append(ctx)
+        return self._ok("cuCtxPushCurrent")
+
+    def cuCtxPopCurrent(self) -> tuple[Any, ...]:
+        return self._ok("cuCtxPopCurrent", self.contexts.pop())
 
     def cuStreamCreate(self, flags: int) -> tuple[Any, ...]:
         assert flags == 1, "dispatcher streams must be non-blocking"
@@ -149,6 +163,10 @@ class FakeDriver:
         return self._ok("cuMemcpyDtoHAsync")
 
     # "kernel"
+    def cuKernelGetAttribute(self, attr: int, kernel: Any, dev: Any) -> tuple[Any, ...]:
+        assert attr == 0 and kernel == "builtin-kernel-handle"
+        return self._ok("cuKernelGetAttribute", self.max_threads)
+
     def launch(self, args: LaunchArgs) -> None:
         self.log.append("launch")
         self.kernel = FakeKernel(self, args.shutdown_flag, self.ignores_shutdown)
@@ -158,10 +176,13 @@ class FakeLibrary:
     def __init__(self, lo: int, hi: int) -> None:
         self.lo, self.hi = lo, hi
 
-    def contains(self, address: int) -> bool:
+    def contains(self, address: int, device: int | None = None) -> bool:
         return self.lo <= address < self.hi
 
-    def handler_shapes(self) -> dict[int, int]:
+    def owners(self, address: int) -> list[tuple[int, str]]:
+        return []
+
+    def handler_shapes(self, device: int | None = None) -> dict[int, int]:
         return {0x1100: SHAPE_LAUNCH, 0x1200: SHAPE_THREAD}
 
 
@@ -312,7 +333,7 @@ def test_bridge_allocates_one_mapped_ring_and_a_device_context(drv: FakeDriver) 
     with HostRingBridge(num_slots=8, slot_size=64) as bridge:
         total = RingLayout(8, 64).total_bytes
         assert drv.log.count("cuMemHostAlloc") == 1
-        assert len(bridge.buffer) == total == 2 * 8 * 64 + 8 * 8
+        assert len(bridge.buffer) == total == 2 * 8 * 64 + 8 * 8 + 8  # + the id source
         assert bytes(bridge.buffer) == bytes(total)  # cleared
         ctx = _host_ring_ctx(bytes(drv.device[bridge.transport_ctx]))
         base = bridge.device_ring
@@ -480,3 +501,92 @@ def test_kernel_returning_at_once_fails_start(drv: FakeDriver) -> None:
     assert not d.running
     d.close()
     assert drv.device == {}
+
+
+# -- issue 11: the built-in kernel's own limit, bridge clients, a failed __init__ -------------
+
+
+@pytest.fixture
+def builtin(drv: FakeDriver, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The built-in kernel path on the fake driver: lookups and the launch helper recorded."""
+    from skbuild_cudaq.realtime import launch, library
+
+    launched: list[int] = []
+    kernel = SimpleNamespace(handle="builtin-kernel-handle")
+    monkeypatch.setattr(library, "get_library", lambda module, bridge=None, device=None: LIB)
+    monkeypatch.setattr(library, "get_device_kernel", lambda module, name, device=None: kernel)
+
+    def launch_kernel(k: Any, config: Any, stream: Any, *args: Any) -> None:
+        launched.append(config.block[0])
+        drv.launch(SimpleNamespace(shutdown_flag=args[4].value))
+
+    monkeypatch.setattr(launch, "launch_kernel", launch_kernel)
+    return launched
+
+
+def test_block_size_over_the_kernels_limit_is_refused_before_any_launch(
+    drv: FakeDriver, builtin: list[int]
+) -> None:
+    drv.max_threads = 640  # e.g. the registers of the kernel as linked for this GPU
+    config = DispatcherConfig(num_slots=4, slot_size=64, block_size=1024, stop_timeout=0.5)
+    with Dispatcher(config, module="fake_ext") as d:
+        with pytest.raises(
+            InvalidArgumentError,
+            match=r"block_size=1024: .* at most 640 threads .*MAX_THREADS_PER_BLOCK.* 640 or less",
+        ):
+            d.start()
+        assert builtin == [] and "launch" not in drv.log and not d.running
+    assert drv.device == {} and drv.host == {}
+
+
+def test_block_size_at_the_kernels_limit_is_launched(drv: FakeDriver, builtin: list[int]) -> None:
+    drv.max_threads = 640
+    config = DispatcherConfig(num_slots=4, slot_size=64, block_size=640, stop_timeout=0.5)
+    with Dispatcher(config, module="fake_ext") as d:
+        d.start()  # at the limit: launched
+        assert builtin == [640] and d.running
+        assert d.stop() == 0
+
+
+def test_bridge_clients_keep_ring_ids_across_resets(drv: FakeDriver) -> None:
+    from skbuild_cudaq.realtime._ring import RingClient, RingError, RingServer
+
+    with HostRingBridge(num_slots=4, slot_size=64) as bridge:
+        server = RingServer(bridge.buffer, bridge.layout)  # stands in for the GPU's hooks
+        client = bridge.client()
+        ids = []
+        for round_ in range(3):
+            for _ in range(5):
+                t = client.submit("f", b"x")
+                req = server.poll()
+                assert req is not None
+                server.publish(0, req.args)
+                ids.append(client.wait(t).request_id)
+            own = RingClient(bridge.buffer, bridge.layout)
+            assert own.submitted == 5
+            bridge.reset()  # what Dispatcher.start() does
+            server.reset()
+            assert client.submitted == 0
+            if round_ == 0:
+                with pytest.raises(RingError, match="reset under it"):
+                    own.submit("f")  # a client of its own is stale after the reset: refused
+        assert ids == list(range(15))
+        kept = bridge.client()
+    assert kept.closed  # closed with the ring: a RingError, never a write to freed memory
+    with pytest.raises(RingError, match="closed"):
+        kept.call("f")
+
+
+def test_a_bridge_whose_init_fails_leaves_no_finalizer_noise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import gc
+    import sys
+
+    unraisable: list[Any] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    for shape in ((0, 256), (4, 20), (4, 60)):
+        with pytest.raises(InvalidArgumentError):
+            HostRingBridge(*shape)
+    gc.collect()
+    assert unraisable == []

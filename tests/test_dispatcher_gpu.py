@@ -370,22 +370,82 @@ def test_exported_shapes_reach_the_device_table(core: Any) -> None:
         d.close()
 
 
-def test_builtin_kernel_serves_with_its_largest_block(core: Any) -> None:
-    """The built-in kernel serves at the largest block its registers allow."""
-    from cuda.bindings import driver
+# -- issue 11 -------------------------------------------------------------------------------
 
-    from skbuild_cudaq.realtime import get_device_kernel
 
-    kernel = get_device_kernel(core, "cudaq_realtime_unified_dispatch")
-    attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
-    err, limit = driver.cuKernelGetAttribute(attr, kernel.handle, 0)
-    assert int(err) == 0
-    d = make_dispatcher("builtin", core, block_size=int(limit))
-    try:
+def test_builtin_block_size_1024_serves_or_is_refused_before_launch(core: Any) -> None:
+    """DispatcherConfig accepts 1..1024: the built-in kernel runs it or start() says why,
+    from the kernel's own limit, before any launch (never LAUNCH_OUT_OF_RESOURCES)."""
+    import re
+
+    from skbuild_cudaq.realtime import Dispatcher, DispatcherConfig, get_device_handler
+    from skbuild_cudaq.realtime.errors import InvalidArgumentError
+
+    def make(block_size: int) -> Any:
+        d = Dispatcher(
+            DispatcherConfig(num_slots=8, slot_size=256, block_size=block_size),
+            module=core,
+        )
+        d.function_table.add_device("rpc_increment", get_device_handler(core, "rpc_increment"))
+        return d
+
+    with make(1024) as d:
+        try:
+            d.start()
+        except InvalidArgumentError as exc:
+            text = str(exc)
+            assert "block_size=1024" in text and "MAX_THREADS_PER_BLOCK" in text, text
+            limit = int(re.search(r"at most (\d+) threads", text).group(1))  # type: ignore[union-attr]
+            assert 0 < limit < 1024
+            assert not d.running
+        else:
+            limit = 1024
+            client = d.bridge.client()
+            assert client.call("rpc_increment", b"\x01\x02") == (0, b"\x02\x03")
+            assert d.stop() == 1
+    with make(limit) as d:  # the largest block the kernel can run does run
         d.start()
-        ring = RawRing(d.bridge)
-        sent, errors = pipelined(ring, 5_000, lambda k: (HANDLERS[k % 5], bytes(range(k % 200))))
-        assert errors == 0
-        assert d.stop() == sent
-    finally:
-        d.close()
+        client = d.bridge.client()
+        assert client.call("rpc_increment", b"\x05") == (0, b"\x06")
+        assert d.stop() == 1
+
+
+def test_processed_counts_since_the_last_start(core: Any) -> None:
+    """The same meaning as the host path's: each start() counts from zero."""
+    with make_dispatcher("builtin", core, num_slots=8, slot_size=256) as d:
+        d.start()
+        client = d.bridge.client()
+        for _ in range(3):
+            assert client.call("echo", b"a") == (0, b"a")
+        assert d.stop() == 3 and d.processed == 3
+        d.start()
+        assert d.processed == 0
+        client = d.bridge.client()
+        for _ in range(2):
+            assert client.call("echo", b"b") == (0, b"b")
+        assert d.stop() == 2 and d.processed == 2
+
+
+def test_ring_ids_unique_across_restarts_and_clients(core: Any) -> None:
+    """Clients one after another and restarts (the ring is reset at each start()): every
+    request id is new, every answer is the caller's own."""
+    from skbuild_cudaq.realtime._ring import RingClient
+
+    with make_dispatcher("single_thread", core, num_slots=4, slot_size=128) as d:
+        seen: list[int] = []
+        for restart in range(3):
+            d.start()
+            for c in range(2):  # the bridge's own client, then one made after it
+                client = (
+                    d.bridge.client() if c == 0 else RingClient(d.bridge.buffer, d.bridge.layout)
+                )
+                assert client.submitted == 3 * c
+                tickets = [
+                    client.submit("rpc_increment", bytes([restart, c, i])) for i in range(3)
+                ]  # their answers stay in the ring memory for the next client to find
+                for i, t in enumerate(tickets):
+                    r = client.wait(t, DEADLINE)
+                    assert (r.status, r.result) == (0, bytes([restart + 1, c + 1, i + 1]))
+                    seen.append(r.request_id)
+            assert d.stop() == 6
+        assert len(seen) == len(set(seen)) == 18

@@ -545,6 +545,7 @@ def built_docs(tmp_path_factory: pytest.TempPathFactory) -> Path:
             sys.executable,
             "-m",
             "sphinx",
+            "-n",  # nitpicky: every cross-reference must resolve
             "-W",
             "--keep-going",
             "-q",
@@ -561,11 +562,11 @@ def built_docs(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=300,
         check=False,
     )
-    assert proc.returncode == 0, f"sphinx -W failed:\n{proc.stdout}\n{proc.stderr}"
+    assert proc.returncode == 0, f"sphinx -n -W failed:\n{proc.stdout}\n{proc.stderr}"
     return out
 
 
-def test_docs_build_with_warnings_as_errors(built_docs: Path) -> None:
+def test_docs_build_nitpicky_with_warnings_as_errors(built_docs: Path) -> None:
     for page in (
         "index",
         "getting-started",

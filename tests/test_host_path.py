@@ -118,7 +118,7 @@ def test_start_stop_idempotent_and_restart_serves_pending() -> None:
     assert client.poll(t) is None  # nobody serves
     with dispatcher:
         assert client.wait(t).result == b"2"
-    assert dispatcher.processed == 2
+    assert dispatcher.processed == 1  # since the last start()
 
 
 def test_stop_under_traffic() -> None:
@@ -173,3 +173,159 @@ def test_configuration_errors() -> None:
         d.add_handler(fnv1a_32("echo"), rpc_increment)
     with pytest.raises(TypeError, match="not callable"):
         d.add_handler("x", 3)  # type: ignore[arg-type]
+
+
+# -- issue 11: clients in sequence, lifetime, configuration ----------------------------------
+
+
+def test_a_second_client_never_gets_the_first_clients_answers() -> None:
+    with HostDispatcher(RingLayout(8, 64), HANDLERS) as dispatcher:
+        first = dispatcher.client()
+        left = first.submit_many([("echo", b"first %d" % i) for i in range(5)])
+        deadline = time.monotonic() + 10
+        while dispatcher.processed < 5 and time.monotonic() < deadline:
+            time.sleep(1e-3)
+        second = dispatcher.client()  # the answers of `first` are still in the ring
+        for i in range(20):  # wraps the ring twice
+            assert second.call("echo", b"second %d" % i) == (0, b"second %d" % i)
+        third = dispatcher.client()
+        assert third.call("rpc_increment", b"\x01") == (0, b"\x02")
+        with pytest.raises(Exception, match="another producer wrote to the ring"):
+            first.submit("echo", b"stale")
+        assert dispatcher.processed == 26
+        del left
+
+
+@pytest.mark.parametrize("exc_type", [SystemExit, KeyboardInterrupt, GeneratorExit])
+def test_a_handler_raising_base_exception_is_answered_then_reraised_on_the_owner(
+    exc_type: type[BaseException],
+) -> None:
+    def quit_handler(args: bytes) -> bytes:
+        raise exc_type(3)
+
+    dispatcher = HostDispatcher(RingLayout(4, 64), {**HANDLERS, "quit": quit_handler})
+    dispatcher.start()
+    client = dispatcher.client()
+    expected = (STATUS_HANDLER_EXCEPTION, f"{exc_type.__name__}: 3".encode())
+    assert client.call("quit", b"") == expected
+    deadline = time.monotonic() + 10
+    while dispatcher.running and time.monotonic() < deadline:
+        time.sleep(1e-3)
+    assert not dispatcher.running  # the thread stopped, it did not die silently
+    with pytest.raises(exc_type):
+        dispatcher.stop()
+    dispatcher.stop()  # raised once
+    dispatcher.start()  # recovers: the ring is in step
+    assert client.call("echo", b"after") == (0, b"after")
+    # start() reports it too when nobody called stop()
+    assert client.call("quit", b"")[0] == STATUS_HANDLER_EXCEPTION
+    while dispatcher.running and time.monotonic() < deadline:
+        time.sleep(1e-3)
+    with pytest.raises(exc_type):
+        dispatcher.start()
+    dispatcher.start()
+    assert client.call("echo", b"again") == (0, b"again")
+    dispatcher.close()
+
+
+def test_serve_one_answers_then_reraises_a_keyboard_interrupt() -> None:
+    def interrupted(args: bytes) -> bytes:
+        raise KeyboardInterrupt
+
+    dispatcher = HostDispatcher(RingLayout(2, 64), {"stop": interrupted, "echo": echo})
+    client = dispatcher.client()
+    t = client.submit("stop")
+    with pytest.raises(KeyboardInterrupt):
+        dispatcher.serve_one()
+    assert client.wait(t).status == STATUS_HANDLER_EXCEPTION
+    t = client.submit("echo", b"next")
+    assert dispatcher.serve_one()
+    assert client.wait(t).result == b"next"
+
+
+def test_start_after_close_is_refused() -> None:
+    dispatcher = HostDispatcher(RingLayout(2, 64), HANDLERS)
+    with dispatcher:
+        assert dispatcher.client().call("echo", b"x") == (0, b"x")
+    dispatcher.close()
+    with pytest.raises(HostDispatcherError, match="the host dispatcher is closed"):
+        dispatcher.start()
+    with pytest.raises(HostDispatcherError, match="the host dispatcher is closed"), dispatcher:
+        pass
+
+
+def test_processed_counts_since_the_last_start() -> None:
+    dispatcher = HostDispatcher(RingLayout(4, 64), HANDLERS).start()
+    client = dispatcher.client()
+    for _ in range(3):
+        client.call("echo", b"a")
+    assert dispatcher.processed == 3
+    dispatcher.stop()
+    assert dispatcher.processed == 3  # final after stop()
+    dispatcher.start()
+    assert dispatcher.processed == 0
+    for _ in range(2):
+        client.call("echo", b"b")
+    assert dispatcher.processed == 2
+    dispatcher.close()
+    assert dispatcher.processed == 2
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"num_slots": 0}, "num_slots"), ({"slot_size": 0}, "slot_size"), ({"num_slots": -1}, "num")],
+)
+def test_zero_sized_rings_are_refused(kwargs: dict[str, int], match: str) -> None:
+    from skbuild_cudaq.realtime.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match=match):
+        HostDispatcher(handlers=HANDLERS, **kwargs)
+
+
+_CHILD_CLIENT = """
+import sys
+from skbuild_cudaq.realtime.test_server import connect_host_ring
+
+client = connect_host_ring(sys.argv[1], 4, 64)
+tickets = client.submit_many([("echo", b"child %d" % i) for i in range(6)])
+for t in tickets[:4]:
+    assert client.wait(t).result == b"child %d" % t.index
+client.drain()  # the last two are answered, and stay in the ring uncollected
+print(" ".join(str(t.request_id) for t in tickets))
+client.close()
+"""
+
+
+def test_clients_of_another_process_continue_the_same_ring() -> None:
+    """Request ids and the position live in the (shared) ring: a client in this process after
+    one in a child process continues it, and never takes the child's answers."""
+    import subprocess
+    import sys
+    from multiprocessing import shared_memory
+
+    from skbuild_cudaq.realtime._ring import RingClient
+
+    layout = RingLayout(4, 64)
+    shm = shared_memory.SharedMemory(create=True, size=layout.total_bytes)
+    try:
+        with HostDispatcher(layout, HANDLERS, buffer=shm.buf) as dispatcher:
+            child = subprocess.run(
+                [sys.executable, "-c", _CHILD_CLIENT, shm.name],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            assert child.returncode == 0, child.stderr
+            child_ids = [int(x) for x in child.stdout.split()]
+            client = RingClient(shm.buf, layout, spin=16)
+            assert client.submitted == 6
+            mine = [client.submit("echo", b"parent %d" % i) for i in range(6)]
+            assert [client.wait(t).result for t in mine] == [b"parent %d" % i for i in range(6)]
+            assert {t.request_id for t in mine}.isdisjoint(child_ids)
+            assert sorted(child_ids + [t.request_id for t in mine]) == list(range(12))
+            assert dispatcher.processed == 12
+            client.close()
+    finally:
+        shm.close()
+        shm.unlink()

@@ -99,6 +99,14 @@ PROJECTS = {
         "plain_backend",
         (Kernel("src/plain_dispatcher.cu"), Kernel("src/handlers.cu")),
     ),
+    # its own kernels and device link (sm_90 SASS) next to LTO-IR handlers: docs/dispatcher.md
+    "own_device_link": Project(
+        "own_device_link",
+        PACKAGES / "own_device_link",
+        "_odl",
+        (Kernel("src/dispatcher.cu"),),
+        nvcc_objects=2,  # scale.cu, handlers.cu: code=[lto_80,sm_90]
+    ),
 }
 
 
@@ -148,17 +156,27 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("integration") / "with space"
 
 
-@pytest.fixture(scope="session")
-def built(workdir: Path, nvcc: Path) -> Iterator[dict[str, Built]]:
-    results: dict[str, Built] = {}
-    for key, project in PROJECTS.items():
+class _Builds(dict[str, Built]):
+    """Each project built (and installed) the first time a test asks for it."""
+
+    def __init__(self, workdir: Path) -> None:
+        super().__init__()
+        self.workdir = workdir
+
+    def __missing__(self, key: str) -> Built:
+        project, workdir = PROJECTS[key], self.workdir
         src = workdir / "src" / project.name
         shutil.copytree(project.src, src, ignore=shutil.ignore_patterns("build", "dist"))
         build_dir = workdir / "build" / project.name
         wheel, log = build_wheel(src, workdir / "dist" / project.name, build_dir)
         target = workdir / "site" / project.name
-        results[key] = Built(project, src, build_dir, wheel, target, log, install(wheel, target))
-    yield results
+        self[key] = Built(project, src, build_dir, wheel, target, log, install(wheel, target))
+        return self[key]
+
+
+@pytest.fixture(scope="session")
+def built(workdir: Path, nvcc: Path) -> Iterator[dict[str, Built]]:
+    yield _Builds(workdir)
 
 
 def reference_fatbin(nvcc: Path, src_root: Path, kernel: Kernel, out: Path) -> bytes:
@@ -206,6 +224,15 @@ def test_section_holds_each_kernel_byte_identical(
     for i, kernel in enumerate(b.project.kernels):
         expected = reference_fatbin(nvcc, b.src, kernel, tmp_path / f"{i}.fatbin")
         assert containers.count(expected) == 1, f"{kernel.source}: no byte-identical container"
+
+
+@pytest.mark.parametrize("key", list(PROJECTS))
+def test_configure_prints_no_cmake_warning(built: dict[str, Built], key: str) -> None:
+    """Most of these projects never call find_package(skbuild_cudaq) (pyproject-only): the
+    skbuild_cudaq_DIR the backend passes must not make CMake warn that it went unused."""
+    log = built[key].log
+    assert "Manually-specified variables were not used" not in log, log[-3000:]
+    assert "CMake Warning" not in log, log[log.index("CMake Warning") :][:2000]
 
 
 @pytest.mark.parametrize("key", list(PROJECTS))
@@ -288,3 +315,143 @@ def test_touching_a_kernel_header_rebuilds_only_that_kernel(
     after = fatbins(b.build_dir)
     changed = sorted(name for name in after if after[name] != before[name])
     assert len(changed) == 1 and changed[0].startswith("first-"), changed
+
+
+def test_inspect_names_example_apps_kernels_and_handlers(built: dict[str, Built]) -> None:
+    """The pyproject-only and CMake one-liner kernels and both handler sources, by name."""
+    import json
+
+    b = built["example_app"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "skbuild_cudaq", "inspect", str(the_module(b)), "--json"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    records = [c["record"] for s in doc["sections"] for c in s["containers"]]
+    assert None not in records, records
+    named = {r["source"]: (r["compiled"], r["architectures"], r["kernels"], r["handlers"])
+             for r in records}  # fmt: skip
+    assert named == {
+        "src/single_thread_dispatcher.cu": ("side", ["80"], ["single_thread_dispatcher"], []),
+        "src/cooperative_grid_dispatcher.cu": ("side", ["80"], ["cooperative_grid_dispatcher"], []),
+        "src/warp_parallel_dispatcher.cu": ("side", ["80"], ["warp_parallel_dispatcher"], []),
+        "src/cluster_dispatcher.cu": ("side", ["90"], ["cluster_dispatcher"], []),
+        "src/handlers.cu": (
+            "nvcc",
+            ["80"],
+            [],
+            ["echo", "echo_thread", "rpc_increment", "rpc_increment_thread"],
+        ),
+        "src/block_handlers.cu": ("nvcc", ["80"], [], ["block_reverse"]),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# An extension with its own device link (docs/dispatcher.md, "Sharing the GPU")
+# ---------------------------------------------------------------------------------------------
+
+
+def test_own_device_link_carries_sass_and_lto_ir(built: dict[str, Built]) -> None:
+    from elftools.elf.elffile import ELFFile
+
+    from skbuild_cudaq.fatbin import read_relfatbin_sections
+
+    module = the_module(built["own_device_link"])
+    with module.open("rb") as f:
+        sections = {s.name for s in ELFFile(f).iter_sections()}
+    assert ".nv_fatbin" in sections  # the extension's own device link, for the CUDA runtime
+    kinds = sorted(
+        (e.kind, e.sm)
+        for section in read_relfatbin_sections(module)
+        for c in section.containers
+        for e in c.entries
+    )
+    # handlers.cu and scale.cu: LTO-IR for the run time and SASS for the device link;
+    # the dispatch kernel: LTO-IR only
+    assert kinds == [("cubin", "sm_90")] * 2 + [("lto-ir", "sm_80")] * 3, kinds
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_100"])
+def test_own_device_link_links_offline(built: dict[str, Built], arch: str, tmp_path: Path) -> None:
+    from skbuild_cudaq.realtime.cache import LinkCache
+    from skbuild_cudaq.realtime.library import cubin_symbols
+    from skbuild_cudaq.realtime.link import link_device_code
+
+    cubin = link_device_code(the_module(built["own_device_link"]), arch, cache=LinkCache(None))
+    symbols = cubin_symbols(cubin)
+    assert "odl_dispatcher" in symbols.kernels
+    assert "odl_echo" in symbols.handlers
+
+
+@pytest.mark.gpu
+def test_own_device_link_shares_the_gpu_with_a_dispatcher(built: dict[str, Built]) -> None:
+    """What docs/dispatcher.md says: the extension's own kernel and stream-ordered allocation
+    on a non-blocking stream run while the dispatcher serves; cudaDeviceSynchronize and cudaFree
+    wait until stop()."""
+    b = built["own_device_link"]
+    code = f"""
+import ctypes, sys, threading, time
+sys.path.insert(0, {str(b.target)!r})
+import _odl
+from skbuild_cudaq.realtime import (Dispatcher, DispatcherConfig, LaunchConfig,
+                                    get_device_handler, get_device_kernel, launch_kernel)
+
+lib = ctypes.CDLL(_odl.__file__)
+def ok(err, what):
+    assert err == 0, f"{{what}}: cudaError {{err}}"
+
+kernel = get_device_kernel(_odl, "odl_dispatcher")
+def launcher(args):
+    launch_kernel(kernel, LaunchConfig(grid=1, block=1), args.stream, *args.kernel_args())
+
+# before start(): a stream, pinned host memory, device memory
+n = 1000
+stream, host, early = ctypes.c_size_t(), ctypes.c_size_t(), ctypes.c_size_t()
+ok(lib.odl_stream_create(ctypes.byref(stream)), "stream")
+ok(lib.odl_host_alloc(ctypes.byref(host), ctypes.c_size_t(4 * n)), "cudaMallocHost")
+ok(lib.odl_malloc(ctypes.byref(early), ctypes.c_size_t(1 << 20)), "cudaMalloc")
+values = (ctypes.c_float * n).from_address(host.value)
+for i in range(n):
+    values[i] = i + 1
+d = Dispatcher(DispatcherConfig(num_slots=8, slot_size=256), module=_odl)
+d.function_table.add_device("odl_echo", get_device_handler(_odl, "odl_echo"))
+d.set_unified_launch(launcher)
+d.start()
+client = d.bridge.client()
+assert client.call("odl_echo", b"before") == (0, b"before")
+
+# 1. the extension's own kernel, stream-ordered alloc/free on a non-blocking stream: runs now
+t0 = time.monotonic()
+ok(lib.odl_scale_roundtrip(stream, host, n, ctypes.c_float(2.0)), "own kernel")
+assert list(values) == [2.0 * (i + 1) for i in range(n)], list(values)[:8]
+print(f"own kernel alongside: {{(time.monotonic() - t0) * 1e3:.1f}} ms")
+
+# 2. device-wide calls wait for the persistent kernel: until stop()
+done = {{}}
+def blocking(name, fn):
+    done[name] = fn()
+threads = [threading.Thread(target=blocking, args=("sync", lib.odl_device_synchronize)),
+           threading.Thread(target=blocking, args=("free", lambda: lib.odl_free(early)))]
+for t in threads:
+    t.start()
+time.sleep(1.0)
+assert not done, f"returned while the dispatcher runs: {{done}}"
+assert client.call("odl_echo", b"during") == (0, b"during")  # still serving
+client.close()
+t0 = time.monotonic()
+d.stop()
+for t in threads:
+    t.join(30)
+assert done == {{"sync": 0, "free": 0}}, done
+print(f"device-wide calls returned {{(time.monotonic() - t0) * 1e3:.1f}} ms after stop()")
+d.close()
+ok(lib.odl_host_free(host), "cudaFreeHost")
+ok(lib.odl_stream_destroy(stream), "stream destroy")
+print("ok")
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().endswith("ok"), proc.stdout

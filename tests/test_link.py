@@ -247,3 +247,28 @@ def test_cli_link_bad_arch(bins: DeviceBinaries, tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert "cannot link for sm_75" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.toolchain
+def test_cli_link_without_the_runtime_extra_advises_it(
+    bins: DeviceBinaries, tmp_path: Path
+) -> None:
+    """As if cuda-bindings were not installed: the advice is the extra, which brings it."""
+    import os
+
+    code = (
+        "import sys; sys.modules['cuda'] = None  # no cuda-bindings in this environment\n"
+        "from skbuild_cudaq.__main__ import main; sys.exit(main(sys.argv[1:]))"
+    )
+    out = tmp_path / "x.cubin"
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "link", str(bins.app), "--arch", "sm_90", "-o", str(out)],
+        capture_output=True, text=True, check=False,
+        env=dict(os.environ, SKBUILD_CUDAQ_LINK_CACHE="off"),
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.startswith("skbuild-cudaq: error: the link command needs the run-time extra")
+    assert proc.stderr.rstrip().endswith('pip install "skbuild-cudaq[runtime]"'), proc.stderr
+    assert "nvidia-nvjitlink" not in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not out.exists()

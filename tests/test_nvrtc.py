@@ -406,9 +406,13 @@ def test_runtime_set_follows_the_nvjitlink_major(
     assert device_runtime_dir(12) == tmp_path / "cu12"
     assert device_runtime_dir(13) == tmp_path / "cu13"
     for version, expected in (("12.9.86", "cu12"), ("13.0.88", "cu13")):
-        info = _nvjitlink.NvJitLinkInfo("nvidia-nvjitlink", version, tmp_path / "lib.so")
+        info = _nvjitlink.NvJitLinkInfo(tmp_path / "lib.so", "nvidia-nvjitlink", version)
         monkeypatch.setattr(_nvjitlink, "installed_nvjitlink", lambda info=info: info)
         assert device_runtime_dir() == tmp_path / expected
+    # without a wheel version, the library's name tells the major
+    info = _nvjitlink.NvJitLinkInfo(tmp_path / "libnvJitLink.so.12.9.86")
+    monkeypatch.setattr(_nvjitlink, "installed_nvjitlink", lambda: info)
+    assert device_runtime_dir() == tmp_path / "cu12"
     assert len(runtime_device_code(device_runtime_dir(13)).inputs) == 1
     with pytest.raises(DeviceCodeError) as info:
         runtime_device_code(device_runtime_dir(12))

@@ -1,9 +1,24 @@
 from __future__ import annotations
 
+import email
+import os
+import re
 import subprocess
 import sys
+import tarfile
+import zipfile
+from dataclasses import dataclass
+from email.message import Message
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
 
 import skbuild_cudaq
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_cmake_dir_cli_prints_package_directory() -> None:
@@ -51,6 +66,115 @@ def test_device_runtime_ships_one_set_per_cuda_major() -> None:
 
 def test_the_package_is_marked_typed() -> None:
     """PEP 561: without py.typed, type checkers skip the package's annotations."""
-    from pathlib import Path
-
     assert (Path(skbuild_cudaq.__file__).parent / "py.typed").is_file()
+
+
+# ---------------------------------------------------------------------------------------------
+# The distributions: what `python -m build` makes of the checkout (sdist, then a wheel from it)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Dists:
+    sdist: Path
+    wheel: Path
+
+
+@pytest.fixture(scope="module")
+def dists(tmp_path_factory: pytest.TempPathFactory) -> Dists:
+    """sdist and wheel of the checkout; the wheel is built from the sdist (so the sdist is
+    complete). Needs nvcc (the device run time is compiled into the wheel)."""
+    from skbuild_cudaq._toolchain import find_nvcc
+    from skbuild_cudaq.errors import ToolchainError
+
+    try:
+        find_nvcc()
+    except ToolchainError as exc:
+        pytest.skip(str(exc))
+    out = tmp_path_factory.mktemp("dists")
+    proc = subprocess.run(
+        [sys.executable, "-m", "build", "--no-isolation", "-o", str(out), str(ROOT)],
+        capture_output=True, text=True, check=False,
+        env=dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL="1"),
+    )  # fmt: skip
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    (sdist,) = out.glob("*.tar.gz")
+    (wheel,) = out.glob("*.whl")
+    return Dists(sdist, wheel)
+
+
+def _metadata(dists: Dists) -> tuple[Message, Message]:
+    with tarfile.open(dists.sdist) as tf:
+        member = next(
+            m for m in tf.getmembers() if m.name.count("/") == 1 and m.name.endswith("/PKG-INFO")
+        )
+        f = tf.extractfile(member)
+        assert f is not None
+        sdist_meta = email.message_from_bytes(f.read())
+    with zipfile.ZipFile(dists.wheel) as zf:
+        name = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+        wheel_meta = email.message_from_bytes(zf.read(name))
+    return sdist_meta, wheel_meta
+
+
+@pytest.mark.toolchain
+def test_license_file_ships_in_sdist_and_wheel(dists: Dists) -> None:
+    license_text = (ROOT / "LICENSE").read_bytes()
+    assert license_text.lstrip().startswith(b"Apache License")
+    assert b"Version 2.0, January 2004" in license_text
+    assert b"END OF TERMS AND CONDITIONS" in license_text  # the full text, not a notice
+    with tarfile.open(dists.sdist) as tf:
+        (member,) = (
+            m for m in tf.getmembers() if m.name.count("/") == 1 and m.name.endswith("/LICENSE")
+        )
+        f = tf.extractfile(member)
+        assert f is not None and f.read() == license_text
+    with zipfile.ZipFile(dists.wheel) as zf:
+        (name,) = (n for n in zf.namelist() if n.endswith(".dist-info/licenses/LICENSE"))
+        assert zf.read(name) == license_text
+        assert "skbuild_cudaq/py.typed" in zf.namelist()
+    for meta in _metadata(dists):
+        assert meta["License-Expression"] == "Apache-2.0"
+        assert meta.get_all("License-File") == ["LICENSE"]
+
+
+@pytest.mark.toolchain
+def test_metadata_urls_and_classifiers(dists: Dists) -> None:
+    for meta in _metadata(dists):
+        urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL") or [])
+        assert {"Homepage", "Documentation", "Source", "Issues"} <= set(urls), urls
+        assert all(u.startswith("https://") for u in urls.values()), urls
+        classifiers = set(meta.get_all("Classifier") or [])
+        assert "Typing :: Typed" in classifiers
+        assert "Operating System :: POSIX :: Linux" in classifiers
+        # License-Expression replaces the License :: classifiers (PEP 639 forbids both)
+        assert not any(c.startswith("License ::") for c in classifiers)
+        # one classifier per supported Python minor, starting at Requires-Python's floor
+        floor = SpecifierSet(meta["Requires-Python"])
+        minors = sorted(
+            int(c.rsplit(".", 1)[1]) for c in classifiers
+            if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)
+        )  # fmt: skip
+        assert minors, classifiers
+        assert minors == list(range(minors[0], minors[-1] + 1)), minors
+        assert f"3.{minors[0]}" in floor and f"3.{minors[0] - 1}" not in floor, (minors, floor)
+
+
+@pytest.mark.toolchain
+def test_no_requirement_is_listed_twice(dists: Dists) -> None:
+    """A distribution appears once in the base requirements, once at most per extra, and an
+    extra does not repeat what the base already requires (``pyelftools`` was in both)."""
+    for meta in _metadata(dists):
+        base: list[str] = []
+        extras: dict[str, list[str]] = {}
+        for text in meta.get_all("Requires-Dist") or []:
+            req = Requirement(text)
+            extra = re.search(r"extra == \"([^\"]+)\"", str(req.marker or ""))
+            (extras.setdefault(extra.group(1), []) if extra else base).append(
+                canonicalize_name(req.name)
+            )
+        assert len(base) == len(set(base)), base
+        assert "pyelftools" in base  # `inspect` reads sections without the runtime extra
+        for extra, names in extras.items():
+            assert len(names) == len(set(names)), (extra, names)
+            assert not set(names) & set(base), (extra, sorted(set(names) & set(base)))

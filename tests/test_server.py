@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from skbuild_cudaq.realtime._ring import RingLayout
 from skbuild_cudaq.realtime.udp import UdpClient
 from skbuild_cudaq.realtime.wire import (
     STATUS_BAD_MAGIC,
@@ -257,6 +258,12 @@ def test_host_ring_transport() -> None:
         (["--path=host", "--dispatcher=single_thread_dispatcher"], "no dispatch kernels"),
         (["--path=device", "--transport=host-ring"], "use --transport=udp"),
         (["--path=host", "--port=70000"], "port"),
+        (["--path=host", "--device=1"], "--device selects a GPU: it needs --path=device"),
+        (["--path=host", "--devices=all"], "--devices serves several GPUs"),
+        (["--device=0", "--devices=0,1"], "not both"),
+        (["--devices=0,0"], "distinct device ordinals"),
+        (["--devices=1,x"], "distinct device ordinals"),
+        (["--device=-1"], "expected a CUDA device ordinal"),
         (["--bogus"], "unrecognized arguments"),
     ],
 )
@@ -272,6 +279,93 @@ def test_bad_arguments_exit_2(args: list[str], message: str) -> None:
     assert proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], proc.stderr
+
+
+# -- rings too large to allocate (issue 11): one line, nothing leaked --------------------------
+
+RING_TOO_LARGE = ["--num-slots=2000000000", "--slot-size=1000000"]  # 4 PB
+
+
+def _total(num_slots: int, slot_size: int) -> int:
+    """What the server reports for a ring: slots, flags and the ring's request-id counter."""
+    return RingLayout(num_slots, slot_size).total_bytes
+
+
+@pytest.mark.parametrize("transport", ["udp", "host-ring"])
+def test_ring_larger_than_memory_is_refused_up_front(transport: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "skbuild_cudaq.realtime.test_server", "--path=host",
+         f"--transport={transport}", *RING_TOO_LARGE, "--timeout=5"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert (proc.returncode, proc.stdout) == (2, ""), proc.stderr
+    where = "free in /dev/shm" if transport == "host-ring" else "of physical memory"
+    assert re.fullmatch(
+        r"skbuild-cudaq: error: cudaq-realtime-test-server: --num-slots/--slot-size: the ring "
+        r"needs more memory than there is \(2000000000 slots of 1000000 bytes: "
+        rf"{_total(2_000_000_000, 1_000_000)} bytes with the flags; \d+ bytes {where}\); use "
+        r"fewer or smaller "
+        r"slots\n",
+        proc.stderr,
+    ), proc.stderr
+
+
+# Runs the server with its address space limited to what it has mapped plus a margin, so that
+# an allocation fails for real (MemoryError from Python, ENOMEM from mmap) with a ring that
+# fits in physical memory and in /dev/shm: the up-front check passes, the allocation does not.
+_LIMITED = """
+import re, resource, sys
+import multiprocessing.shared_memory, skbuild_cudaq.realtime.host_path
+import skbuild_cudaq.realtime.test_server as server
+status = open("/proc/self/status").read()
+mapped = int(re.search(r"VmSize:\\s+(\\d+) kB", status).group(1)) * 1024
+limit = mapped + int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+sys.exit(server.main(sys.argv[2:]))
+"""
+SLOTS = 1 << 24  # with 32-byte slots: a 1.2 GB ring, 134 MB of per-slot bookkeeping
+RING_BYTES = RingLayout(SLOTS, 32).total_bytes  # slots, flags and the request-id counter
+
+
+@pytest.mark.parametrize(
+    ("transport", "margin", "message"),
+    [
+        pytest.param(
+            "udp",
+            RING_BYTES // 2,
+            "cannot allocate the ring and its bookkeeping",
+            id="in-process-ring",
+        ),
+        pytest.param(
+            "host-ring",
+            RING_BYTES // 2,
+            "cannot create the shared-memory ring",
+            id="shared-ring-mmap",
+        ),
+        pytest.param(  # the ring maps, the client's per-slot list does not: views exist
+            "host-ring",
+            RING_BYTES + 48_000_000,
+            "cannot allocate the ring and its bookkeeping",
+            id="shared-ring-bookkeeping",
+        ),
+    ],
+)
+def test_ring_too_large_to_allocate_is_one_line_and_leaks_nothing(
+    transport: str, margin: int, message: str
+) -> None:
+    if sys.platform != "linux":
+        pytest.skip("needs /proc and RLIMIT_AS")
+    proc = subprocess.run(
+        [sys.executable, "-c", _LIMITED, str(margin), "--path=host", f"--transport={transport}",
+         f"--num-slots={SLOTS}", "--slot-size=32", "--timeout=5"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert (proc.returncode, proc.stdout) == (1, ""), proc.stderr
+    reason = "out of memory" if "bookkeeping" in message else "Cannot allocate memory"
+    assert proc.stderr == (
+        f"skbuild-cudaq: error: cudaq-realtime-test-server: {message} ({SLOTS} slots of 32 "
+        f"bytes: {RING_BYTES} bytes with the flags): {reason}; use fewer or smaller slots\n"
+    )  # no traceback, no BufferError, no "leaked shared_memory objects" from the tracker
 
 
 # -- device path (H200) -----------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import subprocess
 import sys
 import textwrap
@@ -621,3 +622,208 @@ def test_check_cli_accepts_a_good_pyproject(project: Path) -> None:
         f"{pyproject}: [tool.cudaq] is valid: 1 dispatch kernel\n"
         "  _core: src/other.cu (architectures 80, 90)\n"
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Sources that escape the project, and hostile values: a message, never a traceback (issue 11)
+# ---------------------------------------------------------------------------------------------
+UNSAFE = ';[]$`"\\|:'
+
+
+@pytest.mark.parametrize("char", [*UNSAFE, "\n", "\t", "\x7f"], ids=repr)
+def test_characters_cmake_or_nvcc_misread_are_refused(project: Path, char: str) -> None:
+    """Even when the file exists: ``a;b.cu`` would be two paths to CMake."""
+    name = f"src/k{char}x.cu"
+    if char not in "/\\":
+        (project / name).write_text("// exists\n")
+    body = f"[{DK}]\n_core = [{json.dumps(name)}]\n"
+    (problem,) = problems_of(project, body)
+    assert problem.startswith(f"{DK}._core[0]: {json.dumps(name, ensure_ascii=False)} contains ")
+    assert "which CMake, make or nvcc would misread; expected a .cu path" in problem
+    assert "CMake splits a path at ; into two paths" in problem
+
+
+def test_semicolon_naming_a_file_outside_the_project_is_refused(project: Path) -> None:
+    """The reported attack: the part after ; names a file anywhere; both halves exist."""
+    outside = project.parent / "evil.cu"
+    outside.write_text("// not ours\n")
+    (project / "src/other.cu;").mkdir()
+    (project / "src/other.cu;/evil.cu").write_text("// exists too\n")
+    body = f'[{DK}]\n_core = ["src/other.cu;/evil.cu"]\n'
+    (problem,) = problems_of(project, body)
+    assert problem.startswith(f'{DK}._core[0]: "src/other.cu;/evil.cu" contains ;, which CMake')
+
+
+def test_symlinked_source_outside_the_project_is_refused(project: Path) -> None:
+    outside = project.parent / "elsewhere"
+    outside.mkdir()
+    (outside / "k.cu").write_text("// outside\n")
+    (project / "src/link.cu").symlink_to(outside / "k.cu")
+    (project / "linked_dir").symlink_to(outside, target_is_directory=True)
+    body = f'[{DK}]\n_core = ["src/link.cu"]\n"pkg.b" = {{ sources = ["linked_dir/k.cu"] }}\n'
+    problems = problems_of(project, body)
+    real = json.dumps(str((outside / "k.cu").resolve()))
+    assert problems == [
+        f'{DK}._core[0]: "src/link.cu" is a symbolic link (or lies under one) that resolves '
+        f"outside the project directory, to {real}; expected a .cu path relative to the project "
+        "directory; copy the file into the project: an sdist ships the link itself, which points "
+        "nowhere on another machine, and the build would compile a file from outside the project",
+        f'{DK}."pkg.b".sources[0]: "linked_dir/k.cu" is a symbolic link (or lies under one) that '
+        f"resolves outside the project directory, to {real}; expected a .cu path relative to the "
+        "project directory; copy the file into the project: an sdist ships the link itself, "
+        "which points nowhere on another machine, and the build would compile a file from "
+        "outside the project",
+    ]
+
+
+def test_symlinked_source_inside_the_project_is_accepted(project: Path) -> None:
+    (project / "src/alias.cu").symlink_to(project / "src/other.cu")
+    settings = load_settings(write(project, f'[{DK}]\n_core = ["src/alias.cu"]\n'))
+    assert settings.dispatch_kernels["_core"].sources == ("src/alias.cu",)
+
+
+def test_project_directory_with_a_semicolon_is_refused(tmp_path: Path) -> None:
+    project = tmp_path / "my;proj"
+    (project / "src").mkdir(parents=True)
+    (project / "src/k.cu").write_text("// k\n")
+    (problem,) = problems_of(project, f'[{DK}]\n_core = ["src/k.cu"]\n')
+    real = json.dumps(str((project / "src/k.cu").resolve()))
+    assert problem == (
+        f'{DK}._core[0]: "src/k.cu" resolves to {real}, whose directories contain ;, which '
+        "CMake, make or nvcc would misread; expected a .cu path in a directory without them; "
+        "move the project to a directory whose path has none of these characters"
+    )
+
+
+@pytest.mark.parametrize(
+    ("source", "reason"),
+    [
+        pytest.param("src/" + "a" * 300 + ".cu", "File name too long", id="component-300-bytes"),
+        pytest.param("src/" + "é" * 130 + ".cu", "File name too long", id="component-263-bytes"),
+        pytest.param("/".join(["d" * 200] * 25) + "/k.cu", "File name too long", id="path-5000"),
+        pytest.param("src/" + "a" * 300 + ".cpp", "File name too long", id="not-cu-300-bytes"),
+    ],
+)
+def test_path_the_file_system_refuses_is_a_problem(project: Path, source: str, reason: str) -> None:
+    (problem,) = problems_of(project, f"[{DK}]\n_core = [{json.dumps(source)}]\n")
+    assert problem.startswith(f"{DK}._core[0]: {json.dumps(source, ensure_ascii=False)[:397]}")
+    assert f"cannot be checked: {reason}; shorten it: a file or directory name has at most " in (
+        problem
+    )
+
+
+def test_five_thousand_digit_architecture_is_a_problem(project: Path) -> None:
+    digits = "9" * 5000
+    problems = problems_of(project, arch_body(f'["{digits}", "sm_{digits}"]'))
+    assert len(problems) == 2
+    for index, shown in enumerate((digits, f"sm_{digits}")):
+        problem = problems[index]
+        assert problem.startswith(f'{DK}._core.architectures[{index}]: "{shown[:396]}... is ')
+        assert problem.endswith(
+            f"is too large for a GPU architecture (at most 9999); expected {ACCEPTED_ARCH}; "
+            "write the number of the oldest GPU architecture to support, e.g. 90 for sm_90"
+        )
+    # As a TOML integer the file itself cannot be read (Python refuses > 4300 digits).
+    pyproject = write(project, arch_body(f"[{digits}]"))
+    with pytest.raises(CudaqError) as info:
+        load_settings(pyproject)
+    assert str(info.value) == (
+        f"cannot read {pyproject}: a value cannot be read (Exceeds the limit (4300 digits) for "
+        "integer string conversion: value has 5000 digits)"
+    )
+    # parse_settings takes Python values: a huge int is shown shortened, never str()'d.
+    with pytest.raises(SettingsError) as parsed:
+        entry = {"sources": ["src/other.cu"], "architectures": [10**5000]}
+        parse_settings({"dispatch-kernels": {"_core": entry}}, project)
+    assert str(parsed.value.problems[0]) == (
+        f"{DK}._core.architectures[0]: <an integer of 16610 bits> is too large for a GPU "
+        f"architecture (at most 9999); expected {ACCEPTED_ARCH}; write the number of the oldest "
+        "GPU architecture to support, e.g. 90 for sm_90"
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        pytest.param(
+            b'[tool.cudaq.dispatch-kernels]\n_core = ["src/\xff\xfe.cu"]\n',
+            "it is not UTF-8 text (byte 0xff on line 6)",
+            id="invalid-utf8",
+        ),
+        pytest.param(
+            b"[tool.cudaq]\nx = " + b"[" * 5000 + b"]" * 5000 + b"\n",
+            "arrays or tables are nested too deeply to be read",
+            id="nested-arrays",
+        ),
+        pytest.param(
+            b"[tool.cudaq]\nx = " + b"{a = " * 3000 + b"1" + b"}" * 3000 + b"\n",
+            "arrays or tables are nested too deeply to be read",
+            id="nested-inline-tables",
+        ),
+        pytest.param(
+            b"[tool.cudaq]\nx = " + b"1" * 5000 + b"\n",
+            "a value cannot be read (Exceeds the limit (4300 digits) for integer string "
+            "conversion: value has 5000 digits)",
+            id="5000-digit-integer",
+        ),
+    ],
+)
+def test_unreadable_toml_is_one_line_at_every_front_door(
+    tmp_path: Path, data: bytes, reason: str
+) -> None:
+    project = tmp_path / "proj"
+    project.mkdir()
+    pyproject = project / "pyproject.toml"
+    pyproject.write_bytes(HEAD.encode() + data)
+    with pytest.raises(CudaqError) as info:
+        load_settings(pyproject)
+    assert str(info.value) == f"cannot read {pyproject}: {reason}"
+    # schema --check
+    proc = run_cli("schema", "--check", cwd=project)
+    assert (proc.returncode, proc.stdout) == (1, "")
+    assert proc.stderr == f"skbuild-cudaq: error: cannot read pyproject.toml: {reason}\n"
+    # the PEP 517 backend
+    hook = subprocess.run(
+        [sys.executable, "-c", "import skbuild_cudaq.build as b; b.get_requires_for_build_sdist()"],
+        cwd=project, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert hook.returncode == 1, hook.stderr
+    assert hook.stderr == f"skbuild-cudaq: error: cannot read {pyproject}: {reason}\n"
+    # the setuptools hook never raises: the file is not taken as a [tool.cudaq] project
+    from skbuild_cudaq.setuptools_ext import project_uses_cudaq
+
+    assert project_uses_cudaq(pyproject) is False
+
+
+@pytest.mark.parametrize(
+    ("body", "key", "fragment"),
+    [
+        pytest.param(
+            arch_body('["' + "9" * 5000 + '"]'),
+            f"{DK}._core.architectures[0]",
+            "is too large for a GPU architecture (at most 9999)",
+            id="5000-digit-architecture",
+        ),
+        pytest.param(
+            f'[{DK}]\n_core = ["src/{"a" * 300}.cu"]\n',
+            f"{DK}._core[0]",
+            "cannot be checked: File name too long; shorten it",
+            id="300-byte-component",
+        ),
+        pytest.param(
+            f'[{DK}]\n_core = ["src/other.cu;../../../etc/x.cu"]\n',
+            f"{DK}._core[0]",
+            "contains ;, which CMake, make or nvcc would misread",
+            id="semicolon",
+        ),
+    ],
+)
+def test_check_cli_reports_hostile_values_in_one_line_each(
+    project: Path, body: str, key: str, fragment: str
+) -> None:
+    write(project, body)
+    proc = run_cli("schema", "--check", cwd=project)
+    assert (proc.returncode, proc.stdout) == (1, ""), proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0] == "skbuild-cudaq: error: 1 problem in [tool.cudaq] of pyproject.toml:"
+    assert len(lines) == 2 and lines[1].startswith(f"  - {key}: ") and fragment in lines[1]

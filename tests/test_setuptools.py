@@ -279,6 +279,16 @@ def test_inspect_cli_lists_the_containers(built: Built) -> None:
     for container in containers:
         assert [e["kind"] for e in container["entries"]] == ["lto-ir"]
         assert container["entries"][0]["arch"] == "sm_80"
+    # the build records name what each container holds (the same as the CMake path)
+    records = {c["record"]["source"]: c["record"] for c in containers}
+    assert set(records) == {KERNEL, "src/handlers.cu"}
+    assert records[KERNEL]["compiled"] == "side"
+    assert records[KERNEL]["kernels"] == ["single_thread_dispatcher"]
+    assert records["src/handlers.cu"]["compiled"] == "nvcc"
+    assert records["src/handlers.cu"]["handlers"] == ["rpc_increment"]
+    for record in records.values():
+        assert record["architectures"] == ["80"]
+        assert record["nvcc"][:2].isdigit()
 
 
 @pytest.mark.integration
@@ -431,6 +441,38 @@ def test_settings_errors_have_the_shared_text(tmp_path: Path, table: str, what: 
     assert f"skbuild-cudaq: error: {expected}\n" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert "nvcc (" not in proc.stderr  # reported before anything is compiled
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("escape", ["semicolon", "symlink"])
+def test_sources_escaping_the_project_are_refused(tmp_path: Path, escape: str) -> None:
+    """Item 5 of issue 11 at the setuptools front door: both with the key, before nvcc runs."""
+    project = copy_package(tmp_path)
+    outside = tmp_path / "outside.cu"
+    outside.write_text((project / KERNEL).read_text())
+    if escape == "semicolon":
+        (project / "src/single_thread_dispatcher.cu;").mkdir()
+        (project / "src/single_thread_dispatcher.cu;/x.cu").symlink_to(outside)
+        source = f"{KERNEL};/x.cu"
+        expected = f'"{source}" contains ;, which CMake, make or nvcc would misread'
+    else:
+        (project / "src/linked.cu").symlink_to(outside)
+        source = "src/linked.cu"
+        expected = (
+            f'"{source}" is a symbolic link (or lies under one) that resolves outside the '
+            f'project directory, to "{outside}"'
+        )
+    set_table(project, f'"{EXT}" = ["{source}"]')
+    proc = run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=project)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "skbuild-cudaq: error: 1 problem in [tool.cudaq] of " in proc.stderr
+    assert f"""  - tool.cudaq.dispatch-kernels."{EXT}"[0]: {expected}""" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "nvcc (" not in proc.stderr
+    # and the sdist carries no link to outside: sdist refuses just the same
+    sdist = run([sys.executable, "setup.py", "sdist"], cwd=project)
+    assert sdist.returncode == 1, sdist.stdout + sdist.stderr
+    assert f"""tool.cudaq.dispatch-kernels."{EXT}"[0]: {expected}""" in sdist.stderr
 
 
 # ---------------------------------------------------------------------------

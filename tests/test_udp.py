@@ -17,6 +17,7 @@ from skbuild_cudaq.realtime.wire import (
     STATUS_UNKNOWN_FUNCTION,
     decode_response,
     encode_request,
+    encode_response,
 )
 
 
@@ -108,3 +109,87 @@ def test_bridge_lifecycle() -> None:
             assert c.wait(t).result == b"b"
     bridge.close()
     bridge.close()
+
+
+# -- issue 11: UDP framing of CUDA-Q realtime, whose response is it --------------------------
+
+
+def test_padded_slot_size_datagrams_are_served(
+    served: tuple[HostDispatcher, UdpBridge, UdpClient],
+) -> None:
+    """CUDA-Q realtime's UDP transport sends header + arguments + padding up to the slot."""
+    dispatcher, bridge, _ = served
+    slot = dispatcher.layout.slot_size
+    rng = random.Random(9)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.settimeout(10)
+        for i in range(50):
+            args = rng.randbytes(rng.randint(0, slot - 24))
+            request = encode_request("rpc_increment", args, request_id=1000 + i, timestamp=i)
+            pad = rng.choice([slot - len(request), rng.randint(0, slot - len(request))])
+            s.sendto(request + rng.randbytes(pad), bridge.address)
+            response = decode_response(s.recv(2000))
+            assert (response.status, response.request_id, response.header.ptp_timestamp) == (
+                0,
+                1000 + i,
+                i,
+            )
+            assert response.result == bytes((b + 1) & 0xFF for b in args)
+        # what truly exceeds the slot, or claims more arguments than it carries: -3
+        too_long = encode_request("echo", b"x" * (slot - 24), request_id=7) + b"\0"
+        short = encode_request("echo", b"abc", request_id=8, arg_len=40) + bytes(30)
+        for data, rid in ((too_long, 7), (short, 8)):
+            s.sendto(data, bridge.address)
+            response = decode_response(s.recv(2000))
+            assert (response.status, response.request_id) == (STATUS_ARGS_TOO_LONG, rid)
+    assert bridge.counters["forwarded"] == 50 and bridge.counters["rejected"] == 2
+
+
+def test_peers_ids_stay_theirs_and_ring_ids_stay_unique(
+    served: tuple[HostDispatcher, UdpBridge, UdpClient],
+) -> None:
+    dispatcher, bridge, first = served
+    ids_before = int(struct.unpack_from("<Q", dispatcher.buffer, dispatcher.layout.ids_offset)[0])
+    with UdpClient(*bridge.address) as second:
+        pairs = [
+            (
+                first.submit("echo", b"1-%d" % i, request_id=i),
+                second.submit("echo", b"2-%d" % i, request_id=i),
+            )
+            for i in range(20)
+        ]
+        for i, (a, b) in enumerate(pairs):
+            assert first.wait(a).result == b"1-%d" % i and a.request_id == i
+            assert second.wait(b).result == b"2-%d" % i and b.request_id == i
+    ids_after = int(struct.unpack_from("<Q", dispatcher.buffer, dispatcher.layout.ids_offset)[0])
+    assert ids_after - ids_before == 40  # one ring id per forwarded request
+
+
+def test_client_accepts_only_answers_to_its_own_outstanding_requests() -> None:
+    """A peer that answers with foreign, duplicate and late responses."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
+        peer.bind(("127.0.0.1", 0))
+        peer.settimeout(10)
+        with UdpClient(*peer.getsockname()[:2], timeout=10) as client:
+            t = client.submit("echo", b"mine", timestamp=5)
+            data, addr = peer.recvfrom(100)
+            rid = struct.unpack_from("<I", data, 12)[0]
+            for forged in (
+                encode_response(0, b"foreign", request_id=rid + 1, timestamp=5),
+                encode_response(0, b"foreign", request_id=rid, timestamp=6),
+                encode_response(0, b"mine", request_id=rid, timestamp=5),
+                encode_response(0, b"second answer", request_id=rid, timestamp=5),
+            ):
+                peer.sendto(forged, addr)
+            assert client.wait(t).result == b"mine"
+            late = client.submit("echo", b"late")
+            client.discard()  # forgotten: its answer is dropped when it comes
+            peer.sendto(encode_response(0, b"late", request_id=late.request_id), addr)
+            t2 = client.submit("echo", b"new")
+            assert t2.request_id != late.request_id
+            peer.sendto(encode_response(0, b"new", request_id=t2.request_id), addr)
+            assert client.wait(t2).result == b"new"
+            assert client.unmatched >= 3
+            client.submit("echo", request_id=77, timestamp=1)
+            with pytest.raises(ValueError, match="already in flight"):
+                client.submit("echo", request_id=77, timestamp=1)

@@ -4,6 +4,12 @@
 #
 #   bash tools/gpu-check.sh            # uses python3 from PATH, installs the project
 #   OUT=/tmp/res bash tools/gpu-check.sh
+#   ONLY=multigpu bash tools/gpu-check.sh   # just the several-GPU tests and benchmark
+#
+# With 2 or more GPUs it also runs tests/test_multigpu_gpu.py (with -rA: every
+# test's printout, passing or not, lands in gpu-tests-multigpu.log) and
+# `bench/dispatch.py --devices all` (dispatch_multigpu.json); with one GPU those
+# tests skip with the reason and the benchmark is left out.
 #
 # Offline machines: put wheels of missing packages (e.g. pyelftools) in .whl/.
 set -uo pipefail
@@ -23,22 +29,39 @@ log "installing skbuild-cudaq and example_app (no build isolation)"
 "$PY" -m pip install -q --no-build-isolation --no-deps ./example_app 2>&1 | tail -20
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee -a "$OUT/gpu-check.log"
 
+GPUS=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l)
+log "$GPUS GPU(s) visible"
 status=0
-log "pytest -m gpu"
-"$PY" -m pytest -m gpu -p no:cacheprovider -o addopts="" -ra --strict-markers \
-  -W error --junitxml "$OUT/gpu-tests.xml" ${PYTEST_TIMEOUT:+-p timeout --timeout=$PYTEST_TIMEOUT} ${PYTEST_ARGS:-} tests 2>&1 | tee "$OUT/gpu-tests.log" | tail -60
+if [ "${ONLY:-}" != multigpu ]; then
+  log "pytest -m gpu"
+  "$PY" -m pytest -m gpu -p no:cacheprovider -o addopts="" -ra --strict-markers \
+    -W error --junitxml "$OUT/gpu-tests.xml" ${PYTEST_TIMEOUT:+-p timeout --timeout=$PYTEST_TIMEOUT} \
+    --ignore tests/test_multigpu_gpu.py ${PYTEST_ARGS:-} tests 2>&1 | tee "$OUT/gpu-tests.log" | tail -60
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+fi
+log "pytest -m gpu tests/test_multigpu_gpu.py (several GPUs)"
+"$PY" -m pytest -m gpu -p no:cacheprovider -o addopts="" -rA --strict-markers \
+  -W error --junitxml "$OUT/gpu-tests-multigpu.xml" tests/test_multigpu_gpu.py 2>&1 \
+  | tee "$OUT/gpu-tests-multigpu.log" | tail -80
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 # Benchmarks measure the package as users install it: a regular (not editable)
 # install, bytecode compiled, run outside the source tree.
 log "reinstalling skbuild-cudaq as a regular install for the benchmarks"
 "$PY" -m pip install -q --no-build-isolation --no-deps . 2>&1 | tail -20
-for bench in ${BENCHES:-startup startup_phases dispatch phases}; do
+if [ "${ONLY:-}" = multigpu ]; then BENCHES=${BENCHES:-}; fi
+for bench in ${BENCHES-startup startup_phases dispatch phases}; do
   if [ -f "bench/$bench.py" ]; then
     log "bench/$bench.py"
     "$PY" "bench/$bench.py" --out "$OUT/$bench.json" 2>&1 | tee "$OUT/bench-$bench.log" | tail -40
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   fi
 done
+if [ "$GPUS" -ge 2 ]; then
+  log "bench/dispatch.py --devices all (several GPUs)"
+  "$PY" bench/dispatch.py --devices all --out "$OUT/dispatch_multigpu.json" 2>&1 \
+    | tee "$OUT/bench-dispatch_multigpu.log" | tail -60
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+fi
 log "done (status $status)"
 exit $status

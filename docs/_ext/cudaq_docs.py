@@ -9,6 +9,10 @@
   other branches add land on their own schedule).
 - ``example-file``: ``literalinclude`` of a file of the repository, or a note
   when the file is not in this checkout.
+- Python cross-references the ``py`` domain cannot resolve on its own (names in
+  type hints, re-exported names, the standard library) are resolved when they
+  name an object that exists (see :func:`_resolve_python`); the docs build
+  nitpicky, so a reference to nothing still fails the build.
 
 Nothing here imports ``cuda.*``; autodoc imports modules, which never touch CUDA
 at import.
@@ -16,6 +20,7 @@ at import.
 
 from __future__ import annotations
 
+import builtins
 import importlib
 import pkgutil
 import re
@@ -317,6 +322,144 @@ def _literal(text: str) -> nodes.literal_block:
     return block
 
 
+PYTHON_DOCS = "https://docs.python.org/3/library/"
+#: Where the docs describe names the package re-exports (``python-api`` documents them there).
+_DOCUMENTED_HOMES = ("skbuild_cudaq.realtime", "skbuild_cudaq")
+
+
+def _lookup(dotted: str) -> tuple[bool, Any]:
+    """``(found, object)`` for a dotted name: the longest importable module prefix, then
+    attributes. Imports only modules of this package, setuptools and the standard library."""
+    import importlib
+    import sys
+
+    parts = dotted.split(".")
+    if parts[0] not in {"skbuild_cudaq", "setuptools"} and parts[0] not in sys.stdlib_module_names:
+        return False, None
+    for end in range(len(parts), 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:end]))
+        except ImportError:
+            continue
+        try:
+            for attr in parts[end:]:
+                obj = getattr(obj, attr)
+        except AttributeError:
+            return False, None
+        return True, obj
+    return False, None
+
+
+def _loaded_homes(name: str) -> list[str]:
+    """Where a bare ``name`` comes from: ``module.name`` of the first group -- this package's
+    modules, then setuptools', then the standard library's (public modules only, for those
+    two) -- whose loaded modules have an attribute ``name``, when it is the same object in all
+    of them. Empty when no group has it or a group disagrees (``zipfile.Path`` is not
+    ``pathlib.Path``)."""
+    import sys
+
+    groups: dict[str, list[tuple[str, Any]]] = {"ours": [], "setuptools": [], "stdlib": []}
+    for module_name, module in list(sys.modules.items()):
+        parts = module_name.split(".")
+        if parts[0] == "skbuild_cudaq":
+            group = "ours"
+        elif any(part.startswith("_") for part in parts):
+            continue
+        elif parts[0] == "setuptools":
+            group = "setuptools"
+        elif parts[0] in sys.stdlib_module_names:
+            group = "stdlib"
+        else:
+            continue
+        value = getattr(module, name, None)
+        if value is not None and not isinstance(value, type(sys)):
+            groups[group].append((f"{module_name}.{name}", value))
+    for hits in groups.values():
+        if hits:
+            same = all(value is hits[0][1] for _, value in hits)
+            return [hits[0][0]] if same else []
+    return []
+
+
+def _stdlib_page(name: str) -> str | None:
+    """``name`` if it is in the standard library (a documented, public part of it)."""
+    import sys
+
+    top = name.split(".", 1)[0]
+    if top not in sys.stdlib_module_names or top.startswith("_"):
+        return None
+    return name
+
+
+def _resolve_python(
+    app: Sphinx, env: Any, node: Any, contnode: nodes.Element
+) -> nodes.Element | None:
+    """``missing-reference`` for the ``py`` domain, so that nitpicky builds pass on real names.
+
+    A reference that names, from where it stands (its ``py:module``/``py:class``), an object
+    that exists is resolved: to the page that documents it under its own or a re-exporting
+    package's name; to docs.python.org for the standard library (the URL scheme intersphinx
+    uses, without fetching its inventory: the docs build offline); else -- a private helper
+    type, a type variable or alias in a signature -- it is kept as plain text. A name that
+    does not exist stays unresolved, and the build fails on it.
+    """
+    if node.get("refdomain") != "py":
+        return None
+    target = str(node.get("reftarget", "")).lstrip("~.")
+    if not target or target.split(".", 1)[0] in ("builtins", *dir(builtins)):
+        return None  # int, bytes, None, ...: Sphinx's own builtin resolver, which runs later
+    module = node.get("py:module") or ""
+    klass = node.get("py:class") or ""
+    candidates = [target]
+    if module:
+        candidates += [f"{module}.{klass}.{target}"] if klass else []
+        candidates.append(f"{module}.{target}")
+    if "." not in target:  # a bare name in a hint autodoc could not evaluate (TYPE_CHECKING)
+        candidates += _loaded_homes(target)
+    domain = env.get_domain("py")
+    for candidate in candidates:
+        found, obj = _lookup(candidate)
+        if not found:
+            continue
+        home = getattr(obj, "__module__", None)
+        qual = getattr(obj, "__qualname__", None)
+        names = [candidate]
+        if isinstance(home, str) and isinstance(qual, str):
+            names.append(f"{home}.{qual}")
+        short = candidate.rsplit(".", 1)[-1]
+        names += [f"{pkg}.{short}" for pkg in _DOCUMENTED_HOMES]
+        for name in names:
+            for role in ("class", "func", "meth", "attr", "data", "obj", "mod", "exc"):
+                resolved = domain.resolve_xref(
+                    env, node["refdoc"], app.builder, role, name, node, contnode
+                )
+                if resolved is not None:
+                    return resolved
+        if _stdlib_page(candidate) is not None:  # as written: pathlib.Path
+            public = candidate
+        elif home == "builtins":  # a type with no name of its own there (module): types.X
+            import types
+
+            public = next((f"types.{n}" for n in dir(types) if getattr(types, n) is obj), "")
+        elif isinstance(home, str) and isinstance(qual, str) and _stdlib_page(home):
+            # a short name (Path) imported from the standard library; its documented module
+            # is the public part of __module__ (pathlib._local -> pathlib)
+            module_parts = [p for p in home.split(".") if not p.startswith("_")]
+            public = ".".join([*module_parts, qual])
+        else:
+            public = ""
+        if public:
+            page = public.rsplit(".", 1)[0]
+            ref = nodes.reference(
+                "", "", internal=False, refuri=f"{PYTHON_DOCS}{page}.html#{public}"
+            )
+            ref["reftitle"] = f"(in Python) {public}"
+            ref.append(contnode)
+            return ref
+        return contnode  # exists, documented nowhere (private helper, TypeVar, alias)
+    return None
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     # The CMake docs' own markup, as generic object types of the std domain.
     app.add_object_type(
@@ -334,4 +477,5 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("example-file", ExampleFile)
     app.add_directive("optional-include", OptionalInclude)
     app.add_directive("cli-help", CliHelp)
+    app.connect("missing-reference", _resolve_python)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

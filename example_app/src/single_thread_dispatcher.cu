@@ -15,9 +15,12 @@ extern "C" __global__ void single_thread_dispatcher(void *transport_ctx, uint32_
   if (session == nullptr)
     return;
   const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
+  // Requests that fit land in shared memory: the handler reads its arguments
+  // there instead of from device memory (a round trip after the poll).
+  __shared__ __align__(16) uint8_t stage[256];
   void *request = nullptr;
   void *response = nullptr;
-  while (cudaq_dev_rx_poll(session, &request, &response)) {
+  while (cudaq_dev_rx_poll_into(session, &request, &response, stage, sizeof(stage), 1)) {
     const cudaq_function_entry_t *entry = nullptr;
     int32_t status = cudaq_validate_request(request, slot_size, table, table_count, &entry);
     const void *args = cudaq_request_args(request);

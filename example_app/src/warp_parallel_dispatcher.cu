@@ -7,20 +7,20 @@
 // lane i serves the slots i, i + 32, ... (num_slots must be a multiple of 32);
 // a bridge without lanes gives lane 0 the whole transport and the kernel then
 // serves with lane 0 alone. Launch with grid (1,1,1), block (32,1,1) and, to
-// stage requests in shared memory, 32 * slot_size bytes of dynamic shared
+// receive requests in shared memory, 32 * slot_size bytes of dynamic shared
 // memory (launchers.warp_parallel).
 //
 // Each round every lane polls its next slot and validates an arrived request.
 // Then:
 //  - a thread-shaped handler (CUDAQ_HANDLER_SHAPE_THREAD) runs on its own lane,
-//    every such lane at once: one request per lane, arguments read where the
-//    bridge put them;
+//    every such lane at once: one request per lane;
 //  - a launch-wide handler (the default shape) runs on the whole warp, one ready
 //    request after another, so it sees the same shape as under the built-in
 //    kernel (one block of 32 threads, rank = lane) and may stride, use
-//    __syncthreads() and shared memory; its request is first copied into the
-//    lane's part of shared memory (which beat the bridge's L2-resident staging
-//    area for handlers run in turn: 1.68 vs 1.39 M req/s at 64 in flight).
+//    __syncthreads() and shared memory.
+// Requests land in the lane's part of shared memory (cudaq_dev_rx_poll_into)
+// when it is there, so handlers read their arguments from shared memory, not
+// from the bridge's L2-resident staging area.
 // Finally each lane writes its response header and publishes its own slot.
 #include <cudaq/realtime/unified_dispatch_device.cuh>
 
@@ -35,22 +35,6 @@ __device__ __forceinline__ uint32_t dynamic_smem_size() {
   return v;
 }
 
-// Copies `words` 8-byte words (slots are 8-byte aligned) from mapped host
-// memory, eight loads in flight per trip.
-__device__ __forceinline__ void copy_words(uint2 *dst, const volatile uint2 *src,
-                                           uint32_t words) {
-  for (uint32_t w = 0; w < words; w += 8) {
-    uint2 v[8];
-#pragma unroll
-    for (uint32_t k = 0; k < 8; ++k)
-      if (w + k < words)
-        v[k] = const_cast<const uint2 &>(src[w + k]);
-#pragma unroll
-    for (uint32_t k = 0; k < 8; ++k)
-      if (w + k < words)
-        dst[w + k] = v[k];
-  }
-}
 } // namespace
 
 extern "C" __global__ void warp_parallel_dispatcher(void *transport_ctx, uint32_t slot_size,
@@ -75,8 +59,11 @@ extern "C" __global__ void warp_parallel_dispatcher(void *transport_ctx, uint32_
   for (;;) {
     void *request = nullptr;
     void *response = nullptr;
-    const int ready =
-        session != nullptr ? cudaq_dev_rx_try_poll(session, &request, &response) : 0;
+    // A request that fits lands in this lane's part of shared memory.
+    const int ready = session != nullptr
+                          ? cudaq_dev_rx_poll_into(session, &request, &response,
+                                                   staged ? my_stage : nullptr, slot_size, 0)
+                          : 0;
     const unsigned mask = __ballot_sync(kFull, ready);
     if (mask == 0) {
       if (++idle % kShutdownEvery == 0) {
@@ -91,8 +78,8 @@ extern "C" __global__ void warp_parallel_dispatcher(void *transport_ctx, uint32_
     idle = 0;
 
     // Per lane, in parallel: validate the request (its header is in registers
-    // after the hook staged it), serve it here if its handler is thread-shaped,
-    // else copy it into shared memory for the whole warp.
+    // after the hook staged it) and serve it here if its handler is
+    // thread-shaped; launch-wide ones are served below by the whole warp.
     int32_t status = CUDAQ_RPC_STATUS_SUCCESS;
     uint32_t my_len = 0;
     bool whole_warp = false; // a launch-wide handler: served below by the warp
@@ -107,14 +94,6 @@ extern "C" __global__ void warp_parallel_dispatcher(void *transport_ctx, uint32_
             my_len = max_result;
         } else {
           whole_warp = true;
-          if (staged) {
-            const volatile uint2 *src = static_cast<const volatile uint2 *>(request);
-            uint2 *dst = reinterpret_cast<uint2 *>(my_stage);
-            // validated: the arguments fit the slot
-            const uint32_t words = (CUDAQ_RPC_HEADER_SIZE + cudaq_request_arg_len(request) + 7) / 8;
-            copy_words(dst, src, words);
-            request = my_stage; // the handler's arguments and the header the response echoes
-          }
         }
       }
       // Counted before this lane's publish (a system-scope release, which

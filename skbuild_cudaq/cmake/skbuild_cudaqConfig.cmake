@@ -40,6 +40,12 @@ Commands
   and every newer one; each must be a number ``>= 80`` (optionally with an
   ``a``/``f`` suffix, e.g. ``90a``).
 
+  A source path must not contain ``; [ ] $ ` " \ | :`` or a control character
+  (CMake splits ``"a;b.cu"`` into two paths; nvcc hands paths to a shell; make
+  and ninja misread ``:`` and ``|``), and a path inside the top-level source
+  directory must not be a symbolic link resolving outside it (an sdist would
+  ship the link itself).
+
   The fatbin is rebuilt when the ``.cu`` file or any header it includes
   changes (nvcc ``-MD`` depfile), and only then; the object that embeds it is
   rebuilt when the fatbin changes (``OBJECT_DEPENDS``). nvcc runs in the
@@ -98,11 +104,18 @@ Variables
 ^^^^^^^^^
 
 ``SKBUILD_CUDAQ_NVCC``
-  The nvcc used for device code. Found from ``CMAKE_CUDA_COMPILER``, the
-  ``CUDACXX`` environment variable, ``PATH``, ``SKBUILD_CUDAQ_NVCC_HINT`` (set
-  by the ``skbuild_cudaq.build`` backend when nvcc comes from the
-  ``nvidia-cuda-nvcc`` wheel), and finally by asking ``skbuild_cudaq`` in the
-  build's Python (``Python_EXECUTABLE``), which finds that wheel too.
+  The nvcc used for device code (set it to skip the search). Searched in the
+  order that ``nvcc-search.txt`` of this package defines, the same order the
+  Python side (``skbuild_cudaq._toolchain``) uses: ``CMAKE_CUDA_COMPILER``
+  (CMake variable, then environment variable), the ``CUDACXX`` environment
+  variable, ``PATH`` (only ``PATH``), ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``,
+  ``/usr/local/cuda/bin``, ``/opt/cuda/bin`` (these two replaced by the
+  ``:``-separated roots of the ``SKBUILD_CUDAQ_CUDA_ROOTS`` environment
+  variable when it is set), and the ``nvidia-cuda-nvcc`` wheel:
+  ``SKBUILD_CUDAQ_NVCC_HINT`` (set by the ``skbuild_cudaq.build`` backend),
+  else asked of the build's Python (``Python_EXECUTABLE``). A variable that is
+  set but names no executable is an error; when nothing is found the error
+  lists every place tried.
 
 ``SKBUILD_CUDAQ_INCLUDE_DIR``
   The device headers (``cudaq/realtime/unified_dispatch_device.cuh``).
@@ -116,6 +129,17 @@ Variables
   when both are installed), and :command:`cudaq_realtime_add_handlers`
   side-compiles when the CUDA language is off. The result is in
   ``SKBUILD_CUDAQ_DEVICE_COMPILER``; see ``skbuild_cudaq_nvrtc.cmake``.
+
+``SKBUILD_CUDAQ_PYTHON``
+  The Python that writes the build records naming each device source's
+  kernels and exported handlers (``python -m skbuild_cudaq inspect`` shows
+  them): ``Python_EXECUTABLE`` or ``Python3_EXECUTABLE`` (scikit-build-core
+  sets both), else any Python 3 found. Set it empty to build without records.
+  For a side-compiled source the record comes from one extra ``nvcc -ptx``
+  (same flags, first architecture); for sources compiled into the target by
+  nvcc, from the objects, at link time (the ``PRE_LINK`` step of
+  :command:`cudaq_realtime_target_skip_device_link`). Records go in the
+  section ``__cudaq_rt_info`` (flags ``"aR"``, 8-aligned) of the binary.
 #]=======================================================================]
 
 include_guard(GLOBAL)
@@ -154,55 +178,200 @@ function(_cudaq_realtime_where caller out_var)
 endfunction()
 
 #[=[
+_cudaq_realtime_nvcc_program(<out-var> <name-or-path>)
+
+<out-var> is the executable <name-or-path> names (an absolute path, or a
+program on PATH and only PATH -- what Python's shutil.which does), else empty.
+#]=]
+function(_cudaq_realtime_nvcc_program out_var value)
+  unset(_found)
+  if(IS_ABSOLUTE "${value}")
+    get_filename_component(_dir "${value}" DIRECTORY)
+    get_filename_component(_name "${value}" NAME)
+    find_program(_found NAMES "${_name}" PATHS "${_dir}" NO_DEFAULT_PATH NO_CACHE)
+  else()
+    find_program(_found NAMES "${value}" PATHS ENV PATH NO_DEFAULT_PATH NO_CACHE)
+  endif()
+  if(_found)
+    set(${out_var} "${_found}" PARENT_SCOPE)
+  else()
+    set(${out_var} "" PARENT_SCOPE)
+  endif()
+endfunction()
+
+#[=[
+_cudaq_realtime_nvcc_from_wheel(<out-var> <tried-var> <wheel>)
+
+The nvcc of the <wheel> distribution: SKBUILD_CUDAQ_NVCC_HINT (set by the
+skbuild_cudaq.build backend), else asked of the build's Python
+(Python_EXECUTABLE, Python3_EXECUTABLE) with this package's own _toolchain.py.
+#]=]
+function(_cudaq_realtime_nvcc_from_wheel out_var tried_var wheel)
+  set(${out_var} "" PARENT_SCOPE)
+  if(SKBUILD_CUDAQ_NVCC_HINT AND EXISTS "${SKBUILD_CUDAQ_NVCC_HINT}")
+    set(${out_var} "${SKBUILD_CUDAQ_NVCC_HINT}" PARENT_SCOPE)
+    return()
+  endif()
+  get_filename_component(_root "${_SKBUILD_CUDAQ_CMAKE_DIR}/../.." ABSOLUTE)
+  set(_asked)
+  foreach(_py IN ITEMS "${Python_EXECUTABLE}" "${Python3_EXECUTABLE}")
+    if(NOT _py OR NOT EXISTS "${_py}" OR _py IN_LIST _asked)
+      continue()
+    endif()
+    list(APPEND _asked "${_py}")
+    execute_process(
+      COMMAND "${_py}" -c
+              "import sys; sys.path.insert(0, sys.argv[1]); from skbuild_cudaq._toolchain import nvcc_from_wheel, wheel_names; p = nvcc_from_wheel(wheel_names(sys.argv[2])); print(p or '')"
+              "${_root}" "${wheel}"
+      OUTPUT_VARIABLE _from_wheel OUTPUT_STRIP_TRAILING_WHITESPACE
+      ERROR_QUIET RESULT_VARIABLE _rc)
+    if(_rc EQUAL 0 AND _from_wheel AND EXISTS "${_from_wheel}")
+      set(${out_var} "${_from_wheel}" PARENT_SCOPE)
+      return()
+    endif()
+  endforeach()
+  if(_asked)
+    list(JOIN _asked ", " _asked)
+    set(${tried_var} "the ${wheel} wheel: not installed for ${_asked}" PARENT_SCOPE)
+  else()
+    set(${tried_var} "the ${wheel} wheel: no Python to ask (set Python_EXECUTABLE)" PARENT_SCOPE)
+  endif()
+endfunction()
+
+#[=[
 _cudaq_realtime_find_nvcc(<caller>)
 
-Sets the cache variable SKBUILD_CUDAQ_NVCC, or stops with what to install.
+Sets the cache variable SKBUILD_CUDAQ_NVCC (unless already set to an existing
+file), or stops with every place tried and what to install. The order is
+nvcc-search.txt next to this file, which skbuild_cudaq/_toolchain.py reads too.
 #]=]
 function(_cudaq_realtime_find_nvcc caller)
   if(SKBUILD_CUDAQ_NVCC AND EXISTS "${SKBUILD_CUDAQ_NVCC}")
     return()
   endif()
-  unset(_nvcc)
-  if(CMAKE_CUDA_COMPILER AND EXISTS "${CMAKE_CUDA_COMPILER}")
-    set(_nvcc "${CMAKE_CUDA_COMPILER}")
-  elseif(DEFINED ENV{CUDACXX} AND EXISTS "$ENV{CUDACXX}")
-    set(_nvcc "$ENV{CUDACXX}")
-  else()
-    find_program(_SKBUILD_CUDAQ_NVCC_ON_PATH NAMES nvcc NO_CACHE)
-    if(_SKBUILD_CUDAQ_NVCC_ON_PATH)
-      set(_nvcc "${_SKBUILD_CUDAQ_NVCC_ON_PATH}")
-    elseif(SKBUILD_CUDAQ_NVCC_HINT AND EXISTS "${SKBUILD_CUDAQ_NVCC_HINT}")
-      set(_nvcc "${SKBUILD_CUDAQ_NVCC_HINT}")
-    else()
-      # The nvidia-cuda-nvcc wheel of the build's Python (plain scikit-build-core).
-      foreach(_py IN ITEMS "${Python_EXECUTABLE}" "${Python3_EXECUTABLE}")
-        if(_py AND EXISTS "${_py}")
-          execute_process(
-            COMMAND "${_py}" -c
-                    "from skbuild_cudaq._toolchain import nvcc_from_wheel as f; p = f(); print(p or '')"
-            OUTPUT_VARIABLE _from_wheel OUTPUT_STRIP_TRAILING_WHITESPACE
-            ERROR_QUIET RESULT_VARIABLE _rc)
-          if(_rc EQUAL 0 AND _from_wheel AND EXISTS "${_from_wheel}")
-            set(_nvcc "${_from_wheel}")
-            break()
+  _cudaq_realtime_where(${caller} _where)
+  file(STRINGS "${_SKBUILD_CUDAQ_CMAKE_DIR}/nvcc-search.txt" _steps REGEX "^[a-z]")
+  if(DEFINED ENV{SKBUILD_CUDAQ_CUDA_ROOTS})
+    # Its entries replace the `root` lines, where the first of them stood.
+    string(REPLACE ":" ";" _roots "$ENV{SKBUILD_CUDAQ_CUDA_ROOTS}")
+    set(_expanded)
+    foreach(_step IN LISTS _steps)
+      if(_step MATCHES "^root ")
+        foreach(_r IN LISTS _roots)
+          if(_r)
+            list(APPEND _expanded "root ${_r}")
           endif()
-        endif()
-      endforeach()
-    endif()
+        endforeach()
+        set(_roots)
+      else()
+        list(APPEND _expanded "${_step}")
+      endif()
+    endforeach()
+    set(_steps ${_expanded})
   endif()
-  if(NOT DEFINED _nvcc AND _SKBUILD_CUDAQ_NVCC_OPTIONAL)
+  set(_tried)
+  unset(_nvcc)
+  foreach(_step IN LISTS _steps)
+    string(REGEX MATCH "^([a-z-]+)[ ]*(.*)$" _m "${_step}")
+    set(_kind "${CMAKE_MATCH_1}")
+    string(STRIP "${CMAKE_MATCH_2}" _arg)
+    if(_kind STREQUAL "cmake-variable" OR _kind STREQUAL "env")
+      if(_kind STREQUAL "env")
+        set(_value "$ENV{${_arg}}")
+        set(_origin "environment")
+      else()
+        set(_value "${${_arg}}")
+        set(_origin "CMake variable")
+      endif()
+      if(_value STREQUAL "")
+        list(APPEND _tried "${_arg} (${_origin}): not set")
+        continue()
+      endif()
+      _cudaq_realtime_nvcc_program(_nvcc "${_value}")
+      if(NOT _nvcc)
+        message(FATAL_ERROR
+          "${_where}: ${_arg}='${_value}' (${_origin}) does not name an executable nvcc; fix or "
+          "unset it. Install a CUDA toolkit and set CUDA_HOME to it (or put its bin directory on "
+          "PATH, or set CMAKE_CUDA_COMPILER to its nvcc), or `pip install nvidia-cuda-nvcc` (add "
+          "it to build-system.requires).")
+      endif()
+    elseif(_kind STREQUAL "path")
+      find_program(_nvcc NAMES "${_arg}" PATHS ENV PATH NO_DEFAULT_PATH NO_CACHE)
+      if(NOT _nvcc)
+        list(APPEND _tried "${_arg} on PATH ($ENV{PATH}): not found")
+      endif()
+    elseif(_kind STREQUAL "root-env")
+      if("$ENV{${_arg}}" STREQUAL "")
+        list(APPEND _tried "\$${_arg}/bin/nvcc: ${_arg} not set")
+        continue()
+      endif()
+      _cudaq_realtime_nvcc_program(_nvcc "$ENV{${_arg}}/bin/nvcc")
+      if(NOT _nvcc)
+        list(APPEND _tried "\$${_arg}/bin/nvcc: $ENV{${_arg}}/bin/nvcc not found")
+      endif()
+    elseif(_kind STREQUAL "root")
+      _cudaq_realtime_nvcc_program(_nvcc "${_arg}/bin/nvcc")
+      if(NOT _nvcc)
+        list(APPEND _tried "${_arg}/bin/nvcc: not found")
+      endif()
+    elseif(_kind STREQUAL "wheel")
+      _cudaq_realtime_nvcc_from_wheel(_nvcc _why "${_arg}")
+      if(NOT _nvcc)
+        list(APPEND _tried "${_why}")
+      endif()
+    endif()
+    if(_nvcc)
+      break()
+    endif()
+  endforeach()
+  if(NOT _nvcc AND _SKBUILD_CUDAQ_NVCC_OPTIONAL)
     return()  # compiler = auto: NVRTC next (skbuild_cudaq_nvrtc.cmake)
   endif()
-  if(NOT DEFINED _nvcc)
-    _cudaq_realtime_where(${caller} _where)
+  if(NOT _nvcc)
+    set(_places "")
+    foreach(_t IN LISTS _tried)
+      string(APPEND _places "\n  - ${_t}")
+    endforeach()
     message(FATAL_ERROR
-      "${_where}: nvcc not found: it compiles the dispatch kernels to LTO-IR. "
-      "Set CMAKE_CUDA_COMPILER (or the CUDACXX environment variable) to the nvcc of a "
-      "CUDA toolkit, put nvcc on PATH, or `pip install nvidia-cuda-nvcc` "
-      "(add it to build-system.requires).")
+      "${_where}: nvcc not found: it compiles the dispatch kernels to LTO-IR. Looked in, in "
+      "order:${_places}\nInstall a CUDA toolkit and set CUDA_HOME to it (or put its bin directory "
+      "on PATH, or set CMAKE_CUDA_COMPILER to its nvcc), or `pip install nvidia-cuda-nvcc` (add "
+      "it to build-system.requires).${_SKBUILD_CUDAQ_NVCC_ALSO}")
   endif()
   set(SKBUILD_CUDAQ_NVCC "${_nvcc}" CACHE FILEPATH "nvcc used by skbuild-cudaq for device code" FORCE)
   message(STATUS "skbuild-cudaq: nvcc: ${_nvcc}")
+endfunction()
+
+#[=[
+_cudaq_realtime_find_python()
+
+Sets SKBUILD_CUDAQ_PYTHON: the Python that writes the device-code records
+(Python_EXECUTABLE or Python3_EXECUTABLE, as scikit-build-core sets them, else
+any Python 3 found). Empty when there is none: modules then carry no records
+and `inspect` shows their containers unnamed.
+#]=]
+function(_cudaq_realtime_find_python)
+  if(DEFINED SKBUILD_CUDAQ_PYTHON)
+    return()
+  endif()
+  set(_py "")
+  foreach(_candidate IN ITEMS "${Python_EXECUTABLE}" "${Python3_EXECUTABLE}")
+    if(_candidate AND EXISTS "${_candidate}")
+      set(_py "${_candidate}")
+      break()
+    endif()
+  endforeach()
+  if(NOT _py)
+    find_package(Python3 COMPONENTS Interpreter QUIET)
+    if(Python3_Interpreter_FOUND)
+      set(_py "${Python3_EXECUTABLE}")
+    else()
+      message(STATUS "skbuild-cudaq: no Python found: device code is embedded without the "
+                     "records that name its kernels and handlers (set Python_EXECUTABLE)")
+    endif()
+  endif()
+  set(SKBUILD_CUDAQ_PYTHON "${_py}" CACHE FILEPATH
+      "Python that writes skbuild-cudaq's device-code records (empty: none)")
 endfunction()
 
 #[=[
@@ -213,9 +382,11 @@ The target exists and is a kind whose link keeps embedded objects.
 function(_cudaq_realtime_check_target caller target)
   _cudaq_realtime_where(${caller} _where)
   if(NOT TARGET "${target}")
+    _cudaq_realtime_did_you_mean("${target}" _hint)
     message(FATAL_ERROR
       "${_where}: no CMake target named \"${target}\". Create the target (add_library, "
-      "python_add_library, nanobind_add_module, ...) before this call, or correct the name.")
+      "python_add_library, nanobind_add_module, ...) before this call, or correct the name."
+      "${_hint}")
   endif()
   get_target_property(_type "${target}" TYPE)
   if(NOT _type MATCHES "^(MODULE_LIBRARY|SHARED_LIBRARY|EXECUTABLE|OBJECT_LIBRARY)$")
@@ -253,25 +424,78 @@ function(_cudaq_realtime_check_architectures caller out_var)
   set(${out_var} ${_archs} PARENT_SCOPE)
 endfunction()
 
+# Characters a source path must not contain (skbuild_cudaq.settings.UNSAFE_PATH_CHARS, and the
+# control characters CMake can write): CMake splits lists at ";" and keeps "[...]" together across
+# ";", nvcc hands paths to a shell ("$", "`"), make and ninja misread ":" and "|", and quotes,
+# backslashes and newlines break the generated sources.
+set(_SKBUILD_CUDAQ_UNSAFE_PATH "[][;$`\"|:\\\n\r\t]")
+
+#[=[
+_cudaq_realtime_check_argument(<caller> <path>)
+
+Stops when <path> holds a character of _SKBUILD_CUDAQ_UNSAFE_PATH.
+#]=]
+function(_cudaq_realtime_check_argument caller arg)
+  if(arg MATCHES "${_SKBUILD_CUDAQ_UNSAFE_PATH}")
+    _cudaq_realtime_where(${caller} _where)
+    message(FATAL_ERROR
+      "${_where}: source path \"${arg}\" contains one of ; [ ] $ ` \" \\ | : or a control "
+      "character, which CMake, make or nvcc would misread (CMake splits a path at ; into two "
+      "paths); rename the file or its directory.")
+  endif()
+endfunction()
+
+#[=[
+_cudaq_realtime_check_arguments(<caller> <argc>)
+
+A macro, so that it sees the calling function's ARGV1...ARGV<argc - 1>: each
+argument as the user wrote it, before a ";" inside it splits it into two paths
+(the second may point anywhere).
+#]=]
+macro(_cudaq_realtime_check_arguments caller argc)
+  if(${argc} GREATER 1)
+    math(EXPR _cudaq_last "${argc} - 1")
+    foreach(_cudaq_i RANGE 1 ${_cudaq_last})
+      _cudaq_realtime_check_argument("${caller}" "${ARGV${_cudaq_i}}")
+    endforeach()
+  endif()
+endmacro()
+
 #[=[
 _cudaq_realtime_resolve_sources(<caller> <out-var> <file>...)
 
-Absolute, existing paths (relative ones are taken from the current source dir).
+Absolute, existing paths (relative ones are taken from the current source dir),
+without characters CMake, make or nvcc misread, and -- for a path inside the
+top-level source directory -- really inside it: a symbolic link that resolves
+outside the project is refused (an sdist would ship the link itself).
 #]=]
 function(_cudaq_realtime_resolve_sources caller out_var)
   _cudaq_realtime_where(${caller} _where)
   if(NOT ARGN)
     message(FATAL_ERROR "${_where}: no source files given; pass at least one .cu file.")
   endif()
+  file(REAL_PATH "${CMAKE_SOURCE_DIR}" _top_real)
   set(_out)
   foreach(_file IN LISTS ARGN)
+    _cudaq_realtime_check_argument("${caller}" "${_file}")
     get_filename_component(_abs "${_file}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
     if(NOT EXISTS "${_abs}" OR IS_DIRECTORY "${_abs}")
       message(FATAL_ERROR "${_where}: source file \"${_file}\" does not exist (looked for ${_abs}).")
     endif()
-    if(_abs MATCHES "[\"\\\n]")
+    if(_abs MATCHES "${_SKBUILD_CUDAQ_UNSAFE_PATH}")
       message(FATAL_ERROR
-        "${_where}: source path \"${_abs}\" contains a quote, backslash or newline; rename it.")
+        "${_where}: source path \"${_abs}\" contains one of ; [ ] $ ` \" \\ | : or a control "
+        "character in its directories, which CMake, make or nvcc would misread; move the "
+        "project to a directory without them.")
+    endif()
+    file(REAL_PATH "${_abs}" _real)
+    cmake_path(IS_PREFIX CMAKE_SOURCE_DIR "${_abs}" NORMALIZE _in_project)
+    cmake_path(IS_PREFIX _top_real "${_real}" NORMALIZE _really_in_project)
+    if(_in_project AND NOT _really_in_project)
+      message(FATAL_ERROR
+        "${_where}: source file \"${_file}\" is a symbolic link (or lies under one) that "
+        "resolves outside the project, to ${_real}. Copy the file into the project: an sdist "
+        "ships the link itself, which points nowhere on another machine.")
     endif()
     list(APPEND _out "${_abs}")
   endforeach()
@@ -326,14 +550,32 @@ function(_cudaq_realtime_add_fatbin target source output)
   get_filename_component(_dir "${output}" DIRECTORY)
   # nvcc does not escape spaces in the depfile's target: name it ourselves (make syntax).
   string(REPLACE " " "\\ " _dep_target "${output}")
+  # $<SEMICOLON>: one list element per option once COMMAND_EXPAND_LISTS expands it.
+  set(_flags ${_host_compiler} "${_std}"
+      "$<$<BOOL:${_inc}>:-I$<JOIN:${_inc},$<SEMICOLON>-I>>"
+      "$<$<BOOL:${_defs}>:-D$<JOIN:${_defs},$<SEMICOLON>-D>>"
+      "-I${SKBUILD_CUDAQ_INCLUDE_DIR}")
+  # The record naming the kernels and handlers: PTX of the first architecture (same flags),
+  # whose .visible .entry / cudaq_handler_* lines are what the source defines.
+  set(_outputs "${output}")
+  set(_record_commands)
+  if(SKBUILD_CUDAQ_PYTHON)
+    list(GET ARGN 0 _first)
+    list(APPEND _outputs "${output}.json")
+    set(_record_commands
+      COMMAND "${SKBUILD_CUDAQ_NVCC}" -ptx -rdc=true "-arch=compute_${_first}" ${_flags}
+              -o "${output}.ptx" "${source}"
+      COMMAND "${SKBUILD_CUDAQ_PYTHON}" "${_SKBUILD_CUDAQ_CMAKE_DIR}/_run_device_info.py" side
+              --fatbin "${output}" --ptx "${output}.ptx" --source "${source}"
+              --project-dir "${CMAKE_SOURCE_DIR}" --nvcc "${SKBUILD_CUDAQ_NVCC}" --arch ${ARGN}
+              -o "${output}.json")
+  endif()
   add_custom_command(
-    OUTPUT "${output}"
+    OUTPUT ${_outputs}
     COMMAND "${CMAKE_COMMAND}" -E make_directory "${_dir}"
-    COMMAND "${SKBUILD_CUDAQ_NVCC}" -fatbin -rdc=true ${_gencode} ${_host_compiler} "${_std}"
-            "$<$<BOOL:${_inc}>:-I$<JOIN:${_inc},;-I>>"
-            "$<$<BOOL:${_defs}>:-D$<JOIN:${_defs},;-D>>"
-            "-I${SKBUILD_CUDAQ_INCLUDE_DIR}"
+    COMMAND "${SKBUILD_CUDAQ_NVCC}" -fatbin -rdc=true ${_gencode} ${_flags}
             -MD -MF "${output}.d" -MT "${_dep_target}" -o "${output}" "${source}"
+    ${_record_commands}
     DEPENDS "${source}"
     DEPFILE "${output}.d"
     # nvcc records its working directory in the LTO-IR: run it next to the source so that
@@ -373,6 +615,27 @@ assembles in another directory). A C file, not a raw .s, so that the object
 carries .note.GNU-stack and the module never asks for an executable stack.
 #]=]
 function(_cudaq_realtime_write_embed_source source_out fatbin what)
+  string(REPLACE "*/" "* /" what "${what}")  # a directory "x*" must not end the comment
+  set(record "")
+  if(SKBUILD_CUDAQ_PYTHON)
+    # The record (fatbin.json) that names what the fatbin holds: section __cudaq_rt_info,
+    # framed by "CQRTINFO", version 1 and the length the assembler computes.
+    set(record [==[
+/* The record naming the kernels and handlers of this fatbin (skbuild_cudaq._device_info). */
+__asm__(
+    ".section __cudaq_rt_info,\"aR\"\n"
+    ".balign 8\n"
+    ".ascii \"CQRTINFO\"\n"
+    ".long 1\n"
+    ".long 2f - 1f\n"
+    "1:\n"
+    ".incbin \"@fatbin@.json\"\n"
+    "2:\n"
+    ".balign 8\n"
+    ".previous\n");
+]==])
+    string(CONFIGURE "${record}" record @ONLY)
+  endif()
   file(CONFIGURE OUTPUT "${source_out}" CONTENT [==[
 /* Generated by skbuild-cudaq: do not edit.
  * Embeds the LTO-IR fatbin of @what@
@@ -384,7 +647,7 @@ __asm__(
     ".incbin \"@fatbin@\"\n"
     ".balign 8\n"
     ".previous\n");
-]==] @ONLY)
+@record@]==] @ONLY)
 endfunction()
 
 #[=[
@@ -407,8 +670,12 @@ function(_cudaq_realtime_embed_fatbins caller target sources archs)
     _cudaq_realtime_add_fatbin(${target} "${_src}" "${_fatbin}" ${archs})
     _cudaq_realtime_write_embed_source("${_embed}" "${_fatbin}" "${_src}")
     target_sources(${target} PRIVATE "${_embed}")
+    set(_embed_depends "${_fatbin}")
+    if(SKBUILD_CUDAQ_PYTHON)
+      list(APPEND _embed_depends "${_fatbin}.json")
+    endif()
     set_source_files_properties("${_embed}" TARGET_DIRECTORY ${target}
-                                PROPERTIES OBJECT_DEPENDS "${_fatbin}")
+                                PROPERTIES OBJECT_DEPENDS "${_embed_depends}")
     list(APPEND _fatbins "${_fatbin}")
   endforeach()
   set(_custom "${target}_cudaq_device_code")
@@ -429,16 +696,19 @@ function(cudaq_realtime_add_device_sources target)
     set(_caller "${ARG__CALLER}")
   else()
     set(_caller "cudaq_realtime_add_device_sources(${target})")
+    _cudaq_realtime_check_arguments("${_caller}" ${ARGC})
   endif()
   _cudaq_realtime_check_target("${_caller}" "${target}")
   _cudaq_realtime_check_architectures("${_caller}" _archs ${ARG_ARCHITECTURES})
   _cudaq_realtime_resolve_sources("${_caller}" _sources ${ARG_UNPARSED_ARGUMENTS})
   _cudaq_realtime_find_device_compiler("${_caller}")
+  _cudaq_realtime_find_python()
   _cudaq_realtime_embed_fatbins("${_caller}" ${target} "${_sources}" "${_archs}")
 endfunction()
 
 function(cudaq_realtime_add_dispatch_kernel target)
   cmake_parse_arguments(PARSE_ARGV 1 ARG "" "" "ARCHITECTURES")
+  _cudaq_realtime_check_arguments("cudaq_realtime_add_dispatch_kernel(${target})" ${ARGC})
   cudaq_realtime_add_device_sources(${target} ${ARG_UNPARSED_ARGUMENTS}
     ARCHITECTURES ${ARG_ARCHITECTURES}
     _CALLER "cudaq_realtime_add_dispatch_kernel(${target})")
@@ -468,8 +738,27 @@ function(cudaq_realtime_target_skip_device_link target)
   set(_list "${_dir}/objects.txt")
   set(_obj "${_dir}/${target}_cudaq_no_device_link.o")
   file(GENERATE OUTPUT "${_list}" CONTENT "$<JOIN:$<TARGET_OBJECTS:${target}>,\n>\n")
+  # The records naming the kernels and handlers of the target's nvcc objects (one per object
+  # with device code), written by Python at link time and embedded by the same object.
+  _cudaq_realtime_find_python()
+  set(_info_args "")
+  if(SKBUILD_CUDAQ_PYTHON)
+    set(_args_file "${_dir}/device_info_args.txt")
+    set(_srcs "$<TARGET_PROPERTY:${target},SKBUILD_CUDAQ_HANDLER_SOURCES>")
+    set(_archs "$<TARGET_PROPERTY:${target},SKBUILD_CUDAQ_HANDLER_ARCHITECTURES>")
+    set(_nvcc_for_info "${CMAKE_CUDA_COMPILER}")
+    if(NOT _nvcc_for_info)
+      set(_nvcc_for_info "${SKBUILD_CUDAQ_NVCC}")
+    endif()
+    file(GENERATE OUTPUT "${_args_file}" CONTENT
+"--sources\n$<JOIN:${_srcs},\n>\n--project-dir\n${CMAKE_SOURCE_DIR}\n--nvcc\n${_nvcc_for_info}\n\
+--arch\n$<IF:$<BOOL:${_archs}>,$<JOIN:${_archs},\n>,${SKBUILD_CUDAQ_DEFAULT_ARCHITECTURES}>\n")
+    set(_info_args "-DPYTHON=${SKBUILD_CUDAQ_PYTHON}" "-DINFO_ARGS=${_args_file}"
+        "-DINFO_SCRIPT=${_SKBUILD_CUDAQ_CMAKE_DIR}/_run_device_info.py")
+  endif()
   add_custom_command(TARGET ${target} PRE_LINK
     COMMAND "${CMAKE_COMMAND}" "-DOBJECT_LIST=${_list}" "-DOUTPUT=${_obj}" "-DCOMPILER=${_cc}"
+            ${_info_args}
             -P "${_SKBUILD_CUDAQ_CMAKE_DIR}/skbuild_cudaq_no_device_link.cmake"
     VERBATIM)
   target_link_options(${target} PRIVATE "${_obj}")
@@ -479,6 +768,7 @@ endfunction()
 function(cudaq_realtime_add_handlers target)
   cmake_parse_arguments(PARSE_ARGV 1 ARG "" "" "ARCHITECTURES")
   set(_caller "cudaq_realtime_add_handlers(${target})")
+  _cudaq_realtime_check_arguments("${_caller}" ${ARGC})
   _cudaq_realtime_check_target("${_caller}" "${target}")
   get_property(_langs GLOBAL PROPERTY ENABLED_LANGUAGES)
   if(NOT "CUDA" IN_LIST _langs AND NOT SKBUILD_CUDAQ_COMPILER STREQUAL "nvcc")
@@ -516,11 +806,111 @@ function(cudaq_realtime_add_handlers target)
     list(APPEND _options "--generate-code=arch=compute_${_arch},code=[lto_${_arch}]")
   endforeach()
   target_sources(${target} PRIVATE ${_sources})
+  set_property(TARGET ${target} APPEND PROPERTY SKBUILD_CUDAQ_HANDLER_SOURCES ${_sources})
+  set_property(TARGET ${target} APPEND PROPERTY SKBUILD_CUDAQ_HANDLER_ARCHITECTURES ${_archs})
   set_source_files_properties(${_sources} TARGET_DIRECTORY ${target} PROPERTIES
     LANGUAGE CUDA
     COMPILE_OPTIONS "${_options}"
     INCLUDE_DIRECTORIES "${SKBUILD_CUDAQ_INCLUDE_DIR}")
   cudaq_realtime_target_skip_device_link(${target})
+endfunction()
+
+#[=[
+_cudaq_realtime_edit_distance(<a> <b> <out-var>)
+
+Levenshtein distance between <a> and <b>, ignoring case.
+#]=]
+function(_cudaq_realtime_edit_distance a b out_var)
+  string(TOLOWER "${a}" a)
+  string(TOLOWER "${b}" b)
+  string(LENGTH "${a}" _la)
+  string(LENGTH "${b}" _lb)
+  if(_la EQUAL 0 OR _lb EQUAL 0)
+    math(EXPR _d "${_la} + ${_lb}")
+    set(${out_var} ${_d} PARENT_SCOPE)
+    return()
+  endif()
+  set(_prev)
+  foreach(_j RANGE ${_lb})
+    list(APPEND _prev ${_j})
+  endforeach()
+  foreach(_i RANGE 1 ${_la})
+    math(EXPR _i0 "${_i} - 1")
+    string(SUBSTRING "${a}" ${_i0} 1 _ca)
+    set(_cur ${_i})
+    foreach(_j RANGE 1 ${_lb})
+      math(EXPR _j0 "${_j} - 1")
+      string(SUBSTRING "${b}" ${_j0} 1 _cb)
+      list(GET _prev ${_j0} _diag)
+      list(GET _prev ${_j} _up)
+      list(GET _cur ${_j0} _left)
+      if(_ca STREQUAL _cb)
+        set(_best ${_diag})
+      else()
+        math(EXPR _best "${_diag} + 1")
+      endif()
+      foreach(_other IN ITEMS ${_up} ${_left})
+        math(EXPR _other "${_other} + 1")
+        if(_other LESS _best)
+          set(_best ${_other})
+        endif()
+      endforeach()
+      list(APPEND _cur ${_best})
+    endforeach()
+    set(_prev ${_cur})
+  endforeach()
+  list(GET _prev ${_lb} _d)
+  set(${out_var} ${_d} PARENT_SCOPE)
+endfunction()
+
+#[=[
+_cudaq_realtime_did_you_mean(<name> <out-var>)
+
+What to append to "no target named <name>": `` Did you mean "<target>"?`` for the
+project's target closest to <name> (edit distance ignoring case at most a third
+of the name's length, and at least 2), else `` Targets of this project: a, b.``
+listing the targets device code can go into (MODULE, SHARED, EXECUTABLE or OBJECT
+libraries created so far, in every directory), else nothing.
+#]=]
+function(_cudaq_realtime_did_you_mean name out_var)
+  set(_targets)
+  set(_dirs "${CMAKE_SOURCE_DIR}")
+  while(_dirs)
+    list(POP_FRONT _dirs _dir)
+    get_property(_here DIRECTORY "${_dir}" PROPERTY BUILDSYSTEM_TARGETS)
+    get_property(_sub DIRECTORY "${_dir}" PROPERTY SUBDIRECTORIES)
+    foreach(_t IN LISTS _here)
+      get_target_property(_type "${_t}" TYPE)
+      if(_type MATCHES "^(MODULE_LIBRARY|SHARED_LIBRARY|EXECUTABLE|OBJECT_LIBRARY)$")
+        list(APPEND _targets "${_t}")
+      endif()
+    endforeach()
+    list(APPEND _dirs ${_sub})
+  endwhile()
+  if(NOT _targets)
+    set(${out_var} "" PARENT_SCOPE)
+    return()
+  endif()
+  string(LENGTH "${name}" _len)
+  math(EXPR _limit "${_len} / 3")
+  if(_limit LESS 2)
+    set(_limit 2)
+  endif()
+  set(_best "")
+  set(_best_d "")
+  foreach(_t IN LISTS _targets)
+    _cudaq_realtime_edit_distance("${name}" "${_t}" _d)
+    if(_d LESS_EQUAL _limit AND (_best_d STREQUAL "" OR _d LESS _best_d))
+      set(_best "${_t}")
+      set(_best_d ${_d})
+    endif()
+  endforeach()
+  if(NOT _best STREQUAL "")
+    set(${out_var} " Did you mean \"${_best}\"?" PARENT_SCOPE)
+  else()
+    list(JOIN _targets ", " _all)
+    set(${out_var} " Targets of this project: ${_all}." PARENT_SCOPE)
+  endif()
 endfunction()
 
 cmake_policy(POP)

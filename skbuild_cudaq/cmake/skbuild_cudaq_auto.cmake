@@ -23,6 +23,12 @@ endif()
 
 include_guard(GLOBAL)
 include("${CMAKE_CURRENT_LIST_DIR}/skbuild_cudaqConfig.cmake")
+# The backend also passes skbuild_cudaq_DIR, for a project's own
+# find_package(skbuild_cudaq). A project that only uses [tool.cudaq] never calls
+# it; reading the variable here keeps CMake from warning that it was "not used
+# by the project".
+set(_SKBUILD_CUDAQ_PASSED_DIR "${skbuild_cudaq_DIR}")
+unset(_SKBUILD_CUDAQ_PASSED_DIR)
 
 cmake_policy(PUSH)
 cmake_policy(VERSION 3.20...4.0)
@@ -43,11 +49,12 @@ function(_cudaq_realtime_auto_add_kernels)
     set(_target "${SKBUILD_CUDAQ_KERNEL_${_i}_TARGET}")
     set(_CUDAQ_REALTIME_KEY "tool.cudaq.dispatch-kernels.${_target}")
     if(NOT TARGET "${_target}")
+      _cudaq_realtime_did_you_mean("${_target}" _hint)
       message(FATAL_ERROR
         "skbuild-cudaq: ${_CUDAQ_REALTIME_KEY}: the CMake project never creates a target named "
         "\"${_target}\". Name an existing target (the extension's CMake target, e.g. the first "
         "argument of python_add_library or nanobind_add_module) in [tool.cudaq.dispatch-kernels] "
-        "of pyproject.toml.")
+        "of pyproject.toml.${_hint}")
     endif()
     cudaq_realtime_add_dispatch_kernel("${_target}" ${SKBUILD_CUDAQ_KERNEL_${_i}_SOURCES}
       ARCHITECTURES ${SKBUILD_CUDAQ_KERNEL_${_i}_ARCHITECTURES})

@@ -117,14 +117,13 @@ function(_cudaq_realtime_find_device_compiler caller)
     else()
       _cudaq_realtime_find_nvrtc("${caller}" FALSE)
       if(NOT SKBUILD_CUDAQ_NVRTC)
-        _cudaq_realtime_where(${caller} _where)
-        message(FATAL_ERROR
-          "${_where}: nvcc not found: it compiles the dispatch kernels to LTO-IR. "
-          "Set CMAKE_CUDA_COMPILER (or the CUDACXX environment variable) to the nvcc of a "
-          "CUDA toolkit, put nvcc on PATH, or `pip install nvidia-cuda-nvcc` "
-          "(add it to build-system.requires). No NVRTC either: to build without a CUDA "
-          "toolkit, add `nvidia-cuda-nvrtc` (CUDA 13) or `nvidia-cuda-nvrtc-cu12` (CUDA 12) to "
-          "build-system.requires.")
+        # nvcc's own message (every place it looked), then the NVRTC alternative.
+        set(_SKBUILD_CUDAQ_NVCC_OPTIONAL FALSE)
+        set(_SKBUILD_CUDAQ_NVCC_ALSO
+            " No NVRTC either: to build without a CUDA toolkit, add `nvidia-cuda-nvrtc` (CUDA 13) "
+            "or `nvidia-cuda-nvrtc-cu12` (CUDA 12) to build-system.requires.")
+        string(CONCAT _SKBUILD_CUDAQ_NVCC_ALSO ${_SKBUILD_CUDAQ_NVCC_ALSO})
+        _cudaq_realtime_find_nvcc("${caller}")
       endif()
       set(_used nvrtc)
     endif()
@@ -163,15 +162,30 @@ function(_cudaq_realtime_add_fatbin_nvrtc target source output)
   get_filename_component(_dir "${output}" DIRECTORY)
   string(REPLACE " " "\\ " _dep_target "${output}")
   list(GET SKBUILD_CUDAQ_NVRTC 0 _version)
+  # The record naming the kernels and handlers (see SKBUILD_CUDAQ_PYTHON): from NVRTC's PTX
+  # of the first architecture, as nvcc -ptx gives it for nvcc-built fatbins.
+  set(_outputs "${output}")
+  set(_ptx)
+  set(_record_commands)
+  if(SKBUILD_CUDAQ_PYTHON)
+    list(APPEND _outputs "${output}.json")
+    set(_ptx --ptx "${output}.ptx")
+    set(_record_commands
+      COMMAND "${SKBUILD_CUDAQ_PYTHON}" "${_SKBUILD_CUDAQ_CMAKE_DIR}/_run_device_info.py" side
+              --fatbin "${output}" --ptx "${output}.ptx" --source "${source}"
+              --project-dir "${CMAKE_SOURCE_DIR}" --nvcc "NVRTC ${_version}" --arch ${ARGN}
+              -o "${output}.json")
+  endif()
   add_custom_command(
-    OUTPUT "${output}"
+    OUTPUT ${_outputs}
     COMMAND "${CMAKE_COMMAND}" -E make_directory "${_dir}"
     COMMAND "${SKBUILD_CUDAQ_NVRTC_RUNNER}" -m skbuild_cudaq nvrtc ${_major} ${_archs}
             "--std=${_std}"
-            "$<$<BOOL:${_inc}>:-I$<JOIN:${_inc},;-I>>"
-            "$<$<BOOL:${_defs}>:-D$<JOIN:${_defs},;-D>>"
-            "-I${SKBUILD_CUDAQ_INCLUDE_DIR}"
+            "$<$<BOOL:${_inc}>:-I$<JOIN:${_inc},$<SEMICOLON>-I>>"
+            "$<$<BOOL:${_defs}>:-D$<JOIN:${_defs},$<SEMICOLON>-D>>"
+            "-I${SKBUILD_CUDAQ_INCLUDE_DIR}" ${_ptx}
             --depfile "${output}.d" --dep-target "${output}" -o "${output}" "${source}"
+    ${_record_commands}
     DEPENDS "${source}"
     DEPFILE "${output}.d"
     WORKING_DIRECTORY "${_src_dir}"

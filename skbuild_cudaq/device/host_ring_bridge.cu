@@ -121,20 +121,24 @@ __device__ __forceinline__ LaneState state_of(const cudaq_host_ring_lane_t *s) {
   return LaneState{s->next_slot, s->next_seq, s->lane, s->num_lanes};
 }
 
-// Copies the request in a slot to the lane's staging area in device memory.
+// Copies the request in a slot to the lane's staging area in device memory, or
+// to the caller's own buffer `own` (cudaq_dev_rx_poll_into: typically shared
+// memory, where the handler's reads of its arguments cost no device-memory
+// round trip) when the request fits its `own_bytes`. Returns where it went.
 // The header and the first arguments (up to 256 bytes) are loaded in one batch
 // (the loads are issued back to back: one PCIe round trip, not one per word);
-// a longer request's tail follows once the header said how long it is. The
-// first batch is stored last and its first four words unconditionally (a slot
-// holds at least 32 bytes), so that the dispatch kernel's reads of the header
-// right after the poll can be served from registers instead of memory. Must
-// follow the acquire load of the slot's flag in program order.
+// a longer request's tail follows once the header said how long it is (always
+// into the device staging area). The first batch is stored last and its first
+// four words unconditionally (a slot holds at least 32 bytes), so that the
+// dispatch kernel's reads of the header right after the poll can be served
+// from registers instead of memory. Must follow the acquire load of the slot's
+// flag in program order.
 constexpr uint32_t kStageWords = 32; // 256 bytes in the first batch
 constexpr uint32_t kTailWords = 8;   // then 64 bytes per batch (fewer registers)
 
-__device__ __forceinline__ void stage_request(uint8_t *staging, const uint8_t *slot,
-                                              uint32_t slot_size) {
-  cudaq_detail_word_t *dst = reinterpret_cast<cudaq_detail_word_t *>(staging);
+__device__ __forceinline__ uint8_t *stage_request(uint8_t *staging, const uint8_t *slot,
+                                                  uint32_t slot_size, void *own,
+                                                  uint32_t own_bytes) {
   const cudaq_detail_word_t *src = reinterpret_cast<const cudaq_detail_word_t *>(slot);
   const uint32_t slot_words = slot_size / 8;
   const uint32_t first = slot_words < kStageWords ? slot_words : kStageWords;
@@ -151,6 +155,12 @@ __device__ __forceinline__ void stage_request(uint8_t *staging, const uint8_t *s
   if (arg_len > max_args)
     arg_len = max_args; // the dispatcher answers CUDAQ_RPC_STATUS_ARGS_TOO_LONG
   const uint32_t need = (CUDAQ_RPC_HEADER_SIZE + arg_len + 7) / 8;
+  // The caller's buffer takes a request that fits it and the first batch.
+  // (The first four words are always stored: 32 bytes.)
+  const uint32_t own_need = need < 4 ? 4 : need;
+  const bool mine = own != nullptr && need <= first && own_need * 8 <= own_bytes;
+  uint8_t *dst_bytes = mine ? static_cast<uint8_t *>(own) : staging;
+  cudaq_detail_word_t *dst = reinterpret_cast<cudaq_detail_word_t *>(dst_bytes);
   for (uint32_t base = first; base < need; base += kTailWords) {
     uint64_t t[kTailWords];
 #pragma unroll
@@ -162,20 +172,22 @@ __device__ __forceinline__ void stage_request(uint8_t *staging, const uint8_t *s
       if (base + i < need)
         dst[base + i] = t[i];
   }
+  const uint32_t stored = mine ? need : first;
 #pragma unroll
   for (uint32_t i = 4; i < kStageWords; ++i)
-    if (i < first)
+    if (i < stored)
       dst[i] = v[i];
 #pragma unroll
   for (uint32_t i = 0; i < 4; ++i)
     dst[i] = v[i];
+  return dst_bytes;
 }
 
 // Takes the request that has arrived in the lane's next slot: records it as
 // pending, advances, stages it and fills *request / *response.
 __device__ __forceinline__ void claim(cudaq_host_ring_lane_t *s, cudaq_host_ring_ctx_t *ring,
                                       const RingView &v, const LaneState &st, void **request,
-                                      void **response) {
+                                      void **response, void *own, uint32_t own_bytes) {
   const size_t offset = static_cast<size_t>(st.slot) * v.slot_size;
   uint8_t *staging = reinterpret_cast<uint8_t *>(ring) + sizeof(cudaq_host_ring_ctx_t) +
                      static_cast<size_t>(st.lane) * v.slot_size;
@@ -188,33 +200,56 @@ __device__ __forceinline__ void claim(cudaq_host_ring_lane_t *s, cudaq_host_ring
   }
   s->next_slot = next;
   // The acquire emptied L1. Ask, without waiting, for the lines read next: the
-  // lane's (cudaq_dev_tx_publish reads the pending slot there) and the staging
-  // area's first two (the handler reads its arguments there). Issued before the
-  // staging stores: between those stores and the dispatch kernel's reads of the
-  // header nothing may stand that the compiler must assume touches memory, or
-  // it could not serve those reads from registers.
+  // lane's (cudaq_dev_tx_publish reads the pending slot there) and, unless the
+  // caller gave a buffer of its own, the staging area's first two (the handler
+  // reads its arguments there). Issued before the staging stores: between
+  // those stores and the dispatch kernel's reads of the header nothing may
+  // stand that the compiler must assume touches memory, or it could not serve
+  // those reads from registers.
   asm volatile("prefetch.global.L1 [%0];" : : "l"(s));
-  asm volatile("prefetch.global.L1 [%0];" : : "l"(staging));
-  asm volatile("prefetch.global.L1 [%0];" : : "l"(staging + 128));
-  stage_request(staging, v.rx_slots + offset, v.slot_size);
+  if (own == nullptr) {
+    asm volatile("prefetch.global.L1 [%0];" : : "l"(staging));
+    asm volatile("prefetch.global.L1 [%0];" : : "l"(staging + 128));
+  }
+  *request = stage_request(staging, v.rx_slots + offset, v.slot_size, own, own_bytes);
   CUDAQ_REALTIME_PHASE(1);
-  *request = staging;
   *response = v.tx_slots + offset;
+}
+
+// Waits (or, with wait == 0, looks once) for the lane's next request.
+__device__ __forceinline__ int poll(void *session, void **request, void **response, void *own,
+                                    uint32_t own_bytes, bool wait) {
+  cudaq_host_ring_lane_t *s = static_cast<cudaq_host_ring_lane_t *>(session);
+  cudaq_host_ring_ctx_t *ring = ring_of(s);
+  const RingView v = view_of(ring);
+  const LaneState st = state_of(s);
+  const volatile uint32_t *flag = &v.rx_flags[st.slot];
+  if (!wait) {
+    if (load_acquire_sys(flag) != st.seq)
+      return 0;
+  } else {
+    volatile int *shutdown = s->shutdown;
+    // Each load of mapped host memory is a PCIe round trip: look at the
+    // shutdown flag only every kShutdownEvery polls so that an arriving request
+    // is seen after one flag load, not after a flag load plus a shutdown load.
+    constexpr uint32_t kShutdownEvery = 16;
+    for (uint32_t polls = 0;; ++polls) {
+      if (load_acquire_sys(flag) == st.seq)
+        break;
+      if (polls % kShutdownEvery == kShutdownEvery - 1 && load_shutdown(shutdown) != 0)
+        return 0;
+    }
+  }
+  CUDAQ_HOST_RING_PHASE_BEGIN();
+  claim(s, ring, v, st, request, response, own, own_bytes);
+  return 1;
 }
 
 } // namespace
 
 extern "C" __device__ int cudaq_dev_rx_try_poll(void *session, void **request,
                                                 void **response) {
-  cudaq_host_ring_lane_t *s = static_cast<cudaq_host_ring_lane_t *>(session);
-  cudaq_host_ring_ctx_t *ring = ring_of(s);
-  const RingView v = view_of(ring);
-  const LaneState st = state_of(s);
-  if (load_acquire_sys(&v.rx_flags[st.slot]) != st.seq)
-    return 0;
-  CUDAQ_HOST_RING_PHASE_BEGIN();
-  claim(s, ring, v, st, request, response);
-  return 1;
+  return poll(session, request, response, nullptr, 0, false);
 }
 
 extern "C" __device__ int cudaq_host_ring_try_poll(void *session, void **request,
@@ -223,25 +258,12 @@ extern "C" __device__ int cudaq_host_ring_try_poll(void *session, void **request
 }
 
 extern "C" __device__ int cudaq_dev_rx_poll(void *session, void **request, void **response) {
-  cudaq_host_ring_lane_t *s = static_cast<cudaq_host_ring_lane_t *>(session);
-  cudaq_host_ring_ctx_t *ring = ring_of(s);
-  const RingView v = view_of(ring);
-  const LaneState st = state_of(s);
-  volatile int *shutdown = s->shutdown;
-  const volatile uint32_t *flag = &v.rx_flags[st.slot];
-  // Each load of mapped host memory is a PCIe round trip: look at the shutdown
-  // flag only every kShutdownEvery polls so that an arriving request is seen
-  // after one flag load, not after a flag load plus a shutdown load.
-  constexpr uint32_t kShutdownEvery = 16;
-  for (uint32_t polls = 0;; ++polls) {
-    if (load_acquire_sys(flag) == st.seq)
-      break;
-    if (polls % kShutdownEvery == kShutdownEvery - 1 && load_shutdown(shutdown) != 0)
-      return 0;
-  }
-  CUDAQ_HOST_RING_PHASE_BEGIN();
-  claim(s, ring, v, st, request, response);
-  return 1;
+  return poll(session, request, response, nullptr, 0, true);
+}
+
+extern "C" __device__ int cudaq_dev_rx_poll_into(void *session, void **request, void **response,
+                                                 void *stage, uint32_t stage_bytes, int wait) {
+  return poll(session, request, response, stage, stage_bytes, wait != 0);
 }
 
 extern "C" __device__ void cudaq_dev_tx_publish(void *session, void *response) {

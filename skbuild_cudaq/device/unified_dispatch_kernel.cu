@@ -9,9 +9,9 @@
 // capping registers for 1024 threads made the leader's path spill, +3 us a
 // round trip on an H200; Dispatcher.start() refuses a larger block_size).
 //
-// This file also holds the default lane hooks (cudaq_dev_enter_lane,
-// cudaq_dev_rx_try_poll) for bridges that define only the three transport
-// hooks. They are `inline` with external linkage: a bridge's own definition
+// This file also holds the default forms of the optional hooks (cudaq_dev_enter_lane,
+// cudaq_dev_rx_try_poll, cudaq_dev_rx_poll_into) for bridges that define only
+// the three transport hooks. They are `inline` with external linkage: a bridge's own definition
 // replaces them at link time (nvJitLink keeps a strong definition over an
 // inline one), and without one they are what lane kernels link against.
 #include <cudaq/realtime/unified_dispatch_device.cuh>
@@ -31,6 +31,26 @@ __device__ inline __attribute__((used)) int cudaq_dev_rx_try_poll(void *session,
   // No non-blocking poll in the three-hook contract: wait (0 once shutdown is set).
   return cudaq_dev_rx_poll(session, request, response);
 }
+
+__device__ inline __attribute__((used)) int
+cudaq_dev_rx_poll_into(void *session, void **request, void **response, void *stage,
+                       uint32_t stage_bytes, int wait) {
+  const int got = wait ? cudaq_dev_rx_poll(session, request, response)
+                       : cudaq_dev_rx_try_poll(session, request, response);
+  if (got != 1 || stage == nullptr)
+    return got;
+  // Copy the request if it fits (its bytes may be anywhere the bridge put them).
+  const uint8_t *src = static_cast<const uint8_t *>(*request);
+  const uint32_t arg_len = cudaq_request_arg_len(src);
+  if (stage_bytes < CUDAQ_RPC_HEADER_SIZE || arg_len > stage_bytes - CUDAQ_RPC_HEADER_SIZE)
+    return got;
+  uint8_t *dst = static_cast<uint8_t *>(stage);
+  const uint32_t n = CUDAQ_RPC_HEADER_SIZE + arg_len;
+  for (uint32_t i = 0; i < n; ++i)
+    dst[i] = src[i];
+  *request = stage;
+  return got;
+}
 }
 
 extern "C" __global__ void
@@ -43,6 +63,9 @@ cudaq_realtime_unified_dispatch(void *transport_ctx, uint32_t slot_size,
   __shared__ const cudaq_function_entry_t *s_entry;
   __shared__ int s_running;
   __shared__ uint32_t s_result_len;
+  // The leader's requests land here (cudaq_dev_rx_poll_into) when they fit:
+  // handlers read their arguments from shared memory.
+  __shared__ __align__(16) uint8_t s_stage[256];
 
   if (blockIdx.x != 0 || blockIdx.y != 0 || blockIdx.z != 0)
     return; // one block serves the ring
@@ -64,7 +87,8 @@ cudaq_realtime_unified_dispatch(void *transport_ctx, uint32_t slot_size,
       for (;;) {
         void *request = nullptr;
         void *response = nullptr;
-        running = cudaq_dev_rx_poll(session, &request, &response);
+        running = cudaq_dev_rx_poll_into(session, &request, &response, s_stage,
+                                         sizeof(s_stage), 1);
         if (!running)
           break;
         const cudaq_function_entry_t *entry = nullptr;

@@ -31,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "Kernel": "library",
     "get_device_kernel": "library",
     "get_device_handler": "library",
+    "DeviceHandler": "library",
     "get_library": "library",
     "release_library": "library",
     "LinkResult": "link",
@@ -121,6 +122,9 @@ if TYPE_CHECKING:  # what type checkers see; at run time the names load lazily
     )
     from .launch import (
         launch_kernel as launch_kernel,
+    )
+    from .library import (
+        DeviceHandler as DeviceHandler,
     )
     from .library import (
         Kernel as Kernel,

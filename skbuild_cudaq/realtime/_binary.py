@@ -12,10 +12,12 @@ from types import ModuleType
 
 from .errors import DeviceCodeError
 
-__all__ = ["Binary", "binary_path", "bridge_files"]
+__all__ = ["Binary", "BridgeCode", "binary_path", "bridge_files"]
 
 #: An extension module object, or the path of a binary.
 Binary = ModuleType | str | os.PathLike[str]
+#: A bridge's device code: LTO-IR fatbin paths (one or several); None: the host-ring hooks.
+BridgeCode = Iterable[str | os.PathLike[str]] | str | os.PathLike[str] | None
 
 
 def binary_path(binary: Binary) -> Path:
@@ -25,19 +27,26 @@ def binary_path(binary: Binary) -> Path:
         if not file:
             msg = f"module {binary.__name__!r} has no file: it carries no device code"
             raise DeviceCodeError(msg)
-        return Path(file).resolve()
-    return Path(binary).resolve()
+        return _resolve(file)
+    return _resolve(binary)
 
 
-def bridge_files(
-    bridge: Iterable[str | os.PathLike[str]] | str | os.PathLike[str] | None,
-) -> tuple[Path, ...] | None:
+def _resolve(path: str | os.PathLike[str]) -> Path:
+    """``path`` resolved; a path that cannot name a file is a :class:`DeviceCodeError`."""
+    try:
+        return Path(path).resolve()
+    except (OSError, ValueError, RuntimeError) as exc:  # NUL byte, symlink loop (3.10-3.12)
+        msg = f"cannot read {path!r}: {exc}"
+        raise DeviceCodeError(msg) from None
+
+
+def bridge_files(bridge: BridgeCode) -> tuple[Path, ...] | None:
     """A bridge's device code (LTO-IR fatbins) as resolved paths; None: the host-ring hooks."""
     if bridge is None:
         return None
     if isinstance(bridge, (str, os.PathLike)):
         bridge = (bridge,)
-    files = tuple(Path(f).resolve() for f in bridge)
+    files = tuple(_resolve(f) for f in bridge)
     if not files:
         msg = (
             "a bridge's device code must name at least one fatbin (pass None for the "

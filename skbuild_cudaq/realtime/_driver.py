@@ -7,7 +7,9 @@ CUresult's name and code) and returns the values. Nothing here runs at import.
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
@@ -17,21 +19,36 @@ __all__ = [
     "check",
     "current_arch",
     "current_device",
+    "current_ordinal",
     "device_arch",
+    "device_count",
     "driver",
     "ensure_context",
+    "init",
     "is_not_found",
     "make_primary_current",
+    "ordinal_arch",
+    "primary_context",
     "ptr",
+    "pushed",
 ]
 
 _lock = threading.Lock()
 _initialised = False
+_primary: dict[int, Any] = {}  # device ordinal -> its retained primary context
+_archs: dict[int, str] = {}  # device ordinal -> sm_XY
 
 
 def driver() -> ModuleType:
-    """``cuda.bindings.driver`` (imported on first use)."""
-    import cuda.bindings.driver as drv
+    """``cuda.bindings.driver`` (imported on first use); :class:`RealtimeError` without it."""
+    try:
+        import cuda.bindings.driver as drv
+    except ImportError as exc:
+        msg = (
+            f"the CUDA driver bindings cannot be imported ({exc}); install the run time: "
+            "pip install 'skbuild-cudaq[runtime]'"
+        )
+        raise RealtimeError(msg) from None
 
     module: ModuleType = drv
     return module
@@ -43,7 +60,7 @@ def _result_name(result: Any) -> tuple[str, int]:
     if not name:
         try:
             name = driver().CUresult(code).name
-        except (ValueError, ImportError, AttributeError):  # unknown code, no enum
+        except (ValueError, RealtimeError, AttributeError):  # unknown code, no bindings
             name = f"CUresult {code}"
     return str(name), code
 
@@ -88,14 +105,17 @@ def is_not_found(error: CUDAError) -> bool:
     return error.name == "CUDA_ERROR_NOT_FOUND"
 
 
-def _init() -> None:
+def init() -> None:
+    """``cuInit`` once per process; :class:`RealtimeError` when the bindings or the driver
+    library are missing (the loader's own exception is not a :class:`CudaqError`)."""
     global _initialised  # noqa: PLW0603 - once per process
     if _initialised:
         return
     with _lock:
         if not _initialised:
+            drv = driver()
             try:
-                ret = driver().cuInit(0)
+                ret = drv.cuInit(0)
             except Exception as exc:  # e.g. libcuda not found: not a CUresult
                 msg = f"cannot initialise CUDA (is an NVIDIA driver installed?): {exc}"
                 raise RealtimeError(msg) from None
@@ -109,7 +129,7 @@ def current_device(device: int = 0) -> tuple[Any, Any]:
     Initialises CUDA but creates nothing: a few fast driver calls. Used to learn
     the architecture before the (slow) context creation.
     """
-    _init()
+    init()
     drv = driver()
     ctx = check(drv.cuCtxGetCurrent(), "cuCtxGetCurrent")
     if ctx is not None and int(ctx) != 0:
@@ -158,3 +178,74 @@ def current_arch() -> str:
     Creates no context.
     """
     return device_arch(current_device()[1])
+
+
+def device_count() -> int:
+    """Number of CUDA devices visible to this process (initialises CUDA, creates nothing)."""
+    init()
+    return int(check(driver().cuDeviceGetCount(), "cuDeviceGetCount"))
+
+
+def _device(device: int) -> Any:
+    """The ``CUdevice`` of an ordinal; an ordinal the process cannot see is named clearly."""
+    init()
+    ret = driver().cuDeviceGet(device)
+    if int(ret[0]) != 0 and _result_name(ret[0])[0] == "CUDA_ERROR_INVALID_DEVICE":
+        from .errors import InvalidArgumentError
+
+        count = device_count()
+        msg = (
+            f"device={device}: this process sees {count} CUDA device(s) "
+            f"(ordinals 0..{count - 1}; check CUDA_VISIBLE_DEVICES)"
+        )
+        raise InvalidArgumentError(msg)
+    return check(ret, "cuDeviceGet")
+
+
+def ordinal_arch(device: int) -> str:
+    """``sm_XY`` of the device with this ordinal (cached; creates no context)."""
+    arch = _archs.get(device)
+    if arch is None:
+        arch = device_arch(_device(device))
+        _archs[device] = arch
+    return arch
+
+
+def current_ordinal() -> int:
+    """Ordinal of the current context's device; 0 when no context is current."""
+    ctx, dev = current_device()
+    return int(dev) if ctx is not None else 0
+
+
+def primary_context(device: int) -> Any:
+    """The primary context of device ``device``, retained once for the process.
+
+    Does not make it current (see :func:`pushed`).
+    """
+    ctx = _primary.get(device)
+    if ctx is None:
+        dev = _device(device)
+        with _lock:
+            ctx = _primary.get(device)
+            if ctx is None:
+                ctx = check(driver().cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+                _primary[device] = ctx
+    return ctx
+
+
+@contextlib.contextmanager
+def pushed(ctx: Any) -> Iterator[Any]:
+    """Make ``ctx`` current for the block, then restore the caller's context.
+
+    No driver call when ``ctx`` is current already (one ``cuCtxGetCurrent``).
+    """
+    drv = driver()
+    current = check(drv.cuCtxGetCurrent(), "cuCtxGetCurrent")
+    if current is not None and int(current) == int(ctx):
+        yield ctx
+        return
+    check(drv.cuCtxPushCurrent(ctx), "cuCtxPushCurrent")
+    try:
+        yield ctx
+    finally:
+        check(drv.cuCtxPopCurrent(), "cuCtxPopCurrent")

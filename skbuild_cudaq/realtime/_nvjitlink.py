@@ -1,16 +1,18 @@
 """nvJitLink: its identity without loading it, the version rule, and the link itself.
 
 A warm start (cache hit) must not load libnvJitLink, so the cache key uses
-:func:`nvjitlink_identity`, which reads the installed ``nvidia-nvjitlink``
-distribution (version, and the library file's path, size and mtime) through
-``importlib.metadata``: that is the library ``cuda.bindings`` loads, because
-cuda-pathfinder searches the wheel's ``site-packages/nvidia/cu*/lib`` first.
-Only :func:`link` (a cache miss) imports ``cuda.bindings.nvjitlink``.
+:func:`nvjitlink_identity`: the library ``cuda.bindings`` loads, found the way
+cuda-pathfinder finds it (one already mapped into the process, else the
+wheels' directories under site-packages, else ``$CONDA_PREFIX``), described by
+its path and stat without loading it. Only a cache miss imports
+``cuda.bindings.nvjitlink``; it then checks that the library it loaded is the
+one the key described (see ``link.PreparedLink.finish``).
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,8 +25,11 @@ __all__ = [
     "LTO_IR_RELEASES",
     "NvJitLinkInfo",
     "check_versions",
+    "installed_nvjitlink",
     "ir_release",
     "link",
+    "link_blobs",
+    "mapped_nvjitlink",
     "nvjitlink_identity",
     "nvjitlink_version",
     "version_problem",
@@ -44,63 +49,140 @@ _LTO_IR = 8
 
 @dataclass(frozen=True)
 class NvJitLinkInfo:
-    """The installed nvidia-nvjitlink wheel and its library file."""
+    """A libnvJitLink file (resolved) and the wheel it comes from, if any."""
 
-    distribution: str
-    version: str
     library: Path
+    distribution: str | None = None
+    version: str | None = None
 
     @property
     def package(self) -> str:
+        if self.distribution is None:
+            return f"nvJitLink at {self.library}"
         return f"{self.distribution} {self.version}"
 
+    def identity(self) -> str:
+        """Its package, path, size, mtime and inode: any change of the file changes it."""
+        try:
+            st = self.library.stat()
+        except OSError as exc:
+            return f"{self.package};{self.library};unreadable {exc.errno}"
+        return f"{self.package};{self.library};{st.st_size};{st.st_mtime_ns};{st.st_ino}"
 
-#: Where the nvidia-nvjitlink wheels put the library, relative to site-packages
-#: (the places cuda-pathfinder searches first).
-_WHEEL_LIB_DIRS = ("nvidia/cu13/lib", "nvidia/cu12/lib", "nvidia/nvjitlink/lib")
+
+#: cuda-pathfinder's search for nvJitLink on Linux (cuda.bindings loads it with
+#: ``load_nvidia_dynamic_lib("nvJitLink")``): the sonames, the wheel directories
+#: under each site-packages, and the directories under ``$CONDA_PREFIX``.
+_SONAMES = ("libnvJitLink.so.13", "libnvJitLink.so.12")
+_WHEEL_LIB_DIRS = ("nvidia/cu13/lib", "nvidia/nvjitlink/lib")
+_CONDA_LIB_DIRS = ("lib64", "lib")
+
+
+def _site_packages() -> list[str]:
+    """The site-packages directories in cuda-pathfinder's order.
+
+    As its ``find_sub_dirs_all_sitepackages``: ``site.getsitepackages()``, with
+    the user site inserted second in a virtual environment and first otherwise.
+    """
+    import site  # already imported by the interpreter's start-up
+
+    dirs = list(site.getsitepackages())
+    if site.ENABLE_USER_SITE:
+        user = site.getusersitepackages()
+        if user:
+            dirs.insert(1 if sys.prefix != sys.base_prefix else 0, user)
+    return dirs
 
 
 @functools.cache
-def installed_nvjitlink() -> NvJitLinkInfo | None:
-    """The nvidia-nvjitlink wheel of this environment: its library file and version.
-
-    Looks for the file along ``sys.path`` the way cuda-pathfinder finds it, and
-    reads the version from the ``*.dist-info`` directory name: no library load
-    and no ``importlib.metadata`` import (which alone costs tens of ms).
-    """
-    for entry in sys.path:
-        site = Path(entry or ".")
-        for sub in _WHEEL_LIB_DIRS:
-            libdir = site / sub
-            if not libdir.is_dir():
-                continue
-            libs = sorted(libdir.glob("libnvJitLink.so*"))
-            if not libs:
-                continue
-            name, version = "nvidia-nvjitlink", "unknown"
+def _wheel_of(library: Path) -> NvJitLinkInfo:
+    """``library`` (resolved) with the nvidia-nvjitlink wheel that installed it, if any."""
+    for sub in _WHEEL_LIB_DIRS:
+        if library.parent.as_posix().endswith("/" + sub):
+            site = library.parents[len(Path(sub).parts)]
             for info in sorted(site.glob("nvidia_nvjitlink*.dist-info")):
-                dist, _, rest = info.name[: -len(".dist-info")].partition("-")
-                name, version = dist.replace("_", "-"), rest
-                break
-            return NvJitLinkInfo(name, version, libs[0].resolve())
+                dist, _, version = info.name[: -len(".dist-info")].partition("-")
+                return NvJitLinkInfo(library, dist.replace("_", "-"), version)
+    return NvJitLinkInfo(library)
+
+
+@functools.cache
+def _found_nvjitlink() -> Path | None:
+    """The file cuda-pathfinder would load when nothing has loaded nvJitLink yet.
+
+    Its first two steps, without loading anything: the wheel directories under
+    every site-packages (for each directory in order, every site-packages in
+    order, every soname in order), then ``$CONDA_PREFIX/lib64`` and ``lib``.
+    None: pathfinder would ask the system loader (``LD_LIBRARY_PATH``, ldconfig).
+    """
+    sites = _site_packages()
+    for sub in _WHEEL_LIB_DIRS:
+        for site in sites:
+            for soname in _SONAMES:
+                candidate = Path(site, sub, soname)
+                if candidate.is_file():
+                    return candidate.resolve()
+    conda = os.environ.get("CONDA_PREFIX")
+    if conda:
+        for sub in _CONDA_LIB_DIRS:
+            for soname in _SONAMES:
+                candidate = Path(conda, sub, soname)
+                if candidate.is_file():
+                    return candidate.resolve()
     return None
 
 
-def nvjitlink_identity() -> str:
-    """A string that changes whenever the nvJitLink that would link changes.
+def mapped_nvjitlink() -> list[Path]:
+    """The libnvJitLink files mapped into this process (``/proc/self/maps``), sorted.
 
-    From the wheel's metadata and the library file's stat (no library load).
-    Without the wheel, the library is loaded to ask its version and path.
+    cuda-pathfinder returns an already loaded nvJitLink before any other, so once
+    one is mapped it is the one ``cuda.bindings`` uses (or used).
     """
-    info = installed_nvjitlink()
-    if info is not None:
-        st = info.library.stat()
-        return f"{info.package};{info.library};{st.st_size};{st.st_mtime_ns}"
-    from cuda.pathfinder import load_nvidia_dynamic_lib
+    try:
+        data = Path("/proc/self/maps").read_bytes()
+    except OSError:
+        return []
+    if b"libnvJitLink" not in data:
+        return []
+    found = set()
+    for line in data.split(b"\n"):
+        start = line.find(b"/")
+        if start >= 0 and b"/libnvJitLink.so" in line:
+            found.add(Path(os.fsdecode(line[start:])))
+    return sorted(found)
 
-    loaded = load_nvidia_dynamic_lib("nvJitLink")
-    major, minor = nvjitlink_version()
-    return f"nvJitLink {major}.{minor};{loaded.abs_path}"
+
+def installed_nvjitlink() -> NvJitLinkInfo | None:
+    """The nvJitLink ``cuda.bindings`` uses (loaded) or would load (found without loading it).
+
+    None when only the system loader can find it.
+    """
+    mapped = mapped_nvjitlink()
+    if mapped:
+        return _wheel_of(mapped[0])
+    found = _found_nvjitlink()
+    return None if found is None else _wheel_of(found)
+
+
+def nvjitlink_identity() -> str:
+    """A string that changes whenever the nvJitLink that links in this process changes.
+
+    That library is resolved the way cuda-pathfinder resolves it for
+    ``cuda.bindings``: one already mapped into the process first, else the first
+    found in the wheel directories of site-packages or under ``$CONDA_PREFIX``;
+    it is described by its stat, without loading it (a warm start never loads
+    libnvJitLink). Only when neither finds it is it loaded through
+    cuda-pathfinder (the system loader's search cannot be repeated without it).
+    """
+    libraries = mapped_nvjitlink()
+    if not libraries:
+        found = _found_nvjitlink()
+        if found is None:
+            from cuda.pathfinder import load_nvidia_dynamic_lib
+
+            found = Path(load_nvidia_dynamic_lib("nvJitLink").abs_path).resolve()
+        libraries = [found]
+    return "|".join(_wheel_of(lib).identity() for lib in libraries)
 
 
 def nvjitlink_version() -> tuple[int, int]:
@@ -240,6 +322,13 @@ def _log(nvjitlink: object, handle: int, error: bool) -> str:
 
 def link(inputs: Sequence[LinkInput], options: Sequence[str], sources: str = "") -> bytes:
     """Link ``inputs`` (each a ``FATBIN``) with ``options``: the cubin, or :class:`LinkError`."""
+    return link_blobs([(i.name, i.container.data) for i in inputs], options, sources)
+
+
+def link_blobs(
+    inputs: Sequence[tuple[str, bytes]], options: Sequence[str], sources: str = ""
+) -> bytes:
+    """:func:`link` of ``(name, fatbin container bytes)`` pairs (what a child process gets)."""
     from cuda.bindings import nvjitlink
 
     opts = list(options)
@@ -247,10 +336,9 @@ def link(inputs: Sequence[LinkInput], options: Sequence[str], sources: str = "")
     stage = "nvJitLink"
     try:
         try:
-            for item in inputs:
-                stage = f"adding {item.name}"
-                data = item.container.data
-                nvjitlink.add_data(handle, nvjitlink.InputType.FATBIN, data, len(data), item.name)
+            for name, data in inputs:
+                stage = f"adding {name}"
+                nvjitlink.add_data(handle, nvjitlink.InputType.FATBIN, data, len(data), name)
             stage = "linking"
             nvjitlink.complete(handle)
             size = int(nvjitlink.get_linked_cubin_size(handle))

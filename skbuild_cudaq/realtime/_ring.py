@@ -16,9 +16,11 @@ One allocation of ``total_bytes``::
     tx_slots_offset = num_slots * slot_size     num_slots * slot_size response bytes
     rx_flags_offset = 2 * num_slots * slot_size u32[num_slots] request sequence numbers
     tx_flags_offset = rx_flags_offset + 4 * num_slots   u32[num_slots] response sequence numbers
+    ids_offset = tx_flags_offset + 4 * num_slots        u64 the ring's request-id source
 
 ``max_payload = slot_size - 24``; ``rx_slot_offset(slot)``, ``tx_slot_offset(slot)``,
-``position(k) -> (slot, seq)``.
+``position(k) -> (slot, seq)``. The device hooks never touch the id source (their
+transport context points at the four areas before it).
 
 Protocol. Request ``k`` (counting from 0 since the ring was fresh) goes to slot
 ``k % num_slots`` with sequence ``seq = (k // num_slots + 1) mod 2**32`` (exactly
@@ -29,6 +31,36 @@ writes the response (24-byte header + result) into the slot's tx area, then
 stores ``tx_flags[slot] = seq``. The producer reuses a slot only after it has
 collected (copied out) that slot's previous response. All-zero flags mean a
 fresh ring.
+
+Whose response is it? The producer's state lives in the ring, not in a client
+object, so that a response is only ever accepted by the client that sent its
+request, whatever the number of clients (one after another, in this process or
+another), restarts and resets:
+
+- *Position*: a :class:`RingClient` derives the next request number from the
+  request flags (ring order makes them ``seq`` up to some slot and ``seq - 1``
+  after it), so a second client continues where the first stopped instead of
+  starting again at request 0.
+- *Claim*: before it writes request ``seq`` into a slot, a client checks that the
+  slot's request flag is ``seq - 1`` (nobody else wrote there since) and its
+  response flag is ``seq - 1`` too (the previous request of the slot was
+  answered; if it is ``seq - 2`` it waits for that answer, which belongs to
+  whoever sent it). A response flag already at ``seq`` is a response it did not
+  ask for: :class:`RingProtocolError`. So a matching response flag can only have
+  been stored by the consumer *after* this client's request was published.
+- *Request ids*: drawn from a 64-bit counter stored in the ring allocation itself
+  (``ids_offset``), which :meth:`RingClient.reset` and ``HostRingBridge.reset``
+  leave alone; the wire carries its low 32 bits. Two requests of one ring share
+  an id only 2**32 requests apart, while a response older than ``num_slots``
+  requests can no longer be in its slot: a stale response (left by an earlier
+  client, or in the response area after a reset) never echoes the id of a
+  request in flight. A counter in the ring rather than a random epoch per
+  client: collisions are impossible (not improbable), any producer process
+  attached to the ring shares it, and the timestamp stays the caller's. A fresh
+  allocation starts at 0 together with zeroed response areas.
+
+An explicit ``request_id=`` (for forging tests, or a bridge keeping a remote
+peer's id) bypasses the id source; the position and claim checks still apply.
 
 Memory order. The host side relies on x86-TSO: stores are not reordered with
 older stores, loads not with older loads. The producer therefore writes the
@@ -47,8 +79,8 @@ the *host* sees it. Not thread-safe: one producer thread at a time.
 
 - ``submit(function, payload=b"", *, request_id=None, timestamp=None,
   magic=REQUEST_MAGIC, arg_len=None, timeout=...) -> Ticket``. ``function`` is a
-  handler name (hashed with FNV-1a) or a ``u32`` id. ``request_id`` defaults to a
-  per-client counter, ``timestamp`` to 0; ``magic``/``arg_len`` may be forged to
+  handler name (hashed with FNV-1a) or a ``u32`` id. ``request_id`` defaults to the
+  ring's id source (see above), ``timestamp`` to 0; ``magic``/``arg_len`` may be forged to
   test error answers (the payload bytes must still fit in a slot). If the target
   slot still holds a response the caller has not collected, ``submit`` waits for
   that response (up to ``timeout``) and keeps it for the caller: a later
@@ -61,8 +93,9 @@ the *host* sees it. Not thread-safe: one producer thread at a time.
 - ``call_batch(function, payloads, *, timeout) -> BatchResult``: vectorised with
   numpy, up to ``num_slots`` requests in flight per window; payloads are a
   sequence of bytes or a 2-D ``uint8`` array (one row per request).
-- ``reset()``: zero every flag and counter (only while no consumer runs, or
-  together with a consumer reset).
+- ``reset()``: zero every flag and rewind the position (only while no consumer
+  runs, or together with a consumer reset); the ring's id source is kept.
+- ``close()``: release the views; any later use raises :class:`RingError`.
 
 Every response is checked: response magic, ``result_len <= max_payload``, and
 the request id and timestamp echoed; a mismatch raises :class:`RingProtocolError`.
@@ -121,6 +154,7 @@ __all__ = [
 
 DEFAULT_TIMEOUT = 10.0
 _U32 = 0xFFFFFFFF
+_U64 = 0xFFFFFFFFFFFFFFFF
 
 # Mirror of cudaq/realtime/host_ring.cuh (keep in sync).
 HOST_RING_CTX_MAGIC = 0x474E4952  # 'RING'
@@ -148,9 +182,11 @@ class RingLayout:
     slot_size: int
 
     def __post_init__(self) -> None:
+        from .errors import InvalidArgumentError  # a ValueError too
+
         if not isinstance(self.num_slots, int) or self.num_slots < 1:
             msg = f"num_slots must be an integer >= 1, got {self.num_slots!r}"
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg)
         if (
             not isinstance(self.slot_size, int)
             or self.slot_size <= HEADER_SIZE
@@ -160,10 +196,10 @@ class RingLayout:
                 f"slot_size must be a multiple of 8 greater than the {HEADER_SIZE}-byte header, "
                 f"got {self.slot_size!r}"
             )
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg)
         if self.slot_size > _U32 or self.num_slots > _U32:
             msg = f"num_slots and slot_size must fit in 32 bits, got {self}"
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg)
 
     @property
     def rx_slots_offset(self) -> int:
@@ -182,8 +218,13 @@ class RingLayout:
         return self.rx_flags_offset + 4 * self.num_slots
 
     @property
-    def total_bytes(self) -> int:
+    def ids_offset(self) -> int:
+        """Offset of the ring's u64 request-id source (8-aligned, as slot sizes are)."""
         return self.tx_flags_offset + 4 * self.num_slots
+
+    @property
+    def total_bytes(self) -> int:
+        return self.ids_offset + 8
 
     @property
     def max_payload(self) -> int:
@@ -283,6 +324,8 @@ class _RingMemory:
         n = layout.num_slots
         self.rx_flags = self.mv[layout.rx_flags_offset : layout.rx_flags_offset + 4 * n].cast("I")
         self.tx_flags = self.mv[layout.tx_flags_offset : layout.tx_flags_offset + 4 * n].cast("I")
+        self.ids = self.mv[layout.ids_offset : layout.ids_offset + 8].cast("Q")
+        self.released = False
         self._np: dict[str, Any] | None = None
 
     def numpy(self) -> dict[str, Any]:
@@ -302,13 +345,14 @@ class _RingMemory:
                 "tx32": tx.view("<u4"),
                 "rx64": rx.view("<u8"),
                 "rx_flags": whole[lay.rx_flags_offset : lay.tx_flags_offset].view("<u4"),
-                "tx_flags": whole[lay.tx_flags_offset : lay.total_bytes].view("<u4"),
+                "tx_flags": whole[lay.tx_flags_offset : lay.ids_offset].view("<u4"),
             }
         return self._np
 
     def release(self) -> None:
+        self.released = True
         self._np = None
-        for view in (self.rx_flags, self.tx_flags, self.mv):
+        for view in (self.rx_flags, self.tx_flags, self.ids, self.mv):
             with contextlib.suppress(BufferError):  # a numpy view still alive: GC finishes it
                 view.release()
 
@@ -362,8 +406,7 @@ class RingClient:
         self._max_sleep = max_sleep
         self._pending: list[Ticket | None] = [None] * layout.num_slots
         self._completed: dict[int, Response] = {}
-        self._next = 0
-        self._next_request_id = 0
+        self._next = self._ring_position()
         self._generation = 0
         self.collected = 0  #: responses read out of the ring
 
@@ -378,8 +421,74 @@ class RingClient:
 
     @property
     def submitted(self) -> int:
-        """Requests submitted since the ring was fresh (or reset)."""
+        """Requests submitted to the ring since it was fresh or reset (by any producer)."""
         return self._next
+
+    @property
+    def closed(self) -> bool:
+        return self._mem.released
+
+    def _check_open(self) -> None:
+        if self._mem.released:
+            msg = "the ring client is closed; make a new one over the ring"
+            raise RingError(msg)
+
+    def _ring_position(self) -> int:
+        """The next request number, read from the request flags (see "Whose response is it?")."""
+        flags = self._mem.rx_flags.tolist()
+        n = len(flags)
+        first = flags[0]
+        j = next((i for i, f in enumerate(flags) if f != first), n)
+        if j == n:
+            return first * n
+        before = (first - 1) & _U32
+        odd = next((i for i in range(j, n) if flags[i] != before), None)
+        if odd is not None:
+            msg = (
+                f"the ring's request flags are not in ring order (rx_flags[0] = {first}, "
+                f"rx_flags[{odd}] = {flags[odd]}): another producer is writing to it, or the "
+                "buffer is not a ring of this layout"
+            )
+            raise RingError(msg)
+        return before * n + j
+
+    def _claim(self, slot: int, seq: int, timeout: float) -> None:
+        """Check that ``slot`` may take request ``seq`` (see the module docstring); waits
+        (up to ``timeout``) for the answer to another client's request still in the slot."""
+        mem = self._mem
+        prev = (seq - 1) & _U32
+        rx = mem.rx_flags[slot]
+        if rx != prev:
+            msg = (
+                f"slot {slot}: request flag {rx}, expected {prev}: another producer wrote to "
+                "the ring since this client did, or the ring was reset under it (one producer "
+                "at a time: make a new client)"
+            )
+            raise RingError(msg)
+        tx = mem.tx_flags[slot]
+        if tx == prev:
+            return
+        if tx == (prev - 1) & _U32:  # the previous request of the slot is not answered yet
+            backoff = _Backoff(self._spin, self._max_sleep)
+            deadline = time.monotonic() + timeout
+            while mem.tx_flags[slot] == tx:
+                if time.monotonic() >= deadline:
+                    msg = (
+                        f"slot {slot}: the request an earlier client left there (seq {prev}) was "
+                        f"not answered within {timeout:g} s (tx_flags[{slot}] = {tx}); is the "
+                        "consumer running?"
+                    )
+                    raise TimeoutError(msg)
+                backoff.pause()
+            tx = mem.tx_flags[slot]
+            if tx == prev:
+                return
+        msg = (
+            f"slot {slot}: response flag {tx} while its request flag is {prev}: a response "
+            "nobody asked for (two producers on one ring, or a consumer out of step); "
+            "refusing to use the slot"
+        )
+        raise RingProtocolError(msg)
 
     @property
     def in_flight(self) -> int:
@@ -399,18 +508,20 @@ class RingClient:
         timeout: float = DEFAULT_TIMEOUT,
     ) -> Ticket:
         """Write one request into the next slot and publish it."""
+        self._check_open()
         fid = function_id(function)
         if not isinstance(payload, (bytes, bytearray)):
             payload = bytes(payload)
         size = self._check_payload(payload)
-        if request_id is None:
-            request_id = self._new_request_id()
         ts = 0 if timestamp is None else timestamp
         k = self._next
         slot, seq = self._layout.position(k)
         older = self._pending[slot]
         if older is not None:
             self._completed[older.index] = self._wait_slot(older, timeout, reason="submit")
+        self._claim(slot, seq, timeout)
+        if request_id is None:
+            request_id = self._new_request_id()
         header = (magic, fid, size if arg_len is None else arg_len, request_id, ts)
         self._post(k, slot, seq, header, payload)
         ticket = Ticket(k, slot, seq, request_id, ts, fid, self._generation)
@@ -428,9 +539,11 @@ class RingClient:
         return size
 
     def _new_request_id(self) -> int:
-        request_id = self._next_request_id
-        self._next_request_id = (request_id + 1) & _U32
-        return request_id
+        """The next id of the ring's id source (a u64 in the ring; the wire takes 32 bits)."""
+        ids = self._mem.ids
+        value = ids[0]
+        ids[0] = (value + 1) & _U64
+        return value & _U32
 
     def _post(
         self,
@@ -517,6 +630,7 @@ class RingClient:
 
     def poll(self, ticket: Ticket) -> Response | None:
         """The response of ``ticket`` if it has arrived, else ``None`` (never blocks)."""
+        self._check_open()
         self._check_ticket(ticket)
         done = self._completed.pop(ticket.index, None)
         if done is not None:
@@ -559,7 +673,15 @@ class RingClient:
         lay = self._layout
         k = self._next
         slot, seq = lay.position(k)
-        if self._pending[slot] is not None or not isinstance(payload, (bytes, bytearray)):
+        mem = self._mem
+        prev = (seq - 1) & _U32
+        if (
+            self._pending[slot] is not None
+            or not isinstance(payload, (bytes, bytearray))
+            or mem.released
+            or mem.rx_flags[slot] != prev
+            or mem.tx_flags[slot] != prev
+        ):  # the general path checks, waits or raises
             response = self.wait(self.submit(function, payload, timeout=timeout), timeout)
             return response.status, response.result
         size = self._check_payload(payload)
@@ -588,6 +710,7 @@ class RingClient:
 
     def drain(self, timeout: float = DEFAULT_TIMEOUT) -> None:
         """Read every outstanding response out of the ring (kept for ``poll``/``wait``)."""
+        self._check_open()
         deadline = time.monotonic() + timeout
         for ticket in sorted((t for t in self._pending if t is not None), key=lambda t: t.index):
             remaining = max(0.0, deadline - time.monotonic())
@@ -611,6 +734,7 @@ class RingClient:
         """
         import numpy as np
 
+        self._check_open()
         lay = self._layout
         n = lay.num_slots
         fid = function_id(function)
@@ -644,9 +768,14 @@ class RingClient:
             ks = self._next + np.arange(count, dtype=np.int64)
             slots = ks % n
             seqs = ((ks // n + 1) & _U32).astype(np.uint32)
-            rids = ((self._next_request_id + np.arange(count, dtype=np.int64)) & _U32).astype(
-                np.uint32
-            )
+            prevs = seqs - np.uint32(1)  # wraps like the u32 sequence
+            unclaimed = (rx_flags[slots] != prevs) | (tx_flags[slots] != prevs)
+            for u in np.flatnonzero(unclaimed).tolist():
+                self._claim(int(slots[u]), int(seqs[u]), timeout)
+            ids = self._mem.ids
+            first_id = ids[0]
+            ids[0] = (first_id + count) & _U64
+            rids = ((first_id + np.arange(count, dtype=np.uint64)) & _U32).astype(np.uint32)
             rx32[slots, 0] = REQUEST_MAGIC
             rx32[slots, 1] = fid
             rx32[slots, 2] = lens[start : start + count]
@@ -663,7 +792,6 @@ class RingClient:
                         mv[off : off + len(p)] = p
             rx_flags[slots] = seqs  # publish after every payload store (x86-TSO)
             self._next += count
-            self._next_request_id = (self._next_request_id + count) & _U32
             backoff = _Backoff(self._spin, self._max_sleep)
             deadline = time.monotonic() + timeout
             while True:
@@ -709,14 +837,17 @@ class RingClient:
 
     # -- lifetime ------------------------------------------------------------
     def reset(self) -> None:
-        """Zero every flag and counter (the consumer must be reset too, or not running)."""
+        """Zero every flag and rewind (the consumer must be reset too, or not running).
+
+        The ring's request-id source is kept: ids stay unique for the ring's life.
+        """
+        self._check_open()
         lay = self._layout
         mv = self._mem.mv
-        mv[lay.rx_flags_offset : lay.total_bytes] = bytes(lay.total_bytes - lay.rx_flags_offset)
+        mv[lay.rx_flags_offset : lay.ids_offset] = bytes(lay.ids_offset - lay.rx_flags_offset)
         self._pending = [None] * lay.num_slots
         self._completed.clear()
         self._next = 0
-        self._next_request_id = 0
         self._generation += 1
         self.collected = 0
 
@@ -771,6 +902,9 @@ class RingServer:
         if self._pending is not None:
             msg = f"publish the response of slot {self._pending.slot} before polling again"
             raise RingError(msg)
+        if self._mem.released:
+            msg = "the ring server is closed"
+            raise RingError(msg)
         lay = self._layout
         k = self._next
         slot, seq = lay.position(k)
@@ -790,6 +924,9 @@ class RingServer:
         req = self._pending
         if req is None:
             msg = "publish() without a polled request"
+            raise RingError(msg)
+        if self._mem.released:
+            msg = "the ring server is closed"
             raise RingError(msg)
         lay = self._layout
         if not isinstance(result, (bytes, bytearray)):
@@ -814,6 +951,10 @@ class RingServer:
         self._next = 0
         self._pending = None
         self.published = 0
+
+    @property
+    def closed(self) -> bool:
+        return self._mem.released
 
     def close(self) -> None:
         self._mem.release()

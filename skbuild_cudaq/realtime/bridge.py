@@ -4,13 +4,13 @@ One ``cuMemHostAlloc(DEVICEMAP | PORTABLE)`` allocation holds the whole ring in
 the layout of :class:`skbuild_cudaq.realtime.RingLayout` (``rx_slots`` at 0,
 ``tx_slots``, ``rx_flags`` ``u32[num_slots]``, ``tx_flags`` ``u32[num_slots]``).
 The host sees it as a writable buffer (:attr:`HostRingBridge.buffer`, what
-:class:`RingClient` drives); the GPU sees it through
+:class:`~skbuild_cudaq.realtime.RingClient` drives); the GPU sees it through
 ``cuMemHostGetDevicePointer``. The transport context ``cudaq_host_ring_ctx_t``
 (``cudaq/realtime/host_ring.cuh``, packed by :func:`host_ring_ctx_bytes`) lives in
 device memory; its device address is :attr:`HostRingBridge.transport_ctx`.
 
-Lifetimes are explicit: nothing is allocated until :meth:`open` (called by the
-dispatcher, or by the first property that needs memory); :meth:`close` frees
+Lifetimes are explicit: nothing is allocated until :meth:`HostRingBridge.open` (called by the
+dispatcher, or by the first property that needs memory); :meth:`HostRingBridge.close` frees
 everything and is idempotent; the bridge is a context manager. A bridge must
 outlive the kernel that serves it: the dispatcher stops its kernel before it
 lets the bridge go.
@@ -52,12 +52,12 @@ class Bridge(Protocol):
 
     @property
     def slot_size(self) -> int:
-        """Bytes per request and per response: 24-byte header + payload."""
+        """Bytes per request and per response (the 24-byte header and the payload)."""
         ...
 
     @property
     def device_code(self) -> tuple[Path, ...] | None:
-        """The bridge's device hooks as LTO-IR fatbins; None: the built-in host-ring hooks."""
+        """The bridge's device hooks as LTO-IR fatbins, or None for the built-in host-ring hooks."""
         ...
 
     @property
@@ -157,7 +157,9 @@ class HostRingBridge:
         Only call it once no kernel serves the ring (the dispatcher stops first).
         """
         drv = self._drv
-        self._client = None
+        client, self._client = self._client, None
+        if client is not None:  # its later use is a RingError, not a write to freed memory
+            client.close()
         self._buffer = None
         if drv is None:
             return
@@ -188,8 +190,9 @@ class HostRingBridge:
     ) -> None:
         self.close()
 
-    def __del__(self) -> None:  # pragma: no cover - best effort for forgotten bridges
-        if self._host_ptr:
+    def __del__(self) -> None:  # best effort for forgotten bridges
+        # getattr: __init__ may have raised before any attribute was set
+        if getattr(self, "_host_ptr", 0):
             with contextlib.suppress(Exception):
                 self.close()
 
@@ -233,14 +236,16 @@ class HostRingBridge:
         """Zero every flag (a fresh ring) and rewind the client. Only while no kernel runs."""
         self._require_open()
         start = self._host_ptr + self.layout.rx_flags_offset
-        ctypes.memset(start, 0, 8 * self.num_slots)
-        if self._client is not None:
+        ctypes.memset(start, 0, 8 * self.num_slots)  # the ring's request-id source is kept
+        if self._client is not None and not self._client.closed:
             self._client.reset()
 
     def client(self) -> RingClient:
-        """The host-side client of this ring (one per bridge; rewound by :meth:`reset`)."""
+        """The host-side client of this ring (one per bridge; rewound by :meth:`reset`;
+        a new one once it was closed). Any other :class:`RingClient` over :attr:`buffer`
+        continues from the ring's own position and id source (see ``_ring``)."""
         self._require_open()
-        if self._client is None:
+        if self._client is None or self._client.closed:
             from ._ring import RingClient
 
             self._client = RingClient(self.buffer, self.layout)

@@ -1,21 +1,43 @@
 """On-disk cache of linked cubins.
 
 Key: SHA-256 over every input byte (each container, in order), every option
-and nvJitLink's identity (taken from the installed wheel's metadata and the
-library file's stat, so that a warm start never loads libnvJitLink), followed
-by the architecture: ``<sha256>-sm_90``. Entries are written atomically
-(temporary file + ``os.replace``) and carry a header with the payload's length
-and SHA-256, verified before use: a corrupt or truncated entry is ignored (the
-caller re-links and overwrites).
+and nvJitLink's identity (see ``_nvjitlink.nvjitlink_identity``: the
+library ``cuda.bindings`` loads or would load, described without loading it),
+followed by the architecture: ``<sha256>-sm_90``.
+
+The directory is trusted only after it is opened and checked through file
+descriptors, never by path twice (see :func:`open_cache_dir`):
+
+- it is reached from ``/`` one component at a time with ``O_NOFOLLOW``; every
+  directory on the way must be owned by root or by you and not writable by
+  group or others unless it is sticky (``/tmp``), or group-writable only by
+  your own private group (``umask 002`` systems); a symbolic link on the way is
+  followed only if it lies in such a directory (and, in a sticky one, is owned
+  by root or you), and its target is walked by the same rule;
+- the cache directory itself must be a real directory (not a symbolic link),
+  owned by you and not writable by group or others. Otherwise
+  :class:`LinkCacheError`: the cache is refused, nothing is read from it.
+
+Entries are opened relative to that directory's descriptor with ``O_NOFOLLOW``
+and checked with ``fstat``: a regular file owned by you, not writable by group
+or others, with one link. Each holds a header binding it to its key (the full
+key, a length and a SHA-256 over key and payload); an entry whose key is not
+the one asked for (copied or renamed from another key, e.g. another arch), or
+that is truncated, oversized, corrupt, a link or a foreign file, is never
+served: a warning is logged and the caller re-links and replaces it. Entries
+are written to a temporary file in the same directory, ``fsync``'d, renamed
+into place with ``os.replace`` (relative to the directory's descriptor) and the
+directory is ``fsync``'d.
 
 Location: ``$SKBUILD_CUDAQ_LINK_CACHE`` if set (``0``/``off``/``false``/``no``
 disable the cache), else ``$XDG_CACHE_HOME/skbuild-cudaq/link`` or
-``~/.cache/skbuild-cudaq/link``. The directory is created 0700 and refused if it
-is not owned by the user or is writable by group or others.
+``~/.cache/skbuild-cudaq/link``. Missing directories are created 0700.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import os
 import re
@@ -25,18 +47,34 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from skbuild_cudaq import _log
-
+from ._logging import get_logger
 from .errors import LinkCacheError
 
-__all__ = ["CACHE_ENV", "LinkCache", "cache_digest", "cache_entry", "cache_key", "default_cache"]
+__all__ = [
+    "CACHE_ENV",
+    "LinkCache",
+    "cache_digest",
+    "cache_entry",
+    "cache_key",
+    "default_cache",
+    "open_cache_dir",
+]
 
 CACHE_ENV = "SKBUILD_CUDAQ_LINK_CACHE"
 _DISABLED = {"0", "off", "false", "no", "none"}
-_MAGIC = b"SKCQCUB1"
-_HEADER = struct.Struct("<8sQ32s")  # magic, payload length, sha256(payload)
-_KEY_FORMAT = b"skbuild-cudaq link cache v2\0"
+_MAGIC = b"SKCQCUB3"
+#: magic, key length, payload length, sha256(key + payload); then the key, then the payload
+_HEADER = struct.Struct("<8sIQ32s")
+_MAX_KEY = 256
+_KEY_FORMAT = b"skbuild-cudaq link cache v3\0"
+_logger = get_logger(__name__)
 _ARCH_NAME = re.compile(r"^sm_\d{2,3}[af]?$")
+_KEY_NAME = re.compile(r"^[0-9A-Za-z_-]{1,200}$")  # a file name in the directory, nothing more
+_MAX_SYMLINKS = 40
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_ENTRY_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_GROUP_OTHER_WRITE = stat.S_IWGRP | stat.S_IWOTH
 
 
 def cache_digest(inputs: Iterable[bytes], options: Iterable[str], nvjitlink_identity: str) -> str:
@@ -83,6 +121,188 @@ def _default_dir() -> Path:
     return base / "skbuild-cudaq" / "link"
 
 
+def _fix() -> str:
+    return (
+        f"fix it (chmod 700, owned by you) or point {CACHE_ENV} at a private directory "
+        f"({CACHE_ENV}=off disables the cache)"
+    )
+
+
+def _own_private_group(gid: int) -> bool:
+    """Whether ``gid`` is your user-private group (``umask 002`` systems): named after you, no
+    other member. Such a group-writable directory is as safe as one writable by you only."""
+    if gid != os.getgid():
+        return False
+    import grp  # only for a group-writable directory on the path
+    import pwd
+
+    try:
+        user = pwd.getpwuid(os.getuid()).pw_name
+        group = grp.getgrgid(gid)
+    except KeyError:
+        return False
+    return group.gr_name == user and set(group.gr_mem) <= {user}
+
+
+def _check_on_path(st: os.stat_result, shown: str, directory: Path) -> None:
+    """A directory on the way to the cache: owned by root or you, not writable by others."""
+    uid = os.getuid()
+    if st.st_uid not in (0, uid):
+        msg = (
+            f"a directory on the link cache path is owned by another user: {shown} "
+            f"(uid {st.st_uid}, neither root nor you) could replace {directory}; "
+            f"refusing to load code from it; {_fix()}"
+        )
+        raise LinkCacheError(msg)
+    mode = st.st_mode
+    if not mode & _GROUP_OTHER_WRITE or mode & stat.S_ISVTX:
+        return
+    if not mode & stat.S_IWOTH and _own_private_group(st.st_gid):
+        return
+    msg = (
+        f"a directory on the link cache path is writable by others: {shown} "
+        f"(mode {stat.S_IMODE(mode):04o}, not sticky) lets them replace {directory}; "
+        f"refusing to load code from it; {_fix()}"
+    )
+    raise LinkCacheError(msg)
+
+
+def _check_cache_dir(st: os.stat_result, directory: Path) -> None:
+    if st.st_uid != os.getuid():
+        msg = (
+            f"link cache directory {directory} is owned by uid {st.st_uid}, not by you "
+            f"(uid {os.getuid()}): refusing to load code from it; {_fix()}"
+        )
+        raise LinkCacheError(msg)
+    if st.st_mode & _GROUP_OTHER_WRITE:
+        msg = (
+            f"link cache directory {directory} is writable by group or others "
+            f"(mode {stat.S_IMODE(st.st_mode):04o}): refusing to load code from it; {_fix()}"
+        )
+        raise LinkCacheError(msg)
+
+
+def _unusable(directory: Path, exc: OSError) -> LinkCacheError:
+    msg = f"cannot use the link cache directory {directory}: {exc.strerror or exc}"
+    return LinkCacheError(msg)
+
+
+def open_cache_dir(directory: Path, create: bool) -> int | None:
+    """Open ``directory`` safely (see the module doc); its descriptor, or None if it is missing.
+
+    With ``create``, missing directories are created (mode 0700). The caller
+    closes the descriptor.
+    """
+    if not directory.is_absolute():
+        directory = Path.cwd() / directory
+    parts = directory.parts[1:]
+    # the components left, the next one last; True marks the cache directory's own name
+    todo = [(name, i == len(parts) - 1) for i, name in enumerate(parts)][::-1]
+    stack: list[tuple[int, str]] = []  # open directories from "/" down, with their paths
+    links = 0
+    try:
+        stack.append((os.open("/", _DIR_FLAGS), "/"))
+        _check_on_path(os.fstat(stack[0][0]), "/", directory)
+        while todo:
+            name, is_final = todo.pop()
+            parent, parent_path = stack[-1]
+            if name == "..":
+                if len(stack) > 1:
+                    os.close(stack.pop()[0])
+                continue
+            shown = f"{parent_path.rstrip('/')}/{name}"
+            try:
+                fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+            except FileNotFoundError:
+                if not create:
+                    return None
+                try:
+                    os.mkdir(name, 0o700, dir_fd=parent)
+                except FileExistsError:
+                    pass  # made meanwhile: opened and checked like any other
+                except OSError as exc:
+                    msg = (
+                        f"cannot create the link cache directory {directory}: "
+                        f"{exc.strerror or exc} ({shown})"
+                    )
+                    raise LinkCacheError(msg) from None
+                fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+                if not stat.S_ISLNK(st.st_mode):
+                    msg = f"not a directory on the link cache path: {shown}; {_fix()}"
+                    raise LinkCacheError(msg) from None
+                target = os.readlink(name, dir_fd=parent)
+                if is_final:
+                    msg = (
+                        f"the link cache directory is a symbolic link: {directory} -> {target}; "
+                        f"point {CACHE_ENV} at a real directory "
+                        f"({CACHE_ENV}=off disables the cache)"
+                    )
+                    raise LinkCacheError(msg) from None
+                links += 1
+                if links > _MAX_SYMLINKS:
+                    msg = f"too many symbolic links on the link cache path {directory}"
+                    raise LinkCacheError(msg) from None
+                # The link lies in a checked directory; in a sticky one others may
+                # create entries, so there the link itself must be root's or yours.
+                if os.fstat(parent).st_mode & stat.S_ISVTX and st.st_uid not in (0, os.getuid()):
+                    _check_on_path(st, shown, directory)
+                target_parts = Path(target).parts
+                if target_parts and target_parts[0] == "/":
+                    for opened, _ in stack[1:]:
+                        os.close(opened)
+                    del stack[1:]
+                    target_parts = target_parts[1:]
+                todo.extend((part, False) for part in reversed(target_parts))
+                continue
+            stack.append((fd, shown))
+            if not is_final:
+                _check_on_path(os.fstat(fd), shown, directory)
+        _check_cache_dir(os.fstat(stack[-1][0]), directory)
+        return stack.pop()[0]
+    except LinkCacheError:
+        raise
+    except OSError as exc:
+        raise _unusable(directory, exc) from None
+    finally:
+        for opened, _ in stack:
+            os.close(opened)
+
+
+def _entry_name(key: str) -> str:
+    if not _KEY_NAME.match(key):
+        msg = f"invalid link cache key {key!r}"
+        raise ValueError(msg)
+    return f"{key}.cubin"
+
+
+def _read_exact(fd: int, size: int) -> bytes:
+    chunks = []
+    while size > 0:
+        chunk = os.read(fd, min(size, 1 << 24))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _entry_digest(raw_key: bytes, payload: bytes) -> bytes:
+    h = hashlib.sha256(raw_key)
+    h.update(payload)
+    return h.digest()
+
+
+def encode_entry(key: str, cubin: bytes) -> bytes:
+    """An entry's bytes: the header binding ``cubin`` to ``key``, the key, the cubin."""
+    raw_key = key.encode("ascii")
+    digest = _entry_digest(raw_key, cubin)
+    return _HEADER.pack(_MAGIC, len(raw_key), len(cubin), digest) + raw_key + cubin
+
+
 @dataclass(frozen=True)
 class LinkCache:
     """A cache directory (``directory=None`` means disabled)."""
@@ -100,92 +320,114 @@ class LinkCache:
     def enabled(self) -> bool:
         return self.directory is not None
 
-    def _checked_dir(self, create: bool) -> Path | None:
-        directory = self.directory
-        if directory is None:
-            return None
-        if create:
-            try:
-                directory.parent.mkdir(parents=True, exist_ok=True)
-                directory.mkdir(mode=0o700, exist_ok=True)
-            except OSError as exc:
-                msg = f"cannot create the link cache directory {directory}: {exc.strerror or exc}"
-                raise LinkCacheError(msg) from None
-        try:
-            st = directory.stat()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            msg = f"cannot use the link cache directory {directory}: {exc.strerror or exc}"
-            raise LinkCacheError(msg) from None
-        fix = (
-            f"fix it (chmod 700) or point {CACHE_ENV} at a private directory "
-            f"({CACHE_ENV}=off disables the cache)"
-        )
-        if not stat.S_ISDIR(st.st_mode):
-            msg = f"link cache {directory} is not a directory; {fix}"
-            raise LinkCacheError(msg)
-        if hasattr(os, "getuid") and st.st_uid != os.getuid():
-            msg = (
-                f"link cache directory {directory} is owned by uid {st.st_uid}, not by you "
-                f"(uid {os.getuid()}): refusing to load code from it; {fix}"
-            )
-            raise LinkCacheError(msg)
-        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            msg = (
-                f"link cache directory {directory} is writable by group or others "
-                f"(mode {stat.S_IMODE(st.st_mode):04o}): refusing to load code from it; {fix}"
-            )
-            raise LinkCacheError(msg)
-        return directory
-
     def path_of(self, key: str) -> Path | None:
-        return None if self.directory is None else self.directory / f"{key}.cubin"
+        return None if self.directory is None else self.directory / _entry_name(key)
 
     def load(self, key: str) -> bytes | None:
-        """The verified cubin for ``key``, or None (missing, corrupt, truncated, disabled)."""
-        directory = self._checked_dir(create=False)
-        if directory is None:
+        """The verified cubin for ``key``, or None (missing, refused entry, disabled).
+
+        Raises :class:`LinkCacheError` when the directory itself is unsafe.
+        """
+        if self.directory is None:
             return None
-        path = directory / f"{key}.cubin"
+        name = _entry_name(key)
+        dir_fd = open_cache_dir(self.directory, create=False)
+        if dir_fd is None:
+            return None
         try:
-            data = path.read_bytes()
+            return self._read(dir_fd, name, key)
+        finally:
+            os.close(dir_fd)
+
+    def _refuse(self, name: str, why: str) -> None:
+        assert self.directory is not None
+        _logger.warning("link cache entry %s %s: not used; re-linking", self.directory / name, why)
+
+    def _read(self, dir_fd: int, name: str, key: str) -> bytes | None:
+        try:
+            fd = os.open(name, _ENTRY_FLAGS, dir_fd=dir_fd)
         except FileNotFoundError:
             return None
         except OSError as exc:
-            _log.progress(f"link cache: cannot read {path}: {exc.strerror or exc}")
+            if exc.errno == errno.ELOOP:
+                self._refuse(name, "is a symbolic link")
+            else:
+                self._refuse(name, f"cannot be read ({exc.strerror or exc})")
             return None
-        if len(data) < _HEADER.size:
-            _log.progress(f"link cache: {path} is truncated; re-linking")
-            return None
-        magic, length, digest = _HEADER.unpack_from(data)
-        payload = data[_HEADER.size :]
-        if magic != _MAGIC or length != len(payload) or hashlib.sha256(payload).digest() != digest:
-            _log.progress(f"link cache: {path} is corrupt or truncated; re-linking")
-            return None
-        return payload
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                self._refuse(name, "is not a regular file")
+                return None
+            if st.st_uid != os.getuid():
+                self._refuse(name, f"is owned by uid {st.st_uid}, not by you")
+                return None
+            if st.st_mode & _GROUP_OTHER_WRITE:
+                mode = stat.S_IMODE(st.st_mode)
+                self._refuse(name, f"is writable by group or others (mode {mode:04o})")
+                return None
+            if st.st_nlink != 1:
+                self._refuse(name, f"has {st.st_nlink} hard links")
+                return None
+            head = _read_exact(fd, _HEADER.size)
+            if len(head) < _HEADER.size:
+                self._refuse(name, "is truncated")
+                return None
+            magic, key_len, length, digest = _HEADER.unpack(head)
+            if magic != _MAGIC or key_len > _MAX_KEY:
+                self._refuse(name, "is not a link cache entry of this version")
+                return None
+            expected = _HEADER.size + key_len + length
+            if st.st_size != expected:
+                size = "truncated" if st.st_size < expected else "oversized"
+                self._refuse(name, f"is {size} ({st.st_size} bytes, header says {expected})")
+                return None
+            raw_key = _read_exact(fd, key_len)
+            if raw_key != key.encode("ascii"):
+                shown = raw_key.decode("ascii", errors="replace")
+                self._refuse(name, f"belongs to another key ({shown})")
+                return None
+            payload = _read_exact(fd, length)
+            if len(payload) != length or _entry_digest(raw_key, payload) != digest:
+                self._refuse(name, "is corrupt")
+                return None
+            return payload
+        finally:
+            os.close(fd)
 
     def store(self, key: str, cubin: bytes) -> Path | None:
-        """Write ``cubin`` for ``key`` atomically; returns its path (None when disabled)."""
-        directory = self._checked_dir(create=True)
-        if directory is None:
-            return None
-        path = directory / f"{key}.cubin"
-        import tempfile  # only a cache miss writes
+        """Write ``cubin`` for ``key`` atomically; returns its path (None when disabled).
 
-        header = _HEADER.pack(_MAGIC, len(cubin), hashlib.sha256(cubin).digest())
-        fd, tmp = tempfile.mkstemp(prefix=f".{key[:16]}.", suffix=".tmp", dir=directory)
+        Raises :class:`LinkCacheError` when the directory is unsafe, ``OSError``
+        when the entry cannot be written.
+        """
+        if self.directory is None:
+            return None
+        name = _entry_name(key)
+        dir_fd = open_cache_dir(self.directory, create=True)
+        assert dir_fd is not None  # created
         try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(header)
-                out.write(cubin)
-            Path(tmp).replace(path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return path
+            tmp = f".tmp-{key[:16]}-{os.urandom(8).hex()}"
+            fd = os.open(tmp, _WRITE_FLAGS, 0o600, dir_fd=dir_fd)
+            try:
+                try:
+                    data = memoryview(encode_entry(key, cubin))
+                    while data:
+                        data = data[os.write(fd, data) :]
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=dir_fd)
+                raise
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+        return self.directory / name
 
 
 def default_cache() -> LinkCache:
-    """The cache the environment asks for (see the module docstring)."""
+    """The cache the environment asks for (see the module doc)."""
     return LinkCache.from_env()

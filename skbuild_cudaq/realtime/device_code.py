@@ -62,7 +62,7 @@ def device_code_of(binary: ModuleType | str | os.PathLike[str]) -> DeviceCode:
     return DeviceCode(path, tuple(inputs))
 
 
-#: The host-ring bridge's hooks in the device run time: what a bridge of your
+#: The host-ring bridge's hooks in the device run time, which a bridge of your
 #: own replaces (see :func:`runtime_device_code`).
 HOST_RING_HOOKS = "host_ring_bridge.fatbin"
 

@@ -27,6 +27,7 @@ the counter with an asynchronous copy on a second non-blocking stream.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import struct
 import time
@@ -72,7 +73,7 @@ class DispatcherConfig:
 
     device: int = 0
     num_slots: int = 64
-    slot_size: int = 256  #: bytes per slot: 24-byte header + payload, a multiple of 8
+    slot_size: int = 256  #: bytes per slot (24-byte header and payload), a multiple of 8
     block_size: int = 128  #: threads of the built-in kernel's one block
     stop_timeout: float = 10.0  #: seconds stop() waits for the kernel to exit
 
@@ -104,6 +105,8 @@ class FunctionEntry:
     #: ``SHAPE_LAUNCH`` or ``SHAPE_THREAD``; ``None``: as the handler was exported
     #: (resolved from the linked module at ``Dispatcher.start()``)
     shape: int | None = None
+    #: the GPU the address was looked up for (a ``DeviceHandler``'s), None if not known
+    device: int | None = None
 
     def pack(self, shape: int | None = None) -> bytes:
         """The 16-byte ``cudaq_function_entry_t`` (``shape`` fills an unresolved one)."""
@@ -142,6 +145,7 @@ class FunctionTable:
         from .errors import InvalidArgumentError
         from .wire import function_id
 
+        looked_up_for = getattr(address, "device", None)
         address = int(address)
         if address <= 0 or address >= 1 << 64:
             msg = f"{name!r}: {address:#x} is not a device address"
@@ -152,7 +156,14 @@ class FunctionTable:
                 msg = f"{name!r}: shape={shape!r}; a handler shape is 'launch' or 'thread'"
                 raise InvalidArgumentError(msg)
             code = _SHAPES[shape]
-        entry = FunctionEntry(name, function_id(name), DEVICE_CALL, address=address, shape=code)
+        entry = FunctionEntry(
+            name,
+            function_id(name),
+            DEVICE_CALL,
+            address=address,
+            shape=code,
+            device=looked_up_for if isinstance(looked_up_for, int) else None,
+        )
         return self._add(entry)
 
     def add_host(self, name: str, handler: Callable[..., Any]) -> FunctionEntry:
@@ -227,7 +238,8 @@ class LaunchArgs:
         )
 
 
-#: A launcher: launches a dispatch kernel on ``args.stream``; None/True = ok, False/raise = failed.
+#: A launcher, which launches a dispatch kernel on ``args.stream``; returns None/True (ok) or
+#: False (failed), or raises.
 Launcher = Callable[[LaunchArgs], "bool | None"]
 
 
@@ -360,8 +372,8 @@ class Dispatcher(Generic[BridgeT]):
     def _ensure_context(self) -> ModuleType:
         drv = self._drv
         if drv is None:
+            _driver.init()  # no bindings or no driver: RealtimeError, not the loader's error
             drv = _driver.driver()
-            _driver.check(drv.cuInit(0), "cuInit")
             self._cu_device = _driver.check(drv.cuDeviceGet(self.config.device), "cuDeviceGet")
             self._context = _driver.check(
                 drv.cuDevicePrimaryCtxRetain(self._cu_device), "cuDevicePrimaryCtxRetain"
@@ -374,17 +386,28 @@ class Dispatcher(Generic[BridgeT]):
             self._reader = _driver.check(drv.cuStreamCreate(flags), "cuStreamCreate")
         return drv
 
+    def _in_context(self) -> contextlib.AbstractContextManager[Any]:
+        """This dispatcher's context made current for a block (the caller's is restored)."""
+        if self._context is None:
+            return contextlib.nullcontext()
+        return _driver.pushed(self._context)
+
     def _resolve_library(self) -> Any:
         from ._binary import bridge_files
 
         wanted = bridge_files(getattr(self.bridge, "device_code", None))
+        launcher_library = getattr(self._launcher, "library", None)
+        if launcher_library is None:
+            launcher_library = getattr(getattr(self._launcher, "kernel", None), "library", None)
         if self.module is not None:
             from .library import get_library
 
-            return get_library(self.module, bridge=wanted)
-        library = getattr(self._launcher, "library", None)
-        if library is None:
-            library = getattr(getattr(self._launcher, "kernel", None), "library", None)
+            linked = get_library(self.module, bridge=wanted, device=self.config.device)
+            self._check_launcher_arch(launcher_library, getattr(linked, "arch", None))
+            return linked
+        library = launcher_library
+        if getattr(library, "arch", None) is not None:
+            self._check_launcher_arch(library, _driver.ordinal_arch(self.config.device))
         if library is not None and wanted is not None and library.bridge != wanted:
             from .errors import LibraryConflictError
 
@@ -395,6 +418,21 @@ class Dispatcher(Generic[BridgeT]):
             )
             raise LibraryConflictError(msg)
         return library
+
+    def _check_launcher_arch(self, launcher_library: Any, arch: str | None) -> None:
+        """A launcher's kernel must be linked for this dispatcher's GPU architecture."""
+        linked = getattr(launcher_library, "arch", None)
+        if linked is None or arch is None or linked == arch:
+            return
+        from .errors import LibraryConflictError
+
+        device = self.config.device
+        msg = (
+            f"the launcher's kernel is linked for {linked}, but device {device} is {arch}: "
+            f"look the kernel up for this GPU (get_device_kernel(module, name, "
+            f"device={device})) before making the launcher"
+        )
+        raise LibraryConflictError(msg)
 
     def _check_table(self, library: Any) -> None:
         from .errors import InvalidArgumentError
@@ -408,7 +446,35 @@ class Dispatcher(Generic[BridgeT]):
                 "extension whose handlers it serves) or a launcher with a .kernel"
             )
             raise InvalidArgumentError(msg)
-        foreign = [e for e in entries if not library.contains(e.address)]
+        device = self.config.device
+        # A handler's value is the same on every GPU of one cubin (an index into the
+        # module's function table), so where it was looked up is told by the value
+        # get_device_handler returned, which remembers its GPU.
+        looked_up_elsewhere = [e for e in entries if e.device is not None and e.device != device]
+        if looked_up_elsewhere:
+            names = ", ".join(
+                f"{e.name!r} (looked up with get_device_handler(..., device={e.device}))"
+                for e in looked_up_elsewhere
+            )
+            msg = (
+                f"DEVICE_CALL entries looked up on another GPU: {names}; this dispatcher runs "
+                f"on device {device}: look them up with get_device_handler(module, name, "
+                f"device={device})"
+            )
+            raise InvalidArgumentError(msg)
+        foreign = [e for e in entries if not library.contains(e.address, device=device)]
+        elsewhere = self._other_devices(foreign, library)
+        if elsewhere:
+            names = ", ".join(
+                f"{e.name!r} at {e.address:#x} (handler {name!r} of device {other})"
+                for e, other, name in elsewhere
+            )
+            msg = (
+                f"DEVICE_CALL entries looked up on another GPU: {names}; this dispatcher runs "
+                f"on device {device}, and a handler's address is per GPU: look it up with "
+                f"get_device_handler(module, name, device={device})"
+            )
+            raise InvalidArgumentError(msg)
         if foreign:
             names = ", ".join(f"{e.name!r} at {e.address:#x}" for e in foreign)
             msg = (
@@ -416,6 +482,25 @@ class Dispatcher(Generic[BridgeT]):
                 "get_device_handler() on the same module as the dispatch kernel"
             )
             raise InvalidArgumentError(msg)
+
+    def _other_devices(self, entries: list[FunctionEntry], library: Any) -> list[Any]:
+        """``(entry, device, handler)`` for entries that are handler addresses of another GPU."""
+        if not entries:
+            return []
+        from .library import loaded_libraries
+
+        libraries = [library, *(lib for lib in loaded_libraries().values() if lib is not library)]
+        found = []
+        for entry in entries:
+            owners = [
+                (device, name)
+                for lib in libraries
+                for device, name in lib.owners(entry.address)
+                if device != self.config.device
+            ]
+            if owners:
+                found.append((entry, *owners[0]))
+        return found
 
     def start(self) -> None:
         """Allocate, check, launch. Raises (and leaves nothing running) on any failure."""
@@ -459,7 +544,7 @@ class Dispatcher(Generic[BridgeT]):
             raise
 
     def _allocate(self, drv: ModuleType, library: Any) -> None:
-        shapes = library.handler_shapes() if library is not None else None
+        shapes = library.handler_shapes(device=self.config.device) if library is not None else None
         table = self.function_table.pack(shapes)
         size = max(len(table), 16)
         self._table_ptr = _driver.ptr(
@@ -493,7 +578,8 @@ class Dispatcher(Generic[BridgeT]):
 
                 msg = "the built-in kernel needs module= (the extension linked with it)"
                 raise InvalidArgumentError(msg)
-            kernel = get_device_kernel(self.module, BUILTIN_KERNEL)
+            kernel = get_device_kernel(self.module, BUILTIN_KERNEL, device=self.config.device)
+            self._check_block_size(kernel)
             config = LaunchConfig(grid=(1, 1, 1), block=(self.config.block_size, 1, 1))
             launch_kernel(kernel, config, args.stream, *args.kernel_args())
             self._check_alive()
@@ -507,6 +593,35 @@ class Dispatcher(Generic[BridgeT]):
             msg = f"the dispatch launcher {launcher!r} reported failure"
             raise _start_error(msg)
         self._check_alive()
+
+    def _check_block_size(self, kernel: Any) -> None:
+        """Refuse a block the built-in kernel, as linked for this GPU, cannot run.
+
+        ``DispatcherConfig`` accepts 1..1024 threads (CUDA's own bound); the kernel's
+        limit (``CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK``: its registers per thread,
+        or its ``__launch_bounds__``) may be lower. Asked before any launch, so
+        the answer is this message rather than ``CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES``.
+        """
+        from .errors import InvalidArgumentError
+
+        drv = self._drv
+        if drv is None:
+            return
+        attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
+        limit = int(
+            _driver.check(
+                drv.cuKernelGetAttribute(attr, kernel.handle, self._cu_device),
+                "cuKernelGetAttribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)",
+            )
+        )
+        if self.config.block_size > limit:
+            msg = (
+                f"DispatcherConfig.block_size={self.config.block_size}: the built-in kernel "
+                f"{BUILTIN_KERNEL} as linked for device {self.config.device} runs at most "
+                f"{limit} threads per block (CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK); set "
+                f"block_size to {limit} or less"
+            )
+            raise InvalidArgumentError(msg)
 
     def _check_alive(self) -> None:
         """A persistent kernel only returns on shutdown: one that is gone at once never served.
@@ -567,9 +682,11 @@ class Dispatcher(Generic[BridgeT]):
 
     @property
     def processed(self) -> int:
-        """Requests the kernel has answered (live while running, final after stop())."""
+        """Requests the kernel has answered since the last ``start()`` (live while running,
+        final after ``stop()``; each start counts from zero, like the host path's)."""
         if self._running:
-            self._processed = self._read_counter()
+            with self._in_context():
+                self._processed = self._read_counter()
         return self._processed
 
     def _free(self) -> None:
@@ -587,6 +704,10 @@ class Dispatcher(Generic[BridgeT]):
 
     def _teardown_after_failure(self) -> None:
         """start() failed: make sure no kernel runs, then free. Never frees under a live kernel."""
+        with self._in_context():
+            self._teardown_in_context()
+
+    def _teardown_in_context(self) -> None:
         self._signal_shutdown()
         try:
             idle = self._wait_stream(self.config.stop_timeout)
@@ -605,6 +726,10 @@ class Dispatcher(Generic[BridgeT]):
         """Signal shutdown, wait for the kernel to exit, return the processed count. Idempotent."""
         if not self._running:
             return self._processed
+        with self._in_context():
+            return self._stop_in_context(timeout)
+
+    def _stop_in_context(self, timeout: float | None) -> int:
         timeout = self.config.stop_timeout if timeout is None else timeout
         self._signal_shutdown()
         if not self._wait_stream(timeout):
@@ -628,14 +753,14 @@ class Dispatcher(Generic[BridgeT]):
         if self._abandoned:
             return
         drv = self._drv
-        if drv is not None:
-            _driver.check(drv.cuCtxSetCurrent(self._context), "cuCtxSetCurrent")
-            for stream in (self._stream, self._reader):
-                if stream is not None:
-                    _driver.check(drv.cuStreamDestroy(stream), "cuStreamDestroy")
-            self._stream = self._reader = None
-        if self._owns_bridge:
-            self.bridge.close()
+        with self._in_context():
+            if drv is not None:
+                for stream in (self._stream, self._reader):
+                    if stream is not None:
+                        _driver.check(drv.cuStreamDestroy(stream), "cuStreamDestroy")
+                self._stream = self._reader = None
+            if self._owns_bridge:
+                self.bridge.close()
         if drv is not None:
             _driver.check(
                 drv.cuDevicePrimaryCtxRelease(self._cu_device), "cuDevicePrimaryCtxRelease"

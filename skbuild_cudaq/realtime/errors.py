@@ -81,4 +81,4 @@ class LibraryConflictError(RealtimeError):
 
 
 class LinkCacheError(RealtimeError):
-    """The link cache directory is unsafe (foreign-owned, group/other-writable) or unusable."""
+    """The link cache directory, or a directory or link on its path, is unsafe or unusable."""

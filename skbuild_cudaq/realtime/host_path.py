@@ -20,6 +20,21 @@ positive status and the thread keeps serving:
   other than bytes or ``(int32 status, bytes)``.
 
 Applications should keep their own positive statuses below 0x7FFFFF00.
+
+A handler that raises ``SystemExit``, ``KeyboardInterrupt`` or another
+``BaseException`` that is not an ``Exception`` asks for the *program* to stop, not
+for an answer: the request is still answered (``STATUS_HANDLER_EXCEPTION``, so no
+client waits for ever and the ring stays in step), then the serving thread stops
+and the exception is raised again on the owner's thread by the next
+:meth:`HostDispatcher.stop` (so also ``close()`` and the ``with`` block's exit) or
+:meth:`HostDispatcher.start`, once. After that, ``start()`` serves again. Called
+directly, :meth:`HostDispatcher.serve_one` answers and then re-raises at once.
+
+``processed`` counts the requests answered since the last :meth:`HostDispatcher.start`
+(final after :meth:`HostDispatcher.stop`, reset by the next ``start()``), the same
+meaning as ``Dispatcher.processed`` of the device path, whose counter a kernel
+launch starts at zero. A dispatcher is closed for good by ``close()``:
+``start()`` then raises :class:`HostDispatcherError`.
 """
 
 from __future__ import annotations
@@ -91,8 +106,10 @@ class HostDispatcher:
         buffer: Any = None,
         idle_sleep: float = 1e-3,
     ) -> None:
-        if layout is None:
-            layout = RingLayout(num_slots or 8, slot_size or 256)
+        if layout is None:  # 0 is refused by RingLayout, never replaced by a default
+            layout = RingLayout(
+                8 if num_slots is None else num_slots, 256 if slot_size is None else slot_size
+            )
         elif num_slots is not None or slot_size is not None:
             msg = "give either a RingLayout or num_slots/slot_size, not both"
             raise ValueError(msg)
@@ -109,6 +126,9 @@ class HostDispatcher:
         self.handler_errors = 0  #: handler failures answered with a reserved status
         self.rejected = 0  #: requests answered with -1, -2 or -3
         self.last_handler_error: str | None = None
+        self._processed_base = 0  # the server's published count at the last start()
+        self._exit: BaseException | None = None  # raised by a handler, not yet re-raised
+        self._closed = False
 
     # -- configuration -------------------------------------------------------
     @property
@@ -121,8 +141,8 @@ class HostDispatcher:
 
     @property
     def processed(self) -> int:
-        """Requests answered (good and bad)."""
-        return self._server.published
+        """Requests answered (good and bad) since the last :meth:`start`."""
+        return self._server.published - self._processed_base
 
     @property
     def running(self) -> bool:
@@ -174,10 +194,12 @@ class HostDispatcher:
         max_payload = self._layout.max_payload
         try:
             out: Any = handler(args)
-        except Exception as exc:
+        except BaseException as exc:  # SystemExit & co: answered too, re-raised by serve_one
             self.handler_errors += 1
             self.last_handler_error = f"{name}: {type(exc).__name__}: {exc}"
             text = f"{type(exc).__name__}: {exc}".encode(errors="replace")[:max_payload]
+            if not isinstance(exc, Exception):
+                self._exit = exc
             return STATUS_HANDLER_EXCEPTION, text
         status = STATUS_SUCCESS
         if isinstance(out, tuple):
@@ -212,22 +234,41 @@ class HostDispatcher:
         h = req.header
         status, result = self._answer(h.magic, h.function_id, h.arg_len, req.args)
         self._server.publish(status, result)
+        if self._exit is not None and threading.current_thread() is not self._thread:
+            self._raise_exit()
         return True
+
+    def _raise_exit(self) -> None:
+        """Raise (once) what a handler raised to stop the program (see the module docstring)."""
+        exc, self._exit = self._exit, None
+        if exc is not None:
+            raise exc
 
     def _run(self) -> None:
         backoff = _Backoff(spin=64, max_sleep=self._idle_sleep)
         stop = self._stop
-        while not stop.is_set():
-            if self.serve_one():
-                backoff.reset()
-            else:
-                backoff.pause()
+        try:
+            while not stop.is_set() and self._exit is None:
+                if self.serve_one():
+                    backoff.reset()
+                else:
+                    backoff.pause()
+        except BaseException as exc:  # never die silently: the owner's stop()/start() raises it
+            self._exit = exc
 
     def start(self) -> HostDispatcher:
-        """Start the serving thread (no-op if it runs)."""
+        """Start the serving thread (no-op if it runs); the processed count starts at zero.
+
+        Raises first what a handler raised to stop the program, if nobody has yet.
+        """
         with self._lock:
+            if self._closed:
+                msg = "the host dispatcher is closed; make a new one"
+                raise HostDispatcherError(msg)
             if self.running:
                 return self
+            self._raise_exit()
+            self._processed_base = self._server.published
             self._stop.clear()
             self._thread = threading.Thread(
                 target=self._run, name="cudaq-host-dispatcher", daemon=True
@@ -237,7 +278,8 @@ class HostDispatcher:
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the thread after the request in hand (idempotent). Pending requests stay
-        in the ring and are served after a later :meth:`start`."""
+        in the ring and are served after a later :meth:`start`. Raises what a handler
+        raised to stop the program (see the module docstring), once."""
         with self._lock:
             thread = self._thread
             self._stop.set()
@@ -247,10 +289,21 @@ class HostDispatcher:
                     msg = f"host dispatcher thread did not stop within {timeout:g} s"
                     raise HostDispatcherError(msg)
             self._thread = None
+            self._raise_exit()
 
     def close(self) -> None:
         """Stop and release the dispatcher's views of the ring memory (idempotent)."""
-        self.stop()
+        try:
+            self.stop()
+        except HostDispatcherError:
+            raise  # the thread still runs: keep its views of the ring
+        except BaseException:
+            self._release()
+            raise
+        self._release()
+
+    def _release(self) -> None:
+        self._closed = True
         self._server.close()
 
     def __enter__(self) -> HostDispatcher:

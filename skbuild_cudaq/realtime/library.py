@@ -11,6 +11,13 @@ go through a process-wide registry: whichever comes first links and loads the
 module's device code; the kernel and the handlers of one dispatcher must come
 from that same binary, so a lookup naming another binary raises
 :class:`LibraryConflictError` until :func:`release_library` is called.
+
+Several GPUs: the registry holds one :class:`Library` per architecture (one
+link per ``sm_XY``: GPUs of one architecture share the linked cubin and its
+cache entry). A ``CUlibrary`` is context-independent, so a :class:`Kernel`
+launches on every GPU of its architecture (in the current context); but a
+handler's address is per context, so handler lookups take ``device=`` (the
+device's primary context; ``None``: the current context, or device 0's).
 """
 
 from __future__ import annotations
@@ -25,19 +32,17 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from . import _driver
-from ._binary import Binary, binary_path, bridge_files
+from ._binary import Binary, BridgeCode, binary_path, bridge_files
 from .errors import CUDAError, InvalidArgumentError, LibraryConflictError, RealtimeError
 
 if TYPE_CHECKING:
-    import os
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable
 
     from .cache import LinkCache
 
-    BridgeCode = Iterable[str | os.PathLike[str]] | str | os.PathLike[str] | None
-
 __all__ = [
     "HANDLER_PREFIX",
+    "DeviceHandler",
     "Kernel",
     "Library",
     "ModuleSymbols",
@@ -45,6 +50,7 @@ __all__ = [
     "get_device_handler",
     "get_device_kernel",
     "get_library",
+    "loaded_libraries",
     "release_library",
 ]
 
@@ -177,7 +183,8 @@ class Library:
         self._cubin = cubin
         self._symbols: ModuleSymbols | None = None
         self._handle: Any = None
-        self._handlers: dict[str, int] | None = None
+        # handler addresses per context: int(CUcontext) -> (device ordinal, name -> address)
+        self._handlers: dict[int, tuple[int, dict[str, int]]] = {}
         self._finalizer: weakref.finalize[Any, Any] | None = None
         self._closed = False
         self._lock = threading.RLock()
@@ -197,8 +204,13 @@ class Library:
 
     @property
     def bridge(self) -> tuple[Path, ...] | None:
-        """The device code of the bridge linked in (None: the built-in host-ring hooks)."""
+        """The device code of the bridge linked in, or None for the built-in host-ring hooks."""
         return self._bridge
+
+    @property
+    def arch(self) -> str | None:
+        """``sm_XY`` the cubin is linked for (None until a link or load tells)."""
+        return self._arch
 
     @property
     def closed(self) -> bool:
@@ -232,34 +244,57 @@ class Library:
             self._symbols = cubin_symbols(self.cubin)
         return self._symbols
 
-    def _link_while_creating_context(self) -> bytes:
-        """Link on a worker thread while this one creates the context (see the module doc)."""
-        ctx, dev = _driver.current_device()
-        arch = self._arch or _driver.device_arch(dev)
+    def _link_while_creating_context(self, device: int | None) -> tuple[bytes, Any]:
+        """Link on a worker thread while this one creates the context (see the module doc).
+
+        ``device=None``: the current context's device (device 0's primary context is
+        made current when none is). Otherwise device ``device``'s primary context is
+        retained (not made current). Returns the cubin and the context to load in.
+        """
+        if device is None:
+            ctx, dev = _driver.current_device()
+            arch = self._arch or _driver.device_arch(dev)
+        else:
+            ctx, arch = None, self._arch or _driver.ordinal_arch(device)
         job = _LinkJob(lambda: self._link(arch))
         try:
             job.go()
-            if ctx is None:
-                _driver.make_primary_current(dev)
+            if device is not None:
+                ctx = _driver.primary_context(device)
+            elif ctx is None:
+                ctx = _driver.make_primary_current(dev)
         except BaseException:
             job.wait()
             raise
-        return job.result()
+        cubin = job.result()
+        self._arch = arch
+        return cubin, ctx
 
-    def load(self) -> Any:
-        """The ``CUlibrary`` handle (links and loads on first use)."""
+    def load(self, device: int | None = None) -> Any:
+        """The ``CUlibrary`` handle (links and loads on first use).
+
+        ``device``: the GPU whose architecture the link is for when no ``arch`` was
+        given (None: the current context's device, or device 0). The handle is
+        context-independent: it serves every GPU of that architecture.
+        """
         with self._lock:
             self._check_open()
             if self._handle is None:
                 if self._cubin is None:
-                    self._cubin = self._link_while_creating_context()
+                    self._cubin, ctx = self._link_while_creating_context(device)
+                elif device is None:
+                    ctx = _driver.ensure_context()
                 else:
-                    _driver.ensure_context()
+                    ctx = _driver.primary_context(device)
                 cubin = self._cubin
                 drv = _driver.driver()
-                handle = _driver.check(
-                    drv.cuLibraryLoadData(cubin, None, None, 0, None, None, 0), "cuLibraryLoadData"
-                )
+                # device None: ctx is current already (as on one GPU: no extra driver call)
+                current = contextlib.nullcontext() if device is None else _driver.pushed(ctx)
+                with current:
+                    handle = _driver.check(
+                        drv.cuLibraryLoadData(cubin, None, None, 0, None, None, 0),
+                        "cuLibraryLoadData",
+                    )
                 self._handle = handle
                 self._finalizer = weakref.finalize(self, _unload, handle)
                 self._finalizer.atexit = False
@@ -291,13 +326,39 @@ class Library:
             raise InvalidArgumentError(msg, symbols.kernels) from None
         return Kernel(self, name, kernel)
 
-    def _read_handlers(self) -> dict[str, int]:
+    def check_device(self, device: int) -> None:
+        """Raise :class:`InvalidArgumentError` unless this module can run on GPU ``device``."""
+        arch = _driver.ordinal_arch(device)
+        if self._arch is not None and arch != self._arch:
+            msg = (
+                f"the device code of {self._path or 'the cubin'} is linked for {self._arch}, "
+                f"but device {device} is {arch}: look it up for that GPU "
+                f"(get_library(module, device={device}), get_device_handler(module, name, "
+                f"device={device}))"
+            )
+            raise InvalidArgumentError(msg)
+
+    def _context_of(self, device: int | None) -> tuple[Any, int]:
+        """``(context, ordinal)`` lookups for ``device`` are made in (see the module doc)."""
+        if device is not None:
+            self.check_device(device)
+            return _driver.primary_context(device), device
+        ctx, dev = _driver.current_device()
+        if ctx is None:
+            ctx = _driver.make_primary_current(dev)
+        return ctx, int(dev)
+
+    def _read_handlers(self, device: int | None = None) -> dict[str, int]:
+        """Every exported handler's address in ``device``'s context (read once per context)."""
         with self._lock:
-            if self._handlers is None:
-                handle = self.load()
-                _driver.ensure_context()
-                drv = _driver.driver()
-                found: dict[str, int] = {}
+            handle = self.load(device)
+            ctx, ordinal = self._context_of(device)
+            known = self._handlers.get(int(ctx))
+            if known is not None:
+                return known[1]
+            drv = _driver.driver()
+            found: dict[str, int] = {}
+            with _driver.pushed(ctx):
                 for name in self.symbols.handlers:
                     symbol = HANDLER_PREFIX + name
                     dptr, size = _driver.check(
@@ -313,14 +374,18 @@ class Library:
                         f"cuMemcpyDtoH({symbol!r})",
                     )
                     found[name] = int(value.value)
-                self._handlers = found
-            return self._handlers
+            self._handlers[int(ctx)] = (ordinal, found)
+            return found
 
-    def get_handler(self, name: str) -> int:
-        """Device address of the handler exported as ``cudaq_handler_<name>``."""
+    def get_handler(self, name: str, device: int | None = None) -> int:
+        """Device address of the handler exported as ``cudaq_handler_<name>``.
+
+        Addresses are per context: ``device`` picks the GPU (its primary context);
+        None means the current context (device 0's primary context when none is).
+        """
         if name.startswith(HANDLER_PREFIX):
             name = name[len(HANDLER_PREFIX) :]
-        handlers = self._read_handlers()
+        handlers = self._read_handlers(device)
         if name not in handlers:
             exported = sorted(handlers)
             hint = ""
@@ -337,30 +402,46 @@ class Library:
         if address == 0:
             msg = f"handler {name!r} is exported as a null pointer"
             raise RealtimeError(msg)
-        return address
+        return DeviceHandler(address, name, self._context_of(device)[1])
 
-    def handler_addresses(self) -> dict[str, int]:
-        """Every exported handler's device address, by name."""
-        return dict(self._read_handlers())
+    def handler_addresses(self, device: int | None = None) -> dict[str, int]:
+        """Every exported handler's device address on ``device`` (see :meth:`get_handler`)."""
+        return dict(self._read_handlers(device))
 
-    def handler_shapes(self) -> dict[int, int]:
-        """The shape each exported handler was declared with, by device address.
+    def handler_shapes(self, device: int | None = None) -> dict[int, int]:
+        """The shape each exported handler was declared with, by its address on ``device``.
 
         1 (``SHAPE_THREAD``) for handlers exported with
         ``CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION``, else 0 (``SHAPE_LAUNCH``).
         """
         thread = self.symbols.thread_handlers
-        return {address: int(name in thread) for name, address in self._read_handlers().items()}
+        found = self._read_handlers(device)
+        return {address: int(name in thread) for name, address in found.items()}
 
-    def contains(self, address: int) -> bool:
-        """Whether ``address`` is the device address of a handler this module exports.
+    def contains(self, address: int, device: int | None = None) -> bool:
+        """Whether ``address`` is the address of a handler this module exports on ``device``.
 
         Device function addresses are code addresses (no driver call reports a
         module's code range), and every handler a function table may hold is
         exported through ``cudaq_handler_<name>``; so this is exact for the
-        dispatcher's DEVICE_CALL check.
+        dispatcher's DEVICE_CALL check. An address looked up on another GPU is
+        not contained (:meth:`owners` says where it is from).
         """
-        return int(address) != 0 and int(address) in self._read_handlers().values()
+        return int(address) != 0 and int(address) in self._read_handlers(device).values()
+
+    def owners(self, address: int) -> list[tuple[int, str]]:
+        """``(device, handler name)`` of every context already read where ``address`` is a handler.
+
+        Only contexts whose handlers were looked up are searched (no context is
+        created for the question); used to explain a cross-device mistake.
+        """
+        with self._lock:
+            return sorted(
+                (ordinal, name)
+                for ordinal, found in self._handlers.values()
+                for name, value in found.items()
+                if value == int(address)
+            )
 
     def close(self) -> None:
         """Unload the module (idempotent). Kernels and handler addresses become invalid."""
@@ -372,7 +453,7 @@ class Library:
                 self._finalizer()  # unloads once
                 self._finalizer = None
             self._handle = None
-            self._handlers = None
+            self._handlers = {}
 
     def __enter__(self) -> Library:
         return self
@@ -384,6 +465,30 @@ class Library:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+class DeviceHandler(int):
+    """A handler's device address (an ``int``) that remembers its name and its GPU.
+
+    What :func:`get_device_handler` returns: use it as the address it is. A device
+    function's "address" is an index into its module's function table, so the same
+    handler of the same cubin has the same value on every GPU (measured on two
+    H200s); the value alone cannot say which GPU it was looked up for, the
+    ``device`` it carries can, and ``Dispatcher.start()`` refuses an entry looked
+    up for another GPU than its own.
+    """
+
+    name: str
+    device: int
+
+    def __new__(cls, address: int, name: str, device: int) -> DeviceHandler:
+        self = super().__new__(cls, address)
+        self.name = name
+        self.device = device
+        return self
+
+    def __repr__(self) -> str:
+        return f"<DeviceHandler {self.name!r} {int(self):#x} of device {self.device}>"
 
 
 class Kernel:
@@ -418,20 +523,27 @@ class Kernel:
             raise RealtimeError(msg)
         return self._handle
 
-    def function(self) -> Any:
-        """The ``CUfunction`` of this kernel in the current context (``cuKernelGetFunction``).
+    def function(self, device: int | None = None) -> Any:
+        """The ``CUfunction`` of this kernel in a context (``cuKernelGetFunction``).
 
         For occupancy queries (``cuOccupancyMaxActiveBlocksPerMultiprocessor`` ...)
-        and launches.
+        and launches. ``device=None``: the current context (device 0's primary
+        context when none is); otherwise ``device``'s primary context.
         """
         handle = self.handle
-        ctx = _driver.ensure_context()
+        if device is None:
+            ctx = _driver.ensure_context()
+        else:
+            self.library.check_device(device)
+            ctx = _driver.primary_context(device)
         key = int(ctx)
         func = self._functions.get(key)
         if func is None:
-            func = _driver.check(
-                _driver.driver().cuKernelGetFunction(handle), f"cuKernelGetFunction({self.name!r})"
-            )
+            with _driver.pushed(ctx):
+                func = _driver.check(
+                    _driver.driver().cuKernelGetFunction(handle),
+                    f"cuKernelGetFunction({self.name!r})",
+                )
             self._functions[key] = func
         return func
 
@@ -453,7 +565,8 @@ class Kernel:
 
 
 _registry_lock = threading.Lock()
-_active: Library | None = None
+# sm_XY -> the process's linked module for that architecture; all of one binary and bridge
+_libraries: dict[str, Library] = {}
 
 
 def _describe_bridge(bridge: tuple[Path, ...] | None) -> str:
@@ -462,9 +575,18 @@ def _describe_bridge(bridge: tuple[Path, ...] | None) -> str:
     return "the bridge " + ", ".join(str(f) for f in bridge)
 
 
-def get_library(binary: Binary, *, arch: str | None = None, bridge: BridgeCode = None) -> Library:
+def get_library(
+    binary: Binary,
+    *,
+    arch: str | None = None,
+    bridge: BridgeCode = None,
+    device: int | None = None,
+) -> Library:
     """The process's linked module for ``binary`` (links and loads it on first call).
 
+    One module per architecture: ``device`` picks the GPU whose architecture
+    counts (None: the current context's device, or device 0); GPUs of one
+    architecture share one module (one link, one cache entry).
     ``bridge``: LTO-IR fatbins of a bridge of your own, linked instead of the
     host-ring hooks (see :doc:`/guides/bridges`); None accepts whatever the
     module was linked with (the host-ring hooks when this call links it).
@@ -472,55 +594,78 @@ def get_library(binary: Binary, *, arch: str | None = None, bridge: BridgeCode =
     already linked in this process, or this one with another bridge (see
     :func:`release_library`).
     """
-    global _active  # noqa: PLW0603 - the process-wide registry
     path = binary_path(binary)
     wanted = bridge_files(bridge)
     with _registry_lock:
-        if _active is not None and _active.closed:
-            _active = None
-        if _active is not None:
-            if _active.path != path:
+        for key in [k for k, lib in _libraries.items() if lib.closed]:
+            del _libraries[key]
+        first = next(iter(_libraries.values()), None)
+        if first is not None:
+            if first.path != path:
                 msg = (
-                    f"device code of {_active.path} is already linked in this process; a "
+                    f"device code of {first.path} is already linked in this process; a "
                     f"dispatcher's kernel and handlers must come from one binary, so {path} "
                     "cannot be used as well (call skbuild_cudaq.realtime.release_library() "
                     "first to switch binaries)"
                 )
                 raise LibraryConflictError(msg)
-            if wanted is not None and _active.bridge != wanted:
+            if wanted is not None and first.bridge != wanted:
                 msg = (
                     f"device code of {path} is already linked with "
-                    f"{_describe_bridge(_active.bridge)}, not with {_describe_bridge(wanted)}: "
+                    f"{_describe_bridge(first.bridge)}, not with {_describe_bridge(wanted)}: "
                     "link with the bridge before the first lookup "
                     "(get_library(module, bridge=...)), or call "
                     "skbuild_cudaq.realtime.release_library() first"
                 )
                 raise LibraryConflictError(msg)
-            return _active
+            wanted = first.bridge
+            if arch is None:  # which architecture does this lookup need?
+                ordinal = _driver.current_ordinal() if device is None else device
+                arch = _driver.ordinal_arch(ordinal)
+            found = _libraries.get(arch)
+            if found is not None:
+                return found
         library = Library(binary, arch=arch, bridge=wanted)
-        library.load()
-        _active = library
+        library.load(device)
+        assert library.arch is not None
+        _libraries[library.arch] = library
         return library
 
 
-def release_library() -> None:
-    """Close and forget the process's linked module (no-op when there is none).
+def loaded_libraries() -> dict[str, Library]:
+    """The process's linked modules, by architecture (a copy; empty before the first lookup)."""
+    with _registry_lock:
+        return {arch: lib for arch, lib in _libraries.items() if not lib.closed}
 
-    Kernels and handler addresses looked up from it become invalid: stop every
+
+def release_library() -> None:
+    """Close and forget the process's linked modules (no-op when there are none).
+
+    Kernels and handler addresses looked up from them become invalid: stop every
     dispatcher using them first.
     """
-    global _active
     with _registry_lock:
-        library, _active = _active, None
-    if library is not None:
+        libraries = list(_libraries.values())
+        _libraries.clear()
+    for library in libraries:
         library.close()
 
 
-def get_device_kernel(module: Binary, name: str) -> Kernel:
-    """Launchable handle of the kernel ``name`` in ``module``'s linked device code (contract)."""
-    return get_library(module).get_kernel(name)
+def get_device_kernel(module: Binary, name: str, *, device: int | None = None) -> Kernel:
+    """Launchable handle of the kernel ``name`` in ``module``'s linked device code (contract).
+
+    ``device``: the GPU it is for (None: the current context's device, or device
+    0). The handle serves every GPU of that architecture; a launch goes to the
+    current context's GPU.
+    """
+    return get_library(module, device=device).get_kernel(name)
 
 
-def get_device_handler(module: Binary, name: str) -> int:
-    """Device address of the handler ``name`` exported by ``module`` (contract)."""
-    return get_library(module).get_handler(name)
+def get_device_handler(module: Binary, name: str, *, device: int | None = None) -> int:
+    """Device address of the handler ``name`` exported by ``module`` (contract).
+
+    Addresses are per GPU: ``device`` picks it (None: the current context, or
+    device 0's primary context). Put it only in the table of a dispatcher on
+    that device; ``start()`` refuses an address from another GPU.
+    """
+    return get_library(module, device=device).get_handler(name, device)

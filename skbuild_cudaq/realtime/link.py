@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from skbuild_cudaq import _log
-
 from . import _nvjitlink
+from ._logging import get_logger, timed
 from .cache import LinkCache, cache_digest, cache_entry, default_cache
 from .device_code import (
     DeviceCode,
@@ -31,6 +30,7 @@ from .device_code import (
 from .errors import LinkError
 
 __all__ = [
+    "DEFAULT_MEMORY_LIMIT",
     "LinkOptions",
     "LinkResult",
     "PreparedLink",
@@ -40,8 +40,13 @@ __all__ = [
     "prepare_link",
 ]
 
+_logger = get_logger(__name__)
 _ARCH = re.compile(r"^(?:sm_|compute_)?(\d{2,3})([af]?)$")
 _KIND_LTO_IR, _KIND_CUBIN, _KIND_PTX = 8, 2, 1
+_MAX_TIMEOUT = 1e6  # seconds; larger (or infinite) timeouts overflow the OS's wait
+#: Address space an isolated link may use by default (``LinkOptions.memory_limit``).
+DEFAULT_MEMORY_LIMIT = 4 << 30
+_MIN_MEMORY = 256 << 20  # Python and libnvJitLink alone need ~160 MB
 
 
 def parse_arch(arch: str | int) -> tuple[str, int]:
@@ -64,6 +69,29 @@ class LinkOptions:
     #: LTO-IR fatbins of a bridge of your own, replacing the host-ring hooks
     #: (None: the built-in host-ring hooks); see :doc:`/guides/bridges`.
     bridge: tuple[Path, ...] | None = None
+    #: Run nvJitLink in a child process: a crash of nvJitLink on malformed code
+    #: becomes a :class:`LinkError` instead of killing this process. For device
+    #: code you did not build (``python -m skbuild_cudaq link`` does it by default).
+    isolated: bool = False
+    #: Seconds an isolated link may take (None: no limit).
+    timeout: float | None = None
+    #: Bytes of address space an isolated link may use (None: no limit). nvJitLink
+    #: needs ~160 MB for a small module; damaged code has made it take 23 GB.
+    memory_limit: int | None = DEFAULT_MEMORY_LIMIT
+
+    def __post_init__(self) -> None:
+        if self.timeout is not None and not 0 < self.timeout <= _MAX_TIMEOUT:
+            msg = (
+                f"invalid link timeout {self.timeout!r}: expected a positive number of seconds "
+                f"(at most {_MAX_TIMEOUT:g}), or None for no limit"
+            )
+            raise LinkError(msg)
+        if self.memory_limit is not None and not _MIN_MEMORY <= self.memory_limit < 1 << 62:
+            msg = (
+                f"invalid link memory limit {self.memory_limit!r}: expected at least "
+                f"{_MIN_MEMORY >> 20} MiB (in bytes), or None for no limit"
+            )
+            raise LinkError(msg)
 
     def common_options(self) -> list[str]:
         """The nvJitLink options other than ``-arch``."""
@@ -120,7 +148,9 @@ class PreparedLink:
     runtime: DeviceCode
     options: LinkOptions
     cache: LinkCache
-    digest: str | None  #: the cache key without the arch (None: the cache is off)
+    digest: str | None  #: the cache key without the arch, or None when the cache is off
+    #: the nvJitLink identity the digest covers (see ``_nvjitlink.nvjitlink_identity``)
+    identity: str | None = None
 
     @property
     def inputs(self) -> tuple[LinkInput, ...]:
@@ -146,20 +176,57 @@ class PreparedLink:
             key = cache_entry(self.digest, sm)
             cubin = self.cache.load(key)
             if cubin is not None:
-                _log.progress(f"link cache hit for {self.code.path.name} ({sm})")
+                _logger.info("link cache hit for %s (%s)", self.code.path.name, sm)
                 return LinkResult(cubin, sm, self.code.path, True, self.cache.path_of(key))
 
         opts = self.options.nvjitlink_options(sm)
-        _nvjitlink.check_versions(groups, _nvjitlink.nvjitlink_version())
-        with _log.step(f"nvJitLink {self.code.path.name} for {sm} ({len(inputs)} inputs)"):
-            cubin = _nvjitlink.link(inputs, opts, sources=f"{self.code.path} + {runtime} for {sm}")
+        _nvjitlink.check_versions(groups, _nvjitlink.nvjitlink_version())  # loads nvJitLink
+        if key is not None:
+            # The key named the nvJitLink found without loading it; now that it is
+            # loaded, key by the one actually loaded if that is another.
+            identity = _nvjitlink.nvjitlink_identity()
+            if identity != self.identity:
+                _logger.info(
+                    "link cache: nvJitLink loaded is not the one the key named (%s vs %s); "
+                    "re-keying",
+                    identity,
+                    self.identity,
+                )
+                key = cache_entry(self._digest(identity), sm)
+                cubin = self.cache.load(key)
+                if cubin is not None:
+                    _logger.info("link cache hit for %s (%s)", self.code.path.name, sm)
+                    return LinkResult(cubin, sm, self.code.path, True, self.cache.path_of(key))
+        sources = f"{self.code.path} + {runtime} for {sm}"
+        with timed(_logger, f"nvJitLink {self.code.path.name} for {sm} ({len(inputs)} inputs)"):
+            if self.options.isolated:
+                from ._link_child import link_in_child
+
+                blobs = [(i.name, i.container.data) for i in inputs]
+                cubin = link_in_child(
+                    blobs, opts, sources, self.options.timeout, self.options.memory_limit
+                )
+            else:
+                cubin = _nvjitlink.link(inputs, opts, sources=sources)
         stored = None
         if key is not None:
             try:
                 stored = self.cache.store(key, cubin)
             except OSError as exc:
-                _log.warning(f"could not write the link cache: {exc}")
+                _logger.warning("could not write the link cache: %s", exc)
         return LinkResult(cubin, sm, self.code.path, False, stored)
+
+    def _digest(self, identity: str) -> str:
+        return link_digest(self.runtime, self.code, self.options, identity)
+
+
+def link_digest(runtime: DeviceCode, code: DeviceCode, options: LinkOptions, identity: str) -> str:
+    """The cache digest of linking ``runtime`` and ``code`` with nvJitLink ``identity``."""
+    return cache_digest(
+        (i.container.data for i in runtime.inputs + code.inputs),
+        options.common_options(),
+        identity,
+    )
 
 
 def prepare_link(
@@ -172,14 +239,11 @@ def prepare_link(
     cache = default_cache() if cache is None else cache
     code = binary if isinstance(binary, DeviceCode) else device_code_of(binary)
     runtime = runtime_device_code(options.runtime_dir, options.bridge)
-    digest = None
+    digest = identity = None
     if cache.enabled:
-        digest = cache_digest(
-            (i.container.data for i in runtime.inputs + code.inputs),
-            options.common_options(),
-            _nvjitlink.nvjitlink_identity(),
-        )
-    return PreparedLink(code, runtime, options, cache, digest)
+        identity = _nvjitlink.nvjitlink_identity()
+        digest = link_digest(runtime, code, options, identity)
+    return PreparedLink(code, runtime, options, cache, digest, identity)
 
 
 def link_device_code_ex(
@@ -204,6 +268,7 @@ def link_device_code(
     extra_options: tuple[str, ...] = (),
     cache: LinkCache | None = None,
     bridge: Iterable[str | os.PathLike[str]] | None = None,
+    isolated: bool = False,
 ) -> bytes:
     """The cubin of ``binary``'s device code linked with the package's run time.
 
@@ -211,12 +276,15 @@ def link_device_code(
     (works with no GPU) or None for the current GPU's. ``cache``: a
     :class:`LinkCache` (default: from ``SKBUILD_CUDAQ_LINK_CACHE``; pass
     ``LinkCache(None)`` to disable). ``bridge``: LTO-IR fatbins of a bridge of
-    your own, linked instead of the host-ring hooks. Raises :class:`LinkError`
-    (with nvJitLink's log), :class:`VersionMismatchError`, or ``DeviceCodeError``.
+    your own, linked instead of the host-ring hooks. ``isolated``: run nvJitLink
+    in a child process (for device code you did not build; see
+    :attr:`LinkOptions.isolated`). Raises :class:`LinkError` (with nvJitLink's
+    log), :class:`VersionMismatchError`, or ``DeviceCodeError``.
     """
     options = LinkOptions(
         arch=None if arch is None else str(arch),
         extra=tuple(extra_options),
         bridge=bridge_files(bridge),
+        isolated=isolated,
     )
     return link_device_code_ex(binary, options, cache).cubin

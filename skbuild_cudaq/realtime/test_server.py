@@ -11,8 +11,15 @@ dispatch=unified dispatcher=<name> slots=<N> slot_size=<B>
 shared-memory ring, host path only). On SIGTERM, SIGINT or ``--timeout`` it stops
 cleanly and prints ``CUDAQ_REALTIME_SERVER_PROCESSED count=<K>`` (K = requests
 the dispatcher answered), preceded by ``CUDAQ_REALTIME_SERVER_BRIDGE ...`` with
-the UDP bridge's counters. Bad arguments: one line on stderr, exit status 2;
-a failure while starting or serving: one line, exit status 1.
+the UDP bridge's counters.
+
+``--device N`` serves GPU N; ``--devices all`` (or ``0,1,...``) serves several
+GPUs at once: one dispatcher and one UDP port per GPU (the READY line gains
+``devices=0,1 ports=P0,P1``; ``port=`` is the first GPU's; one BRIDGE line per GPU
+with ``device=N``; PROCESSED gains ``counts=K0,K1``).
+
+Bad arguments: one line on stderr, exit status 2; a failure while starting or
+serving: one line, exit status 1.
 
 See docs/test-server.md.
 """
@@ -20,7 +27,9 @@ See docs/test-server.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import signal
 import threading
 import time
@@ -89,6 +98,31 @@ def _port(text: str) -> int:
     return value
 
 
+def _ordinal(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        msg = f"expected a CUDA device ordinal (0, 1, ...), got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def _devices(text: str) -> list[int] | None:
+    """``all`` (None: every visible GPU) or ``N,M,...`` (distinct ordinals)."""
+    if text == "all":
+        return None
+    try:
+        values = [_ordinal(part) for part in text.split(",")]
+    except argparse.ArgumentTypeError:
+        values = []
+    if not values or len(set(values)) != len(values):
+        msg = f"expected 'all' or distinct device ordinals N,M,..., got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return values
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -114,6 +148,14 @@ def _build_parser() -> _Parser:
         help="custom dispatch kernel of --module, or the built-in unified kernel",
     )
     p.add_argument("--transport", choices=["udp", "host-ring"], default="udp")
+    p.add_argument("--device", type=_ordinal, default=None, help="GPU to serve (default 0)")
+    p.add_argument(
+        "--devices",
+        type=_devices,
+        default=False,
+        metavar="all|N,M",
+        help="serve several GPUs: one dispatcher and one UDP port per GPU",
+    )
     p.add_argument("--num-slots", type=_positive, default=8)
     p.add_argument("--slot-size", type=_positive, default=256)
     p.add_argument("--host", default="127.0.0.1", help="UDP address to bind (default loopback)")
@@ -176,9 +218,14 @@ def _start_host(args: argparse.Namespace, layout: RingLayout, buffer: Any) -> _S
         msg = f"--dispatcher={args.dispatcher}: the host path has no dispatch kernels (use builtin)"
         raise _UsageError(msg)
     dispatcher = HostDispatcher(layout, {n: available[n] for n in names}, buffer=buffer)
-    dispatcher.start()
+    try:
+        dispatcher.start()
+        client = dispatcher.client()
+    except BaseException:
+        dispatcher.close()  # its views of the ring go, so that the ring memory can be freed
+        raise
     return _Served(
-        client=dispatcher.client(),
+        client=client,
         processed=lambda: dispatcher.processed,
         name=args.dispatcher,
         close=[dispatcher.close],
@@ -186,7 +233,7 @@ def _start_host(args: argparse.Namespace, layout: RingLayout, buffer: Any) -> _S
     )
 
 
-def _start_device(args: argparse.Namespace, layout: RingLayout) -> _Served:
+def _start_device(args: argparse.Namespace, layout: RingLayout, device: int = 0) -> _Served:
     """Device path, kept small: the realtime API of skbuild_cudaq.realtime does the work."""
     try:
         from . import (
@@ -213,7 +260,7 @@ def _start_device(args: argparse.Namespace, layout: RingLayout) -> _Served:
             raise _UsageError(msg)
         config_args["block_size"] = args.block[0]
     config = DispatcherConfig(
-        device=0, num_slots=layout.num_slots, slot_size=layout.slot_size, **config_args
+        device=device, num_slots=layout.num_slots, slot_size=layout.slot_size, **config_args
     )
     dispatcher = Dispatcher(config, module=module)
     served = _Served(
@@ -224,9 +271,10 @@ def _start_device(args: argparse.Namespace, layout: RingLayout) -> _Served:
     )
     try:
         for name in _handler_names(args, DEFAULT_DEVICE_HANDLERS):
-            dispatcher.function_table.add_device(name, get_device_handler(module, name))
+            address = get_device_handler(module, name, device=device)
+            dispatcher.function_table.add_device(name, address)
         if args.dispatcher != "builtin":
-            kernel = get_device_kernel(module, args.dispatcher)
+            kernel = get_device_kernel(module, args.dispatcher, device=device)
             launch = LaunchConfig(
                 grid=args.grid, block=args.block, cluster=args.cluster, cooperative=args.cooperative
             )
@@ -245,22 +293,42 @@ def _start_device(args: argparse.Namespace, layout: RingLayout) -> _Served:
     return served
 
 
+def _release_segment(shm: Any) -> None:
+    """Remove a shared-memory ring's name first (so that it never outlives the server, whatever
+    still holds views of it), then unmap it; views held by a failing step are freed with it."""
+    try:
+        shm.unlink()
+    finally:
+        with contextlib.suppress(BufferError):
+            shm.close()
+
+
 def _serve_ring(args: argparse.Namespace, layout: RingLayout) -> tuple[_Served, str, Any]:
     """Host path over a shared-memory ring another process attaches to."""
+    import mmap
     from multiprocessing import shared_memory
 
-    shm = shared_memory.SharedMemory(create=True, size=layout.total_bytes)
+    try:
+        # Map the size once anonymously first (the same shmem-backed kind of mapping): when
+        # mmap fails inside SharedMemory, CPython's resource tracker prints a KeyError
+        # traceback of its own (seen on 3.11: it unregisters a name it never registered).
+        mmap.mmap(-1, layout.total_bytes).close()
+        shm = shared_memory.SharedMemory(create=True, size=layout.total_bytes)
+    except OSError as exc:
+        msg = (
+            f"cannot create the shared-memory ring ({_ring_size(layout)}): "
+            f"{exc.strerror or exc}; use fewer or smaller slots"
+        )
+        raise CudaqError(msg) from None
     try:
         served = _start_host(args, layout, shm.buf)
     except BaseException:
-        shm.close()
-        shm.unlink()
+        _release_segment(shm)
         raise
 
     def release() -> None:
         served.client.close()
-        shm.close()
-        shm.unlink()
+        _release_segment(shm)
 
     served.close.insert(0, release)
     return served, f"transport=host-ring shm={shm.name}", None
@@ -279,15 +347,65 @@ def connect_host_ring(name: str, num_slots: int, slot_size: int) -> RingClient:
     return RingClient(mapping, layout, spin=4096)
 
 
+def _devices_to_serve(args: argparse.Namespace) -> list[int] | None:
+    """The GPUs of ``--device``/``--devices`` (None: the one GPU of the default mode)."""
+    if args.devices is False:
+        if args.device is not None and args.path != "device":
+            raise _UsageError("--device selects a GPU: it needs --path=device")
+        return None
+    if args.path != "device":
+        raise _UsageError("--devices serves several GPUs: it needs --path=device")
+    if args.device is not None:
+        raise _UsageError("use --device N for one GPU or --devices all|N,M for several, not both")
+    if args.devices is not None:
+        return list(args.devices)
+    from ._driver import device_count
+
+    count = device_count()
+    if count == 0:
+        raise CudaqError("--devices all: this process sees no CUDA device")
+    return list(range(count))
+
+
+def _ring_size(layout: RingLayout) -> str:
+    return (
+        f"{layout.num_slots} slots of {layout.slot_size} bytes: "
+        f"{layout.total_bytes} bytes with the flags"
+    )
+
+
+def _memory_for(args: argparse.Namespace) -> tuple[int, str] | None:
+    """The most bytes a ring can have here, and where they come from (None: unknown).
+
+    A shared-memory ring lives in /dev/shm (a tmpfs: a ring larger than its free space
+    is created sparse and kills both processes with SIGBUS once written); any other
+    ring in this process's memory (pinned, for the device path).
+    """
+    try:
+        if args.transport == "host-ring":
+            st = os.statvfs("/dev/shm")
+            return st.f_bavail * st.f_frsize, "free in /dev/shm"
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"), "of physical memory"
+    except (OSError, ValueError):
+        return None
+
+
 def _run(args: argparse.Namespace) -> int:
     try:
         layout = RingLayout(args.num_slots, args.slot_size)
     except ValueError as exc:
         raise _UsageError(f"--num-slots/--slot-size: {exc}") from exc
+    memory = _memory_for(args)
+    if memory is not None and layout.total_bytes > memory[0]:
+        raise _UsageError(
+            f"--num-slots/--slot-size: the ring needs more memory than there is "
+            f"({_ring_size(layout)}; {memory[0]} bytes {memory[1]}); use fewer or smaller slots"
+        )
     if args.cluster is not None and args.dispatcher == "builtin":
         raise _UsageError(
             "--cluster needs a custom --dispatcher (the built-in kernel is one block)"
         )
+    devices = _devices_to_serve(args)
 
     stop = threading.Event()
 
@@ -295,8 +413,8 @@ def _run(args: argparse.Namespace) -> int:
         stop.set()
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-    served: _Served | None = None
-    bridge: Any = None
+    # one (served, UDP bridge or None) per GPU; one in every other mode
+    units: list[tuple[_Served, Any]] = []
     try:
         if args.transport == "host-ring":
             if args.path != "host":
@@ -304,40 +422,69 @@ def _run(args: argparse.Namespace) -> int:
                     "--transport=host-ring is served to other processes for --path=host only; "
                     "use --transport=udp for the device path"
                 )
-            served, endpoint, bridge = _serve_ring(args, layout)
+            served, endpoint, _ = _serve_ring(args, layout)
+            units.append((served, None))
         else:
-            if args.path == "host":
-                served = _start_host(args, layout, None)
-                spin = 16  # the consumer is a thread of this process: yield the GIL early
-            else:
-                served = _start_device(args, layout)
-                spin = 4096  # a GPU answers in microseconds: spin before yielding
             from .udp import UdpBridge
 
-            bridge = UdpBridge(served.client, host=args.host, port=args.port, spin=spin)
-            served.close.append(bridge.close)
-            bridge.start()
-            host, port = bridge.address
+            # the host path's consumer is a thread of this process: yield the GIL early;
+            # a GPU answers in microseconds: spin before yielding
+            spin = 16 if args.path == "host" else 4096
+            for index, device in enumerate(devices or [args.device or 0]):
+                if args.path == "host":
+                    served = _start_host(args, layout, None)
+                else:
+                    served = _start_device(args, layout, device)
+                units.append((served, None))
+                port = args.port + index if args.port and devices else args.port
+                bridge = UdpBridge(served.client, host=args.host, port=port, spin=spin)
+                served.close.append(bridge.close)
+                units[-1] = (served, bridge)
+                bridge.start()
+            host, port = units[0][1].address
             endpoint = f"transport=udp host={host} port={port}"
-        _log.result(
+        served = units[0][0]
+        line = (
             f"{READY} {endpoint} path={args.path} dispatch={args.dispatch} "
             f"dispatcher={served.name} slots={layout.num_slots} slot_size={layout.slot_size}"
         )
+        if devices is not None:
+            ports = ",".join(str(bridge.address[1]) for _, bridge in units)
+            line += f" devices={','.join(map(str, devices))} ports={ports}"
+        _log.result(line)
         deadline = None if args.timeout is None else time.monotonic() + args.timeout
         while not stop.is_set():
             remaining = 0.2 if deadline is None else min(0.2, deadline - time.monotonic())
             if remaining <= 0:
                 break
             stop.wait(remaining)
-            if not served.alive() or (bridge is not None and not bridge.running):
-                raise CudaqError("the dispatcher or the UDP bridge stopped unexpectedly")
-        served.shutdown()
-        if bridge is not None:
-            _log.result(BRIDGE + "".join(f" {k}={v}" for k, v in bridge.counters.items()))
-        _log.result(f"{PROCESSED} count={served.processed()}")
+            for index, (served, bridge) in enumerate(units):
+                if not served.alive() or (bridge is not None and not bridge.running):
+                    where = "" if devices is None else f" of device {devices[index]}"
+                    msg = f"the dispatcher or the UDP bridge{where} stopped unexpectedly"
+                    raise CudaqError(msg)
+        for served, _ in units:
+            served.shutdown()
+        counts = [served.processed() for served, _ in units]
+        for index, (_, bridge) in enumerate(units):
+            if bridge is not None:
+                where = "" if devices is None else f" device={devices[index]}"
+                _log.result(
+                    BRIDGE + where + "".join(f" {k}={v}" for k, v in bridge.counters.items())
+                )
+        line = f"{PROCESSED} count={sum(counts)}"
+        if devices is not None:
+            line += f" counts={','.join(map(str, counts))}"
+        _log.result(line)
         return 0
+    except MemoryError:  # the ring or its bookkeeping (a list per slot): what is made is freed
+        msg = (
+            f"cannot allocate the ring and its bookkeeping ({_ring_size(layout)}): out of "
+            "memory; use fewer or smaller slots"
+        )
+        raise CudaqError(msg) from None
     finally:
-        if served is not None:
+        for served, _ in units:
             try:
                 served.shutdown()
             except BaseException as exc:  # already failing or already closed: report, go on
@@ -349,6 +496,7 @@ def _run(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Console-script entry point; returns the exit status."""
     parser = _build_parser()
+    _log.show_library_log()
     try:
         args = parser.parse_args(argv)
         return _run(args)

@@ -3,18 +3,29 @@
 :class:`UdpBridge` needs only a :class:`~skbuild_cudaq.realtime._ring.RingClient`,
 so it fronts the device path (a GPU bridge's ring in pinned mapped memory) and
 the host path (:class:`~skbuild_cudaq.realtime.host_path.HostDispatcher`) alike.
-One datagram is one request (24-byte header + arguments); the response (24-byte
-header + result) goes back to the sender's address. Up to ``num_slots``
-requests are in flight; responses are sent in ring order as they arrive.
+One datagram is one request (24-byte header + arguments, then optional padding:
+CUDA-Q realtime's UDP transport sends every request as one full slot-size
+datagram); the response (24-byte header + result) goes back to the sender's
+address. Up to ``num_slots`` requests are in flight; responses are sent in ring
+order as they arrive.
 
-Malformed datagrams never stop or wedge the bridge:
+Framing: the datagram's first 24 bytes are the header, the next ``arg_len`` bytes
+the arguments; whatever follows, up to the slot size, is padding and ignored.
 
 - shorter than a header: dropped and counted (``dropped``);
-- longer than a slot, or ``arg_len`` not matching the datagram's length:
-  answered by the bridge itself (``rejected``) with -1 if the magic is wrong,
-  else -3 (the request id and timestamp are echoed, no result);
-- well-formed in size but with a bad magic or an unknown function id: forwarded,
-  and the dispatcher answers -1 / -2 like any other request.
+- longer than a slot, or shorter than header + ``arg_len``: answered by the
+  bridge itself (``rejected``) with -1 if the magic is wrong, else -3 (the
+  request id and timestamp are echoed, no result);
+- otherwise forwarded (padding stripped); a bad magic or an unknown function id
+  is answered -1 / -2 by the dispatcher like any other request.
+
+Request ids: in the ring, each forwarded request gets an id from the ring's own
+id source (unique for the ring's life, see ``_ring``), so requests of different
+UDP peers never share one there; the bridge keeps the peer's id and timestamp
+and puts them back into the response it sends. :class:`UdpClient` starts its ids
+at a random 32-bit value and accepts a response only for a request it sent and
+has not collected yet (matched by id and timestamp); anything else is counted in
+``unmatched`` and dropped.
 
 :class:`UdpClient` is the client side with the same ``call`` / ``submit`` /
 ``submit_many`` / ``collect`` API as ``RingClient``.
@@ -23,6 +34,7 @@ Malformed datagrams never stop or wedge the bridge:
 from __future__ import annotations
 
 import contextlib
+import secrets
 import select
 import socket
 import threading
@@ -36,6 +48,7 @@ from skbuild_cudaq.errors import CudaqError
 from ._ring import RingClient, RingProtocolError, Ticket, _Backoff
 from .wire import (
     _REQUEST,
+    _RESPONSE,
     HEADER_SIZE,
     REQUEST_MAGIC,
     STATUS_ARGS_TOO_LONG,
@@ -51,6 +64,9 @@ __all__ = ["UdpBridge", "UdpBridgeError", "UdpClient", "UdpTicket"]
 
 _MAX_DATAGRAM = 65535
 _SOCKET_BUFFER = 4 << 20
+
+#: a forwarded request: its ring ticket, the peer's request id, the peer's address
+_InFlight = tuple[Ticket, int, tuple[str, int]]
 
 
 class UdpBridgeError(CudaqError):
@@ -133,38 +149,35 @@ class UdpBridge:
         except OSError:
             self.send_errors += 1
 
-    def _handle(
-        self, data: bytes, addr: tuple[str, int], inflight: deque[tuple[Ticket, tuple[str, int]]]
-    ) -> None:
+    def _handle(self, data: bytes, addr: tuple[str, int], inflight: deque[_InFlight]) -> None:
         self.received += 1
         size = len(data)
         if size < HEADER_SIZE:
             self.dropped += 1
             return
         magic, fid, arg_len, rid, ts = _REQUEST.unpack_from(data)
-        if size > self._client.layout.slot_size or size - HEADER_SIZE != arg_len:
+        if size > self._client.layout.slot_size or size - HEADER_SIZE < arg_len:
             self.rejected += 1
             status = STATUS_BAD_MAGIC if magic != REQUEST_MAGIC else STATUS_ARGS_TOO_LONG
             self._send(encode_response(status, request_id=rid, timestamp=ts), addr)
             return
-        ticket = self._client.submit(
-            fid, data[HEADER_SIZE:], request_id=rid, timestamp=ts, magic=magic, arg_len=arg_len
-        )
+        args = data[HEADER_SIZE : HEADER_SIZE + arg_len]  # what follows is padding
+        ticket = self._client.submit(fid, args, timestamp=ts, magic=magic, arg_len=arg_len)
         self.forwarded += 1
-        inflight.append((ticket, addr))
+        inflight.append((ticket, rid, addr))
 
     def _run(self) -> None:
         sock = self._sock
         client = self._client
         capacity = client.layout.num_slots
-        inflight: deque[tuple[Ticket, tuple[str, int]]] = deque()
+        inflight: deque[_InFlight] = deque()
         backoff = _Backoff(self._spin, max_sleep=2e-4)
         stop = self._stop
         try:
             while not stop.is_set():
                 progressed = False
                 while inflight:
-                    ticket, addr = inflight[0]
+                    ticket, peer_id, addr = inflight[0]
                     try:
                         response = client.poll(ticket)
                     except RingProtocolError:
@@ -176,7 +189,11 @@ class UdpBridge:
                         break
                     inflight.popleft()
                     self.answered += 1  # counted before the client can see it
-                    self._send(response.to_bytes(), addr)
+                    h = response.header  # the peer's own request id goes back to it
+                    header = _RESPONSE.pack(
+                        h.magic, h.status, h.result_len, peer_id, h.ptp_timestamp
+                    )
+                    self._send(header + response.result, addr)
                     progressed = True
                 while len(inflight) < capacity:
                     try:
@@ -261,8 +278,9 @@ class UdpClient:
         _big_buffers(self._sock)
         self._sock.connect((host, port))
         self._responses: dict[tuple[int, int], Response] = {}
-        self._next_request_id = 0
-        self.unmatched = 0  #: datagrams received that were not valid responses
+        self._outstanding: set[tuple[int, int]] = set()  # sent, response not collected
+        self._next_request_id = secrets.randbits(32)
+        self.unmatched = 0  #: datagrams received that were not responses to outstanding requests
 
     @property
     def address(self) -> tuple[str, int]:
@@ -270,8 +288,11 @@ class UdpClient:
         return str(host), int(port)
 
     def send_raw(self, data: bytes) -> None:
-        """Send one datagram as is (for fuzzing)."""
+        """Send one datagram as is (for fuzzing); one with a header expects a response."""
         self._sock.send(data)
+        if len(data) >= HEADER_SIZE:
+            _, _, _, rid, ts = _REQUEST.unpack_from(data)
+            self._outstanding.add((rid, ts))
 
     def submit(
         self,
@@ -283,14 +304,25 @@ class UdpClient:
         magic: int = REQUEST_MAGIC,
         arg_len: int | None = None,
     ) -> UdpTicket:
+        ts = 0 if timestamp is None else timestamp
         if request_id is None:
             request_id = self._next_request_id
+            while (request_id, ts) in self._outstanding:  # only after 2**32 ids in flight
+                request_id = (request_id + 1) & 0xFFFFFFFF
             self._next_request_id = (request_id + 1) & 0xFFFFFFFF
-        ts = 0 if timestamp is None else timestamp
+        elif (request_id, ts) in self._outstanding:
+            from .errors import InvalidArgumentError  # a ValueError too
+
+            msg = (
+                f"request id {request_id} with timestamp {ts} is already in flight on this "
+                "client: their responses could not be told apart"
+            )
+            raise InvalidArgumentError(msg)
         data = encode_request(
             function, payload, request_id=request_id, timestamp=ts, magic=magic, arg_len=arg_len
         )
         self._sock.send(data)
+        self._outstanding.add((request_id, ts))
         return UdpTicket(request_id, ts)
 
     def submit_many(
@@ -311,6 +343,9 @@ class UdpClient:
             self.unmatched += 1
             return True
         key = (response.header.request_id, response.header.ptp_timestamp)
+        if key not in self._outstanding or key in self._responses:
+            self.unmatched += 1  # not a request of ours, or a second answer to one
+            return True
         self._responses[key] = response
         return True
 
@@ -319,7 +354,10 @@ class UdpClient:
         key = (ticket.request_id, ticket.timestamp)
         while key not in self._responses and self._receive(0.0):
             pass
-        return self._responses.pop(key, None)
+        response = self._responses.pop(key, None)
+        if response is not None:
+            self._outstanding.discard(key)
+        return response
 
     def wait(self, ticket: UdpTicket, timeout: float | None = None) -> Response:
         timeout = self.timeout if timeout is None else timeout
@@ -334,6 +372,7 @@ class UdpClient:
                 )
                 raise TimeoutError(msg)
             self._receive(remaining)
+        self._outstanding.discard(key)
         return self._responses.pop(key)
 
     def collect(self, tickets: Sequence[UdpTicket], timeout: float | None = None) -> list[Response]:
@@ -352,11 +391,14 @@ class UdpClient:
         return response.status, response.result
 
     def discard(self) -> int:
-        """Drop every response received and not collected; returns how many."""
+        """Drop every response received and not collected, and forget every request
+        still outstanding (their late responses will be dropped); returns how many
+        responses were dropped."""
         while self._receive(0.0):
             pass
         count = len(self._responses)
         self._responses.clear()
+        self._outstanding.clear()
         return count
 
     def close(self) -> None:

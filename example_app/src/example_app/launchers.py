@@ -9,6 +9,10 @@ attribute its kernel needs and launches on ``args.stream``::
     from example_app import _core, launchers
     dispatcher.set_unified_launch(launchers.cooperative_grid(_core))
 
+Several GPUs: pass the dispatcher's device, ``launchers.single_thread(_core,
+device=1)``, so the kernel is looked up (and linked) for that GPU's architecture;
+the launch itself goes to the GPU whose dispatcher calls the launcher.
+
 Shapes:
 - ``single_thread``: grid 1, block 1.
 - ``cooperative_grid``: cooperative launch, one block per SM by default, never
@@ -51,12 +55,14 @@ def _driver() -> Any:
 
 
 def _value(result: Any, what: str) -> Any:
-    """Unpack a ``(CUresult, value)`` tuple or raise the run time's CUDAError."""
+    """Unpack a ``(CUresult, value)`` tuple or raise the run time's ``CUDAError(call, name,
+    code)`` (``what`` is the call, e.g. ``cuDeviceGet``)."""
     from skbuild_cudaq.realtime import CUDAError
 
     code = result[0]
     if int(code) != 0:
-        raise CUDAError(f"{what}: {getattr(code, 'name', code)}", int(code))
+        name = getattr(code, "name", None) or f"CUresult {int(code)}"
+        raise CUDAError(what, str(name), int(code))
     return result[1] if len(result) > 1 else None
 
 
@@ -90,13 +96,13 @@ class KernelLauncher:
         return f"<{self.name} launcher>"
 
 
-def single_thread(module: ModuleType) -> KernelLauncher:
+def single_thread(module: ModuleType, *, device: int | None = None) -> KernelLauncher:
     """``single_thread_dispatcher``: one thread polls, dispatches and publishes."""
 
     def configure(kernel: Any, args: Any) -> LaunchConfig:
         return LaunchConfig(grid=(1, 1, 1), block=(1, 1, 1))
 
-    kernel = get_device_kernel(module, "single_thread_dispatcher")
+    kernel = get_device_kernel(module, "single_thread_dispatcher", device=device)
     return KernelLauncher("single_thread_dispatcher", kernel, configure)
 
 
@@ -115,7 +121,7 @@ def max_cooperative_blocks(kernel: Any, device: int, block: int, shared_mem: int
 
 
 def cooperative_grid(
-    module: ModuleType, block: int = 128, blocks: int | None = None
+    module: ModuleType, block: int = 128, blocks: int | None = None, *, device: int | None = None
 ) -> KernelLauncher:
     """``cooperative_grid_dispatcher``: cooperative launch, every thread of the grid calls handlers.
 
@@ -139,11 +145,13 @@ def cooperative_grid(
             raise InvalidArgumentError(msg)
         return LaunchConfig(grid=(wanted, 1, 1), block=(block, 1, 1), cooperative=True)
 
-    kernel = get_device_kernel(module, "cooperative_grid_dispatcher")
+    kernel = get_device_kernel(module, "cooperative_grid_dispatcher", device=device)
     return KernelLauncher("cooperative_grid_dispatcher", kernel, configure)
 
 
-def cluster(module: ModuleType, cluster_size: int = 4, block: int = 128) -> KernelLauncher:
+def cluster(
+    module: ModuleType, cluster_size: int = 4, block: int = 128, *, device: int | None = None
+) -> KernelLauncher:
     """``cluster_dispatcher`` (sm_90+): a grid of exactly one cluster of ``cluster_size`` blocks."""
     if not 1 <= cluster_size <= 8:
         msg = f"cluster_size={cluster_size}: 1..8 blocks (the portable cluster size)"
@@ -160,7 +168,7 @@ def cluster(module: ModuleType, cluster_size: int = 4, block: int = 128) -> Kern
         dims = (cluster_size, 1, 1)
         return LaunchConfig(grid=dims, block=(block, 1, 1), cluster=dims)
 
-    kernel = get_device_kernel(module, "cluster_dispatcher")
+    kernel = get_device_kernel(module, "cluster_dispatcher", device=device)
     return KernelLauncher("cluster_dispatcher", kernel, configure)
 
 
@@ -199,7 +207,7 @@ def warp_shared_bytes(kernel: Any, device: int, slot_size: int) -> int:
     return wanted
 
 
-def warp_parallel(module: ModuleType) -> KernelLauncher:
+def warp_parallel(module: ModuleType, *, device: int | None = None) -> KernelLauncher:
     """``warp_parallel_dispatcher``: 32 lanes poll their own slots (num_slots % 32 == 0)."""
 
     def configure(kernel: Any, args: Any) -> LaunchConfig:
@@ -212,12 +220,12 @@ def warp_parallel(module: ModuleType) -> KernelLauncher:
         shared = warp_shared_bytes(kernel, args.device, args.slot_size)
         return LaunchConfig(grid=(1, 1, 1), block=(WARP, 1, 1), shared_mem=shared)
 
-    kernel = get_device_kernel(module, "warp_parallel_dispatcher")
+    kernel = get_device_kernel(module, "warp_parallel_dispatcher", device=device)
     return KernelLauncher("warp_parallel_dispatcher", kernel, configure)
 
 
 #: name -> factory, for the test server's ``--dispatcher=NAME``
-LAUNCHERS: dict[str, Callable[[ModuleType], KernelLauncher]] = {
+LAUNCHERS: dict[str, Callable[..., KernelLauncher]] = {
     "single_thread": single_thread,
     "single_thread_dispatcher": single_thread,
     "cooperative_grid": cooperative_grid,

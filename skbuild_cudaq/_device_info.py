@@ -1,0 +1,395 @@
+"""Build-time records that name what each fatbin container of a binary holds.
+
+The fatbins in ``__nv_relfatbin`` do not name their kernels and handlers in a
+readable way (entries are compressed LTO-IR). So the build places, next to them,
+one small JSON record per device source in its own section, ``__cudaq_rt_info``
+(flags ``"aR"``: allocated and retained against ``--gc-sections``; 8-aligned; from
+a C file's top-level ``__asm__``, so no executable-stack marking), and
+``python -m skbuild_cudaq inspect`` joins the records with the containers by the
+SHA-256 of each container's bytes. A record holds::
+
+    {"source": "src/kernel.cu",          # relative to the project when inside it
+     "compiled": "side" | "nvcc",         # side-compiled fatbin, or an nvcc object
+     "nvcc": "13.0.88", "architectures": ["80"],
+     "kernels": ["my_dispatcher"],        # extern "C" __global__ functions it defines
+     "handlers": ["rpc_increment"],       # CUDAQ_REALTIME_EXPORT_DEVICE_FUNCTION names
+     "containers": ["<sha256 hex>", ...]} # of each fatbin container the source became
+
+Names come from what the compiler itself emitted, never from parsing C++:
+
+* a side-compiled source (a dispatch kernel, ``cudaq_realtime_add_device_sources``)
+  is also compiled to PTX (``nvcc -ptx``, same flags, first architecture): its
+  ``.visible .entry`` lines are the kernels and its ``.visible .global``
+  ``cudaq_handler_<name>`` lines the exported handlers;
+* an nvcc object (handlers compiled as sources of the extension) names them in
+  its host symbol table: the shadow variable ``cudaq_handler_<name>`` of each
+  export, and ``__device_stub__Z<len><name>`` next to a host stub ``<name>`` for
+  each ``extern "C"`` kernel.
+
+A record in the section is framed like a fatbin container: 16 bytes (``b"CQRTINFO"``,
+``u32`` version 1, ``u32`` JSON length), the JSON, zero padding to 8 bytes; the
+assembler computes the length. Modules built without records inspect as before,
+their containers unnamed. Never imports ``cuda.*``.
+
+Run as ``python -m skbuild_cudaq._device_info`` by the CMake package (see
+:func:`main`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import struct
+import subprocess
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from . import _log
+from .errors import DeviceCodeError
+
+__all__ = [
+    "HANDLER_PREFIX",
+    "MAGIC",
+    "SECTION",
+    "asm_record",
+    "container_digest",
+    "main",
+    "make_record",
+    "names_from_object",
+    "names_from_ptx",
+    "nvcc_version",
+    "object_record",
+    "object_records",
+    "read_records",
+    "write_record",
+]
+
+#: The section holding the records (next to ``__nv_relfatbin``).
+SECTION = "__cudaq_rt_info"
+MAGIC = b"CQRTINFO"
+_HEADER = struct.Struct("<8sII")  # magic, version, JSON length
+VERSION = 1
+#: The prefix of the device global ``CUDAQ_REALTIME_EXPORT_DEVICE_FUNCTION(name)`` defines.
+HANDLER_PREFIX = "cudaq_handler_"
+_PTX_ENTRY = re.compile(r"^\s*\.visible\s+\.entry\s+([A-Za-z_$][\w$]*)\s*\(", re.M)
+_PTX_GLOBAL = re.compile(
+    r"^\s*\.visible\s+\.global\s+(?:\.\w+\s+(?:\d+\s+)?)*" + HANDLER_PREFIX + r"(\w+)\b",
+    re.M,
+)
+_STUB = re.compile(r"^_Z\d+__device_stub__Z(\d+)([A-Za-z_]\w*)")
+
+
+def container_digest(data: bytes) -> str:
+    """The join key of a fatbin container: SHA-256 (hex) of its bytes, header included."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def names_from_ptx(ptx: str) -> tuple[list[str], list[str]]:
+    """``(kernels, handlers)`` a PTX module defines with external linkage."""
+    kernels = list(dict.fromkeys(_PTX_ENTRY.findall(ptx)))
+    handlers = list(dict.fromkeys(_PTX_GLOBAL.findall(ptx)))
+    return kernels, handlers
+
+
+def names_from_object(path: Path) -> tuple[list[str], list[str]]:
+    """``(kernels, handlers)`` an ``nvcc -c -rdc=true`` object defines (its host symbols)."""
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.sections import SymbolTableSection
+
+    defined: list[str] = []
+    with Path(path).open("rb") as f:
+        for section in ELFFile(f).iter_sections():
+            if isinstance(section, SymbolTableSection):
+                for sym in section.iter_symbols():
+                    if sym.name and sym["st_shndx"] != "SHN_UNDEF":
+                        defined.append(sym.name)
+    names = set(defined)
+    handlers = [n[len(HANDLER_PREFIX) :] for n in defined if n.startswith(HANDLER_PREFIX)]
+    kernels = []
+    for name in defined:
+        match = _STUB.match(name)
+        if match:
+            length = int(match.group(1))
+            kernel = match.group(2)[:length]
+            if len(kernel) == length and kernel in names:  # extern "C": host stub unmangled
+                kernels.append(kernel)
+    return list(dict.fromkeys(kernels)), list(dict.fromkeys(handlers))
+
+
+def nvcc_version(nvcc: str | os.PathLike[str]) -> str:
+    """``13.0.88`` (or ``13.0``) from ``nvcc --version``; ``"unknown"`` when it cannot tell."""
+    try:
+        proc = subprocess.run(
+            [str(nvcc), "--version"], capture_output=True, text=True, check=False, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    match = re.search(r"\bV(\d+\.\d+(?:\.\d+)?)", proc.stdout) or re.search(
+        r"release (\d+\.\d+)", proc.stdout
+    )
+    return match.group(1) if match else "unknown"
+
+
+def _display_source(source: Path, project_dir: Path | None) -> str:
+    source = Path(source).resolve()
+    if project_dir is not None:
+        try:
+            return source.relative_to(Path(project_dir).resolve()).as_posix()
+        except ValueError:
+            pass
+    return source.as_posix()
+
+
+def make_record(
+    *,
+    source: Path,
+    project_dir: Path | None,
+    compiled: str,
+    nvcc: str,
+    architectures: Sequence[str],
+    kernels: Iterable[str],
+    handlers: Iterable[str],
+    containers: Iterable[bytes],
+) -> dict[str, Any]:
+    """One record (see the module docstring); ``containers`` are the containers' bytes."""
+    return {
+        "source": _display_source(source, project_dir),
+        "compiled": compiled,
+        "nvcc": nvcc,
+        "architectures": [str(a) for a in architectures],
+        "kernels": sorted(kernels),
+        "handlers": sorted(handlers),
+        "containers": [container_digest(c) for c in containers],
+    }
+
+
+def write_record(path: Path, record: dict[str, Any]) -> bool:
+    """Write the record's JSON (only when it changes: keeps the mtime); True when written."""
+    text = json.dumps(record, sort_keys=True, separators=(",", ":"))
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return False
+    except OSError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+    return True
+
+
+def asm_record(json_path: Path) -> str:
+    """One top-level C statement placing the record file (absolute path) in :data:`SECTION`."""
+    text = str(Path(json_path).resolve())
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text) or '"' in text or "\\" in text:
+        msg = f"cannot .incbin a path with control characters, quotes or backslashes: {text!r}"
+        raise DeviceCodeError(msg)
+    body = (
+        f'.section {SECTION},"aR"\n.balign 8\n.ascii "{MAGIC.decode()}"\n.long {VERSION}\n'
+        f'.long 2f - 1f\n1:\n.incbin "{text}"\n2:\n.balign 8\n.previous'
+    )
+    escaped = body.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'__asm__("{escaped}");'
+
+
+def _records_in(data: bytes, where: str) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = []
+    pos = 0
+    while pos < len(data):
+        if not any(data[pos : pos + 8]):
+            pos += 8
+            continue
+        if pos + _HEADER.size > len(data):
+            msg = f"{where}: truncated record header at offset {pos}"
+            raise DeviceCodeError(msg)
+        magic, version, length = _HEADER.unpack_from(data, pos)
+        if magic != MAGIC or pos + _HEADER.size + length > len(data):
+            msg = f"{where}: malformed record at offset {pos}"
+            raise DeviceCodeError(msg)
+        body = data[pos + _HEADER.size : pos + _HEADER.size + length]
+        if version == VERSION:
+            try:
+                record = json.loads(body.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError):
+                msg = f"{where}: record at offset {pos} is not JSON"
+                raise DeviceCodeError(msg) from None
+            if isinstance(record, dict):
+                records.append(record)
+        pos += _HEADER.size + (length + 7) // 8 * 8
+    return records
+
+
+def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Every record in the ``__cudaq_rt_info`` sections of an ELF file (none: ``[]``)."""
+    from .fatbin import elf_sections
+
+    path = Path(path)
+    records: list[dict[str, Any]] = []
+    try:
+        with path.open("rb") as stream:
+            for section in elf_sections(stream, path):
+                if section.name != SECTION or section.type == 8:  # SHT_NOBITS
+                    continue
+                stream.seek(section.offset)
+                data = stream.read(section.size)
+                records += _records_in(data, f"{path}: {SECTION} (section {section.index})")
+    except OSError as exc:
+        msg = f"cannot read {path}: {exc.strerror or exc}"
+        raise DeviceCodeError(msg) from None
+    return records
+
+
+# ---------------------------------------------------------------------------
+# Command line (run by the CMake package at build time)
+# ---------------------------------------------------------------------------
+def _side(args: argparse.Namespace) -> None:
+    from .fatbin import read_fatbin_file
+
+    kernels, handlers = names_from_ptx(Path(args.ptx).read_text(encoding="utf-8"))
+    containers = [c.data for c in read_fatbin_file(args.fatbin)]
+    record = make_record(
+        source=Path(args.source),
+        project_dir=Path(args.project_dir) if args.project_dir else None,
+        compiled="side",
+        nvcc=nvcc_version(args.nvcc),
+        architectures=args.arch,
+        kernels=kernels,
+        handlers=handlers,
+        containers=containers,
+    )
+    write_record(Path(args.output), record)
+
+
+def object_record(
+    obj: Path,
+    source: Path,
+    *,
+    project_dir: Path | None,
+    nvcc: str,
+    architectures: Sequence[str],
+) -> dict[str, Any] | None:
+    """The record of an nvcc object compiled from ``source`` (None: no device code of its own).
+
+    An object without ``__nv_relfatbin`` is a host object; one that already
+    carries records is an embed object of side-compiled fatbins.
+    """
+    from .fatbin import read_relfatbin_sections
+
+    try:
+        sections = read_relfatbin_sections(obj)
+    except DeviceCodeError:
+        return None
+    if read_records(obj):
+        return None
+    kernels, handlers = names_from_object(Path(obj))
+    return make_record(
+        source=source,
+        project_dir=project_dir,
+        compiled="nvcc",
+        nvcc=nvcc,
+        architectures=architectures,
+        kernels=kernels,
+        handlers=handlers,
+        containers=[c.data for s in sections for c in s.containers],
+    )
+
+
+def object_records(
+    objects: Iterable[Path],
+    sources: Sequence[Path],
+    *,
+    project_dir: Path | None,
+    nvcc: str,
+    architectures: Sequence[str],
+) -> list[tuple[Path, dict[str, Any]]]:
+    """A record per nvcc object with device code, its source found by the object's name.
+
+    CMake names an object ``<dir>/<source path>.o``: the source is the one whose
+    path ends the object's path (longest match); else the object itself is named.
+    """
+    version = nvcc_version(nvcc)
+    out: list[tuple[Path, dict[str, Any]]] = []
+    for obj in objects:
+        stem = Path(obj).as_posix()
+        stem = stem[: -len(".o")] if stem.endswith(".o") else stem
+        matches = [s for s in sources if stem.endswith("/" + Path(s).name)]
+        matches.sort(key=lambda s: -len(_common_suffix(stem, Path(s).as_posix())))
+        source = matches[0] if matches else Path(obj)
+        record = object_record(
+            Path(obj),
+            source,
+            project_dir=project_dir,
+            nvcc=version,
+            architectures=architectures,
+        )
+        if record is not None:
+            out.append((Path(obj), record))
+    return out
+
+
+def _common_suffix(a: str, b: str) -> str:
+    n = 0
+    while n < min(len(a), len(b)) and a[-1 - n] == b[-1 - n]:
+        n += 1
+    return a[len(a) - n :]
+
+
+def _objects(args: argparse.Namespace) -> None:
+    objects = [Path(p) for p in Path(args.object_list).read_text().splitlines() if p.strip()]
+    sources = [Path(s) for s in args.sources]
+    out_dir = Path(args.output_dir)
+    written = []
+    for index, (_obj, record) in enumerate(
+        object_records(
+            objects,
+            sources,
+            project_dir=Path(args.project_dir) if args.project_dir else None,
+            nvcc=args.nvcc,
+            architectures=args.arch,
+        )
+    ):
+        path = out_dir / f"handlers-{index}.json"
+        write_record(path, record)
+        written.append(str(path.resolve()))
+    listing = "\n".join(written) + ("\n" if written else "")
+    list_path = out_dir / "records.txt"
+    if not list_path.is_file() or list_path.read_text() != listing:
+        list_path.write_text(listing)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``side``: a record for a side-compiled fatbin; ``objects``: records for nvcc objects."""
+    parser = argparse.ArgumentParser(prog="python -m skbuild_cudaq._device_info")
+    sub = parser.add_subparsers(dest="command", required=True)
+    side = sub.add_parser("side")
+    side.add_argument("--fatbin", required=True)
+    side.add_argument("--ptx", required=True)
+    side.add_argument("--source", required=True)
+    side.add_argument("--project-dir", default="")
+    side.add_argument("--nvcc", required=True)
+    side.add_argument("--arch", nargs="+", required=True)
+    side.add_argument("-o", "--output", required=True)
+    side.set_defaults(func=_side)
+    objs = sub.add_parser("objects")
+    objs.add_argument("--object-list", required=True)
+    objs.add_argument("--sources", nargs="*", default=[])
+    objs.add_argument("--project-dir", default="")
+    objs.add_argument("--nvcc", required=True)
+    objs.add_argument("--arch", nargs="+", required=True)
+    objs.add_argument("--output-dir", required=True)
+    objs.set_defaults(func=_objects)
+    args = parser.parse_args(argv)
+    try:
+        args.func(args)
+    except (DeviceCodeError, OSError) as exc:
+        _log.error(str(exc))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

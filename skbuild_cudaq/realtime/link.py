@@ -69,13 +69,14 @@ class LinkOptions:
     #: LTO-IR fatbins of a bridge of your own, replacing the host-ring hooks
     #: (None: the built-in host-ring hooks); see :doc:`/guides/bridges`.
     bridge: tuple[Path, ...] | None = None
-    #: Run nvJitLink in a child process: a crash of nvJitLink on malformed code
-    #: becomes a :class:`LinkError` instead of killing this process. For device
-    #: code you did not build (``python -m skbuild_cudaq link`` does it by default).
+    #: Whether nvJitLink runs in a child process, so that a crash of nvJitLink on
+    #: malformed code becomes a :class:`LinkError` instead of killing this process.
+    #: For device code you did not build (``python -m skbuild_cudaq link`` does so
+    #: by default).
     isolated: bool = False
-    #: Seconds an isolated link may take (None: no limit).
+    #: Seconds an isolated link may take, or None for no limit.
     timeout: float | None = None
-    #: Bytes of address space an isolated link may use (None: no limit). nvJitLink
+    #: Bytes of address space an isolated link may use, or None for no limit. nvJitLink
     #: needs ~160 MB for a small module; damaged code has made it take 23 GB.
     memory_limit: int | None = DEFAULT_MEMORY_LIMIT
 

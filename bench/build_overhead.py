@@ -17,6 +17,10 @@ Measures, median of ``--runs`` runs each:
 
 Usage: ``python bench/build_overhead.py [OUTPUT.json] [--runs N]``
 (default ``bench/results/build_overhead.json``).
+
+``--compilers OUT.json``: instead, NVRTC against nvcc on example_app's device sources (each
+compiled alone to an LTO-IR fatbin: nvcc, ``python -m skbuild_cudaq nvrtc`` as CMake runs it,
+and NVRTC in-process) and the whole wheel built with ``compiler`` nvcc and nvrtc.
 """
 
 from __future__ import annotations
@@ -41,13 +45,13 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_APP = ROOT / "example_app"
 
 
-def pip_wheel(src: Path, out: Path, build_dir: Path) -> tuple[float, str]:
+def pip_wheel(src: Path, out: Path, build_dir: Path, *extra: str) -> tuple[float, str]:
     env = dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL="1")
     start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
          "--disable-pip-version-check", "-v", "-w", str(out),
-         "-C", f"build-dir={build_dir}", "-C", "build.verbose=true", str(src)],
+         "-C", f"build-dir={build_dir}", "-C", "build.verbose=true", *extra, str(src)],
         capture_output=True, text=True, env=env, check=False,
     )  # fmt: skip
     elapsed = time.perf_counter() - start
@@ -116,13 +120,102 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+#: example_app's device sources and their architectures (the cluster kernel is sm_90+).
+DEVICE_SOURCES = {
+    "single_thread_dispatcher.cu": "80",
+    "cooperative_grid_dispatcher.cu": "80",
+    "warp_parallel_dispatcher.cu": "80",
+    "cluster_dispatcher.cu": "90",
+    "handlers.cu": "80",
+    "block_handlers.cu": "80",
+}
+
+
+def compare_compilers(runs: int, output: Path) -> int:
+    """NVRTC vs nvcc per device source and per wheel (medians of ``runs``)."""
+    from skbuild_cudaq import include_dir
+    from skbuild_cudaq._nvrtc import compile_file, find_nvrtc
+    from skbuild_cudaq._toolchain import find_nvcc
+
+    nvcc, nvrtc = find_nvcc(), find_nvrtc()
+    src = EXAMPLE_APP / "src"
+    samples: dict[str, list[float]] = {
+        "nvcc_files": [], "nvrtc_cli_files": [], "nvrtc_inprocess_files": [],
+        "wheel_nvcc": [], "wheel_nvrtc": [],
+    }  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="skbuild-cudaq-bench-") as tmp:
+        work = Path(tmp)
+        for run in range(runs):
+            t_nvcc = t_cli = t_in = 0.0
+            for name, arch in DEVICE_SOURCES.items():
+                out = work / f"{name}.fatbin"
+                cmd = [str(nvcc), "-fatbin", "-rdc=true", "-std=c++17",
+                       f"-gencode=arch=compute_{arch},code=lto_{arch}", f"-I{include_dir()}",
+                       "-o", str(out), str(src / name)]  # fmt: skip
+                start = time.perf_counter()
+                subprocess.run(cmd, check=True, capture_output=True)
+                t_nvcc += time.perf_counter() - start
+                cmd = [sys.executable, "-m", "skbuild_cudaq", "nvrtc", "--arch", arch,
+                       f"-I{include_dir()}", "-o", str(out), str(src / name)]  # fmt: skip
+                start = time.perf_counter()
+                subprocess.run(cmd, check=True, capture_output=True)
+                t_cli += time.perf_counter() - start
+                start = time.perf_counter()
+                compile_file(
+                    src / name, out, architectures=[arch], include_dirs=[include_dir()],
+                    nvrtc=nvrtc,
+                )  # fmt: skip
+                t_in += time.perf_counter() - start
+            samples["nvcc_files"].append(t_nvcc)
+            samples["nvrtc_cli_files"].append(t_cli)
+            samples["nvrtc_inprocess_files"].append(t_in)
+            t, _ = pip_wheel(EXAMPLE_APP, work / "dist", work / f"build-nvcc-{run}")
+            samples["wheel_nvcc"].append(t)
+            t, log = pip_wheel(
+                EXAMPLE_APP, work / "dist", work / f"build-nvrtc-{run}",
+                "-C", "cmake.define.SKBUILD_CUDAQ_COMPILER=nvrtc",
+            )  # fmt: skip
+            if "device compiler: NVRTC" not in log:
+                raise SystemExit("the nvrtc wheel build did not use NVRTC")
+            samples["wheel_nvrtc"].append(t)
+    med = {k: round(statistics.median(v), 4) for k, v in samples.items()}
+    result = {
+        "benchmark": "build_compilers",
+        "project": f"example_app ({len(DEVICE_SOURCES)} device sources, each alone)",
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": {"cpu": cpu_model(), "cpu_count": os.cpu_count()},
+        "versions": {
+            "nvcc": version_of([str(nvcc), "--version"]),
+            "nvrtc": f"{nvrtc.version[0]}.{nvrtc.version[1]}",
+        },
+        "runs": runs,
+        "samples_s": {k: [round(x, 4) for x in v] for k, v in samples.items()},
+        "median_s": med,
+        "nvrtc_cli_vs_nvcc": round(med["nvrtc_cli_files"] / med["nvcc_files"], 3),
+        "wheel_nvrtc_vs_nvcc": round(med["wheel_nvrtc"] / med["wheel_nvcc"], 3),
+        "note": (
+            "files: the six sources compiled one after another; nvrtc_cli is what CMake runs "
+            "(a Python start-up per file), nvrtc_inprocess the compile alone. wheel_nvrtc: "
+            "compiler nvrtc, handlers side-compiled; wheel_nvcc: handlers through CMake's CUDA "
+            "language."
+        ),
+    }
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "output", nargs="?", type=Path, default=ROOT / "bench" / "results" / "build_overhead.json"
     )
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--compilers", type=Path, metavar="OUT.json", help="NVRTC vs nvcc")
     args = parser.parse_args()
+    if args.compilers:
+        return compare_compilers(args.runs, args.compilers)
 
     samples: dict[str, list[float]] = {
         "wheel": [], "baseline": [], "nvcc_kernels": [], "noop_rebuild": []

@@ -190,6 +190,7 @@ def _versions() -> dict[str, str | None]:
         "cuda-core",
         "cuda-pathfinder",
         "nvidia-nvjitlink",
+        "nvidia-nvjitlink-cu12",
         "pyelftools",
         "numpy",
     ):
@@ -433,6 +434,11 @@ def main() -> int:
     parser.add_argument("--handler", default="echo", help="handler of the first-answer call")
     parser.add_argument("--many-kernels", type=int, default=32, help="0: skip the N-kernel module")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "startup.json")
+    parser.add_argument(
+        "--no-cuda-core",
+        action="store_true",
+        help="leave out the cuda.core variant (e.g. a CUDA 12 stack next to a cuda.core of 13)",
+    )
     args = parser.parse_args()
     runs = max(args.runs, 7)
 
@@ -461,7 +467,7 @@ def main() -> int:
             env=env,
             work=work,
             arch=arch,
-            with_cuda_core=True,
+            with_cuda_core=not args.no_cuda_core,
         )
         many: dict[str, Any] | None = None
         if args.many_kernels > 0:

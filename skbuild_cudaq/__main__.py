@@ -43,6 +43,9 @@ def _build_parser() -> argparse.ArgumentParser:
     from . import _cli_link
 
     _cli_link.add_parser(sub)
+    from . import _cli_nvrtc
+
+    _cli_nvrtc.add_parser(sub)
     return parser
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["cmake_dir", "device_runtime_dir", "include_dir"]
+__all__ = ["cmake_dir", "device_runtime_dir", "device_runtime_sets", "include_dir"]
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -36,18 +36,60 @@ def include_dir() -> Path:
     return _PACKAGE_DIR / "include"
 
 
-def device_runtime_dir() -> Path:
+def device_runtime_dir(major: int | None = None) -> Path:
     """The directory of the package's own device run time as LTO-IR fatbins.
 
-    These are built with nvcc when skbuild-cudaq itself is built and ship in the
-    wheel, so linking at run time needs no nvcc. ``SKBUILD_CUDAQ_DEVICE_RUNTIME_DIR``
-    overrides the location.
+    These are built when skbuild-cudaq itself is built (NVRTC of each CUDA major,
+    or nvcc) and ship in the wheel, so linking at run time needs no nvcc. The wheel
+    holds one set per CUDA major (``_device/cu12``, ``_device/cu13``): this is the
+    set of CUDA ``major``, by default the major of the installed nvJitLink (read
+    from its wheel, without loading it). ``SKBUILD_CUDAQ_DEVICE_RUNTIME_DIR``
+    overrides the location (a set, or a directory of ``cu*`` sets).
     """
     override = os.environ.get(DEVICE_RUNTIME_DIR_ENV)
     if override:
-        return Path(override)
+        return _set_of_major(Path(override), major)
     candidates = [d / "_device" for d in _package_dirs()]
     for candidate in candidates:
         if candidate.is_dir():
-            return candidate
+            return _set_of_major(candidate, major)
     return candidates[0]
+
+
+def device_runtime_sets(root: Path) -> dict[int, Path]:
+    """The per-major sets under ``root`` (``cu12``, ``cu13``, ...), by major."""
+    sets = {}
+    for child in root.glob("cu[0-9]*"):
+        if child.is_dir() and child.name[2:].isdigit():
+            sets[int(child.name[2:])] = child
+    return dict(sorted(sets.items()))
+
+
+def _set_of_major(root: Path, major: int | None) -> Path:
+    sets = device_runtime_sets(root)
+    if not sets:
+        return root  # one flat set (a build tree, or an override)
+    if major is None:
+        major = _nvjitlink_major()
+    if major is None:
+        return sets[max(sets)]
+    return root / f"cu{major}"  # may not exist: the run time says what to install
+
+
+def _nvjitlink_major() -> int | None:
+    """The CUDA major of the nvJitLink the run time links with (None if unknown)."""
+    from .realtime._nvjitlink import installed_nvjitlink
+
+    info = installed_nvjitlink()
+    if info is not None:
+        # the wheel's version, else the library's name (libnvJitLink.so.12[.9.86])
+        for text in (info.version or "", info.library.name.partition(".so.")[2]):
+            head = text.split(".", 1)[0]
+            if head.isdigit():
+                return int(head)
+    try:
+        from .realtime._nvjitlink import nvjitlink_version
+
+        return nvjitlink_version()[0]
+    except Exception:  # no cuda-bindings / nvJitLink: the link reports that itself
+        return None

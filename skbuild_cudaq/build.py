@@ -16,6 +16,9 @@ calls the scikit-build-core hook of the same name with extra config settings:
 * ``cmake.define.SKBUILD_CUDAQ_NVCC_HINT`` when the nvcc that the shared search
   order (``cmake/nvcc-search.txt``) finds is the ``nvidia-cuda-nvcc`` wheel's:
   CMake's search takes it at the wheel step without asking Python again.
+* ``cmake.define.SKBUILD_CUDAQ_COMPILER`` (``[tool.cudaq] compiler``, when not auto:
+  nvcc or nvrtc) and ``SKBUILD_CUDAQ_PYTHON`` (this interpreter, whose environment
+  holds NVRTC when that is the compiler; see ``skbuild_cudaq_nvrtc.cmake``).
 
 Our own ``-C cudaq.*`` config settings are removed before scikit-build-core
 sees them (its config is strict); an unknown ``cudaq.*`` key is an error with
@@ -27,6 +30,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import os
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,6 +79,8 @@ CONFIG_SETTINGS: Mapping[str, str] = {
 _PREFIX = "cudaq."
 _DEFINE = "cmake.define."
 _AUTO_INCLUDE = "skbuild_cudaq_auto.cmake"
+#: Our defines that a ``-C cmake.define.<name>`` of the user's overrides.
+_USER_WINS = frozenset({"SKBUILD_CUDAQ_COMPILER", "SKBUILD_CUDAQ_PYTHON"})
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
@@ -166,11 +172,15 @@ def cmake_defines(
 
     settings = load_settings(project_dir / "pyproject.toml")
     kernels = settings.dispatch_kernels
+    compiler = {"SKBUILD_CUDAQ_PYTHON": sys.executable}
+    if settings.compiler != "auto":  # "auto" is the CMake default
+        compiler["SKBUILD_CUDAQ_COMPILER"] = settings.compiler
     if not kernels:
-        return {}
+        return {} if settings.compiler == "auto" else compiler
     defines = {
         "CMAKE_PROJECT_INCLUDE": str(cmake_dir() / _AUTO_INCLUDE),
         "SKBUILD_CUDAQ_KERNEL_COUNT": str(len(kernels)),
+        **compiler,
     }
     for index, (target, entry) in enumerate(kernels.items()):
         sources = [str((project_dir / source).resolve()) for source in entry.sources]
@@ -213,6 +223,8 @@ def prepare_config_settings(
     if defines and _DEFINE + "skbuild_cudaq_DIR" not in rest:
         defines["skbuild_cudaq_DIR"] = str(cmake_dir())
     for name, value in defines.items():
+        if name in _USER_WINS and _DEFINE + name in rest:
+            continue  # -C cmake.define.SKBUILD_CUDAQ_COMPILER=... beats [tool.cudaq] compiler
         rest[_DEFINE + name] = value
         _log.progress(f"cmake.define.{name}={value}")
     return rest

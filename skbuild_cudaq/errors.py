@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 __all__ = [
+    "CompileError",
     "CudaqError",
     "DeviceCodeError",
     "SettingsError",
@@ -60,3 +61,7 @@ class ToolchainError(CudaqError):
 
 class DeviceCodeError(CudaqError):
     """A binary's ``__nv_relfatbin`` section is absent, truncated or malformed."""
+
+
+class CompileError(CudaqError):
+    """A device compiler (NVRTC) rejected a source; the message carries its log."""

@@ -62,6 +62,8 @@ __all__ = [
     "FatbinEntry",
     "FatbinSection",
     "elf_sections",
+    "ltoir_code_version",
+    "make_ltoir_container",
     "read_fatbin_file",
     "read_relfatbin_sections",
     "split_containers",
@@ -74,6 +76,11 @@ _ENTRY_HEADER = struct.Struct("<HHIQIIHHIIIQQQ")  # 64 bytes, see the module doc
 _OPTIONS = struct.Struct("<II")  # at the options offset: option string offset and length
 _CONTAINER_VERSION = 1
 _COMPRESSED_FLAGS = 0x2000 | 0x8000
+_LTOIR_MAGIC = b"\xedCN\x7f"  # raw LTO-IR (NVVM) starts ED 43 4E 7F, then u8 major, u8 minor
+#: Entry flags nvcc writes for LTO-IR on Linux x86-64: 0x1 64-bit, 0x10 Linux.
+_LTOIR_FLAGS = 0x11
+#: The options nvcc records in an LTO-IR entry (its defaults, which are NVRTC's too).
+_LTOIR_OPTIONS = b"-ftz=0 -prec_div=1 -prec_sqrt=1 -fmad=1 "
 #: Section names are read up to this many bytes (only ``__nv_relfatbin`` matters).
 MAX_SECTION_NAME = 4096
 
@@ -311,6 +318,58 @@ def split_containers(data: bytes, where: str) -> tuple[FatbinContainer, ...]:
         )
         pos += hsize + psize
     return tuple(containers)
+
+
+def ltoir_code_version(ltoir: bytes) -> tuple[int, int]:
+    """The code version (major, minor) of raw LTO-IR, from its header (bytes 4 and 5).
+
+    The same numbers nvcc writes into the fatbin entry header: 1.64 from CUDA
+    12.9, 1.65 from 13.0, 1.67 from 13.5.
+    """
+    if len(ltoir) < 8 or ltoir[:4] != _LTOIR_MAGIC:
+        msg = f"not raw LTO-IR (starts {ltoir[:4].hex(' ')}, expected {_LTOIR_MAGIC.hex(' ')})"
+        raise DeviceCodeError(msg)
+    return ltoir[4], ltoir[5]
+
+
+def _pad8(data: bytes) -> bytes:
+    return data + b"\0" * (-len(data) % 8)
+
+
+def make_ltoir_container(entries: list[tuple[int, bytes]]) -> bytes:
+    """A fatbin container holding raw LTO-IR, one entry per ``(arch, ltoir)``.
+
+    The layout nvcc writes for ``-fatbin -rdc=true code=lto_XX`` without
+    compression (a 120-byte entry header with the options record), so that
+    NVRTC's output takes the same embed, reader and link path as nvcc's.
+    """
+    body = b""
+    for arch, ltoir in entries:
+        major, minor = ltoir_code_version(ltoir)
+        payload = _pad8(ltoir)
+        options_offset = _ENTRY_HEADER.size
+        options = (
+            struct.pack("<II", options_offset + 8, len(_LTOIR_OPTIONS)) + _LTOIR_OPTIONS + b"\0"
+        )
+        header_size = options_offset + len(_pad8(options))
+        header = _ENTRY_HEADER.pack(
+            8,
+            0x0101,
+            header_size,
+            len(payload),
+            0,
+            options_offset,
+            minor,
+            major,
+            arch,
+            0,
+            0,
+            _LTOIR_FLAGS,
+            0,
+            0,
+        )
+        body += header + _pad8(options) + payload
+    return _CONTAINER_HEADER.pack(CONTAINER_MAGIC, 1, _CONTAINER_HEADER.size, len(body)) + body
 
 
 _SHT_NOBITS = 8

@@ -69,6 +69,8 @@ def _value_schema(hint: Any, meta: Meta) -> dict[str, Any]:
             schema["propertyNames"] = dict(meta["key"].schema)
         schema["additionalProperties"] = _value_schema(value_hint, {})
         return schema
+    if hint is str and "item" in meta:
+        return dict(meta["item"].schema)
     raise TypeError(f"unsupported settings type {hint!r}")  # pragma: no cover
 
 
@@ -128,6 +130,9 @@ def get_schema(tool_name: str = "cudaq") -> dict[str, Any]:
 # --------------------------------------------------------------------------------------
 
 _EXAMPLE = """\
+[tool.cudaq]
+compiler = "auto"  # or "nvcc", or "nvrtc" (no CUDA toolkit: NVRTC from build-system.requires)
+
 [tool.cudaq.dispatch-kernels]
 # short form: target -> kernel sources (architectures default to ["80"])
 _core = ["src/single_thread_dispatcher.cu"]

@@ -35,6 +35,8 @@ from .errors import CudaqError, SettingsError, SettingsProblem
 
 __all__ = [
     "ARCHITECTURE",
+    "COMPILER",
+    "COMPILERS",
     "DEFAULT_ARCHITECTURES",
     "KERNEL_SOURCE",
     "MAX_ARCHITECTURE",
@@ -579,6 +581,33 @@ ARCHITECTURE = Rule(
 )
 
 
+#: Device compilers of dispatch kernels and side-compiled handlers.
+COMPILERS: tuple[str, ...] = ("auto", "nvcc", "nvrtc")
+
+
+def _check_compiler(value: str, ctx: Context) -> str:
+    normal = value.strip().lower()
+    if normal in COMPILERS:
+        return normal
+    close = difflib.get_close_matches(normal, list(COMPILERS), n=1, cutoff=0.5)
+    fix = f"did you mean {show_value(close[0])}?" if close else 'use "auto" (the default)'
+    raise Invalid(
+        f"{show_value(value)} is not a device compiler; expected one of "
+        + ", ".join(show_value(c) for c in COMPILERS),
+        fix,
+    )
+
+
+COMPILER = Rule(
+    types=(str,),
+    expected='"auto", "nvcc" or "nvrtc"',
+    plural='"auto", "nvcc" or "nvrtc"',
+    example='"auto"',
+    schema={"type": "string", "enum": list(COMPILERS)},
+    check=_check_compiler,
+)
+
+
 # --------------------------------------------------------------------------------------
 # The settings
 # --------------------------------------------------------------------------------------
@@ -656,6 +685,13 @@ class CudaqSettings:
         key_example="_core",
         validate=_one_target_per_source,
     )
+    compiler: str = setting(
+        help='Device compiler of dispatch kernels and side-compiled handlers: "nvcc", '
+        '"nvrtc" (NVRTC of the nvidia-cuda-nvrtc / nvidia-cuda-nvrtc-cu12 wheel in the build '
+        'environment: no CUDA toolkit needed) or "auto" (nvcc where found, else NVRTC).',
+        default="auto",
+        item=COMPILER,
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -675,6 +711,8 @@ def _array_of(rule: Rule) -> str:
 
 
 def _placeholder(hint: Any) -> str:
+    if hint is str:
+        return '"..."'
     return "[...]" if typing.get_origin(hint) is tuple else "{...}"
 
 
@@ -696,7 +734,7 @@ def describe(hint: Any, meta: Meta | None = None) -> str:
     if origin is dict:
         return "a table"
     if hint is str:
-        return "a string"
+        return meta["item"].expected if "item" in meta else "a string"
     return str(hint)  # pragma: no cover - no other field types
 
 
@@ -716,6 +754,8 @@ class _Converter:
             return self.array(hint, meta, raw, path)
         if origin is dict:
             return self.table(hint, meta, raw, path)
+        if hint is str and "item" in meta:
+            return self.scalar(meta["item"], raw, path)
         raise TypeError(f"unsupported settings type {hint!r}")  # pragma: no cover
 
     def scalar(self, rule: Rule, raw: Any, path: tuple[str | int, ...]) -> Any:

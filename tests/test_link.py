@@ -134,6 +134,10 @@ def test_file_without_device_code(bins: DeviceBinaries) -> None:
         ((1, 65), (12, 9), "comes from CUDA 13.0, newer than nvJitLink 12.9"),
         ((1, 65), (14, 0), "not from CUDA 14"),
         ((1, 66), (13, 2), None),  # unknown: 13.1..13.5; nvJitLink decides
+        ((1, 64), (12, 9), None),  # NVRTC 12.9 IR, nvJitLink 12.9
+        ((1, 64), (12, 8), "comes from CUDA 12.9, newer than nvJitLink 12.8"),
+        ((1, 64), (13, 5), "not from CUDA 13"),  # the rule: same major
+        ((1, 63), (12, 9), None),  # an older 12.x: fine
     ],
 )
 def test_version_rule(ir: tuple[int, int], nvjitlink: tuple[int, int], verdict: str | None) -> None:
@@ -148,6 +152,26 @@ def test_version_rule(ir: tuple[int, int], nvjitlink: tuple[int, int], verdict: 
 def _fake_input(code_version: tuple[int, int], kind: int = 8) -> LinkInput:
     entry = FatbinEntry(kind, 80, 16, 64, 8, 0, 8, 0x11, code_version)
     return LinkInput("fake.so:1:0", FatbinContainer(0, 1, 16, 72, (entry,), b""))
+
+
+@pytest.mark.parametrize(
+    ("ir", "nvjitlink", "fix"),
+    [
+        ((1, 65), (12, 9), "pip install 'skbuild-cudaq[cu13]'"),
+        ((1, 64), (13, 0), "pip install 'skbuild-cudaq[cu12]'"),
+        ((1, 64), (12, 8), "'nvidia-nvjitlink-cu12>=12.9,<13'"),
+        ((1, 67), (13, 0), "'nvidia-nvjitlink>=13.5,<14'"),
+    ],
+)
+def test_version_mismatch_names_the_extra_or_package(
+    ir: tuple[int, int], nvjitlink: tuple[int, int], fix: str
+) -> None:
+    with pytest.raises(VersionMismatchError) as info:
+        _nvjitlink.check_versions([("/x/ext.so", [_fake_input(ir)])], nvjitlink)
+    text = str(info.value)
+    assert fix in text and "\n" not in text  # one line
+    if ir[0:2] == (1, 65) and nvjitlink[0] == 12:
+        assert 'compiler = "nvrtc"' in text and "nvidia-cuda-nvrtc-cu12" in text
 
 
 def test_version_check_names_the_packages_to_align() -> None:

@@ -47,10 +47,14 @@ def test_schema_follows_the_dataclasses() -> None:
     assert generated["$schema"] == "http://json-schema.org/draft-07/schema#"
     assert generated["$id"] == schema.SCHEMA_ID
     top = {f.name.replace("_", "-") for f in dataclasses.fields(CudaqSettings)}
-    assert set(generated["properties"]) == top == {"dispatch-kernels"}
+    assert set(generated["properties"]) == top == {"dispatch-kernels", "compiler"}
     kernels = generated["properties"]["dispatch-kernels"]
-    (field,) = dataclasses.fields(CudaqSettings)
+    field, compiler_field = dataclasses.fields(CudaqSettings)
     assert kernels["description"] == field.metadata["help"]
+    compiler = generated["properties"]["compiler"]
+    assert compiler["description"] == compiler_field.metadata["help"]
+    assert compiler["enum"] == ["auto", "nvcc", "nvrtc"]
+    assert compiler["default"] == "auto"
     short, table = kernels["additionalProperties"]["oneOf"]
     assert short["type"] == "array"
     assert table["required"] == ["sources"]

@@ -80,7 +80,7 @@ MALFORMED: list[tuple[str, str, list[str]]] = [
         '[tool.cudaq.dispatch-kernel]\n_core = ["src/my_dispatcher.cu"]\n',
         [
             'tool.cudaq.dispatch-kernel: unknown key "dispatch-kernel"; expected one of: '
-            "dispatch-kernels; did you mean dispatch-kernels?"
+            "dispatch-kernels, compiler; did you mean dispatch-kernels?"
         ],
     ),
     (
@@ -88,22 +88,39 @@ MALFORMED: list[tuple[str, str, list[str]]] = [
         '[tool.cudaq.dispatch_kernels]\n_core = ["src/my_dispatcher.cu"]\n',
         [
             'tool.cudaq.dispatch_kernels: unknown key "dispatch_kernels"; expected one of: '
-            "dispatch-kernels; did you mean dispatch-kernels?"
+            "dispatch-kernels, compiler; did you mean dispatch-kernels?"
+        ],
+    ),
+    (
+        "compiler-misspelled",
+        '[tool.cudaq]\ncompiler = "nvrct"\n',
+        [
+            'tool.cudaq.compiler: "nvrct" is not a device compiler; expected one of "auto", '
+            '"nvcc", "nvrtc"; did you mean "nvrtc"?'
+        ],
+    ),
+    (
+        "compiler-not-a-string",
+        "[tool.cudaq]\ncompiler = 12\n",
+        [
+            'tool.cudaq.compiler: 12 is an integer; expected "auto", "nvcc" or "nvrtc"; '
+            'write it like "auto"'
         ],
     ),
     (
         "unknown-key-no-guess",
         "[tool.cudaq]\nverbose = true\n",
         [
-            'tool.cudaq.verbose: unknown key "verbose"; expected one of: dispatch-kernels; '
-            "remove it (accepted keys: dispatch-kernels)"
+            'tool.cudaq.verbose: unknown key "verbose"; expected one of: dispatch-kernels, '
+            "compiler; remove it (accepted keys: dispatch-kernels, compiler)"
         ],
     ),
     (
         "cudaq-not-a-table",
         "[tool]\ncudaq = 3\n",
         [
-            "tool.cudaq: 3 is an integer; expected a table { dispatch-kernels = {...} }; "
+            "tool.cudaq: 3 is an integer; expected a table { dispatch-kernels = {...}, "
+            'compiler = "..." }; '
             "write a table: [tool.cudaq]"
         ],
     ),

@@ -120,6 +120,16 @@ Variables
 ``SKBUILD_CUDAQ_INCLUDE_DIR``
   The device headers (``cudaq/realtime/unified_dispatch_device.cuh``).
 
+``SKBUILD_CUDAQ_COMPILER``
+  The device compiler of dispatch kernels and side-compiled handlers: ``auto``
+  (default: nvcc where found, else NVRTC from the build's Python environment),
+  ``nvcc`` or ``nvrtc`` (``[tool.cudaq] compiler``). With NVRTC, the fatbins
+  are made by ``python -m skbuild_cudaq nvrtc`` (the ``nvidia-cuda-nvrtc`` or
+  ``nvidia-cuda-nvrtc-cu12`` wheel; ``SKBUILD_CUDAQ_NVRTC_MAJOR`` picks a major
+  when both are installed), and :command:`cudaq_realtime_add_handlers`
+  side-compiles when the CUDA language is off. The result is in
+  ``SKBUILD_CUDAQ_DEVICE_COMPILER``; see ``skbuild_cudaq_nvrtc.cmake``.
+
 ``SKBUILD_CUDAQ_PYTHON``
   The Python that writes the build records naming each device source's
   kernels and exported handlers (``python -m skbuild_cudaq inspect`` shows
@@ -144,6 +154,7 @@ endif()
 cmake_policy(PUSH)
 # Functions record the policies in effect where they are defined.
 cmake_policy(VERSION 3.20...4.0)
+include("${CMAKE_CURRENT_LIST_DIR}/skbuild_cudaq_nvrtc.cmake")
 
 get_filename_component(SKBUILD_CUDAQ_INCLUDE_DIR "${CMAKE_CURRENT_LIST_DIR}/../include" ABSOLUTE)
 set(SKBUILD_CUDAQ_INCLUDE_DIR "${SKBUILD_CUDAQ_INCLUDE_DIR}"
@@ -272,7 +283,8 @@ function(_cudaq_realtime_find_nvcc caller)
         set(_value "${${_arg}}")
         set(_origin "CMake variable")
       endif()
-      if(_value STREQUAL "")
+      # NOTFOUND: what check_language(CUDA) leaves when CMake finds no nvcc (not a user's value)
+      if(_value STREQUAL "" OR _value MATCHES "(^|-)NOTFOUND$")
         list(APPEND _tried "${_arg} (${_origin}): not set")
         continue()
       endif()
@@ -313,6 +325,9 @@ function(_cudaq_realtime_find_nvcc caller)
       break()
     endif()
   endforeach()
+  if(NOT _nvcc AND _SKBUILD_CUDAQ_NVCC_OPTIONAL)
+    return()  # compiler = auto: NVRTC next (skbuild_cudaq_nvrtc.cmake)
+  endif()
   if(NOT _nvcc)
     set(_places "")
     foreach(_t IN LISTS _tried)
@@ -322,7 +337,7 @@ function(_cudaq_realtime_find_nvcc caller)
       "${_where}: nvcc not found: it compiles the dispatch kernels to LTO-IR. Looked in, in "
       "order:${_places}\nInstall a CUDA toolkit and set CUDA_HOME to it (or put its bin directory "
       "on PATH, or set CMAKE_CUDA_COMPILER to its nvcc), or `pip install nvidia-cuda-nvcc` (add "
-      "it to build-system.requires).")
+      "it to build-system.requires).${_SKBUILD_CUDAQ_NVCC_ALSO}")
   endif()
   set(SKBUILD_CUDAQ_NVCC "${_nvcc}" CACHE FILEPATH "nvcc used by skbuild-cudaq for device code" FORCE)
   message(STATUS "skbuild-cudaq: nvcc: ${_nvcc}")
@@ -516,6 +531,10 @@ The custom command: nvcc -fatbin -rdc=true, one code=lto_XX per arch, the
 target's include directories / definitions / standard, -MD depfile.
 #]=]
 function(_cudaq_realtime_add_fatbin target source output)
+  if(SKBUILD_CUDAQ_DEVICE_COMPILER STREQUAL "nvrtc")
+    _cudaq_realtime_add_fatbin_nvrtc(${target} "${source}" "${output}" ${ARGN})
+    return()
+  endif()
   set(_gencode)
   foreach(_arch IN LISTS ARGN)
     list(APPEND _gencode "-gencode=arch=compute_${_arch},code=lto_${_arch}")
@@ -683,7 +702,7 @@ function(cudaq_realtime_add_device_sources target)
   _cudaq_realtime_check_target("${_caller}" "${target}")
   _cudaq_realtime_check_architectures("${_caller}" _archs ${ARG_ARCHITECTURES})
   _cudaq_realtime_resolve_sources("${_caller}" _sources ${ARG_UNPARSED_ARGUMENTS})
-  _cudaq_realtime_find_nvcc("${_caller}")
+  _cudaq_realtime_find_device_compiler("${_caller}")
   _cudaq_realtime_find_python()
   _cudaq_realtime_embed_fatbins("${_caller}" ${target} "${_sources}" "${_archs}")
 endfunction()
@@ -753,6 +772,15 @@ function(cudaq_realtime_add_handlers target)
   _cudaq_realtime_check_arguments("${_caller}" ${ARGC})
   _cudaq_realtime_check_target("${_caller}" "${target}")
   get_property(_langs GLOBAL PROPERTY ENABLED_LANGUAGES)
+  if(NOT "CUDA" IN_LIST _langs AND NOT SKBUILD_CUDAQ_COMPILER STREQUAL "nvcc")
+    # No CUDA language (no nvcc): side-compile the handlers with the device compiler.
+    _cudaq_realtime_find_device_compiler("${_caller}")
+    if(SKBUILD_CUDAQ_DEVICE_COMPILER STREQUAL "nvrtc")
+      cudaq_realtime_add_device_sources(${target} ${ARG_UNPARSED_ARGUMENTS}
+        ARCHITECTURES ${ARG_ARCHITECTURES} _CALLER "${_caller}")
+      return()
+    endif()
+  endif()
   if(NOT "CUDA" IN_LIST _langs)
     _cudaq_realtime_where("${_caller}" _where)
     message(FATAL_ERROR

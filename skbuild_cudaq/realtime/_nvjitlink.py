@@ -26,6 +26,7 @@ __all__ = [
     "NvJitLinkInfo",
     "check_versions",
     "installed_nvjitlink",
+    "ir_release",
     "link",
     "link_blobs",
     "mapped_nvjitlink",
@@ -38,6 +39,7 @@ __all__ = [
 #: whose nvcc writes them. Code versions grow with CUDA releases, so a version
 #: between two known points comes from a release between theirs.
 LTO_IR_RELEASES: tuple[tuple[tuple[int, int], tuple[int, int]], ...] = (
+    ((1, 64), (12, 9)),  # NVRTC 12.9 (nvidia-cuda-nvrtc-cu12)
     ((1, 65), (13, 0)),
     ((1, 67), (13, 5)),
 )
@@ -226,16 +228,59 @@ def version_problem(code_version: tuple[int, int], nvjitlink: tuple[int, int]) -
     return None
 
 
-def _advice(source: str, nvjitlink: tuple[int, int]) -> str:
+def ir_release(code_version: tuple[int, int]) -> tuple[int, int] | None:
+    """The CUDA release (major, minor) that writes LTO-IR ``code_version``, if known; an
+    unknown version between two known points gives the older point's major with minor -1
+    (a release of that major after it)."""
+    best = None
+    for known, release in LTO_IR_RELEASES:
+        if code_version == known:
+            return release
+        if code_version > known:
+            best = (release[0], -1)
+    return best
+
+
+def _extra(major: int) -> str:
+    return f"pip install 'skbuild-cudaq[cu{major}]'"
+
+
+def _nvjitlink_requirement(major: int, minor: int) -> str:
+    name = "nvidia-nvjitlink-cu12" if major == 12 else "nvidia-nvjitlink"
+    return f"'{name}>={major}.{minor},<{major + 1}'"
+
+
+def _advice(
+    source: str, nvjitlink: tuple[int, int], code_version: tuple[int, int] | None = None
+) -> str:
+    """How to align ``source``'s LTO-IR and nvJitLink (which extra, which compiler)."""
     info = installed_nvjitlink()
     have = info.package if info else f"nvJitLink {_fmt(nvjitlink)} (not from a wheel)"
     major = nvjitlink[0]
+    release = ir_release(code_version) if code_version is not None else None
+    if release is not None and release[0] != major:
+        ir_major = release[0]
+        nvrtc = "nvidia-cuda-nvrtc-cu12" if major == 12 else f"nvidia-cuda-nvrtc=={major}.*"
+        return (
+            f"the LTO-IR is CUDA {ir_major} code and nvJitLink is CUDA {major} (have {have}): "
+            f"install the CUDA {ir_major} stack ({_extra(ir_major)}: cuda-bindings and nvJitLink "
+            f"of CUDA {ir_major}), or rebuild {source} for CUDA {major} ([tool.cudaq] "
+            f'compiler = "nvrtc" with {nvrtc} in build-system.requires, or an nvcc of CUDA {major})'
+        )
+    if release is not None and release[1] >= 0:
+        need = _nvjitlink_requirement(*release)
+    else:
+        need = _nvjitlink_requirement(major, nvjitlink[1] + 1)
+    version = _fmt(nvjitlink)
+    compiler = (
+        f"NVRTC: 'nvidia-cuda-nvrtc-cu12=={version}.*' and [tool.cudaq] compiler = \"nvrtc\""
+        if major == 12
+        else f"'nvidia-cuda-nvcc=={version}.*' or 'nvidia-cuda-nvrtc=={version}.*'"
+    )
     return (
-        f"align the two: install an nvJitLink as new as the nvcc that built {source} "
-        f"(have {have}; e.g. pip install -U 'nvidia-nvjitlink>={major}.0,<{major + 1}' "
-        f"matching that nvcc's CUDA major.minor), or rebuild {source} with an nvcc of CUDA "
-        f"{major} no newer than {_fmt(nvjitlink)} (the CUDA toolkit's, or "
-        f"pip install 'nvidia-cuda-nvcc=={_fmt(nvjitlink)}.*')"
+        f"align the two: install an nvJitLink as new as the compiler that built {source} "
+        f"(have {have}; e.g. pip install -U {need}), or rebuild {source} with a compiler of "
+        f"CUDA {major} no newer than {version} (the CUDA toolkit's nvcc, or {compiler})"
     )
 
 
@@ -256,7 +301,7 @@ def check_versions(
                 if problem:
                     msg = (
                         f"cannot link {item.name} ({entry.sm} LTO-IR) from {source}: "
-                        f"{problem}; {_advice(source, nvjitlink)}"
+                        f"{problem}; {_advice(source, nvjitlink, entry.code_version)}"
                     )
                     raise VersionMismatchError(msg)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from skbuild_cudaq._paths import device_runtime_dir
+from skbuild_cudaq._paths import device_runtime_dir, device_runtime_sets
 from skbuild_cudaq.fatbin import FatbinContainer, read_fatbin_file, read_relfatbin_sections
 
 from ._binary import binary_path, bridge_files
@@ -79,10 +79,21 @@ def runtime_device_code(
     """
     root = Path(directory) if directory is not None else device_runtime_dir()
     files = sorted(root.glob("*.fatbin"))
+    if not files and root.name.startswith("cu") and device_runtime_sets(root.parent):
+        have = ", ".join(f"CUDA {m}" for m in device_runtime_sets(root.parent))
+        major = root.name[2:]
+        msg = (
+            f"skbuild-cudaq's device run time was built for {have}, not for CUDA {major} like "
+            f"the installed nvJitLink (no {root}): install the stack of a built major, e.g. "
+            f"pip install 'skbuild-cudaq[cu{max(device_runtime_sets(root.parent))}]', or "
+            f"reinstall skbuild-cudaq from source with nvidia-cuda-nvrtc of CUDA {major} in "
+            "its build environment (its build-system.requires pins both majors)"
+        )
+        raise DeviceCodeError(msg)
     if not files:
         msg = (
             f"no device run time (*.fatbin) in {root}: reinstall skbuild-cudaq "
-            "(the wheel ships skbuild_cudaq/_device/*.fatbin)"
+            "(the wheel ships skbuild_cudaq/_device/cu<major>/*.fatbin)"
         )
         raise DeviceCodeError(msg)
     own = bridge_files(bridge)

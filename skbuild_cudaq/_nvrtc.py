@@ -1,0 +1,327 @@
+"""NVRTC: a device compiler that comes from pip (never imports ``cuda.*``).
+
+Dispatch kernels, side-compiled handlers and skbuild-cudaq's own device run
+time are device-only code, so NVRTC (``libnvrtc`` of the ``nvidia-cuda-nvrtc``
+wheel for CUDA 13, ``nvidia-cuda-nvrtc-cu12`` for CUDA 12) can compile them to
+LTO-IR where no CUDA toolkit (no nvcc) is installed. It is driven through
+``ctypes``: build-time code never imports ``cuda.*``.
+
+Each source is compiled once per architecture with
+``-dlto -rdc=true -arch=compute_XX -default-device -std=... -I... -D...`` and
+the LTO-IR is wrapped in a fatbin container exactly as nvcc writes one
+(:func:`skbuild_cudaq.fatbin.make_ltoir_container`), so the output takes the
+same embed, reader and link path as nvcc's ``-fatbin`` output.
+
+NVRTC has no dependency output (no ``-MD``): :func:`include_dependencies`
+follows ``#include`` lines through the source's directory and the include
+directories and lists every header file found (an over-approximation: a header
+inside ``#if 0`` counts too, which only costs a rebuild).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import CompileError, ToolchainError
+from .fatbin import ltoir_code_version, make_ltoir_container
+
+__all__ = [
+    "NVRTC_ENV",
+    "NVRTC_MISSING_MESSAGE",
+    "Nvrtc",
+    "compile_file",
+    "compile_ltoir",
+    "compile_ptx",
+    "find_nvrtc",
+    "include_dependencies",
+    "installed_nvrtc",
+    "nvrtc_options",
+    "wheel_include_dirs",
+]
+
+#: Environment variable naming a libnvrtc to use (a file), ahead of the wheels.
+NVRTC_ENV = "SKBUILD_CUDAQ_NVRTC"
+
+#: Where the NVRTC wheels put the library, relative to site-packages, per CUDA major.
+_WHEEL_LIBS: tuple[tuple[int, str], ...] = (
+    (13, "nvidia/cu13/lib/libnvrtc.so.13"),
+    (12, "nvidia/cu12/lib/libnvrtc.so.12"),
+    (12, "nvidia/cuda_nvrtc/lib/libnvrtc.so.12"),
+)
+
+#: Header directories of the CUDA runtime (``cooperative_groups.h``) and CCCL (``cuda/std``)
+#: wheels, relative to site-packages, per CUDA major: added after the project's include
+#: directories when present, so that kernels using cooperative groups compile with NVRTC.
+_WHEEL_INCLUDES: tuple[tuple[int, str], ...] = (
+    (13, "nvidia/cu13/include"),
+    (13, "nvidia/cu13/include/cccl"),
+    (12, "nvidia/cuda_runtime/include"),
+    (12, "nvidia/cuda_cccl/include"),
+)
+
+NVRTC_MISSING_MESSAGE = (
+    "NVRTC not found: with no nvcc, skbuild-cudaq compiles device code with NVRTC from the "
+    "build environment. Add `nvidia-cuda-nvrtc` (CUDA 13) or `nvidia-cuda-nvrtc-cu12` "
+    "(CUDA 12) to build-system.requires (or pip install it), or install a CUDA toolkit's nvcc."
+)
+
+_NVRTC_SUCCESS = 0
+
+
+@dataclass(frozen=True)
+class Nvrtc:
+    """One NVRTC library file and its version."""
+
+    library: Path
+    version: tuple[int, int]
+
+    @property
+    def major(self) -> int:
+        return self.version[0]
+
+    def describe(self) -> str:
+        return f"NVRTC {self.version[0]}.{self.version[1]} ({self.library})"
+
+
+def _load(library: Path) -> ctypes.CDLL:
+    try:
+        # libnvrtc dlopens libnvrtc-builtins.so.<major>.<minor> by name, and some releases
+        # (13.0) do not look next to themselves: load it first from the same directory.
+        for builtins in sorted(library.resolve().parent.glob("libnvrtc-builtins.so.*")):
+            if ".alt." not in builtins.name:
+                ctypes.CDLL(str(builtins), mode=ctypes.RTLD_GLOBAL)
+        return ctypes.CDLL(str(library))
+    except OSError as exc:
+        msg = f"cannot load NVRTC library {library}: {exc}. {NVRTC_MISSING_MESSAGE}"
+        raise ToolchainError(msg) from None
+
+
+def _version(library: Path) -> tuple[int, int]:
+    lib = _load(library)
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    if lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)) != _NVRTC_SUCCESS:
+        msg = f"{library} is not a working NVRTC library (nvrtcVersion failed)"
+        raise ToolchainError(msg)
+    return major.value, minor.value
+
+
+def installed_nvrtc(paths: Iterable[str] | None = None) -> list[Path]:
+    """The libnvrtc files of NVRTC wheels along ``paths`` (default ``sys.path``), newest major
+    first, without loading them."""
+    found: list[tuple[int, Path]] = []
+    for entry in sys.path if paths is None else paths:
+        site = Path(entry or ".")
+        for major, rel in _WHEEL_LIBS:
+            lib = site / rel
+            if lib.is_file() and all(lib.resolve() != p.resolve() for _, p in found):
+                found.append((major, lib))
+    found.sort(key=lambda item: -item[0])
+    return [lib for _, lib in found]
+
+
+def wheel_include_dirs(major: int, paths: Iterable[str] | None = None) -> list[Path]:
+    """The CUDA runtime / CCCL header directories of CUDA ``major`` wheels along ``paths``
+    (default ``sys.path``): ``nvidia-cuda-runtime`` and ``nvidia-cuda-cccl`` (13),
+    ``nvidia-cuda-runtime-cu12`` and ``nvidia-cuda-cccl-cu12`` (12)."""
+    found: list[Path] = []
+    for entry in sys.path if paths is None else paths:
+        for wheel_major, rel in _WHEEL_INCLUDES:
+            candidate = Path(entry or ".") / rel
+            if wheel_major == major and candidate.is_dir() and candidate not in found:
+                found.append(candidate)
+    return found
+
+
+def find_nvrtc(major: int | None = None, env: Mapping[str, str] | None = None) -> Nvrtc:
+    """The NVRTC to use: ``$SKBUILD_CUDAQ_NVRTC``, else the newest NVRTC wheel of this
+    environment (of CUDA ``major`` when given), or :class:`ToolchainError` saying what to
+    install."""
+    env = os.environ if env is None else env
+    override = env.get(NVRTC_ENV)
+    candidates = [Path(override)] if override else installed_nvrtc()
+    if override and not Path(override).is_file():
+        msg = f"{NVRTC_ENV}={override!r} is not a file. {NVRTC_MISSING_MESSAGE}"
+        raise ToolchainError(msg)
+    seen: list[str] = []
+    for library in candidates:
+        version = _version(library)
+        if major is None or version[0] == major:
+            return Nvrtc(library.resolve(), version)
+        seen.append(f"{version[0]}.{version[1]} ({library})")
+    if major is not None:
+        have = f" (found NVRTC {', '.join(seen)})" if seen else ""
+        package = "nvidia-cuda-nvrtc-cu12" if major == 12 else f"nvidia-cuda-nvrtc=={major}.*"
+        msg = (
+            f"NVRTC of CUDA {major} not found{have}: add `{package}` to build-system.requires "
+            "(or pip install it)"
+        )
+        raise ToolchainError(msg)
+    raise ToolchainError(NVRTC_MISSING_MESSAGE)
+
+
+def nvrtc_options(
+    arch: int | str,
+    *,
+    include_dirs: Sequence[str | os.PathLike[str]] = (),
+    defines: Sequence[str] = (),
+    std: str | None = None,
+) -> list[str]:
+    """The NVRTC options for LTO-IR of ``arch`` (e.g. 80), the same include directories,
+    definitions and C++ standard nvcc gets."""
+    options = ["-dlto", "-rdc=true", f"-arch=compute_{arch}", "-default-device"]
+    options.append(f"-std={std or 'c++17'}")
+    options += [f"-I{d}" for d in include_dirs]
+    options += [f"-D{d}" for d in defines]
+    return options
+
+
+def _log(lib: ctypes.CDLL, prog: ctypes.c_void_p) -> str:
+    size = ctypes.c_size_t()
+    if lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size)) != _NVRTC_SUCCESS or size.value <= 1:
+        return ""
+    buf = ctypes.create_string_buffer(size.value)
+    lib.nvrtcGetProgramLog(prog, buf)
+    return buf.value.decode(errors="replace").strip()
+
+
+def _error_string(lib: ctypes.CDLL, code: int) -> str:
+    lib.nvrtcGetErrorString.restype = ctypes.c_char_p
+    text = lib.nvrtcGetErrorString(code)
+    return text.decode() if text else f"NVRTC error {code}"
+
+
+def compile_ltoir(nvrtc: Nvrtc, source: Path, options: Sequence[str]) -> bytes:
+    """Compile the device-only CUDA C++ file ``source`` with ``options``: raw LTO-IR.
+
+    Raises :class:`~skbuild_cudaq.errors.CompileError` with NVRTC's log.
+    """
+    return _compile(nvrtc, source, options, "LTOIR")
+
+
+def compile_ptx(nvrtc: Nvrtc, source: Path, options: Sequence[str]) -> bytes:
+    """The PTX of ``source`` (``options`` without ``-dlto``): what names its kernels and
+    exported handlers (``.visible .entry`` / ``cudaq_handler_*``), as ``nvcc -ptx`` would."""
+    return _compile(nvrtc, source, [o for o in options if o != "-dlto"], "PTX")
+
+
+def _compile(nvrtc: Nvrtc, source: Path, options: Sequence[str], what: str) -> bytes:
+    try:
+        text = source.read_bytes()
+    except OSError as exc:
+        msg = f"cannot read {source}: {exc.strerror or exc}"
+        raise CompileError(msg) from None
+    lib = _load(nvrtc.library)
+    prog = ctypes.c_void_p()
+    code = lib.nvrtcCreateProgram(ctypes.byref(prog), text, str(source).encode(), 0, None, None)
+    if code != _NVRTC_SUCCESS:
+        msg = f"NVRTC cannot create a program for {source}: {_error_string(lib, code)}"
+        raise CompileError(msg)
+    try:
+        encoded = [o.encode() for o in options]
+        argv = (ctypes.c_char_p * len(encoded))(*encoded)
+        code = lib.nvrtcCompileProgram(prog, len(encoded), argv)
+        log = _log(lib, prog)
+        if code != _NVRTC_SUCCESS:
+            msg = (
+                f"{nvrtc.describe()} failed to compile {source} "
+                f"({_error_string(lib, code)}; options {' '.join(options)}):\n{log}"
+            )
+            raise CompileError(msg.rstrip())
+        size = ctypes.c_size_t()
+        get_size = getattr(lib, f"nvrtcGet{what}Size")
+        if get_size(prog, ctypes.byref(size)) != _NVRTC_SUCCESS or not size.value:
+            msg = f"{nvrtc.describe()} gave no {what} for {source} (options {' '.join(options)})"
+            raise CompileError(msg)
+        buf = ctypes.create_string_buffer(size.value)
+        getattr(lib, f"nvrtcGet{what}")(prog, buf)
+        return buf.raw[: size.value]
+    finally:
+        lib.nvrtcDestroyProgram(ctypes.byref(prog))
+
+
+_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.MULTILINE)
+
+
+def include_dependencies(
+    source: Path, include_dirs: Sequence[str | os.PathLike[str]]
+) -> list[Path]:
+    """Every header file ``source`` includes, directly or not, that exists on disk.
+
+    ``"x.h"`` is looked up next to the including file first, then (like ``<x.h>``)
+    in ``include_dirs`` in order; names found nowhere (NVRTC's built-in headers)
+    are skipped.
+    """
+    dirs = [Path(d) for d in include_dirs]
+    seen: dict[Path, None] = {}
+    todo = [source.resolve()]
+    while todo:
+        current = todo.pop()
+        try:
+            text = current.read_bytes()
+        except OSError:
+            continue
+        for quote, name in _INCLUDE.findall(text):
+            rel = name.decode(errors="replace").strip()
+            places = ([current.parent] if quote == b'"' else []) + dirs
+            for place in places:
+                candidate = (place / rel).resolve()
+                if candidate.is_file():
+                    if candidate not in seen and candidate != source.resolve():
+                        seen[candidate] = None
+                        todo.append(candidate)
+                    break
+    return list(seen)
+
+
+def _make_escape(path: str) -> str:
+    return path.replace("\\", "\\\\").replace(" ", "\\ ").replace("#", "\\#").replace("$", "$$")
+
+
+def compile_file(
+    source: Path,
+    output: Path,
+    *,
+    architectures: Sequence[int | str],
+    include_dirs: Sequence[str | os.PathLike[str]] = (),
+    defines: Sequence[str] = (),
+    std: str | None = None,
+    depfile: Path | None = None,
+    dep_target: str | None = None,
+    ptx: Path | None = None,
+    nvrtc: Nvrtc | None = None,
+) -> Nvrtc:
+    """Compile ``source`` to an LTO-IR fatbin at ``output`` (one entry per architecture).
+
+    Writes ``depfile`` (make syntax) and ``ptx`` (the PTX of the first architecture, for
+    the device-code records) when given. Returns the NVRTC used.
+    """
+    nvrtc = nvrtc or find_nvrtc()
+    search = [*include_dirs, *wheel_include_dirs(nvrtc.major)]
+    entries = []
+    for arch in architectures:
+        options = nvrtc_options(arch, include_dirs=search, defines=defines, std=std)
+        ltoir = compile_ltoir(nvrtc, source, options)
+        ltoir_code_version(ltoir)  # a CompileError-worthy surprise shows here, not at link time
+        entries.append((int(str(arch).rstrip("af")), ltoir))
+    if ptx is not None:
+        first = nvrtc_options(architectures[0], include_dirs=search, defines=defines, std=std)
+        ptx.parent.mkdir(parents=True, exist_ok=True)
+        ptx.write_bytes(compile_ptx(nvrtc, source, first).rstrip(b"\0"))
+    data = make_ltoir_container(entries)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output.with_name(output.name + ".tmp")
+    tmp.write_bytes(data)
+    tmp.replace(output)
+    if depfile is not None:
+        deps = [source.resolve(), *include_dependencies(source, include_dirs)]
+        target = dep_target or str(output)
+        lines = [_make_escape(target) + ":"]
+        lines += [" \\\n  " + _make_escape(str(d)) for d in deps]
+        depfile.write_text("".join(lines) + "\n", encoding="utf-8")
+    return nvrtc

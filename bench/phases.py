@@ -184,24 +184,10 @@ def compile_all(nvcc: str, work: Path) -> list[tuple[str, bytes]]:
 
 
 def nvjitlink_link(inputs: list[tuple[str, bytes]], arch: str) -> bytes:
-    from cuda.bindings import nvjitlink
+    """The run time's own nvJitLink call (errors carry nvJitLink's log)."""
+    from skbuild_cudaq.realtime._nvjitlink import link_blobs
 
-    options = [f"-arch=sm_{arch}", "-lto"]
-    handle = nvjitlink.create(len(options), options)
-    try:
-        for name, data in inputs:
-            nvjitlink.add_data(handle, nvjitlink.InputType.FATBIN, data, len(data), name)
-        try:
-            nvjitlink.complete(handle)
-        except nvjitlink.nvJitLinkError:
-            log = bytearray(nvjitlink.get_error_log_size(handle))
-            nvjitlink.get_error_log(handle, log)
-            raise SystemExit(log.decode(errors="replace")) from None
-        cubin = bytearray(nvjitlink.get_linked_cubin_size(handle))
-        nvjitlink.get_linked_cubin(handle, cubin)
-        return bytes(cubin)
-    finally:
-        nvjitlink.destroy(handle)
+    return link_blobs(inputs, [f"-arch=sm_{arch}", "-lto"], sources="bench/phases.py")
 
 
 class PhaseLog:

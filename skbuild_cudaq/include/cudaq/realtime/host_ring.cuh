@@ -23,29 +23,7 @@
 #ifndef CUDAQ_REALTIME_HOST_RING_CUH
 #define CUDAQ_REALTIME_HOST_RING_CUH
 
-#ifdef __CUDACC_RTC__
-// NVRTC has no <stdint.h>. Use CCCL's <cuda/std/cstdint> where it is on the include path,
-// else declare the fixed-width types exactly as it does under NVRTC (so the two can meet).
-#ifndef CUDAQ_REALTIME_RTC_STDINT
-#define CUDAQ_REALTIME_RTC_STDINT
-#if defined(__has_include) && __has_include(<cuda/std/cstdint>)
-#include <cuda/std/cstdint>
-#else
-typedef signed char int8_t;
-typedef unsigned char uint8_t;
-typedef short int16_t;
-typedef unsigned short uint16_t;
-typedef int int32_t;
-typedef unsigned int uint32_t;
-typedef long long int64_t;
-typedef unsigned long long uint64_t;
-typedef long long intptr_t;
-typedef unsigned long long uintptr_t;
-#endif
-#endif
-#else
-#include <stdint.h>
-#endif
+#include <cudaq/realtime/stdint.cuh>
 
 #define CUDAQ_HOST_RING_MAX_LANES 32u
 #define CUDAQ_HOST_RING_CTX_MAGIC 0x474e4952u /* 'RING' */

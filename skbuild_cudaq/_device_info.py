@@ -169,17 +169,9 @@ def make_record(
 
 def write_record(path: Path, record: dict[str, Any]) -> bool:
     """Write the record's JSON (only when it changes: keeps the mtime); True when written."""
-    text = json.dumps(record, sort_keys=True, separators=(",", ":"))
-    try:
-        if path.read_text(encoding="utf-8") == text:
-            return False
-    except OSError:
-        pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-    return True
+    from ._embed import write_if_changed
+
+    return write_if_changed(path, json.dumps(record, sort_keys=True, separators=(",", ":")))
 
 
 def asm_record(json_path: Path) -> str:

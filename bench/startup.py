@@ -15,7 +15,9 @@ hits all of them alike):
   answer_cold / answer_warm
            time to first answer: import -> first RPC answered through the
            single-thread dispatcher (lookups with link or cache, context, ring
-           allocation, launch, one call of the handler), against the same floor
+           allocation, launch, one call of the handler), against the same floor;
+           "phases_ms" splits it (medians): import, get_device_kernel, dispatcher
+           (Dispatcher()), get_device_handler, start, client, call
 
 Each child reports the time from its first statement to the kernel handle
 (or the first answer) ("in_process_s"); the parent also records each child's
@@ -114,22 +116,37 @@ print(json.dumps({
 ANSWER = r"""
 import time
 t0 = time.perf_counter()
+stamps = []
+def stamp(name):
+    stamps.append((name, time.perf_counter()))
 import json, sys
 import skbuild_cudaq.realtime as rt
+stamp("import")
 binary, kernel_name, handler = sys.argv[1:4]
 kernel = rt.get_device_kernel(binary, kernel_name)
+stamp("get_device_kernel")
 one = rt.LaunchConfig(grid=(1, 1, 1), block=(1, 1, 1))
 def launch(args):
     rt.launch_kernel(kernel, one, args.stream, *args.kernel_args())
 d = rt.Dispatcher(rt.DispatcherConfig(num_slots=32, slot_size=256), module=binary)
+stamp("dispatcher")
 d.function_table.add_device(handler, rt.get_device_handler(binary, handler))
 d.set_unified_launch(launch)
+stamp("get_device_handler")
 d.start()
-status, result = d.bridge.client().call(handler, b"\x01\x02\x03")
+stamp("start")
+client = d.bridge.client()
+stamp("client")
+status, result = client.call(handler, b"\x01\x02\x03")
+stamp("call")
 t1 = time.perf_counter()
 d.close()
 assert status == 0 and result == b"\x01\x02\x03", (status, result)  # echo
-print(json.dumps({"in_process_s": t1 - t0}))
+phases, prev = {}, t0
+for name, t in stamps:
+    phases[name] = t - prev
+    prev = t
+print(json.dumps({"in_process_s": t1 - t0, "phases_s": phases}))
 """
 
 CUDA_CORE = r"""
@@ -384,6 +401,11 @@ def _measure(
             continue
         results[name] = _summary(samples[name], floor)
         results[name]["paired_ratio_median"] = _paired_ratio(samples[name], samples["floor"])
+        phases = [s["phases_s"] for s in samples[name] if "phases_s" in s]
+        if phases:  # where the first answer's time goes (medians, ms)
+            results[name]["phases_ms"] = {
+                k: statistics.median(p[k] for p in phases) * 1e3 for k in phases[0]
+            }
 
     def ratio(name: str) -> float:
         value: float = results[name].get("ratio_to_floor", float("inf"))

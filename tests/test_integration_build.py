@@ -384,18 +384,20 @@ def test_own_device_link_links_offline(built: dict[str, Built], arch: str, tmp_p
     assert "odl_echo" in symbols.handlers
 
 
-@pytest.mark.gpu
-def test_own_device_link_shares_the_gpu_with_a_dispatcher(built: dict[str, Built]) -> None:
-    """What docs/dispatcher.md says: the extension's own kernel and stream-ordered allocation
-    on a non-blocking stream run while the dispatcher serves; cudaDeviceSynchronize and cudaFree
-    wait until stop()."""
-    b = built["own_device_link"]
-    code = f"""
-import ctypes, sys, threading, time
+def _odl_script(b: Built, body: str, *, preload: bool) -> str:
+    """A child process: ``_odl``'s stream, pinned and device memory made, (optionally) its
+    kernels loaded, a dispatcher serving ``odl_echo``; then ``body``. Each step is printed as
+    it starts, and a step that hangs ends the child with a traceback (not a silent timeout)."""
+    head = f"""
+import ctypes, faulthandler, sys, threading, time
+faulthandler.dump_traceback_later(120, exit=True)
 sys.path.insert(0, {str(b.target)!r})
 import _odl
 from skbuild_cudaq.realtime import (Dispatcher, DispatcherConfig, LaunchConfig,
                                     get_device_handler, get_device_kernel, launch_kernel)
+
+def step(what):
+    print(f"step: {{what}}", flush=True)
 
 lib = ctypes.CDLL(_odl.__file__)
 def ok(err, what):
@@ -405,7 +407,7 @@ kernel = get_device_kernel(_odl, "odl_dispatcher")
 def launcher(args):
     launch_kernel(kernel, LaunchConfig(grid=1, block=1), args.stream, *args.kernel_args())
 
-# before start(): a stream, pinned host memory, device memory
+step("before start(): a stream, pinned host memory, device memory")
 n = 1000
 stream, host, early = ctypes.c_size_t(), ctypes.c_size_t(), ctypes.c_size_t()
 ok(lib.odl_stream_create(ctypes.byref(stream)), "stream")
@@ -414,21 +416,50 @@ ok(lib.odl_malloc(ctypes.byref(early), ctypes.c_size_t(1 << 20)), "cudaMalloc")
 values = (ctypes.c_float * n).from_address(host.value)
 for i in range(n):
     values[i] = i + 1
+if {preload!r}:
+    step("load the extension's kernels (cudaFuncGetAttributes)")
+    ok(lib.odl_preload(), "cudaFuncGetAttributes")
+step("start()")
 d = Dispatcher(DispatcherConfig(num_slots=8, slot_size=256), module=_odl)
 d.function_table.add_device("odl_echo", get_device_handler(_odl, "odl_echo"))
 d.set_unified_launch(launcher)
 d.start()
 client = d.bridge.client()
 assert client.call("odl_echo", b"before") == (0, b"before")
+"""
+    tail = """
+d.close()
+ok(lib.odl_host_free(host), "cudaFreeHost")
+ok(lib.odl_stream_destroy(stream), "stream destroy")
+print("ok")
+"""
+    return head + body + tail
 
-# 1. the extension's own kernel, stream-ordered alloc/free on a non-blocking stream: runs now
+
+def _run_odl(code: str, **env: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, **env},
+    )
+    print(proc.stdout)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().endswith("ok"), proc.stdout
+    return proc.stdout
+
+
+_ALONGSIDE = """
+step("the extension's own kernel, stream-ordered alloc/free on a non-blocking stream")
 t0 = time.monotonic()
 ok(lib.odl_scale_roundtrip(stream, host, n, ctypes.c_float(2.0)), "own kernel")
 assert list(values) == [2.0 * (i + 1) for i in range(n)], list(values)[:8]
-print(f"own kernel alongside: {{(time.monotonic() - t0) * 1e3:.1f}} ms")
+print(f"own kernel alongside: {(time.monotonic() - t0) * 1e3:.1f} ms")
 
-# 2. device-wide calls wait for the persistent kernel: until stop()
-done = {{}}
+step("device-wide calls wait for the persistent kernel: until stop()")
+done = {}
 def blocking(name, fn):
     done[name] = fn()
 threads = [threading.Thread(target=blocking, args=("sync", lib.odl_device_synchronize)),
@@ -436,22 +467,60 @@ threads = [threading.Thread(target=blocking, args=("sync", lib.odl_device_synchr
 for t in threads:
     t.start()
 time.sleep(1.0)
-assert not done, f"returned while the dispatcher runs: {{done}}"
+assert not done, f"returned while the dispatcher runs: {done}"
 assert client.call("odl_echo", b"during") == (0, b"during")  # still serving
 client.close()
+step("stop()")
 t0 = time.monotonic()
 d.stop()
 for t in threads:
     t.join(30)
-assert done == {{"sync": 0, "free": 0}}, done
-print(f"device-wide calls returned {{(time.monotonic() - t0) * 1e3:.1f}} ms after stop()")
-d.close()
-ok(lib.odl_host_free(host), "cudaFreeHost")
-ok(lib.odl_stream_destroy(stream), "stream destroy")
-print("ok")
+assert done == {"sync": 0, "free": 0}, done
+print(f"device-wide calls returned {(time.monotonic() - t0) * 1e3:.1f} ms after stop()")
 """
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.strip().endswith("ok"), proc.stdout
+
+
+@pytest.mark.gpu
+def test_own_device_link_shares_the_gpu_with_a_dispatcher(built: dict[str, Built]) -> None:
+    """What docs/dispatcher.md says: with its kernels loaded before start(), the extension's
+    own kernel and stream-ordered allocation on a non-blocking stream run while the dispatcher
+    serves; cudaDeviceSynchronize and cudaFree wait until stop()."""
+    _run_odl(_odl_script(built["own_device_link"], _ALONGSIDE, preload=True))
+
+
+@pytest.mark.gpu
+def test_own_device_link_eager_loading_needs_no_preload(built: dict[str, Built]) -> None:
+    """The guide's other way: ``CUDA_MODULE_LOADING=EAGER`` loads every kernel when the
+    extension's module is registered, so nothing needs loading while the dispatcher runs."""
+    code = _odl_script(built["own_device_link"], _ALONGSIDE, preload=False)
+    _run_odl(code, CUDA_MODULE_LOADING="EAGER")
+
+
+@pytest.mark.gpu
+def test_own_device_link_lazy_first_launch_waits_for_stop(built: dict[str, Built]) -> None:
+    """The hazard the guide warns of: with lazy loading and no preload, the first launch of
+    the extension's kernel while the dispatcher runs loads the kernel, which waits for the
+    device, that is, until stop(); afterwards it completes correctly."""
+    body = """
+step("first launch of the extension's kernel, not loaded yet, in a thread")
+done = {}
+t = threading.Thread(target=lambda: done.setdefault(
+    "scale", lib.odl_scale_roundtrip(stream, host, n, ctypes.c_float(2.0))))
+t.start()
+t.join(3.0)
+blocked = "scale" not in done
+print(f"first launch blocked while serving: {blocked}")
+assert client.call("odl_echo", b"during") == (0, b"during")  # still serving
+client.close()
+step("stop()")
+t0 = time.monotonic()
+d.stop()
+t.join(60)
+print(f"first launch returned {(time.monotonic() - t0) * 1e3:.1f} ms after stop()")
+assert done == {"scale": 0}, done
+assert list(values) == [2.0 * (i + 1) for i in range(n)], list(values)[:8]
+assert blocked, "the first launch returned while the dispatcher ran: loading did not wait"
+ok(lib.odl_free(early), "cudaFree")
+"""
+    code = _odl_script(built["own_device_link"], body, preload=False)
+    _run_odl(code, CUDA_MODULE_LOADING="LAZY")

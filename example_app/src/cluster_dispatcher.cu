@@ -57,35 +57,16 @@ extern "C" __global__ void cluster_dispatcher(void *transport_ctx, uint32_t slot
     if (leader) {
       // Serve alone what needs no other thread (thread-shaped handlers, bad
       // requests); hand a launch-wide request to the whole cluster (or stop).
-      int running;
-      for (;;) {
-        void *request = nullptr;
-        void *response = nullptr;
-        running = cudaq_dev_rx_poll(session, &request, &response);
-        if (!running)
-          break;
-        const cudaq_function_entry_t *entry = nullptr;
-        int32_t status = cudaq_validate_request(request, slot_size, table, table_count, &entry);
-        if (status == CUDAQ_RPC_STATUS_SUCCESS &&
-            cudaq_entry_shape(entry) != CUDAQ_HANDLER_SHAPE_THREAD) {
-          box->entry = entry;
-          box->request = request;
-          box->response = response;
-          box->result_len = 0;
-          break;
-        }
-        uint32_t result_len = 0;
-        if (status == CUDAQ_RPC_STATUS_SUCCESS) {
-          status = entry->handler(cudaq_request_args(request), cudaq_request_arg_len(request),
-                                  cudaq_response_result(response), max_result, &result_len);
-          if (result_len > max_result)
-            result_len = max_result;
-        }
-        write_response_header(response, request, status, result_len);
-        atomicAdd(stats, 1ull); // counted before the publish: a seen response is counted
-        cudaq_dev_tx_publish(session, response);
-      }
-      box->running = running;
+      void *request = nullptr;
+      void *response = nullptr;
+      const cudaq_function_entry_t *entry = nullptr;
+      box->running = cudaq_serve_until_launch_wide(session, slot_size, table, table_count,
+                                                   stats, nullptr, 0, &request, &response,
+                                                   &entry);
+      box->entry = entry;
+      box->request = request;
+      box->response = response;
+      box->result_len = 0;
     }
     cluster.sync(); // barrier.cluster arrive.release / wait.acquire: the mailbox is visible
     const int running = box->running;
@@ -108,8 +89,7 @@ extern "C" __global__ void cluster_dispatcher(void *transport_ctx, uint32_t slot
       if (len > max_result)
         len = max_result;
       write_response_header(response, request, status, len);
-      atomicAdd(stats, 1ull); // counted before the publish: a seen response is counted
-      cudaq_dev_tx_publish(session, response);
+      cudaq_dev_tx_publish(session, response); // counted when seen
     }
   }
 }

@@ -83,39 +83,16 @@ cudaq_realtime_unified_dispatch(void *transport_ctx, uint32_t slot_size,
     if (leader) {
       // Serve alone until a request needs the whole block (or shutdown): the
       // other threads wait at the barrier below meanwhile.
-      int running;
-      for (;;) {
-        void *request = nullptr;
-        void *response = nullptr;
-        running = cudaq_dev_rx_poll_into(session, &request, &response, s_stage,
-                                         sizeof(s_stage), 1);
-        if (!running)
-          break;
-        const cudaq_function_entry_t *entry = nullptr;
-        int32_t status = cudaq_validate_request(request, slot_size, table, table_count, &entry);
-        // Counted now, not just before the publish: the publish (a system-scope
-        // release) waits for earlier stores to complete, and by then this one
-        // has. Still counted before the host can see the response.
-        atomicAdd(stats, 1ull);
-        if (status == CUDAQ_RPC_STATUS_SUCCESS &&
-            cudaq_entry_shape(entry) != CUDAQ_HANDLER_SHAPE_THREAD) {
-          s_entry = entry; // launch-wide: hand it to the block
-          s_request = request;
-          s_response = response;
-          s_result_len = 0;
-          break;
-        }
-        uint32_t result_len = 0;
-        if (status == CUDAQ_RPC_STATUS_SUCCESS) {
-          status = entry->handler(cudaq_request_args(request), cudaq_request_arg_len(request),
-                                  cudaq_response_result(response), max_result, &result_len);
-          if (result_len > max_result)
-            result_len = max_result;
-        }
-        write_response_header(response, request, status, result_len);
-        cudaq_dev_tx_publish(session, response);
-      }
-      s_running = running;
+      void *request = nullptr;
+      void *response = nullptr;
+      const cudaq_function_entry_t *entry = nullptr;
+      s_running = cudaq_serve_until_launch_wide(session, slot_size, table, table_count, stats,
+                                                s_stage, sizeof(s_stage), &request, &response,
+                                                &entry);
+      s_entry = entry; // launch-wide: hand it to the block
+      s_request = request;
+      s_response = response;
+      s_result_len = 0;
     }
     __syncthreads();
     if (!s_running)

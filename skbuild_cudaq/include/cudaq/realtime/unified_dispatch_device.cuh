@@ -340,6 +340,49 @@ static __device__ __forceinline__ uint32_t cudaq_request_arg_len(const void *req
   return static_cast<uint32_t>(cudaq_detail_request_header(request).w1);
 }
 
+// The leader's loop of a launch-wide dispatch kernel (built-in block, cooperative
+// grid, cluster): on the calling thread alone, serves every request that needs no
+// other thread -- thread-shaped handlers and bad requests, answered and published
+// here -- until one needs the whole launch or shutdown. Returns 1 with that
+// launch-wide request in *request, *response, *entry (not answered: the kernel
+// hands it to its threads, then writes the header and publishes), 0 at shutdown.
+// Each request is counted in *stats as soon as it is seen (before its response
+// can be). With `stage` (the caller's shared memory, see cudaq_dev_rx_poll_into)
+// requests that fit are copied there first; pass nullptr when other blocks must
+// read a launch-wide request (they cannot see this block's shared memory).
+static __device__ __forceinline__ int
+cudaq_serve_until_launch_wide(void *session, uint32_t slot_size,
+                              const cudaq_function_entry_t *table, uint32_t table_count,
+                              unsigned long long *stats, void *stage, uint32_t stage_bytes,
+                              void **request, void **response,
+                              const cudaq_function_entry_t **entry) {
+  const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
+  for (;;) {
+    const int running = stage != nullptr
+                            ? cudaq_dev_rx_poll_into(session, request, response, stage,
+                                                     stage_bytes, 1)
+                            : cudaq_dev_rx_poll(session, request, response);
+    if (!running)
+      return 0;
+    int32_t status = cudaq_validate_request(*request, slot_size, table, table_count, entry);
+    // Counted now, not just before the publish: the publish (a system-scope
+    // release) waits for earlier stores to complete, and by then this one has.
+    atomicAdd(stats, 1ull);
+    if (status == CUDAQ_RPC_STATUS_SUCCESS &&
+        cudaq_entry_shape(*entry) != CUDAQ_HANDLER_SHAPE_THREAD)
+      return 1; // launch-wide: the caller hands it to every thread
+    uint32_t result_len = 0;
+    if (status == CUDAQ_RPC_STATUS_SUCCESS) {
+      status = (*entry)->handler(cudaq_request_args(*request), cudaq_request_arg_len(*request),
+                                 cudaq_response_result(*response), max_result, &result_len);
+      if (result_len > max_result)
+        result_len = max_result;
+    }
+    write_response_header(*response, *request, status, result_len);
+    cudaq_dev_tx_publish(session, *response);
+  }
+}
+
 // Rank and size of the calling group, for handlers that stride their work.
 // A dispatch kernel calls handlers either from one thread of a one-thread
 // launch, or from every thread of its launch (a block, a cooperative grid, a

@@ -68,4 +68,13 @@ int odl_free(uintptr_t ptr) { return static_cast<int>(cudaFree(reinterpret_cast<
 
 int odl_device_synchronize(void) { return static_cast<int>(cudaDeviceSynchronize()); }
 
+// Loads the extension's kernels into the current context now. With CUDA's lazy module
+// loading (the default), the first launch of a kernel loads it, and loading may wait for
+// the whole device -- for a persistent dispatcher, until stop(). cudaFuncGetAttributes
+// loads a kernel without launching it; call this before start().
+int odl_preload(void) {
+  cudaFuncAttributes attr;
+  return static_cast<int>(cudaFuncGetAttributes(&attr, odl_scale_kernel));
+}
+
 }  // extern "C"

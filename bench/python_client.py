@@ -1,0 +1,248 @@
+"""Where the Python client's round trip goes: ``RingClient.call`` against the native client.
+
+One run on one GPU, the single-thread dispatcher serving ``echo`` (32-byte arguments), side by
+side in one process::
+
+    python bench/python_client.py [--out bench/results/python_client.json]
+
+Measured (p50/p99 of ``--samples`` round trips after a warm-up, microseconds):
+
+- ``native``: the C load generator of ``bench/dispatch.py`` (``bench/loadgen.c``) on the same
+  ring: the round trip with no Python at all;
+- ``call``: ``RingClient.call`` as users call it;
+- ``call_segments``: the same fast path as ``call``, stamped with ``perf_counter_ns``: *post*
+  (id, header, payload, flag), *wait* (spinning on the response flag; the spin count is
+  reported too) and *read* (header checks, result copy);
+- ``call_private_ids``: ``call`` with the request-id source moved out of the ring into
+  process memory (tests whether the id source's cache line costs the round trip);
+- ``python_floor``: the least Python that can do a round trip on this ring (``pack_into``,
+  flag store, spin, ``unpack_from``, one ``bytes`` copy): what any Python client pays.
+
+The goal of issue #12 is ``call`` p50 within 0.4 us of ``native``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib
+import json
+import struct
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import dispatch as _bench
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "python_client.json"
+
+
+def _segments(client: Any, payload: bytes, count: int) -> dict[str, Any]:
+    """``RingClient.call``'s fast path with time stamps between its phases."""
+    from skbuild_cudaq.realtime.wire import (
+        HEADER_SIZE,
+        REQUEST_MAGIC,
+        RESPONSE_MAGIC,
+        function_id,
+    )
+
+    lay = client.layout
+    mem = client._mem
+    tx_flags = mem.tx_flags
+    fid = function_id("echo")
+    response = struct.Struct("<IiIIQ")
+    ns = time.perf_counter_ns
+    post = np.empty(count)
+    wait = np.empty(count)
+    read = np.empty(count)
+    spins = np.empty(count)
+    for i in range(count):
+        t0 = ns()
+        k = client._next
+        slot, seq = lay.position(k)
+        prev = (seq - 1) & 0xFFFFFFFF
+        if mem.rx_flags[slot] != prev or mem.tx_flags[slot] != prev:
+            raise RuntimeError("ring out of step")
+        rid = client._new_request_id()
+        client._post(k, slot, seq, (REQUEST_MAGIC, fid, len(payload), rid, 0), payload)
+        t1 = ns()
+        n = 0
+        while tx_flags[slot] != seq:
+            n += 1
+        t2 = ns()
+        off = lay.tx_slot_offset(slot)
+        magic, status, rlen, echoed, ts = response.unpack_from(mem.mv, off)
+        result = bytes(mem.mv[off + HEADER_SIZE : off + HEADER_SIZE + rlen])
+        t3 = ns()
+        if magic != RESPONSE_MAGIC or status != 0 or result != payload or (echoed, ts) != (rid, 0):
+            raise RuntimeError(f"wrong answer: status {status}, id {echoed} for {rid}")
+        post[i], wait[i], read[i], spins[i] = t1 - t0, t2 - t1, t3 - t2, n
+    us = 1e-3
+    return {
+        "post_us": _bench.percentiles(post * us),
+        "wait_us": _bench.percentiles(wait * us),
+        "read_us": _bench.percentiles(read * us),
+        "spins": _bench.percentiles(spins),
+    }
+
+
+def _floor(client: Any, payload: bytes, count: int) -> np.ndarray:
+    """The least Python a round trip on this ring takes (no checks beyond the flag)."""
+    from skbuild_cudaq.realtime.wire import HEADER_SIZE, REQUEST_MAGIC, function_id
+
+    lay = client.layout
+    mem = client._mem
+    mv, rx_flags, tx_flags = mem.mv, mem.rx_flags, mem.tx_flags
+    request = struct.Struct("<IIIIQ")
+    response = struct.Struct("<IiIIQ")
+    fid = function_id("echo")
+    size = len(payload)
+    ns = time.perf_counter_ns
+    out = np.empty(count)
+    k = client._next
+    n_slots = lay.num_slots
+    for i in range(count):
+        t0 = ns()
+        slot = k % n_slots
+        seq = k // n_slots + 1
+        off = lay.rx_slot_offset(slot)
+        request.pack_into(mv, off, REQUEST_MAGIC, fid, size, k & 0xFFFFFFFF, 0)
+        mv[off + HEADER_SIZE : off + HEADER_SIZE + size] = payload
+        rx_flags[slot] = seq
+        while tx_flags[slot] != seq:
+            pass
+        toff = lay.tx_slot_offset(slot)
+        rlen = response.unpack_from(mv, toff)[2]
+        bytes(mv[toff + HEADER_SIZE : toff + HEADER_SIZE + rlen])
+        out[i] = ns() - t0
+        k += 1
+    client._next = k  # this ring's position moved on
+    return out * 1e-3
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--device", type=int, default=0)
+    parser.add_argument("--module", default="example_app._core")
+    parser.add_argument("--samples", type=int, default=20_000)
+    parser.add_argument("--warmup", type=int, default=2_000)
+    opts = parser.parse_args(argv)
+
+    from example_app import launchers
+    from skbuild_cudaq.realtime import (
+        Dispatcher,
+        DispatcherConfig,
+        HostRingBridge,
+        get_device_handler,
+    )
+
+    drv = _bench._drv()
+    _bench.ok(drv.cuInit(0), "cuInit")
+    dev = _bench.ok(drv.cuDeviceGet(opts.device), "cuDeviceGet")
+    ctx = _bench.ok(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+    _bench.ok(drv.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")  # the ring's pinned memory
+    name = _bench.ok(drv.cuDeviceGetName(256, dev), "cuDeviceGetName")
+    core = importlib.import_module(opts.module)
+    payload = bytes(range(_bench.ARG_LEN))
+    res: dict[str, Any] = {
+        "benchmark": "python_client",
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": bytes(name).split(b"\0", 1)[0].decode(),
+        "versions": _bench.versions(),
+        "config": {
+            "kernel": "single_thread_dispatcher",
+            "handler": "echo (launch-wide)",
+            "num_slots": _bench.NUM_SLOTS,
+            "slot_size": _bench.SLOT_SIZE,
+            "arg_len": _bench.ARG_LEN,
+            "samples": opts.samples,
+            "warmup": opts.warmup,
+        },
+    }
+    with tempfile.TemporaryDirectory(prefix="cudaq-bench-") as tmp:
+        so = _bench.build_loadgen(Path(tmp))
+        gen = _bench.LoadGen(so)
+        bridge = HostRingBridge(_bench.NUM_SLOTS, _bench.SLOT_SIZE).open()
+        config = DispatcherConfig(
+            device=opts.device, num_slots=_bench.NUM_SLOTS, slot_size=_bench.SLOT_SIZE
+        )
+        with Dispatcher(config, bridge=bridge, module=core) as d:
+            d.function_table.add_device("echo", get_device_handler(core, "echo"))
+            d.set_unified_launch(launchers.single_thread(core))
+            d.start()
+            echo = _bench.fnv1a("echo")
+
+            def native() -> dict[str, float]:
+                gen.next.value = bridge.client()._next  # continue at the ring's position
+                gen.latency(bridge.host_address, echo, opts.warmup)
+                return _bench.percentiles(gen.latency(bridge.host_address, echo, opts.samples))
+
+            def call(private_ids: bool = False) -> dict[str, float]:
+                client = bridge.client()
+                if private_ids:
+                    client._mem.ids = memoryview(bytearray(8)).cast("Q")
+                for _ in range(opts.warmup):
+                    client.call("echo", payload)
+                samples = np.empty(opts.samples)
+                ns = time.perf_counter_ns
+                for i in range(samples.size):
+                    t0 = ns()
+                    status, result = client.call("echo", payload)
+                    samples[i] = ns() - t0
+                    if status != 0 or result != payload:
+                        raise RuntimeError("wrong answer")
+                return _bench.percentiles(samples * 1e-3)
+
+            # alternate, so that drift (clocks, other load) shows in both
+            rounds: dict[str, list[dict[str, Any]]] = {}
+            for _ in range(3):
+                rounds.setdefault("native", []).append(native())
+                rounds.setdefault("call", []).append(call())
+                rounds.setdefault("call_private_ids", []).append(call(private_ids=True))
+                client = bridge.client()
+                _segments(client, payload, opts.warmup)
+                rounds.setdefault("call_segments", []).append(
+                    _segments(client, payload, opts.samples)
+                )
+                client = bridge.client()
+                _floor(client, payload, opts.warmup)
+                rounds.setdefault("python_floor", []).append(
+                    _bench.percentiles(_floor(client, payload, opts.samples))
+                )
+            d.stop()
+    res["rounds"] = rounds
+
+    def med(key: str, sub: str | None = None) -> float:
+        vals = [(r[sub] if sub else r)["p50"] for r in rounds[key]]
+        return float(np.median(vals))
+
+    summary = {
+        "native_p50_us": med("native"),
+        "call_p50_us": med("call"),
+        "call_private_ids_p50_us": med("call_private_ids"),
+        "python_floor_p50_us": med("python_floor"),
+        "segments_p50_us": {s: med("call_segments", f"{s}_us") for s in ("post", "wait", "read")},
+        "segment_spins_p50": med("call_segments", "spins"),
+    }
+    summary["call_over_native_us"] = summary["call_p50_us"] - summary["native_p50_us"]
+    summary["floor_over_native_us"] = summary["python_floor_p50_us"] - summary["native_p50_us"]
+    res["summary"] = summary
+    res["goal"] = {
+        "python_call_over_native_client_us": summary["call_over_native_us"],
+        "target": "<= 0.4",
+        "met": summary["call_over_native_us"] <= 0.4,
+    }
+    print(json.dumps(summary, indent=2))
+    opts.out.parent.mkdir(parents=True, exist_ok=True)
+    opts.out.write_text(json.dumps(res, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

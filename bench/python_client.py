@@ -139,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         Dispatcher,
         DispatcherConfig,
         HostRingBridge,
+        RingClient,
         get_device_handler,
     )
 
@@ -178,13 +179,17 @@ def main(argv: list[str] | None = None) -> int:
             d.start()
             echo = _bench.fnv1a("echo")
 
+            def fresh() -> Any:
+                """A new client: it continues at the ring's own position."""
+                return RingClient(bridge.buffer, bridge.layout)
+
             def native() -> dict[str, float]:
-                gen.next.value = bridge.client()._next  # continue at the ring's position
+                gen.next.value = fresh().submitted  # continue at the ring's position
                 gen.latency(bridge.host_address, echo, opts.warmup)
                 return _bench.percentiles(gen.latency(bridge.host_address, echo, opts.samples))
 
             def call(private_ids: bool = False) -> dict[str, float]:
-                client = bridge.client()
+                client = fresh()
                 if private_ids:
                     client._mem.ids = memoryview(bytearray(8)).cast("Q")
                 for _ in range(opts.warmup):
@@ -205,12 +210,12 @@ def main(argv: list[str] | None = None) -> int:
                 rounds.setdefault("native", []).append(native())
                 rounds.setdefault("call", []).append(call())
                 rounds.setdefault("call_private_ids", []).append(call(private_ids=True))
-                client = bridge.client()
+                client = fresh()
                 _segments(client, payload, opts.warmup)
                 rounds.setdefault("call_segments", []).append(
                     _segments(client, payload, opts.samples)
                 )
-                client = bridge.client()
+                client = fresh()
                 _floor(client, payload, opts.warmup)
                 rounds.setdefault("python_floor", []).append(
                     _bench.percentiles(_floor(client, payload, opts.samples))

@@ -34,9 +34,9 @@ the file's size. What no reader can check (the compressed code itself) is why
 
 This module never imports ``cuda.*``: it is the build-side inspector
 (``python -m skbuild_cudaq inspect``) and the run time's reader. It reads ELF
-section headers itself (a few dozen lines; a warm start cannot afford importing
-pyelftools, ~25 ms); pyelftools reads cubin symbol tables elsewhere and
-cross-checks this reader in the tests.
+section headers and symbol tables itself (a few dozen lines; a warm start and the
+first answer cannot afford importing pyelftools, 25-100 ms); pyelftools cross-checks
+this reader in the tests.
 """
 
 from __future__ import annotations
@@ -58,10 +58,12 @@ __all__ = [
     "MAX_SECTION_NAME",
     "SECTION_NAME",
     "ElfSection",
+    "ElfSymbol",
     "FatbinContainer",
     "FatbinEntry",
     "FatbinSection",
     "elf_sections",
+    "elf_symbols",
     "ltoir_code_version",
     "make_ltoir_container",
     "read_fatbin_file",
@@ -507,6 +509,60 @@ def elf_sections(stream: BinaryIO, path: Path) -> list[ElfSection]:
         name = names[name_off : end if end >= 0 else stop].decode("latin-1")
         sections.append(ElfSection(index, name, sh_type, flags, offset, size))
     return sections
+
+
+_SHT_SYMTAB = 2
+
+
+@dataclass(frozen=True)
+class ElfSymbol:
+    """One ELF symbol (what the run time needs of it): ``bind`` and ``type`` are the
+    ``st_info`` halves (STB_GLOBAL 1, STB_WEAK 2; STT_OBJECT 1, STT_FUNC 2), ``section``
+    the ``st_shndx`` (0: undefined)."""
+
+    name: str
+    bind: int
+    type: int
+    section: int
+
+
+def elf_symbols(stream: BinaryIO, path: Path) -> list[ElfSymbol]:
+    """The named symbols of an ELF file's symbol tables (``SHT_SYMTAB``), in table order.
+
+    The same small reader as :func:`elf_sections`: a linked module's symbols are read
+    on the way to the first answer, where importing pyelftools costs ~100 ms.
+    Cross-checked against pyelftools in the tests; every offset and size is checked
+    against the file's size (:class:`~skbuild_cudaq.errors.DeviceCodeError`).
+    """
+    end = _file_size(stream, path)
+    table = _section_table(stream, path, end)
+    if table is None:
+        return []
+    order = table.shdr.format[0]
+    is64 = table.shdr.size == 64
+    sym = struct.Struct(order + ("IBBHQQ" if is64 else "IIIBBH"))
+    headers = list(table.headers())
+    out: list[ElfSymbol] = []
+    for _name, sh_type, _flags, _addr, offset, size, link, _info, _align, entsize in headers:
+        if sh_type != _SHT_SYMTAB:
+            continue
+        if entsize < sym.size or not 0 <= link < len(headers):
+            raise _malformed(path, f"symbol table entry size {entsize} or link {link}")
+        strtab = headers[link]
+        names = _read_at(stream, strtab[4], strtab[5], "symbol name table", path, end=end)
+        rows = _read_at(stream, offset, size, "symbol table", path, end=end)
+        for pos in range(0, size - sym.size + 1, entsize):
+            fields = sym.unpack_from(rows, pos)
+            if is64:
+                name_off, info, _other, shndx = fields[:4]
+            else:
+                name_off, _value, _size, info, _other, shndx = fields
+            if name_off == 0 or name_off >= len(names):
+                continue
+            stop = names.find(b"\0", name_off)
+            name = names[name_off : stop if stop >= 0 else len(names)].decode("latin-1")
+            out.append(ElfSymbol(name, info >> 4, info & 0xF, shndx))
+    return out
 
 
 def _relfatbin_ranges(

@@ -48,6 +48,42 @@ def test_link_for_arch(bins: DeviceBinaries, arch: str) -> None:
     assert not set(HOOKS) & set(symbols.undefined)
 
 
+def _pyelftools_symbols(cubin: bytes) -> list[tuple[str, int, int, int]]:
+    import io
+
+    from elftools.elf.elffile import ELFFile
+    from elftools.elf.enums import ENUM_ST_INFO_BIND, ENUM_ST_INFO_TYPE, ENUM_ST_SHNDX
+    from elftools.elf.sections import SymbolTableSection
+
+    out = []
+    for section in ELFFile(io.BytesIO(cubin)).iter_sections():
+        if section["sh_type"] != "SHT_SYMTAB" or not isinstance(section, SymbolTableSection):
+            continue
+        for sym in section.iter_symbols():
+            if not sym.name:
+                continue
+            info, shndx = sym.entry["st_info"], sym.entry["st_shndx"]
+            bind = ENUM_ST_INFO_BIND.get(info["bind"], info["bind"])
+            kind = ENUM_ST_INFO_TYPE.get(info["type"], info["type"])
+            out.append((sym.name, bind, kind, ENUM_ST_SHNDX.get(shndx, shndx)))
+    return out
+
+
+@pytest.mark.toolchain
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_elf_symbols_match_pyelftools(bins: DeviceBinaries, arch: str) -> None:
+    """Our small ELF symbol reader (on the first answer's path) against pyelftools."""
+    import io
+
+    from skbuild_cudaq.fatbin import elf_symbols
+
+    cubin = link_device_code(bins.app, arch, cache=NO_CACHE)
+    ours = [(s.name, s.bind, s.type, s.section) for s in elf_symbols(io.BytesIO(cubin), Path("c"))]
+    assert ours == _pyelftools_symbols(cubin)
+    assert len(ours) > 10
+    assert {"single_thread_dispatcher", "cudaq_handler_echo"} <= {s[0] for s in ours}
+
+
 @pytest.mark.toolchain
 def test_each_container_is_a_separate_input(bins: DeviceBinaries) -> None:
     code = device_code_of(bins.app)

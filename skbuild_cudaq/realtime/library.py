@@ -80,32 +80,27 @@ class ModuleSymbols:
 
 
 def cubin_symbols(cubin: bytes) -> ModuleSymbols:
-    """Read a cubin's symbol table (pyelftools; no CUDA)."""
-    from elftools.common.exceptions import ELFError
-    from elftools.elf.elffile import ELFFile
-    from elftools.elf.sections import SymbolTableSection
+    """Read a cubin's symbol table (our small ELF reader; no CUDA, no pyelftools)."""
+    from skbuild_cudaq.errors import DeviceCodeError
+    from skbuild_cudaq.fatbin import elf_symbols
 
     kernels: list[str] = []
     globals_: list[str] = []
     undefined: list[str] = []
     try:
-        elf = ELFFile(io.BytesIO(cubin))
-        for section in elf.iter_sections():
-            if not isinstance(section, SymbolTableSection):
-                continue
-            for sym in section.iter_symbols():
-                kind, bind = sym["st_info"]["type"], sym["st_info"]["bind"]
-                if not sym.name or bind not in ("STB_GLOBAL", "STB_WEAK"):
-                    continue
-                if sym["st_shndx"] == "SHN_UNDEF":
-                    undefined.append(sym.name)
-                elif kind == "STT_FUNC":
-                    kernels.append(sym.name)
-                elif kind == "STT_OBJECT":
-                    globals_.append(sym.name)
-    except ELFError as exc:
+        symbols = elf_symbols(io.BytesIO(cubin), Path("<linked cubin>"))
+    except DeviceCodeError as exc:
         msg = f"the linked cubin is not a readable ELF file: {exc}"
         raise RealtimeError(msg) from None
+    for sym in symbols:
+        if sym.bind not in (1, 2):  # STB_GLOBAL, STB_WEAK
+            continue
+        if sym.section == 0:  # SHN_UNDEF
+            undefined.append(sym.name)
+        elif sym.type == 2:  # STT_FUNC
+            kernels.append(sym.name)
+        elif sym.type == 1:  # STT_OBJECT
+            globals_.append(sym.name)
     return ModuleSymbols(kernels, globals_, undefined)
 
 

@@ -516,8 +516,12 @@ def main() -> int:
                 "link_split_compile": _split_compile(many_binary, arch),
             }
 
+    versions = _versions()
+    major = str(versions.get("nvJitLink")).split(".")[0]
     doc = {
-        "benchmark": "startup",
+        # one result per CUDA major: startup (13, the default stack) and startup_cu12
+        "benchmark": "startup_cu12" if major == "12" else "startup",
+        "stack": f"CUDA {major} (nvJitLink, cuda-bindings)",
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "host": {
             "machine": platform.machine(),
@@ -526,7 +530,7 @@ def main() -> int:
         },
         "device": probe,
         "driver": {"nvidia": _nvidia_driver(), "cuda_driver_api": probe.get("cuda_driver_api")},
-        "versions": _versions(),
+        "versions": versions,
         "inputs": {
             "binary": str(binary),
             "kernel": kernel,

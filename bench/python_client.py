@@ -27,6 +27,8 @@ import argparse
 import datetime
 import importlib
 import json
+import os
+import platform
 import struct
 import sys
 import tempfile
@@ -155,6 +157,11 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "python_client",
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "device": bytes(name).split(b"\0", 1)[0].decode(),
+        "host": {
+            "machine": platform.machine(),
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+        },
         "versions": _bench.versions(),
         "config": {
             "kernel": "single_thread_dispatcher",

@@ -29,7 +29,17 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_RESULTS = ROOT / "bench" / "results"
 DEFAULT_OUT = ROOT / "docs" / "performance.md"
 DEFAULT_FIGURES = ROOT / "docs" / "_static" / "perf"
-KNOWN = ("dispatch", "phases", "dispatch_multigpu", "startup", "startup_phases", "build_overhead")
+KNOWN = (
+    "dispatch",
+    "phases",
+    "python_client",
+    "dispatch_multigpu",
+    "startup",
+    "startup_cu12",
+    "startup_phases",
+    "build_overhead",
+    "build_compilers",
+)
 HOW_TO = {
     "dispatch": "`python bench/dispatch.py` on a GPU (needs example_app installed; "
     "`bash tools/gpu-check.sh` runs it)",
@@ -41,6 +51,9 @@ HOW_TO = {
     "startup_phases": "`python bench/startup_phases.py` on a GPU (`bash tools/gpu-check.sh` "
     "runs it)",
     "build_overhead": "`python bench/build_overhead.py` (no GPU needed)",
+    "python_client": "`python bench/python_client.py` on a GPU (`bash tools/gpu-check.sh` runs it)",
+    "startup_cu12": "`bash tools/gpu-cu12.sh` on a GPU machine (after `--prepare` here)",
+    "build_compilers": "`python bench/build_overhead.py --compilers OUT.json` (no GPU needed)",
 }
 
 
@@ -476,6 +489,35 @@ def _start_rows(results: Mapping[str, Any]) -> list[list[str]]:
     return rows
 
 
+_ANSWER_PHASES = (
+    "import",
+    "get_device_kernel",
+    "dispatcher",
+    "get_device_handler",
+    "start",
+    "client",
+    "call",
+)
+
+
+def _answer_phases(results: Mapping[str, Any]) -> list[str]:
+    """Where the first answer's time goes (medians of each step, ms)."""
+    keys = [k for k in ("answer_cold", "answer_warm") if _mapping(results.get(k), "phases_ms")]
+    if not keys:
+        return []
+    rows = []
+    for step in _ANSWER_PHASES:
+        values = [_get(results, k, "phases_ms", step) for k in keys]
+        if any(_num(v) is not None for v in values):
+            rows.append([f"`{step}`", *(_fmt(v, 2) for v in values)])
+    return [
+        "Where the first answer's time goes (median of each step, ms; `get_device_kernel` "
+        "includes the context and the link or cache read):",
+        "",
+        *_table(["Step", *(_START_NAMES[k].split(" (")[0] for k in keys)], rows),
+    ]
+
+
 _START_HEADER = [
     "Variant",
     "in process (ms)",
@@ -499,8 +541,11 @@ def _goal_line(goals: Any) -> list[str]:
 
 
 def startup_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Path) -> Section:
-    lines = ["## Start-up: cold vs warm vs raw load", ""]
-    lines += _provenance_md("startup", path, data, page_dir)
+    name = str(data.get("benchmark", "startup"))
+    lines = [f"## {SECTIONS.get(name, SECTIONS['startup'])[0]}", ""]
+    lines += _provenance_md(name, path, data, page_dir)
+    if data.get("stack"):
+        lines += [f"Stack: {data['stack']}.", ""]
     inputs = _mapping(data, "inputs")
     if inputs:
         lines += [
@@ -522,7 +567,8 @@ def startup_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: P
                 "(expected `false`).",
                 "",
             ]
-        png = fig_dir / "startup.png"
+        lines += _answer_phases(results)
+        png = fig_dir / f"{name}.png"
         lines += [f"![Start-up time per variant]({_rel(png, page_dir)})", ""]
 
         def draw_startup() -> None:
@@ -543,7 +589,7 @@ def startup_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: P
             ax.set_xlabel("first statement → kernel handle (ms); bar: median, dots: runs")
             ax.set_title("Cold vs warm start vs raw load")
             ax.grid(axis="x", alpha=0.3)
-            _save(fig, png, _caption("startup", data), _short_versions(data))
+            _save(fig, png, _caption(name, data), _short_versions(data))
 
         figures.append((png, draw_startup))
     else:
@@ -779,11 +825,106 @@ def build_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Pat
     return Section(lines, figures)
 
 
+def python_client_section(
+    path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Path
+) -> Section:
+    lines = ["## The Python client: where a call's microseconds go", ""]
+    lines += _provenance_md("python_client", path, data, page_dir)
+    s = _mapping(data, "summary")
+    if not s:
+        return Section([*lines, "No figures in this file.", ""], [])
+    config = _mapping(data, "config")
+    lines += [
+        f"`RingClient.call` against the native C client on the same ring "
+        f"(`{config.get('kernel', '?')}`, `{config.get('handler', '?')}`, "
+        f"{config.get('arg_len', '?')}-byte arguments); medians over "
+        f"{len(_mapping(data, 'rounds').get('call', []))} alternating rounds of "
+        f"{config.get('samples', '?')} calls (µs).",
+        "",
+    ]
+    rows = [
+        ["native client (C, `bench/loadgen.c`)", _fmt(s.get("native_p50_us"), 2), "—"],
+        [
+            "`RingClient.call`",
+            _fmt(s.get("call_p50_us"), 2),
+            _fmt(s.get("call_over_native_us"), 2),
+        ],
+        [
+            "`call` with the id source in process memory",
+            _fmt(s.get("call_private_ids_p50_us"), 2),
+            _fmt(_num(s.get("call_private_ids_p50_us")) - _num(s.get("native_p50_us")), 2)
+            if _num(s.get("call_private_ids_p50_us")) is not None
+            and _num(s.get("native_p50_us")) is not None
+            else "—",
+        ],
+        [
+            "least Python that does a round trip (floor)",
+            _fmt(s.get("python_floor_p50_us"), 2),
+            _fmt(s.get("floor_over_native_us"), 2),
+        ],
+    ]
+    lines += _table(["Client", "p50", "over native"], rows)
+    seg = _mapping(s, "segments_p50_us")
+    if seg:
+        lines += [
+            f"`call`'s fast path, stamped: post {_fmt(seg.get('post'), 2)} µs (id, header, "
+            f"payload, flag), wait {_fmt(seg.get('wait'), 2)} µs "
+            f"({_fmt(s.get('segment_spins_p50'), 0)} spins), read "
+            f"{_fmt(seg.get('read'), 2)} µs (checks, result copy).",
+            "",
+        ]
+    goal = _mapping(data, "goal")
+    if goal:
+        lines += [
+            f"Goal: call within {goal.get('target', '?')} µs of native: "
+            f"{_fmt(goal.get('python_call_over_native_client_us'), 2)} µs, "
+            f"{'met' if goal.get('met') else 'not met'}.",
+            "",
+        ]
+    return Section(lines, [])
+
+
+_COMPILER_NAMES = {
+    "nvcc_files": "nvcc, each device source alone",
+    "nvrtc_cli_files": "NVRTC through `python -m skbuild_cudaq nvrtc` (what CMake runs)",
+    "nvrtc_inprocess_files": "NVRTC in process (the compile alone)",
+    "wheel_nvcc": "example_app wheel, compiler nvcc",
+    "wheel_nvrtc": "example_app wheel, compiler nvrtc",
+}
+
+
+def compilers_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Path) -> Section:
+    lines = ["## Build time: NVRTC against nvcc", ""]
+    lines += _provenance_md("build_compilers", path, data, page_dir)
+    median = _mapping(data, "median_s")
+    if not median:
+        return Section([*lines, "No build timings in this file.", ""], [])
+    versions = _mapping(data, "versions")
+    lines += [
+        f"Project: {data.get('project', '?')}; {data.get('runs', '?')} runs; nvcc "
+        f"{versions.get('nvcc', '?')}, NVRTC {versions.get('nvrtc', '?')}.",
+        "",
+    ]
+    rows = [[_COMPILER_NAMES.get(k, k), _fmt(v, 3)] for k, v in median.items()]
+    lines += _table(["Step", "median (s)"], rows)
+    lines += [
+        f"NVRTC (as CMake runs it) / nvcc: {_fmt(data.get('nvrtc_cli_vs_nvcc'), 2)}; whole "
+        f"wheel, nvrtc / nvcc: {_fmt(data.get('wheel_nvrtc_vs_nvcc'), 2)}.",
+        "",
+    ]
+    if data.get("note"):
+        lines += [f"Note from the benchmark: {data['note']}", ""]
+    return Section(lines, [])
+
+
 SECTIONS: dict[str, tuple[str, Callable[[Path, dict[str, Any], Path, Path], Section]]] = {
     "dispatch": ("Dispatch: round trip and throughput", dispatch_section),
     "phases": ("Dispatch phases: where a round trip's microseconds go", dispatch_phases_section),
     "dispatch_multigpu": ("Several GPUs: one dispatcher per GPU", multigpu_section),
     "startup": ("Start-up: cold vs warm vs raw load", startup_section),
+    "startup_cu12": ("Start-up with the CUDA 12 stack", startup_section),
+    "python_client": ("The Python client: where a call's microseconds go", python_client_section),
+    "build_compilers": ("Build time: NVRTC against nvcc", compilers_section),
     "startup_phases": ("Start-up phases: where the time goes", phases_section),
     "build_overhead": ("Build overhead", build_section),
 }

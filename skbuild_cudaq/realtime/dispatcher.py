@@ -1,6 +1,6 @@
 """The realtime dispatcher: a persistent GPU kernel serving a bridge's ring.
 
-Three steps from the application's side (docs/dispatcher.md)::
+Three steps from the application's side (docs/guides/dispatcher.md)::
 
     kernel = get_device_kernel(my_ext, "my_dispatcher")
     with Dispatcher(DispatcherConfig(num_slots=64, slot_size=256), module=my_ext) as d:

@@ -304,7 +304,7 @@ def test_failing_launcher_fails_start_without_hanging(core: Any, kind: str, when
 
 
 def test_python_client_round_trip(core: Any) -> None:
-    """The bridge's RingClient against the GPU (the SPEC's call(name, payload))."""
+    """The bridge's RingClient against the GPU (call(name, payload) -> (status, result))."""
     with make_dispatcher("single_thread", core) as d:
         d.start()
         client = d.bridge.client()

@@ -204,7 +204,9 @@ class LaunchArgs:
     """Everything a dispatch kernel needs, handed to a launcher by :meth:`Dispatcher.start`.
 
     Pointers are device addresses as ints. :meth:`kernel_args` gives the six
-    kernel parameters in the SPEC order, as ctypes values for ``launch_kernel``.
+    parameters every dispatch kernel takes, in its signature's order
+    (``transport_ctx, slot_size, table, table_count, shutdown_flag, stats``), as
+    ctypes values for ``launch_kernel``.
     """
 
     transport_ctx: int

@@ -305,39 +305,36 @@ def python_messages(package: Path = PACKAGE) -> Iterator[tuple[str, str, str]]:
             return last, carriers[last]
         return None
 
+    def sites() -> Iterator[tuple[_Module, ast.Call, str, ast.expr]]:
+        """Every call of a carrier (as known now) with its message argument."""
+        for mod in modules:
+            for call in (n for n in ast.walk(mod.tree) if isinstance(n, ast.Call)):
+                found = carrier_of(call)
+                arg = None if found is None else _message_arg(call, *found[1])
+                if found is not None and arg is not None:
+                    yield mod, call, found[0], arg
+
     # functions that pass one of their parameters on as a message become carriers too
     changed = True
     while changed:
         changed = False
-        for mod in modules:
-            for call in (n for n in ast.walk(mod.tree) if isinstance(n, ast.Call)):
-                found = carrier_of(call)
-                if found is None:
-                    continue
-                arg = _message_arg(call, *found[1])
-                scope = mod.scope_of(call)
-                if arg is None or not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    continue
-                index = mod.uses_param(arg, scope)
-                if index is None or scope.name in carriers:
-                    continue
-                params = mod.params(scope)
-                if params[index] in {"self", "cls"}:
-                    continue
-                is_method = params[0] in {"self", "cls"}
-                carriers[scope.name] = (index - 1 if is_method else index, params[index])
-                changed = True
+        for mod, call, _, arg in sites():
+            scope = mod.scope_of(call)
+            if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            index = mod.uses_param(arg, scope)
+            if index is None or scope.name in carriers:
+                continue
+            params = mod.params(scope)
+            if params[index] in {"self", "cls"}:
+                continue
+            is_method = params[0] in {"self", "cls"}
+            carriers[scope.name] = (index - 1 if is_method else index, params[index])
+            changed = True
 
-    for mod in modules:
-        for call in (n for n in ast.walk(mod.tree) if isinstance(n, ast.Call)):
-            found = carrier_of(call)
-            if found is None:
-                continue
-            arg = _message_arg(call, *found[1])
-            if arg is None:
-                continue
-            for template in mod.templates(arg, mod.scope_of(call)):
-                yield template, f"{mod.rel}:{call.lineno}", found[0]
+    for mod, call, how, arg in sites():
+        for template in mod.templates(arg, mod.scope_of(call)):
+            yield template, f"{mod.rel}:{call.lineno}", how
 
 
 _CMAKE_FATAL = re.compile(r"\bmessage\s*\(\s*FATAL_ERROR\b", re.I)

@@ -1,13 +1,39 @@
-"""A stand-in for ``cuda.bindings.driver`` for the run time's error paths and call order.
+"""The one stand-in for ``cuda.bindings.driver``: the run time's error paths and call order.
 
 Never the proof that a feature works (the GPU tests are); it lets CPU tests drive
-start-up and lookup code down paths a real driver rarely takes.
+start-up, lookup, dispatcher and bridge code down paths a real driver rarely takes.
+Install it with the ``use_driver`` fixture of ``tests/conftest.py`` (the one seam,
+``skbuild_cudaq.realtime._driver.driver``, with the module's per-process state reset).
+
+- :class:`FakeDriver`: GPUs of given architectures with what the run time's
+  per-device logic, the dispatcher and the host-ring bridge depend on: per-thread
+  context stacks, primary contexts, context-independent libraries whose handler
+  addresses differ per context, real ctypes "pinned" memory, a "device" memory map,
+  and a persistent "kernel" that keeps its stream busy until it sees the shutdown flag.
+- :func:`startup_driver`: device 0 an sm_90, no context current, a given
+  ``cuDevicePrimaryCtxRetain``; records the call order of the start-up.
+- :func:`failing_driver`: the calls example_app's launchers make, one of them failing.
 """
 
 from __future__ import annotations
 
+import ctypes
+import threading
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Protocol, TypeVar
+
+__all__ = [
+    "NOT_READY",
+    "OK",
+    "FakeDriver",
+    "FakeKernel",
+    "Result",
+    "UseDriver",
+    "failing_driver",
+    "startup_driver",
+]
+
+NOT_READY = 600  # CUDA_ERROR_NOT_READY: what cuStreamQuery says of a running kernel
 
 
 class Result(int):
@@ -21,62 +47,83 @@ class Result(int):
 
 OK = Result(0, "CUDA_SUCCESS")
 
-
-def startup_driver(events: list[str], retain: Any) -> SimpleNamespace:
-    """A driver with no context current and device 0 an sm_90; ``events`` records the calls.
-
-    ``retain`` stands in for ``cuDevicePrimaryCtxRetain``; loads succeed.
-    """
-    attrs = SimpleNamespace(
-        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR="major",
-        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR="minor",
-    )
-
-    def record(name: str, value: Any = None) -> Any:
-        events.append(name)
-        return (OK, value)
-
-    return SimpleNamespace(
-        cuInit=lambda flags: OK,
-        cuCtxGetCurrent=lambda: record("cuCtxGetCurrent", None),
-        cuDeviceGet=lambda ordinal: (OK, ordinal),
-        CUdevice_attribute=attrs,
-        cuDeviceGetAttribute=lambda attr, dev: record(attr, 9 if attr == "major" else 0),
-        cuDevicePrimaryCtxRetain=retain,
-        cuCtxSetCurrent=lambda ctx: OK,
-        cuLibraryLoadData=lambda *a: record("cuLibraryLoadData", "library-handle"),
-        cuLibraryGetKernel=lambda lib, name: (OK, f"kernel:{name.decode()}"),
-        cuLibraryUnload=lambda h: OK,
-        cuGetErrorString=lambda r: (OK, b"described"),
-    )
+_Fake = TypeVar("_Fake")
 
 
-class TwoGpuDriver:
-    """Two GPUs of different architectures (device 0 sm_90, device 1 sm_80 by default).
+class UseDriver(Protocol):
+    """The ``use_driver`` fixture's type (``tests/conftest.py``): installs and returns a fake."""
 
-    Models what the per-device logic depends on: a per-thread stack of current
-    contexts (``cuCtxSetCurrent``/``Push``/``Pop``), one primary context per device,
-    context-independent libraries, and device globals whose *values* (the handler
-    addresses) differ per context. ``calls`` records ``(call, current context)``.
-    For the run time's per-device logic and error paths only; the GPU tests prove
-    the real thing.
+    def __call__(self, fake: _Fake) -> _Fake: ...
+
+
+_ARCH_ATTRIBUTES = SimpleNamespace(
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR="major",
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR="minor",
+)
+
+
+class FakeKernel:
+    """What a launched persistent kernel looks like to the host: busy until shutdown."""
+
+    def __init__(self, drv: FakeDriver, shutdown_flag: int, ignores_shutdown: bool) -> None:
+        self.drv = drv
+        self.shutdown_flag = shutdown_flag
+        self.ignores_shutdown = ignores_shutdown
+        self.exited = False
+
+    def poll(self) -> bool:
+        flag = ctypes.c_int32.from_address(self.shutdown_flag).value
+        if not self.exited and not self.ignores_shutdown and flag != 0:
+            self.exited = True
+            self.drv.log.append("kernel exited")
+        return self.exited
+
+
+class FakeDriver:
+    """GPUs of the given architectures (device 0 sm_90, device 1 sm_80 by default).
+
+    Records:
+
+    - ``log``: the name of every call that does something (not the queries of the
+      current context or of device attributes), plus ``"launch"`` and
+      ``"kernel exited"``; a call named in ``fail`` returns that code instead.
+    - ``calls``: ``(call, current context)`` of the context-sensitive calls
+      (primary-context retains, library loads, handler-address reads).
+
+    The stream ``"stream0"`` (the first one created) is the persistent kernel's:
+    ``cuStreamQuery`` says NOT_READY on it while the launched :class:`FakeKernel`
+    has not seen its shutdown flag. ``processed`` is the counter the kernel reports.
     """
 
     CTX_BASE = 0x1000
 
-    def __init__(self, archs: tuple[tuple[int, int], ...] = ((9, 0), (8, 0))) -> None:
-        import threading
+    CU_MEMHOSTALLOC_DEVICEMAP = 2
+    CU_MEMHOSTALLOC_PORTABLE = 1
+    CUstream_flags = SimpleNamespace(CU_STREAM_NON_BLOCKING=1)
+    CUfunction_attribute = SimpleNamespace(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK=0)
+    CUdevice_attribute = _ARCH_ATTRIBUTES
 
+    def __init__(self, archs: tuple[tuple[int, int], ...] = ((9, 0), (8, 0))) -> None:
         self.archs = archs
+        self.log: list[str] = []
         self.calls: list[tuple[str, int | None]] = []
+        self.fail: dict[str, Any] = {}
         self.retained: dict[int, int] = {}
         self.loaded: list[str] = []
         self._globals: dict[int, int] = {}  # fake dptr -> the handler address it holds
         self._tls = threading.local()
-        self.CUdevice_attribute = SimpleNamespace(
-            CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR="major",
-            CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR="minor",
-        )
+        self.host: dict[int, Any] = {}  # address -> ctypes buffer (keeps it alive)
+        self.device: dict[int, bytearray] = {}
+        self.next_device = 0x7F00_0000_0000
+        self.kernel: FakeKernel | None = None
+        self.ignores_shutdown = False
+        self.processed = 0
+        self.max_threads = 1024  # the linked built-in kernel's limit on this "GPU"
+
+    def _ok(self, name: str, *values: Any) -> tuple[Any, ...]:
+        self.log.append(name)
+        code = self.fail.get(name, 0)
+        return (OK, *values) if code == 0 else (code,) + (None,) * len(values)
 
     # -- contexts -------------------------------------------------------------------
     def _stack(self) -> list[int]:
@@ -92,29 +139,30 @@ class TwoGpuDriver:
     def _record(self, call: str) -> None:
         self.calls.append((call, self.current()))
 
-    def cuInit(self, flags: int) -> Result:
-        return OK
+    def cuInit(self, flags: int) -> tuple[Any, ...]:
+        return self._ok("cuInit")
 
     def cuDeviceGetCount(self) -> tuple[Result, int]:
         return (OK, len(self.archs))
 
-    def cuDeviceGet(self, ordinal: int) -> tuple[Result, int | None]:
+    def cuDeviceGet(self, ordinal: int) -> tuple[Any, ...]:
         if not 0 <= ordinal < len(self.archs):
+            self.log.append("cuDeviceGet")
             return (Result(101, "CUDA_ERROR_INVALID_DEVICE"), None)
-        return (OK, ordinal)
+        return self._ok("cuDeviceGet", ordinal)
 
     def cuDeviceGetAttribute(self, attr: str, dev: int) -> tuple[Result, int]:
         major, minor = self.archs[dev]
         return (OK, major if attr == "major" else minor)
 
-    def cuDevicePrimaryCtxRetain(self, dev: int) -> tuple[Result, int]:
+    def cuDevicePrimaryCtxRetain(self, dev: int) -> tuple[Any, ...]:
         self._record(f"cuDevicePrimaryCtxRetain({dev})")
         self.retained[dev] = self.retained.get(dev, 0) + 1
-        return (OK, self.CTX_BASE + dev)
+        return self._ok("cuDevicePrimaryCtxRetain", self.CTX_BASE + dev)
 
-    def cuDevicePrimaryCtxRelease(self, dev: int) -> Result:
-        self.retained[dev] -= 1
-        return OK
+    def cuDevicePrimaryCtxRelease(self, dev: int) -> tuple[Any, ...]:
+        self.retained[dev] = self.retained.get(dev, 0) - 1
+        return self._ok("cuDevicePrimaryCtxRelease")
 
     def cuCtxGetCurrent(self) -> tuple[Result, int | None]:
         return (OK, self.current())
@@ -125,33 +173,33 @@ class TwoGpuDriver:
             return (Result(201, "CUDA_ERROR_INVALID_CONTEXT"), None)
         return (OK, ctx - self.CTX_BASE)
 
-    def cuCtxSetCurrent(self, ctx: int) -> Result:
+    def cuCtxSetCurrent(self, ctx: Any) -> tuple[Any, ...]:
         stack = self._stack()
         if stack:
-            stack[-1] = int(ctx)
+            stack[-1] = ctx
         else:
-            stack.append(int(ctx))
-        return OK
+            stack.append(ctx)
+        return self._ok("cuCtxSetCurrent")
 
-    def cuCtxPushCurrent(self, ctx: int) -> Result:
-        self._stack().append(int(ctx))
-        return OK
+    def cuCtxPushCurrent(self, ctx: Any) -> tuple[Any, ...]:
+        self._stack().append(ctx)
+        return self._ok("cuCtxPushCurrent")
 
-    def cuCtxPopCurrent(self) -> tuple[Result, int | None]:
+    def cuCtxPopCurrent(self) -> tuple[Any, ...]:
         stack = self._stack()
         if not stack:
             return (Result(201, "CUDA_ERROR_INVALID_CONTEXT"), None)
-        return (OK, stack.pop())
+        return self._ok("cuCtxPopCurrent", stack.pop())
 
     # -- libraries ------------------------------------------------------------------
-    def cuLibraryLoadData(self, cubin: bytes, *rest: Any) -> tuple[Result, str]:
+    def cuLibraryLoadData(self, cubin: bytes, *rest: Any) -> tuple[Any, ...]:
         self._record("cuLibraryLoadData")
         handle = f"library{len(self.loaded)}"
         self.loaded.append(handle)
-        return (OK, handle)
+        return self._ok("cuLibraryLoadData", handle)
 
-    def cuLibraryUnload(self, handle: str) -> Result:
-        return OK
+    def cuLibraryUnload(self, handle: str) -> tuple[Any, ...]:
+        return self._ok("cuLibraryUnload")
 
     def cuLibraryGetKernel(self, library: str, name: bytes) -> tuple[Result, str]:
         return (OK, f"{library}:{name.decode()}")
@@ -175,11 +223,132 @@ class TwoGpuDriver:
         )
         return (OK, dptr, 8)
 
-    def cuMemcpyDtoH(self, dst: int, src: int, size: int) -> Result:
-        import ctypes
-
-        ctypes.c_uint64.from_address(dst).value = self._globals[src]
-        return OK
-
     def cuGetErrorString(self, result: Any) -> tuple[Result, bytes]:
         return (OK, b"described")
+
+    # -- streams --------------------------------------------------------------------
+    def cuStreamCreate(self, flags: int) -> tuple[Any, ...]:
+        assert flags == 1, "dispatcher streams must be non-blocking"
+        return self._ok("cuStreamCreate", f"stream{self.log.count('cuStreamCreate')}")
+
+    def cuStreamDestroy(self, stream: Any) -> tuple[Any, ...]:
+        return self._ok("cuStreamDestroy")
+
+    def cuStreamQuery(self, stream: Any) -> tuple[Any, ...]:
+        self.log.append("cuStreamQuery")
+        if stream == "stream0" and self.kernel is not None and not self.kernel.poll():
+            return (NOT_READY,)
+        return (OK,)
+
+    def cuStreamSynchronize(self, stream: Any) -> tuple[Any, ...]:
+        assert stream != "stream0", "never block on the persistent kernel's stream"
+        return self._ok("cuStreamSynchronize")
+
+    # -- memory ---------------------------------------------------------------------
+    def cuMemHostAlloc(self, size: int, flags: int) -> tuple[Any, ...]:
+        assert flags == 3, "DEVICEMAP | PORTABLE"
+        buf = (ctypes.c_uint8 * size)(*([0xAB] * size))  # garbage: the code must clear it
+        addr = ctypes.addressof(buf)
+        self.host[addr] = buf
+        return self._ok("cuMemHostAlloc", addr)
+
+    def cuMemHostGetDevicePointer(self, addr: int, flags: int) -> tuple[Any, ...]:
+        assert addr in self.host
+        return self._ok("cuMemHostGetDevicePointer", addr)  # UVA: same address
+
+    def cuMemFreeHost(self, addr: int) -> tuple[Any, ...]:
+        assert addr in self.host
+        del self.host[addr]
+        return self._ok("cuMemFreeHost")
+
+    def cuMemAlloc(self, size: int) -> tuple[Any, ...]:
+        addr = self.next_device
+        self.next_device += 0x1000
+        self.device[addr] = bytearray(size)
+        return self._ok("cuMemAlloc", addr)
+
+    def cuMemFree(self, addr: int) -> tuple[Any, ...]:
+        del self.device[addr]
+        return self._ok("cuMemFree")
+
+    def cuMemcpyHtoD(self, dst: int, src: Any, size: int) -> tuple[Any, ...]:
+        data = ctypes.string_at(src, size) if isinstance(src, int) else bytes(src)[:size]
+        self.device[dst][:size] = data
+        return self._ok("cuMemcpyHtoD")
+
+    def cuMemsetD8(self, dst: int, value: int, size: int) -> tuple[Any, ...]:
+        self.device[dst][:size] = bytes([value]) * size
+        return self._ok("cuMemsetD8")
+
+    def cuMemcpyDtoH(self, dst: int, src: int, size: int) -> tuple[Any, ...]:
+        ctypes.c_uint64.from_address(dst).value = self._globals[src]  # a handler address
+        return self._ok("cuMemcpyDtoH")
+
+    def cuMemcpyDtoHAsync(self, dst: int, src: int, size: int, stream: Any) -> tuple[Any, ...]:
+        assert stream != "stream0", "read the counter on the reader stream"
+        assert size == 8
+        ctypes.c_uint64.from_address(dst).value = self.processed
+        return self._ok("cuMemcpyDtoHAsync")
+
+    # -- the "kernel" ---------------------------------------------------------------
+    def cuKernelGetAttribute(self, attr: int, kernel: Any, dev: Any) -> tuple[Any, ...]:
+        assert attr == 0 and kernel == "builtin-kernel-handle"
+        return self._ok("cuKernelGetAttribute", self.max_threads)
+
+    def launch(self, args: Any) -> None:
+        """What a launcher's enqueue does: the persistent kernel starts (``args.shutdown_flag``)."""
+        self.log.append("launch")
+        self.kernel = FakeKernel(self, args.shutdown_flag, self.ignores_shutdown)
+
+
+def startup_driver(events: list[str], retain: Any) -> SimpleNamespace:
+    """A driver with no context current and device 0 an sm_90; ``events`` records the calls.
+
+    ``retain`` stands in for ``cuDevicePrimaryCtxRetain``; loads succeed.
+    """
+
+    def record(name: str, value: Any = None) -> Any:
+        events.append(name)
+        return (OK, value)
+
+    return SimpleNamespace(
+        cuInit=lambda flags: OK,
+        cuCtxGetCurrent=lambda: record("cuCtxGetCurrent", None),
+        cuDeviceGet=lambda ordinal: (OK, ordinal),
+        CUdevice_attribute=_ARCH_ATTRIBUTES,
+        cuDeviceGetAttribute=lambda attr, dev: record(attr, 9 if attr == "major" else 0),
+        cuDevicePrimaryCtxRetain=retain,
+        cuCtxSetCurrent=lambda ctx: OK,
+        cuLibraryLoadData=lambda *a: record("cuLibraryLoadData", "library-handle"),
+        cuLibraryGetKernel=lambda lib, name: (OK, f"kernel:{name.decode()}"),
+        cuLibraryUnload=lambda h: OK,
+        cuGetErrorString=lambda r: (OK, b"described"),
+    )
+
+
+def failing_driver(fail: str, code: Any) -> SimpleNamespace:
+    """The calls example_app's launchers make: ``fail`` returns ``code``, every other succeeds."""
+
+    def call(name: str, value: Any) -> Any:
+        return lambda *args: (code, None) if name == fail else (OK, value)
+
+    attrs = SimpleNamespace(
+        CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT="sms",
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR="major",
+        CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN="optin",
+    )
+    return SimpleNamespace(
+        CUdevice_attribute=attrs,
+        CUfunction_attribute=SimpleNamespace(
+            CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES="static",
+            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES="dynamic",
+        ),
+        cuDeviceGet=call("cuDeviceGet", 0),
+        cuDeviceGetAttribute=call("cuDeviceGetAttribute", 1 << 20),  # every limit generous
+        cuKernelGetFunction=call("cuKernelGetFunction", "function"),
+        cuOccupancyMaxActiveBlocksPerMultiprocessor=call(
+            "cuOccupancyMaxActiveBlocksPerMultiprocessor", 1
+        ),
+        cuFuncGetAttribute=call("cuFuncGetAttribute", 0),
+        cuKernelSetAttribute=call("cuKernelSetAttribute", None),
+    )

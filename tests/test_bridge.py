@@ -11,12 +11,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from _fake_driver import OK, startup_driver
+from _fake_driver import OK, UseDriver, startup_driver
 from gpu_kernels.mailbox import MailboxBridge
-from gpu_kernels.testbins import DeviceBinaries, build_once
+from gpu_kernels.testbins import DeviceBinaries
 
 import skbuild_cudaq.realtime as rt
-from skbuild_cudaq.realtime import _driver
 from skbuild_cudaq.realtime.cache import LinkCache, cache_key
 from skbuild_cudaq.realtime.device_code import HOST_RING_HOOKS, runtime_device_code
 from skbuild_cudaq.realtime.errors import DeviceCodeError, LibraryConflictError, LinkError
@@ -26,11 +25,6 @@ from skbuild_cudaq.realtime.link import LinkOptions, link_device_code, prepare_l
 NO_CACHE = LinkCache(None)
 MAILBOX_MAGIC = struct.pack("<I", 0x584F424D)  # an immediate in the mailbox hooks' code
 RING_MAGIC = struct.pack("<I", 0x474E4952)  # the host-ring hooks' context check
-
-
-@pytest.fixture(scope="module")
-def bins(nvcc: Path, tmp_path_factory: pytest.TempPathFactory) -> DeviceBinaries:
-    return build_once(nvcc, tmp_path_factory.mktemp("testbins"))
 
 
 def _protocol_members() -> set[str]:
@@ -151,11 +145,11 @@ def test_cli_link_with_a_bridge(bins: DeviceBinaries, tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def fake_gpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+def fake_gpu(
+    monkeypatch: pytest.MonkeyPatch, use_driver: UseDriver, tmp_path: Path
+) -> Iterator[None]:
     """A fake driver (loads succeed), a private link cache, an empty registry."""
-    fake = startup_driver([], retain=lambda dev: (OK, "ctx"))
-    monkeypatch.setattr(_driver, "driver", lambda: fake)
-    monkeypatch.setattr(_driver, "_initialised", False)
+    use_driver(startup_driver([], retain=lambda dev: (OK, "ctx")))
     monkeypatch.setenv("SKBUILD_CUDAQ_LINK_CACHE", str(tmp_path / "cache"))
     rt.release_library()
     yield

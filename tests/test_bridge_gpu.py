@@ -9,11 +9,10 @@ built-in kernel serve it; every response byte is checked.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 from gpu_kernels.mailbox import MailboxBridge
-from gpu_kernels.testbins import DeviceBinaries, build_once
+from gpu_kernels.testbins import DeviceBinaries
 
 import skbuild_cudaq.realtime as rt
 from skbuild_cudaq.realtime import wire
@@ -21,11 +20,6 @@ from skbuild_cudaq.realtime import wire
 pytestmark = pytest.mark.gpu
 
 N = 2000
-
-
-@pytest.fixture(scope="module")
-def bins(nvcc: Path, tmp_path_factory: pytest.TempPathFactory) -> DeviceBinaries:
-    return build_once(nvcc, tmp_path_factory.mktemp("testbins"))
 
 
 @pytest.fixture

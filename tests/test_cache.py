@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from gpu_kernels.testbins import DeviceBinaries, build_once
+from gpu_kernels.testbins import DeviceBinaries
 
 from skbuild_cudaq.realtime.cache import (
     CACHE_ENV,
@@ -20,11 +20,6 @@ from skbuild_cudaq.realtime.cache import (
 )
 from skbuild_cudaq.realtime.errors import LinkCacheError
 from skbuild_cudaq.realtime.link import LinkOptions, link_device_code_ex
-
-
-@pytest.fixture(scope="module")
-def bins(nvcc: Path, tmp_path_factory: pytest.TempPathFactory) -> DeviceBinaries:
-    return build_once(nvcc, tmp_path_factory.mktemp("testbins"))
 
 
 def test_key_covers_every_input() -> None:

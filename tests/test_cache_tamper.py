@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from gpu_kernels.testbins import DeviceBinaries, build_once
+from gpu_kernels.testbins import DeviceBinaries
 
 from skbuild_cudaq.realtime import cache as cache_module
 from skbuild_cudaq.realtime.cache import LinkCache, cache_entry, encode_entry
@@ -35,11 +35,6 @@ ARCH, OTHER_ARCH = "sm_90", "sm_100"
 FOREIGN = b"\x7fELF" + b"foreign code, not linked by you " * 64
 NOBODY = 65534
 needs_root = pytest.mark.skipif(os.getuid() != 0, reason="making files of another user needs root")
-
-
-@pytest.fixture(scope="module")
-def bins(nvcc: Path, tmp_path_factory: pytest.TempPathFactory) -> DeviceBinaries:
-    return build_once(nvcc, tmp_path_factory.mktemp("testbins"))
 
 
 @pytest.fixture(scope="module")

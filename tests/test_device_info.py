@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from _elf_helpers import PF_X, gnu_stack_flags
 from elftools.elf.elffile import ELFFile
+from gpu_kernels.testbins import DeviceBinaries
 
 import skbuild_cudaq
 from skbuild_cudaq._device_info import (
@@ -234,12 +235,7 @@ def test_records_survive_strip_and_are_retained(built: Path, tmp_path: Path) -> 
 
 
 @pytest.mark.toolchain
-def test_a_module_without_records_still_inspects(
-    nvcc: Path, tmp_path_factory: pytest.TempPathFactory
-) -> None:
-    from gpu_kernels.testbins import build_once
-
-    bins = build_once(nvcc, tmp_path_factory.mktemp("testbins"))
+def test_a_module_without_records_still_inspects(bins: DeviceBinaries) -> None:
     doc = json.loads(_inspect(str(bins.app), "--json").stdout)
     assert _records(doc) == [None, None, None]
     text = _inspect(str(bins.app)).stdout

@@ -1,7 +1,7 @@
 """Dispatcher and host-ring bridge without a GPU: value objects and error paths.
 
-The error paths run against a mocked CUDA driver (the one seam,
-``skbuild_cudaq.realtime._driver.driver``). Host "pinned" memory is real ctypes
+The error paths run against the fake CUDA driver (``tests/_fake_driver.FakeDriver``,
+installed at the one seam by the ``use_driver`` fixture). Host "pinned" memory is real ctypes
 memory, so the shutdown flag and the ring the code writes are really written;
 the mocked stream stays busy (``cuStreamQuery`` -> NOT_READY) while a launched
 "kernel" has not seen the shutdown flag, like a persistent kernel.
@@ -15,8 +15,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from _fake_driver import FakeDriver, UseDriver
 
-from skbuild_cudaq.realtime import _driver
 from skbuild_cudaq.realtime._ring import RingLayout
 from skbuild_cudaq.realtime.bridge import HostRingBridge
 from skbuild_cudaq.realtime.dispatcher import (
@@ -30,146 +30,6 @@ from skbuild_cudaq.realtime.dispatcher import (
     LaunchArgs,
 )
 from skbuild_cudaq.realtime.errors import CUDAError, InvalidArgumentError, RealtimeError
-
-NOT_READY = 600
-
-
-class FakeKernel:
-    """What a launched persistent kernel looks like to the host: busy until shutdown."""
-
-    def __init__(self, drv: FakeDriver, shutdown_flag: int, ignores_shutdown: bool) -> None:
-        self.drv = drv
-        self.shutdown_flag = shutdown_flag
-        self.ignores_shutdown = ignores_shutdown
-        self.exited = False
-
-    def poll(self) -> bool:
-        flag = ctypes.c_int32.from_address(self.shutdown_flag).value
-        if not self.exited and not self.ignores_shutdown and flag != 0:
-            self.exited = True
-            self.drv.log.append("kernel exited")
-        return self.exited
-
-
-class FakeDriver:
-    """The subset of cuda.bindings.driver the dispatcher and the bridge call."""
-
-    CU_MEMHOSTALLOC_DEVICEMAP = 2
-    CU_MEMHOSTALLOC_PORTABLE = 1
-    CUstream_flags = SimpleNamespace(CU_STREAM_NON_BLOCKING=1)
-    CUfunction_attribute = SimpleNamespace(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK=0)
-
-    def __init__(self) -> None:
-        self.log: list[str] = []
-        self.host: dict[int, Any] = {}  # address -> ctypes buffer (keeps it alive)
-        self.device: dict[int, bytearray] = {}
-        self.next_device = 0x7F00_0000_0000
-        self.kernel: FakeKernel | None = None
-        self.ignores_shutdown = False
-        self.processed = 0
-        self.fail: dict[str, int] = {}
-        self.contexts: list[Any] = [None]  # this thread's context stack; [-1] is current
-        self.max_threads = 1024  # the linked built-in kernel's limit on this "GPU"
-
-    def _ok(self, name: str, *values: Any) -> tuple[Any, ...]:
-        self.log.append(name)
-        code = self.fail.get(name, 0)
-        return (code, *values) if code == 0 else (code,) + (None,) * len(values)
-
-    # context, streams
-    def cuInit(self, flags: int) -> tuple[Any, ...]:
-        return self._ok("cuInit")
-
-    def cuDeviceGet(self, ordinal: int) -> tuple[Any, ...]:
-        return self._ok("cuDeviceGet", ordinal)
-
-    def cuDevicePrimaryCtxRetain(self, dev: int) -> tuple[Any, ...]:
-        return self._ok("cuDevicePrimaryCtxRetain", 0xC0 + dev)
-
-    def cuDevicePrimaryCtxRelease(self, dev: int) -> tuple[Any, ...]:
-        return self._ok("cuDevicePrimaryCtxRelease")
-
-    def cuCtxSetCurrent(self, ctx: Any) -> tuple[Any, ...]:
-        self.contexts[-1] = ctx
-        return self._ok("cuCtxSetCurrent")
-
-    def cuCtxGetCurrent(self) -> tuple[Any, ...]:
-        return (0, self.contexts[-1])
-
-    def cuCtxPushCurrent(self, ctx: Any) -> tuple[Any, ...]:
-        self.contexts.append(ctx)
-        return self._ok("cuCtxPushCurrent")
-
-    def cuCtxPopCurrent(self) -> tuple[Any, ...]:
-        return self._ok("cuCtxPopCurrent", self.contexts.pop())
-
-    def cuStreamCreate(self, flags: int) -> tuple[Any, ...]:
-        assert flags == 1, "dispatcher streams must be non-blocking"
-        return self._ok("cuStreamCreate", f"stream{self.log.count('cuStreamCreate')}")
-
-    def cuStreamDestroy(self, stream: Any) -> tuple[Any, ...]:
-        return self._ok("cuStreamDestroy")
-
-    def cuStreamQuery(self, stream: Any) -> tuple[Any, ...]:
-        self.log.append("cuStreamQuery")
-        if stream == "stream0" and self.kernel is not None and not self.kernel.poll():
-            return (NOT_READY,)
-        return (0,)
-
-    def cuStreamSynchronize(self, stream: Any) -> tuple[Any, ...]:
-        assert stream != "stream0", "never block on the persistent kernel's stream"
-        return self._ok("cuStreamSynchronize")
-
-    # memory
-    def cuMemHostAlloc(self, size: int, flags: int) -> tuple[Any, ...]:
-        assert flags == 3, "DEVICEMAP | PORTABLE"
-        buf = (ctypes.c_uint8 * size)(*([0xAB] * size))  # garbage: the code must clear it
-        addr = ctypes.addressof(buf)
-        self.host[addr] = buf
-        return self._ok("cuMemHostAlloc", addr)
-
-    def cuMemHostGetDevicePointer(self, addr: int, flags: int) -> tuple[Any, ...]:
-        assert addr in self.host
-        return self._ok("cuMemHostGetDevicePointer", addr)  # UVA: same address
-
-    def cuMemFreeHost(self, addr: int) -> tuple[Any, ...]:
-        assert addr in self.host
-        del self.host[addr]
-        return self._ok("cuMemFreeHost")
-
-    def cuMemAlloc(self, size: int) -> tuple[Any, ...]:
-        addr = self.next_device
-        self.next_device += 0x1000
-        self.device[addr] = bytearray(size)
-        return self._ok("cuMemAlloc", addr)
-
-    def cuMemFree(self, addr: int) -> tuple[Any, ...]:
-        del self.device[addr]
-        return self._ok("cuMemFree")
-
-    def cuMemcpyHtoD(self, dst: int, src: Any, size: int) -> tuple[Any, ...]:
-        data = ctypes.string_at(src, size) if isinstance(src, int) else bytes(src)[:size]
-        self.device[dst][:size] = data
-        return self._ok("cuMemcpyHtoD")
-
-    def cuMemsetD8(self, dst: int, value: int, size: int) -> tuple[Any, ...]:
-        self.device[dst][:size] = bytes([value]) * size
-        return self._ok("cuMemsetD8")
-
-    def cuMemcpyDtoHAsync(self, dst: int, src: int, size: int, stream: Any) -> tuple[Any, ...]:
-        assert stream != "stream0", "read the counter on the reader stream"
-        assert size == 8
-        ctypes.c_uint64.from_address(dst).value = self.processed
-        return self._ok("cuMemcpyDtoHAsync")
-
-    # "kernel"
-    def cuKernelGetAttribute(self, attr: int, kernel: Any, dev: Any) -> tuple[Any, ...]:
-        assert attr == 0 and kernel == "builtin-kernel-handle"
-        return self._ok("cuKernelGetAttribute", self.max_threads)
-
-    def launch(self, args: LaunchArgs) -> None:
-        self.log.append("launch")
-        self.kernel = FakeKernel(self, args.shutdown_flag, self.ignores_shutdown)
 
 
 class FakeLibrary:
@@ -187,10 +47,8 @@ class FakeLibrary:
 
 
 @pytest.fixture
-def drv(monkeypatch: pytest.MonkeyPatch) -> FakeDriver:
-    fake = FakeDriver()
-    monkeypatch.setattr(_driver, "driver", lambda: fake)
-    return fake
+def drv(use_driver: UseDriver) -> FakeDriver:
+    return use_driver(FakeDriver())
 
 
 LIB = FakeLibrary(0x1000, 0x2000)

@@ -6,7 +6,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from gpu_kernels.testbins import DeviceBinaries, build_once
+from gpu_kernels.testbins import DeviceBinaries
 
 from skbuild_cudaq.errors import DeviceCodeError
 from skbuild_cudaq.fatbin import (
@@ -80,11 +80,6 @@ def test_entry_running_past_its_container_is_reported() -> None:
     bad = entry[:8] + struct.pack("<Q", 4096) + entry[16:]
     with pytest.raises(DeviceCodeError, match="malformed fatbin entry"):
         split_containers(_container(bad), "x")
-
-
-@pytest.fixture(scope="module")
-def bins(nvcc: Path, tmp_path_factory: pytest.TempPathFactory) -> DeviceBinaries:
-    return build_once(nvcc, tmp_path_factory.mktemp("testbins"))
 
 
 @pytest.mark.toolchain

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from gpu_kernels.testbins import DeviceBinaries, build_once
+from gpu_kernels.testbins import DeviceBinaries
 
 pytestmark = pytest.mark.toolchain
 
@@ -23,11 +23,6 @@ DRIVER = Path(__file__).resolve().parent / "_fuzz_device_code.py"
 SEED = 20261130
 READER_CASES = 10_000
 LINK_CASES = 500
-
-
-@pytest.fixture(scope="module")
-def bins(nvcc: Path, tmp_path_factory: pytest.TempPathFactory) -> DeviceBinaries:
-    return build_once(nvcc, tmp_path_factory.mktemp("testbins"))
 
 
 def _fuzz(mode: str, cases: int, seeds: list[Path], work: Path, timeout: int) -> dict[str, object]:

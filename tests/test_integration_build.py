@@ -99,7 +99,8 @@ PROJECTS = {
         "plain_backend",
         (Kernel("src/plain_dispatcher.cu"), Kernel("src/handlers.cu")),
     ),
-    # its own kernels and device link (sm_90 SASS) next to LTO-IR handlers: docs/dispatcher.md
+    # its own kernels and device link (sm_90 SASS) next to LTO-IR handlers
+    # (docs/guides/dispatcher.md)
     "own_device_link": Project(
         "own_device_link",
         PACKAGES / "own_device_link",
@@ -348,7 +349,7 @@ def test_inspect_names_example_apps_kernels_and_handlers(built: dict[str, Built]
 
 
 # ---------------------------------------------------------------------------------------------
-# An extension with its own device link (docs/dispatcher.md, "Sharing the GPU")
+# An extension with its own device link (docs/guides/dispatcher.md, "Sharing the GPU")
 # ---------------------------------------------------------------------------------------------
 
 
@@ -482,7 +483,7 @@ print(f"device-wide calls returned {(time.monotonic() - t0) * 1e3:.1f} ms after 
 
 @pytest.mark.gpu
 def test_own_device_link_shares_the_gpu_with_a_dispatcher(built: dict[str, Built]) -> None:
-    """What docs/dispatcher.md says: with its kernels loaded before start(), the extension's
+    """What docs/guides/dispatcher.md says: with its kernels loaded before start(), the extension's
     own kernel and stream-ordered allocation on a non-blocking stream run while the dispatcher
     serves; cudaDeviceSynchronize and cudaFree wait until stop()."""
     _run_odl(_odl_script(built["own_device_link"], _ALONGSIDE, preload=True))

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from _fake_driver import OK, Result, startup_driver
-from gpu_kernels.testbins import DeviceBinaries, build_once
+from _fake_driver import OK, Result, UseDriver, startup_driver
+from gpu_kernels.testbins import DeviceBinaries
 
 import skbuild_cudaq.realtime as rt
 from skbuild_cudaq.realtime import _driver
@@ -16,20 +15,6 @@ from skbuild_cudaq.realtime.cache import LinkCache
 from skbuild_cudaq.realtime.errors import CUDAError, InvalidArgumentError, RealtimeError
 from skbuild_cudaq.realtime.launch import LaunchConfig
 from skbuild_cudaq.realtime.library import Library
-
-
-@pytest.fixture(scope="module")
-def bins(nvcc: Path, tmp_path_factory: pytest.TempPathFactory) -> DeviceBinaries:
-    return build_once(nvcc, tmp_path_factory.mktemp("testbins"))
-
-
-def _fake_driver(get_kernel: Any) -> SimpleNamespace:
-    return SimpleNamespace(
-        cuLibraryLoadData=lambda *a: (Result(0, "CUDA_SUCCESS"), "library-handle"),
-        cuLibraryGetKernel=get_kernel,
-        cuLibraryUnload=lambda h: Result(0, "CUDA_SUCCESS"),
-        cuGetErrorString=lambda r: (Result(0, "CUDA_SUCCESS"), b"described"),
-    )
 
 
 def test_importing_realtime_touches_no_cuda() -> None:
@@ -44,8 +29,8 @@ def test_importing_realtime_touches_no_cuda() -> None:
     assert out.stdout.strip() == "False"
 
 
-def test_check_turns_results_into_cuda_errors(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_driver, "driver", lambda: _fake_driver(None))
+def test_check_turns_results_into_cuda_errors(use_driver: UseDriver) -> None:
+    use_driver(startup_driver([], retain=None))
     assert _driver.check((Result(0, "CUDA_SUCCESS"), 42), "cuX") == 42
     assert _driver.check((Result(0, "CUDA_SUCCESS"), 1, 2), "cuX") == (1, 2)
     assert _driver.check(Result(0, "CUDA_SUCCESS"), "cuX") is None
@@ -61,11 +46,11 @@ def test_check_turns_results_into_cuda_errors(monkeypatch: pytest.MonkeyPatch) -
 
 @pytest.mark.toolchain
 def test_not_found_is_invalid_argument_listing_kernels(
-    bins: DeviceBinaries, monkeypatch: pytest.MonkeyPatch
+    bins: DeviceBinaries, monkeypatch: pytest.MonkeyPatch, use_driver: UseDriver
 ) -> None:
     cubin = rt.link_device_code(bins.app, "sm_90", cache=LinkCache(None))
-    fake = _fake_driver(lambda lib, name: (Result(500, "CUDA_ERROR_NOT_FOUND"), None))
-    monkeypatch.setattr(_driver, "driver", lambda: fake)
+    fake = use_driver(startup_driver([], retain=None))
+    fake.cuLibraryGetKernel = lambda lib, name: (Result(500, "CUDA_ERROR_NOT_FOUND"), None)
     monkeypatch.setattr(_driver, "ensure_context", lambda device=0: 1)
     with Library.from_cubin(cubin) as lib:
         with pytest.raises(InvalidArgumentError) as info:
@@ -117,7 +102,7 @@ def _link_threads() -> list[str]:
 
 @pytest.mark.toolchain
 def test_load_links_while_the_context_is_created(
-    bins: DeviceBinaries, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    bins: DeviceBinaries, monkeypatch: pytest.MonkeyPatch, use_driver: UseDriver, tmp_path: Path
 ) -> None:
     import threading
 
@@ -141,8 +126,7 @@ def test_load_links_while_the_context_is_created(
         return (OK, "ctx")
 
     monkeypatch.setattr(link_module, "link_device_code_ex", link_and_tell)
-    monkeypatch.setattr(_driver, "driver", lambda: startup_driver(events, retain))
-    monkeypatch.setattr(_driver, "_initialised", False)
+    use_driver(startup_driver(events, retain))
     lib = Library(bins.app, cache=LinkCache(tmp_path / "cache"))
     assert lib.load() == "library-handle"
     assert events.index("minor") < events.index("retain started")  # arch known first
@@ -156,15 +140,14 @@ def test_load_links_while_the_context_is_created(
 
 @pytest.mark.toolchain
 def test_load_reports_the_context_error_and_waits_for_the_worker(
-    bins: DeviceBinaries, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    bins: DeviceBinaries, use_driver: UseDriver, tmp_path: Path
 ) -> None:
     events: list[str] = []
 
     def retain(dev: int) -> Any:
         return (Result(2, "CUDA_ERROR_OUT_OF_MEMORY"), None)
 
-    monkeypatch.setattr(_driver, "driver", lambda: startup_driver(events, retain))
-    monkeypatch.setattr(_driver, "_initialised", False)
+    use_driver(startup_driver(events, retain))
     lib = Library(bins.app, cache=LinkCache(tmp_path / "cache"))
     with pytest.raises(CUDAError, match="cuDevicePrimaryCtxRetain failed: CUDA_ERROR_OUT_OF_MEMO"):
         lib.load()
@@ -173,7 +156,7 @@ def test_load_reports_the_context_error_and_waits_for_the_worker(
 
 
 def test_load_reraises_the_link_error_after_the_context(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    use_driver: UseDriver, tmp_path: Path
 ) -> None:
     from skbuild_cudaq.realtime.errors import DeviceCodeError
 
@@ -185,8 +168,7 @@ def test_load_reraises_the_link_error_after_the_context(
 
     not_elf = tmp_path / "not_an_extension.so"
     not_elf.write_bytes(b"this is not an ELF file")
-    monkeypatch.setattr(_driver, "driver", lambda: startup_driver(events, retain))
-    monkeypatch.setattr(_driver, "_initialised", False)
+    use_driver(startup_driver(events, retain))
     lib = Library(not_elf, cache=LinkCache(None))
     with pytest.raises(DeviceCodeError, match=r"not_an_extension\.so"):
         lib.load()
@@ -226,9 +208,7 @@ def test_the_lookup_path_imports_only_light_modules() -> None:
     assert not heavy & set(out.stdout.split())
 
 
-def test_load_with_a_current_context_creates_none(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_load_with_a_current_context_creates_none(use_driver: UseDriver, tmp_path: Path) -> None:
     events: list[str] = []
 
     def retain(dev: int) -> Any:
@@ -238,8 +218,7 @@ def test_load_with_a_current_context_creates_none(
     fake = startup_driver(events, retain)
     fake.cuCtxGetCurrent = lambda: (OK, 0x1234)  # a context is current already
     fake.cuCtxGetDevice = lambda: (OK, 0)
-    monkeypatch.setattr(_driver, "driver", lambda: fake)
-    monkeypatch.setattr(_driver, "_initialised", False)
+    use_driver(fake)
     not_elf = tmp_path / "not_an_extension.so"
     not_elf.write_bytes(b"not ELF")
     from skbuild_cudaq.realtime.errors import DeviceCodeError

@@ -5,21 +5,15 @@ from __future__ import annotations
 import ctypes
 import types
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from gpu_kernels.testbins import DeviceBinaries, build_once
+from gpu_kernels.testbins import DeviceBinaries
 
 import skbuild_cudaq.realtime as rt
 from skbuild_cudaq.realtime.cache import LinkCache
 
 pytestmark = pytest.mark.gpu
-
-
-@pytest.fixture(scope="module")
-def bins(nvcc: Path, tmp_path_factory: pytest.TempPathFactory) -> DeviceBinaries:
-    return build_once(nvcc, tmp_path_factory.mktemp("testbins"))
 
 
 @pytest.fixture

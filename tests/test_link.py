@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from gpu_kernels.testbins import DeviceBinaries, build_once
+from gpu_kernels.testbins import DeviceBinaries
 
 from skbuild_cudaq.fatbin import FatbinContainer, FatbinEntry
 from skbuild_cudaq.realtime import _nvjitlink
@@ -21,11 +21,6 @@ from skbuild_cudaq.realtime.link import LinkOptions, link_device_code, link_devi
 
 NO_CACHE = LinkCache(None)
 HOOKS = ("cudaq_dev_enter_kernel", "cudaq_dev_rx_poll", "cudaq_dev_tx_publish")
-
-
-@pytest.fixture(scope="module")
-def bins(nvcc: Path, tmp_path_factory: pytest.TempPathFactory) -> DeviceBinaries:
-    return build_once(nvcc, tmp_path_factory.mktemp("testbins"))
 
 
 @pytest.mark.toolchain

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from gpu_kernels.testbins import DeviceBinaries, build_once
+from gpu_kernels.testbins import DeviceBinaries
 
 from skbuild_cudaq.fatbin import read_fatbin_file, read_relfatbin_sections
 from skbuild_cudaq.realtime._link_child import link_in_child
@@ -26,11 +26,6 @@ pytestmark = pytest.mark.toolchain
 NO_CACHE = LinkCache(None)
 OPTIONS = ["-arch=sm_90", "-lto"]
 ENTRY = 16  # the first entry header of a container
-
-
-@pytest.fixture(scope="module")
-def bins(nvcc: Path, tmp_path_factory: pytest.TempPathFactory) -> DeviceBinaries:
-    return build_once(nvcc, tmp_path_factory.mktemp("testbins"))
 
 
 def _crashing(bins: DeviceBinaries) -> bytes:

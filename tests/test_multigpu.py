@@ -1,6 +1,6 @@
 """Several GPUs without a GPU: per-device lookups, one link per architecture, start() checks.
 
-A fake driver with two devices (``_fake_driver.TwoGpuDriver``: per-thread context
+A fake driver with two devices (``_fake_driver.FakeDriver``: per-thread context
 stacks, handler addresses that differ per context) drives the run time's
 per-device logic and its errors; the links are real (nvJitLink, ``toolchain``).
 What it proves on real GPUs is in ``tests/test_multigpu_gpu.py``.
@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _fake_driver import TwoGpuDriver
-from gpu_kernels.testbins import DeviceBinaries, build_once
+from _fake_driver import FakeDriver, UseDriver
+from gpu_kernels.testbins import DeviceBinaries
 
 import skbuild_cudaq.realtime as rt
 from skbuild_cudaq.realtime import _driver
@@ -24,20 +24,6 @@ from skbuild_cudaq.realtime.errors import InvalidArgumentError, LibraryConflictE
 
 SAME_ARCH = ((9, 0), (9, 0))
 MIXED = ((9, 0), (8, 0))
-
-
-@pytest.fixture(scope="module")
-def bins(nvcc: Path, tmp_path_factory: pytest.TempPathFactory) -> DeviceBinaries:
-    return build_once(nvcc, tmp_path_factory.mktemp("testbins"))
-
-
-def _install(monkeypatch: pytest.MonkeyPatch, archs: tuple[tuple[int, int], ...]) -> TwoGpuDriver:
-    fake = TwoGpuDriver(archs)
-    monkeypatch.setattr(_driver, "driver", lambda: fake)
-    monkeypatch.setattr(_driver, "_initialised", False)
-    monkeypatch.setattr(_driver, "_primary", {})
-    monkeypatch.setattr(_driver, "_archs", {})
-    return fake
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +61,8 @@ def app(bins: DeviceBinaries) -> types.ModuleType:
 # -- _driver helpers (no toolchain) ---------------------------------------------------------------
 
 
-def test_pushed_restores_the_callers_context(monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = _install(monkeypatch, SAME_ARCH)
+def test_pushed_restores_the_callers_context(use_driver: UseDriver) -> None:
+    fake = use_driver(FakeDriver(SAME_ARCH))
     ctx0, ctx1 = _driver.primary_context(0), _driver.primary_context(1)
     assert _driver.primary_context(1) == ctx1 and fake.retained == {0: 1, 1: 1}  # retained once
     assert fake.current() is None  # retaining makes nothing current
@@ -91,8 +77,8 @@ def test_pushed_restores_the_callers_context(monkeypatch: pytest.MonkeyPatch) ->
     assert fake.current() is None
 
 
-def test_a_bad_ordinal_names_the_visible_devices(monkeypatch: pytest.MonkeyPatch) -> None:
-    _install(monkeypatch, MIXED)
+def test_a_bad_ordinal_names_the_visible_devices(use_driver: UseDriver) -> None:
+    use_driver(FakeDriver(MIXED))
     assert (_driver.ordinal_arch(0), _driver.ordinal_arch(1)) == ("sm_90", "sm_80")
     assert _driver.device_count() == 2
     for call in (_driver.ordinal_arch, _driver.primary_context):
@@ -100,8 +86,8 @@ def test_a_bad_ordinal_names_the_visible_devices(monkeypatch: pytest.MonkeyPatch
             call(2)
 
 
-def test_current_ordinal_follows_the_current_context(monkeypatch: pytest.MonkeyPatch) -> None:
-    _install(monkeypatch, SAME_ARCH)
+def test_current_ordinal_follows_the_current_context(use_driver: UseDriver) -> None:
+    use_driver(FakeDriver(SAME_ARCH))
     assert _driver.current_ordinal() == 0  # none current: device 0
     with _driver.pushed(_driver.primary_context(1)):
         assert _driver.current_ordinal() == 1
@@ -112,9 +98,9 @@ def test_current_ordinal_follows_the_current_context(monkeypatch: pytest.MonkeyP
 
 @pytest.mark.toolchain
 def test_lookups_per_device_share_one_link_per_arch(
-    monkeypatch: pytest.MonkeyPatch, links: list[str], app: types.ModuleType
+    use_driver: UseDriver, links: list[str], app: types.ModuleType
 ) -> None:
-    fake = _install(monkeypatch, SAME_ARCH)
+    fake = use_driver(FakeDriver(SAME_ARCH))
     echo0 = rt.get_device_handler(app, "echo", device=0)
     echo1 = rt.get_device_handler(app, "echo", device=1)
     inc1 = rt.get_device_handler(app, "rpc_increment", device=1)
@@ -132,21 +118,21 @@ def test_lookups_per_device_share_one_link_per_arch(
     assert lib.handler_addresses(device=1) == {"echo": echo1, "rpc_increment": inc1}
     # each device's globals were read in that device's context, and only once
     reads = [ctx for call, ctx in fake.calls if call == "cuLibraryGetGlobal(cudaq_handler_echo)"]
-    assert reads == [TwoGpuDriver.CTX_BASE, TwoGpuDriver.CTX_BASE + 1]
+    assert reads == [FakeDriver.CTX_BASE, FakeDriver.CTX_BASE + 1]
     # a function per context, the caller's current context left alone by explicit lookups
-    assert kernel1.function(device=1).endswith(f"@{TwoGpuDriver.CTX_BASE + 1:#x}")
-    assert kernel0.function(device=0).endswith(f"@{TwoGpuDriver.CTX_BASE:#x}")
+    assert kernel1.function(device=1).endswith(f"@{FakeDriver.CTX_BASE + 1:#x}")
+    assert kernel0.function(device=0).endswith(f"@{FakeDriver.CTX_BASE:#x}")
     assert fake.current() is None
 
 
 @pytest.mark.toolchain
 def test_two_architectures_link_twice_and_only_twice(
-    monkeypatch: pytest.MonkeyPatch,
+    use_driver: UseDriver,
     links: list[str],
     app: types.ModuleType,
     bins: DeviceBinaries,
 ) -> None:
-    _install(monkeypatch, MIXED)
+    use_driver(FakeDriver(MIXED))
     kernel0 = rt.get_device_kernel(app, "single_thread_dispatcher", device=0)
     kernel1 = rt.get_device_kernel(app, "single_thread_dispatcher", device=1)
     rt.get_device_handler(app, "echo", device=1)
@@ -170,12 +156,12 @@ def test_two_architectures_link_twice_and_only_twice(
 
 @pytest.mark.toolchain
 def test_without_device_the_current_context_decides(
-    monkeypatch: pytest.MonkeyPatch, links: list[str], app: types.ModuleType
+    use_driver: UseDriver, links: list[str], app: types.ModuleType
 ) -> None:
-    fake = _install(monkeypatch, SAME_ARCH)
+    fake = use_driver(FakeDriver(SAME_ARCH))
     # one GPU's behaviour, unchanged: no context current -> device 0's is made current
     echo = rt.get_device_handler(app, "echo")
-    assert fake.current() == TwoGpuDriver.CTX_BASE
+    assert fake.current() == FakeDriver.CTX_BASE
     assert echo == rt.get_device_handler(app, "echo", device=0)
     with _driver.pushed(_driver.primary_context(1)):
         assert rt.get_device_handler(app, "echo") == rt.get_device_handler(app, "echo", device=1)
@@ -184,9 +170,9 @@ def test_without_device_the_current_context_decides(
 
 @pytest.mark.toolchain
 def test_lookups_from_two_threads_link_once(
-    monkeypatch: pytest.MonkeyPatch, links: list[str], app: types.ModuleType
+    use_driver: UseDriver, links: list[str], app: types.ModuleType
 ) -> None:
-    _install(monkeypatch, SAME_ARCH)
+    use_driver(FakeDriver(SAME_ARCH))
     found: dict[int, int] = {}
     errors: list[BaseException] = []
 
@@ -218,12 +204,12 @@ def _dispatcher(app: types.ModuleType, device: int) -> Any:
 @pytest.mark.toolchain
 @pytest.mark.parametrize("archs", [SAME_ARCH, MIXED], ids=["same-arch", "mixed-arch"])
 def test_a_handler_of_another_gpu_is_refused_at_start(
-    monkeypatch: pytest.MonkeyPatch,
+    use_driver: UseDriver,
     links: list[str],
     app: types.ModuleType,
     archs: tuple[tuple[int, int], ...],
 ) -> None:
-    fake = _install(monkeypatch, archs)
+    fake = use_driver(FakeDriver(archs))
     echo1 = rt.get_device_handler(app, "echo", device=1)
     inc0 = rt.get_device_handler(app, "rpc_increment", device=0)
     d = _dispatcher(app, 0)
@@ -263,9 +249,9 @@ def test_a_handler_of_another_gpu_is_refused_at_start(
 
 @pytest.mark.toolchain
 def test_a_launcher_kernel_of_another_arch_is_refused_at_start(
-    monkeypatch: pytest.MonkeyPatch, links: list[str], app: types.ModuleType
+    use_driver: UseDriver, links: list[str], app: types.ModuleType
 ) -> None:
-    _install(monkeypatch, MIXED)
+    use_driver(FakeDriver(MIXED))
     kernel1 = rt.get_device_kernel(app, "single_thread_dispatcher", device=1)
 
     class Launcher:
@@ -287,9 +273,9 @@ def test_a_launcher_kernel_of_another_arch_is_refused_at_start(
 
 @pytest.mark.toolchain
 def test_a_device_that_does_not_exist_is_named(
-    monkeypatch: pytest.MonkeyPatch, links: list[str], app: types.ModuleType
+    use_driver: UseDriver, links: list[str], app: types.ModuleType
 ) -> None:
-    _install(monkeypatch, MIXED)
+    use_driver(FakeDriver(MIXED))
     with pytest.raises(InvalidArgumentError, match=r"device=3: this process sees 2 CUDA"):
         _dispatcher(app, 3).start()
     rt.get_device_handler(app, "echo", device=0)  # the registry is not empty now
@@ -298,10 +284,10 @@ def test_a_device_that_does_not_exist_is_named(
     assert links == ["sm_90"]
 
 
-def test_test_server_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_test_server_devices(use_driver: UseDriver) -> None:
     from skbuild_cudaq.realtime import test_server
 
-    _install(monkeypatch, MIXED)
+    use_driver(FakeDriver(MIXED))
     parse = test_server._build_parser().parse_args
     assert test_server._devices_to_serve(parse(["--devices=all"])) == [0, 1]
     assert test_server._devices_to_serve(parse(["--devices=1,0"])) == [1, 0]

@@ -9,7 +9,6 @@ for passing tests too. Every wait has a deadline: nothing here can hang.
 
 from __future__ import annotations
 
-import importlib
 import subprocess
 import sys
 import textwrap
@@ -22,7 +21,6 @@ import pytest
 
 pytestmark = pytest.mark.gpu
 
-EXTENSION = "example_app._core"
 DEADLINE = 60.0  # seconds any thread may take
 # launch-wide and thread-shaped handlers, as in tests/test_dispatcher_gpu.py
 HANDLERS = ("rpc_increment", "echo", "block_reverse", "rpc_increment_thread", "echo_thread")
@@ -31,14 +29,6 @@ KINDS = ["builtin", "single_thread", "warp_parallel"]
 
 def say(*parts: Any) -> None:
     print("[multigpu]", *parts, flush=True)
-
-
-@pytest.fixture(scope="module")
-def core() -> Any:
-    try:
-        return importlib.import_module(EXTENSION)
-    except ImportError as exc:
-        pytest.skip(f"{EXTENSION} is not installed (pip install ./example_app): {exc}")
 
 
 @pytest.fixture(scope="module")

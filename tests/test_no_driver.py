@@ -16,10 +16,9 @@ from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
-from _fake_driver import OK, Result
+from _fake_driver import Result, UseDriver, failing_driver
 
 from skbuild_cudaq.errors import CudaqError
-from skbuild_cudaq.realtime import _driver
 from skbuild_cudaq.realtime.dispatcher import Dispatcher, DispatcherConfig, LaunchArgs
 from skbuild_cudaq.realtime.errors import CUDAError, RealtimeError
 
@@ -46,8 +45,7 @@ def _dispatcher() -> Dispatcher:
     return d
 
 
-def _start_fails(monkeypatch: pytest.MonkeyPatch) -> RealtimeError:
-    monkeypatch.setattr(_driver, "_initialised", False)
+def _start_fails() -> RealtimeError:
     d = _dispatcher()
     with pytest.raises(CudaqError) as info:
         d.start()
@@ -57,9 +55,12 @@ def _start_fails(monkeypatch: pytest.MonkeyPatch) -> RealtimeError:
     return info.value
 
 
-def test_start_without_cuda_bindings_is_a_realtime_error(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_start_without_cuda_bindings_is_a_realtime_error(
+    monkeypatch: pytest.MonkeyPatch, use_driver: UseDriver
+) -> None:
     monkeypatch.setitem(sys.modules, "cuda.bindings.driver", None)  # import raises ImportError
-    error = _start_fails(monkeypatch)
+    use_driver(None)  # the real driver() (which cannot import the bindings), state reset
+    error = _start_fails()
     assert str(error).startswith("the CUDA driver bindings cannot be imported (")
     assert str(error).endswith("); install the run time: pip install 'skbuild-cudaq[runtime]'")
 
@@ -78,20 +79,20 @@ def _bindings_without_a_driver() -> str | None:
 
 @pytest.mark.parametrize("how", ["real", "cuInit-raises"])
 def test_start_without_a_driver_library_is_a_realtime_error(
-    monkeypatch: pytest.MonkeyPatch, how: str
+    use_driver: UseDriver, how: str
 ) -> None:
     if how == "real":
         why = _bindings_without_a_driver()
         if why is not None:
             pytest.skip(why)
+        use_driver(None)  # the real driver, state reset
     else:
 
         def cu_init(flags: int) -> Any:  # what cuda.bindings does when libcuda.so is missing
             raise RuntimeError('"cuda" is an NVIDIA driver library and can only be found ...')
 
-        fake = SimpleNamespace(cuInit=cu_init)
-        monkeypatch.setattr(_driver, "driver", lambda: fake)
-    error = _start_fails(monkeypatch)
+        use_driver(SimpleNamespace(cuInit=cu_init))
+    error = _start_fails()
     assert str(error).startswith("cannot initialise CUDA (is an NVIDIA driver installed?): ")
     assert "NVIDIA driver" in str(error).split("?): ", 1)[1]
 
@@ -112,34 +113,6 @@ def launchers(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
 
 NO_DEVICE = Result(100, "CUDA_ERROR_NO_DEVICE")
 INVALID_HANDLE = Result(400, "CUDA_ERROR_INVALID_HANDLE")
-
-
-def _failing_driver(fail: str, code: Any) -> SimpleNamespace:
-    """A driver where call ``fail`` returns ``code`` and every other call succeeds."""
-
-    def call(name: str, value: Any) -> Any:
-        return lambda *args: (code, None) if name == fail else (OK, value)
-
-    attrs = SimpleNamespace(
-        CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT="sms",
-        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR="major",
-        CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN="optin",
-    )
-    return SimpleNamespace(
-        CUdevice_attribute=attrs,
-        CUfunction_attribute=SimpleNamespace(
-            CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES="static",
-            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES="dynamic",
-        ),
-        cuDeviceGet=call("cuDeviceGet", 0),
-        cuDeviceGetAttribute=call("cuDeviceGetAttribute", 1 << 20),  # every limit generous
-        cuKernelGetFunction=call("cuKernelGetFunction", "function"),
-        cuOccupancyMaxActiveBlocksPerMultiprocessor=call(
-            "cuOccupancyMaxActiveBlocksPerMultiprocessor", 1
-        ),
-        cuFuncGetAttribute=call("cuFuncGetAttribute", 0),
-        cuKernelSetAttribute=call("cuKernelSetAttribute", None),
-    )
 
 
 KERNEL = SimpleNamespace(handle="kernel-handle", library=None)
@@ -169,7 +142,7 @@ KERNEL = SimpleNamespace(handle="kernel-handle", library=None)
 def test_launcher_driver_failures_are_cuda_errors(
     launchers: ModuleType, monkeypatch: pytest.MonkeyPatch, fail: str, run: Any, call: str
 ) -> None:
-    monkeypatch.setattr(launchers, "_driver", lambda: _failing_driver(fail, NO_DEVICE))
+    monkeypatch.setattr(launchers, "_driver", lambda: failing_driver(fail, NO_DEVICE))
     with pytest.raises(CUDAError) as info:
         run(launchers)
     error = info.value
@@ -184,7 +157,7 @@ def test_launcher_call_reports_the_driver_error(
     query fails. (The kernel lookup is the one thing replaced: it needs a linked module.)"""
     monkeypatch.setattr(launchers, "get_device_kernel", lambda module, name, device=None: KERNEL)
     monkeypatch.setattr(
-        launchers, "_driver", lambda: _failing_driver("cuKernelGetFunction", INVALID_HANDLE)
+        launchers, "_driver", lambda: failing_driver("cuKernelGetFunction", INVALID_HANDLE)
     )
     launcher = launchers.cooperative_grid(ModuleType("example_app._core"))
     with pytest.raises(CUDAError) as info:
@@ -195,7 +168,7 @@ def test_launcher_call_reports_the_driver_error(
 def test_unnamed_result_code_is_shown_by_number(
     launchers: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(launchers, "_driver", lambda: _failing_driver("cuDeviceGet", 999))
+    monkeypatch.setattr(launchers, "_driver", lambda: failing_driver("cuDeviceGet", 999))
     with pytest.raises(CUDAError) as info:
         launchers._device_attribute(0, "CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT")
     assert (info.value.call, info.value.name, info.value.code) == (

@@ -1,6 +1,6 @@
 """The realtime dispatcher: a persistent GPU kernel serving a bridge's ring.
 
-Three steps from the application's side (docs/dispatcher.md)::
+Three steps from the application's side (docs/guides/dispatcher.md)::
 
     kernel = get_device_kernel(my_ext, "my_dispatcher")
     with Dispatcher(DispatcherConfig(num_slots=64, slot_size=256), module=my_ext) as d:
@@ -204,7 +204,9 @@ class LaunchArgs:
     """Everything a dispatch kernel needs, handed to a launcher by :meth:`Dispatcher.start`.
 
     Pointers are device addresses as ints. :meth:`kernel_args` gives the six
-    kernel parameters in the SPEC order, as ctypes values for ``launch_kernel``.
+    parameters every dispatch kernel takes, in its signature's order
+    (``transport_ctx, slot_size, table, table_count, shutdown_flag, stats``), as
+    ctypes values for ``launch_kernel``.
     """
 
     transport_ctx: int

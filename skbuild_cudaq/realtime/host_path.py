@@ -8,7 +8,7 @@ two-process test server thus run without a GPU.
 
 Handlers are Python callables ``f(args: bytes) -> bytes | tuple[int, bytes]``
 (a bare bytes-like result means status 0). Bad requests are answered with the
-SPEC status and never stop the thread: bad magic -1, ``arg_len`` longer than
+wire format's status and never stop the thread: bad magic -1, ``arg_len`` longer than
 the slot's payload -3, unknown function id -2 (checked in that order, like
 ``cudaq_validate_request``). A handler that fails is answered with a reserved
 positive status and the thread keeps serving:

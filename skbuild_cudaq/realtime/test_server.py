@@ -21,7 +21,7 @@ with ``device=N``; PROCESSED gains ``counts=K0,K1``).
 Bad arguments: one line on stderr, exit status 2; a failure while starting or
 serving: one line, exit status 1.
 
-See docs/test-server.md.
+See docs/guides/test-server.md.
 """
 
 from __future__ import annotations

@@ -516,13 +516,13 @@ _SHT_SYMTAB = 2
 
 @dataclass(frozen=True)
 class ElfSymbol:
-    """One ELF symbol (what the run time needs of it): ``bind`` and ``type`` are the
+    """One ELF symbol (what the run time needs of it): ``bind`` and ``kind`` are the
     ``st_info`` halves (STB_GLOBAL 1, STB_WEAK 2; STT_OBJECT 1, STT_FUNC 2), ``section``
     the ``st_shndx`` (0: undefined)."""
 
     name: str
     bind: int
-    type: int
+    kind: int
     section: int
 
 

@@ -73,7 +73,7 @@ def test_elf_symbols_match_pyelftools(bins: DeviceBinaries, arch: str) -> None:
     from skbuild_cudaq.fatbin import elf_symbols
 
     cubin = link_device_code(bins.app, arch, cache=NO_CACHE)
-    ours = [(s.name, s.bind, s.type, s.section) for s in elf_symbols(io.BytesIO(cubin), Path("c"))]
+    ours = [(s.name, s.bind, s.kind, s.section) for s in elf_symbols(io.BytesIO(cubin), Path("c"))]
     assert ours == _pyelftools_symbols(cubin)
     assert len(ours) > 10
     assert {"single_thread_dispatcher", "cudaq_handler_echo"} <= {s[0] for s in ours}

@@ -97,9 +97,9 @@ def cubin_symbols(cubin: bytes) -> ModuleSymbols:
             continue
         if sym.section == 0:  # SHN_UNDEF
             undefined.append(sym.name)
-        elif sym.type == 2:  # STT_FUNC
+        elif sym.kind == 2:  # STT_FUNC
             kernels.append(sym.name)
-        elif sym.type == 1:  # STT_OBJECT
+        elif sym.kind == 1:  # STT_OBJECT
             globals_.append(sym.name)
     return ModuleSymbols(kernels, globals_, undefined)
 

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from skbuild_cudaq.realtime import _driver
-from skbuild_cudaq.realtime._ring import RingLayout
 from skbuild_cudaq.realtime.bridge import HostRingBridge
 from skbuild_cudaq.realtime.dispatcher import (
     DEVICE_CALL,
@@ -30,6 +29,7 @@ from skbuild_cudaq.realtime.dispatcher import (
     LaunchArgs,
 )
 from skbuild_cudaq.realtime.errors import CUDAError, InvalidArgumentError, RealtimeError
+from skbuild_cudaq.realtime.ring import RingLayout
 
 NOT_READY = 600
 
@@ -549,7 +549,7 @@ def test_block_size_at_the_kernels_limit_is_launched(drv: FakeDriver, builtin: l
 
 
 def test_bridge_clients_keep_ring_ids_across_resets(drv: FakeDriver) -> None:
-    from skbuild_cudaq.realtime._ring import RingClient, RingError, RingServer
+    from skbuild_cudaq.realtime.ring import RingClient, RingError, RingServer
 
     with HostRingBridge(num_slots=4, slot_size=64) as bridge:
         server = RingServer(bridge.buffer, bridge.layout)  # stands in for the GPU's hooks

@@ -6,7 +6,6 @@ import time
 import numpy as np
 import pytest
 
-from skbuild_cudaq.realtime._ring import RingLayout
 from skbuild_cudaq.realtime.host_path import (
     STATUS_BAD_HANDLER_RESULT,
     STATUS_HANDLER_EXCEPTION,
@@ -16,6 +15,7 @@ from skbuild_cudaq.realtime.host_path import (
     echo,
     rpc_increment,
 )
+from skbuild_cudaq.realtime.ring import RingLayout
 from skbuild_cudaq.realtime.wire import (
     STATUS_ARGS_TOO_LONG,
     STATUS_BAD_MAGIC,
@@ -303,7 +303,7 @@ def test_clients_of_another_process_continue_the_same_ring() -> None:
     import sys
     from multiprocessing import shared_memory
 
-    from skbuild_cudaq.realtime._ring import RingClient
+    from skbuild_cudaq.realtime.ring import RingClient
 
     layout = RingLayout(4, 64)
     shm = shared_memory.SharedMemory(create=True, size=layout.total_bytes)

@@ -125,7 +125,7 @@ def test_load_links_while_the_context_is_created(
 
     events: list[str] = []
     linked = threading.Event()
-    real_link = link_module.link_device_code_ex
+    real_link = link_module.link_with_options
 
     def link_and_tell(*args: Any, **kwargs: Any) -> Any:
         result = real_link(*args, **kwargs)
@@ -140,7 +140,7 @@ def test_load_links_while_the_context_is_created(
         events.append("link done during retain" if linked.wait(60) else "retain timed out")
         return (OK, "ctx")
 
-    monkeypatch.setattr(link_module, "link_device_code_ex", link_and_tell)
+    monkeypatch.setattr(link_module, "link_with_options", link_and_tell)
     monkeypatch.setattr(_driver, "driver", lambda: startup_driver(events, retain))
     monkeypatch.setattr(_driver, "_initialised", False)
     lib = Library(bins.app, cache=LinkCache(tmp_path / "cache"))

@@ -232,11 +232,11 @@ class Library:
 
     def _link(self, arch: str | None) -> bytes:
         """Link (or take from the cache) this library's device code for ``arch``."""
-        from .link import LinkOptions, link_device_code_ex
+        from .link import LinkOptions, link_with_options
 
         assert self._binary is not None
         options = LinkOptions(arch=arch, bridge=self._bridge)
-        return link_device_code_ex(self._binary, options, self._cache).cubin
+        return link_with_options(self._binary, options, self._cache).cubin
 
     @property
     def symbols(self) -> ModuleSymbols:

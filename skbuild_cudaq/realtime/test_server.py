@@ -41,7 +41,7 @@ from typing import Any, NoReturn
 from skbuild_cudaq import _log
 from skbuild_cudaq.errors import CudaqError
 
-from ._ring import RingClient, RingLayout
+from .ring import RingClient, RingLayout
 
 __all__ = ["connect_host_ring", "main"]
 

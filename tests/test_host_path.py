@@ -329,3 +329,26 @@ def test_clients_of_another_process_continue_the_same_ring() -> None:
     finally:
         shm.close()
         shm.unlink()
+
+
+# -- issue 16: one function table for both paths ------------------------------------------
+
+
+def test_host_dispatcher_serves_the_host_entries_of_a_function_table() -> None:
+    from skbuild_cudaq.realtime import FunctionTable
+
+    table = FunctionTable()
+    table.add_host("echo", echo)
+    table.add_host("rpc_increment", rpc_increment)
+    table.add_device("gpu_only", 0x1000)  # only a GPU calls it: unknown on the host path
+    with HostDispatcher(RingLayout(4, 64), table) as dispatcher:
+        client = dispatcher.client()
+        assert client.call("echo", b"abc", timeout=10) == (0, b"abc")
+        assert client.call("rpc_increment", b"\x01", timeout=10) == (0, b"\x02")
+        assert client.call("gpu_only", b"", timeout=10)[0] == STATUS_UNKNOWN_FUNCTION
+    assert dispatcher.handler_names == ["echo", "rpc_increment"]
+
+
+def test_host_dispatcher_refuses_handlers_that_are_neither_a_mapping_nor_a_table() -> None:
+    with pytest.raises(TypeError, match="a mapping or a FunctionTable"):
+        HostDispatcher(RingLayout(4, 64), [("echo", echo)])  # type: ignore[arg-type]

@@ -84,8 +84,8 @@ class Dispatcher(Generic[BridgeT]):
         from skbuild_cudaq.realtime.errors import InvalidArgumentError
 
         self.config = config if config is not None else DispatcherConfig()
-        #: the ring's shape: the config's, which the bridge must have; the one source of
-        #: the launch arguments' ``num_slots``/``slot_size``
+        #: The ring's shape (the config's, which the bridge must have), the one source
+        #: of the launch arguments' ``num_slots`` and ``slot_size``.
         self.layout: RingLayout = self.config.layout
         self._owns_bridge = bridge is None
         self.bridge: BridgeT = cast(

@@ -1,4 +1,4 @@
-"""The producer's vectorised batch path (:meth:`RingClient.call_batch`, numpy) and
+"""The producer's vectorised batch path (:meth:`~skbuild_cudaq.realtime.RingClient.call_batch`, numpy) and
 its result, :class:`BatchResult`."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ _U64 = 0xFFFFFFFFFFFFFFFF
 
 @dataclass(frozen=True)
 class BatchResult:
-    """Responses of :meth:`RingClient.call_batch` as numpy arrays (row i = request i)."""
+    """Responses of :meth:`~skbuild_cudaq.realtime.RingClient.call_batch` as numpy arrays (row i = request i)."""
 
     statuses: Any  #: int32[m]
     result_lens: Any  #: uint32[m]
@@ -45,7 +45,7 @@ class BatchResult:
 
 
 class _BatchPath:
-    """:meth:`RingClient.call_batch`, mixed into :class:`RingClient`."""
+    """:meth:`~skbuild_cudaq.realtime.RingClient.call_batch`, mixed into :class:`RingClient`."""
 
     _layout: RingLayout
     _mem: RingMemory

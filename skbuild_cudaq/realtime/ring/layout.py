@@ -4,7 +4,7 @@
 It is validated here and nowhere else (one exception type,
 :class:`~skbuild_cudaq.realtime.InvalidArgumentError`, a ``ValueError``), and flows
 unchanged from ``DispatcherConfig`` to the bridge, the transport context and the
-dispatch kernel's launch arguments. The header size is :data:`wire.HEADER_SIZE`.
+dispatch kernel's launch arguments. The header size is :data:`~skbuild_cudaq.realtime.wire.HEADER_SIZE`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ class RingLayout:
     """Shape and geometry of one ring allocation (see :mod:`skbuild_cudaq.realtime.ring`)."""
 
     num_slots: int
-    slot_size: int  #: bytes per slot: the RPC header (``HEADER_SIZE``) and the payload
+    slot_size: int  #: bytes per slot, the RPC header (``HEADER_SIZE``) and the payload
 
     def __post_init__(self) -> None:
         from skbuild_cudaq.realtime.errors import InvalidArgumentError  # a ValueError too

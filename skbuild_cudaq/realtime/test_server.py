@@ -425,7 +425,7 @@ def _run(args: argparse.Namespace) -> int:
             served, endpoint, _ = _serve_ring(args, layout)
             units.append((served, None))
         else:
-            from .udp import UdpBridge
+            from .udp import UdpFeeder
 
             # the host path's consumer is a thread of this process: yield the GIL early;
             # a GPU answers in microseconds: spin before yielding
@@ -437,7 +437,7 @@ def _run(args: argparse.Namespace) -> int:
                     served = _start_device(args, layout, device)
                 units.append((served, None))
                 port = args.port + index if args.port and devices else args.port
-                bridge = UdpBridge(served.client, host=args.host, port=port, spin=spin)
+                bridge = UdpFeeder(served.client, host=args.host, port=port, spin=spin)
                 served.close.append(bridge.close)
                 units[-1] = (served, bridge)
                 bridge.start()

@@ -1,5 +1,6 @@
-"""The producer's vectorised batch path (:meth:`~skbuild_cudaq.realtime.RingClient.call_batch`, numpy) and
-its result, :class:`BatchResult`."""
+"""The producer's vectorised batch path
+(:meth:`~skbuild_cudaq.realtime.RingClient.call_batch`, numpy) and its result,
+:class:`BatchResult`."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ _U64 = 0xFFFFFFFFFFFFFFFF
 
 @dataclass(frozen=True)
 class BatchResult:
-    """Responses of :meth:`~skbuild_cudaq.realtime.RingClient.call_batch` as numpy arrays (row i = request i)."""
+    """Responses of :meth:`RingClient.call_batch` as numpy arrays (row i = request i)."""
 
     statuses: Any  #: int32[m]
     result_lens: Any  #: uint32[m]

@@ -4,7 +4,8 @@
 It is validated here and nowhere else (one exception type,
 :class:`~skbuild_cudaq.realtime.InvalidArgumentError`, a ``ValueError``), and flows
 unchanged from ``DispatcherConfig`` to the bridge, the transport context and the
-dispatch kernel's launch arguments. The header size is :data:`~skbuild_cudaq.realtime.wire.HEADER_SIZE`.
+dispatch kernel's launch arguments. The header size is
+:data:`~skbuild_cudaq.realtime.wire.HEADER_SIZE`.
 """
 
 from __future__ import annotations

@@ -32,7 +32,6 @@ from typing import Any
 from skbuild_cudaq.realtime import (
     InvalidArgumentError,
     LaunchConfig,
-    check_driver_result,
     get_device_kernel,
     launch_kernel,
 )
@@ -55,15 +54,23 @@ def _driver() -> Any:
     return driver
 
 
+def _value(result: Any, what: str) -> Any:
+    """Unpack a ``(CUresult, value)`` tuple or raise the run time's ``CUDAError(call, name,
+    code)`` (``what`` is the call, e.g. ``cuDeviceGet``)."""
+    from skbuild_cudaq.realtime import CUDAError
+
+    code = result[0]
+    if int(code) != 0:
+        name = getattr(code, "name", None) or f"CUresult {int(code)}"
+        raise CUDAError(what, str(name), int(code))
+    return result[1] if len(result) > 1 else None
+
+
 def _device_attribute(device: int, attribute: str) -> int:
     drv = _driver()
-    dev = check_driver_result(drv.cuDeviceGet(device), "cuDeviceGet")
+    dev = _value(drv.cuDeviceGet(device), "cuDeviceGet")
     attr = getattr(drv.CUdevice_attribute, attribute)
-    return int(
-        check_driver_result(
-            drv.cuDeviceGetAttribute(attr, dev), f"cuDeviceGetAttribute({attribute})"
-        )
-    )
+    return int(_value(drv.cuDeviceGetAttribute(attr, dev), f"cuDeviceGetAttribute({attribute})"))
 
 
 @dataclass
@@ -102,9 +109,9 @@ def single_thread(module: ModuleType, *, device: int | None = None) -> KernelLau
 def max_cooperative_blocks(kernel: Any, device: int, block: int, shared_mem: int = 0) -> int:
     """Blocks of ``block`` threads that can be co-resident (what a cooperative launch allows)."""
     drv = _driver()
-    function = check_driver_result(drv.cuKernelGetFunction(kernel.handle), "cuKernelGetFunction")
+    function = _value(drv.cuKernelGetFunction(kernel.handle), "cuKernelGetFunction")
     per_sm = int(
-        check_driver_result(
+        _value(
             drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(function, block, shared_mem),
             "cuOccupancyMaxActiveBlocksPerMultiprocessor",
         )
@@ -176,9 +183,9 @@ def warp_shared_bytes(kernel: Any, device: int, slot_size: int) -> int:
         return wanted
     drv = _driver()
     optin = _device_attribute(device, "CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
-    function = check_driver_result(drv.cuKernelGetFunction(kernel.handle), "cuKernelGetFunction")
+    function = _value(drv.cuKernelGetFunction(kernel.handle), "cuKernelGetFunction")
     static = int(
-        check_driver_result(
+        _value(
             drv.cuFuncGetAttribute(
                 drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function
             ),
@@ -187,8 +194,8 @@ def warp_shared_bytes(kernel: Any, device: int, slot_size: int) -> int:
     )
     if wanted + static > optin:
         return 0
-    dev = check_driver_result(drv.cuDeviceGet(device), "cuDeviceGet")
-    check_driver_result(
+    dev = _value(drv.cuDeviceGet(device), "cuDeviceGet")
+    _value(
         drv.cuKernelSetAttribute(
             drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
             wanted,

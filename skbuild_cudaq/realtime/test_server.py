@@ -1,5 +1,7 @@
 """``cudaq-realtime-test-server``: serve a dispatcher over UDP (or a shared-memory ring).
 
+(Over 400 lines: one command, its arguments and its two paths, device and host.)
+
 Runs the whole flow in one process -- link and look up the dispatch kernel and
 handlers (device path) or set up the HOST_CALL handlers (host path), install the
 launcher, start -- then prints one line and serves::

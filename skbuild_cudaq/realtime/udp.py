@@ -1,5 +1,7 @@
 """UDP transport: a host thread moving datagrams between a loopback socket and a ring.
 
+(Over 400 lines: the feeder and its client share one framing and are tested as a pair.)
+
 :class:`UdpFeeder` (a host thread, not a GPU :class:`~skbuild_cudaq.realtime.Bridge`;
 ``UdpBridge`` is its old name) needs only a :class:`~skbuild_cudaq.realtime.RingClient`,
 so it fronts the device path (a GPU bridge's ring in pinned mapped memory) and

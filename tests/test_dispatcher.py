@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 from _fake_driver import FakeDriver, UseDriver
 
-from skbuild_cudaq.realtime._ring import RingLayout
 from skbuild_cudaq.realtime.bridge import HostRingBridge
 from skbuild_cudaq.realtime.dispatcher import (
     DEVICE_CALL,
@@ -30,6 +29,7 @@ from skbuild_cudaq.realtime.dispatcher import (
     LaunchArgs,
 )
 from skbuild_cudaq.realtime.errors import CUDAError, InvalidArgumentError, RealtimeError
+from skbuild_cudaq.realtime.ring import RingLayout
 
 
 class FakeLibrary:
@@ -407,7 +407,7 @@ def test_block_size_at_the_kernels_limit_is_launched(drv: FakeDriver, builtin: l
 
 
 def test_bridge_clients_keep_ring_ids_across_resets(drv: FakeDriver) -> None:
-    from skbuild_cudaq.realtime._ring import RingClient, RingError, RingServer
+    from skbuild_cudaq.realtime.ring import RingClient, RingError, RingServer
 
     with HostRingBridge(num_slots=4, slot_size=64) as bridge:
         server = RingServer(bridge.buffer, bridge.layout)  # stands in for the GPU's hooks
@@ -448,3 +448,28 @@ def test_a_bridge_whose_init_fails_leaves_no_finalizer_noise(
             HostRingBridge(*shape)
     gc.collect()
     assert unraisable == []
+
+
+# -- issue 16: one function table, the path chosen by the dispatcher --------------------------
+
+
+def test_host_call_entries_are_refused_by_the_device_path(drv: FakeDriver) -> None:
+    launcher = Launcher(drv)
+    d = make(drv, launcher)
+    d.function_table.add_host("host_echo", lambda args: args)
+    with pytest.raises(InvalidArgumentError, match=r"'host_echo'.*HostDispatcher\(layout, table\)"):
+        d.start()
+    assert launcher.seen is None and drv.log == []  # refused before anything was allocated
+
+
+def test_ring_shape_flows_from_the_config_to_the_launch_args(drv: FakeDriver) -> None:
+    launcher = Launcher(drv)
+    d = make(drv, launcher)
+    assert d.layout is d.config.layout and d.bridge.layout is d.config.layout
+    d.start()
+    try:
+        assert launcher.seen is not None
+        assert (launcher.seen.num_slots, launcher.seen.slot_size) == (4, 64)
+        assert d.config.max_payload == d.layout.max_payload == 64 - 24
+    finally:
+        d.close()

@@ -419,7 +419,7 @@ def test_processed_counts_since_the_last_start(core: Any) -> None:
 def test_ring_ids_unique_across_restarts_and_clients(core: Any) -> None:
     """Clients one after another and restarts (the ring is reset at each start()): every
     request id is new, every answer is the caller's own."""
-    from skbuild_cudaq.realtime._ring import RingClient
+    from skbuild_cudaq.realtime.ring import RingClient
 
     with make_dispatcher("single_thread", core, num_slots=4, slot_size=128) as d:
         seen: list[int] = []

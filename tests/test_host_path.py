@@ -6,7 +6,6 @@ import time
 import numpy as np
 import pytest
 
-from skbuild_cudaq.realtime._ring import RingLayout
 from skbuild_cudaq.realtime.host_path import (
     STATUS_BAD_HANDLER_RESULT,
     STATUS_HANDLER_EXCEPTION,
@@ -16,6 +15,7 @@ from skbuild_cudaq.realtime.host_path import (
     echo,
     rpc_increment,
 )
+from skbuild_cudaq.realtime.ring import RingLayout
 from skbuild_cudaq.realtime.wire import (
     STATUS_ARGS_TOO_LONG,
     STATUS_BAD_MAGIC,
@@ -303,7 +303,7 @@ def test_clients_of_another_process_continue_the_same_ring() -> None:
     import sys
     from multiprocessing import shared_memory
 
-    from skbuild_cudaq.realtime._ring import RingClient
+    from skbuild_cudaq.realtime.ring import RingClient
 
     layout = RingLayout(4, 64)
     shm = shared_memory.SharedMemory(create=True, size=layout.total_bytes)
@@ -329,3 +329,26 @@ def test_clients_of_another_process_continue_the_same_ring() -> None:
     finally:
         shm.close()
         shm.unlink()
+
+
+# -- issue 16: one function table for both paths ------------------------------------------
+
+
+def test_host_dispatcher_serves_the_host_entries_of_a_function_table() -> None:
+    from skbuild_cudaq.realtime import FunctionTable
+
+    table = FunctionTable()
+    table.add_host("echo", echo)
+    table.add_host("rpc_increment", rpc_increment)
+    table.add_device("gpu_only", 0x1000)  # only a GPU calls it: unknown on the host path
+    with HostDispatcher(RingLayout(4, 64), table) as dispatcher:
+        client = dispatcher.client()
+        assert client.call("echo", b"abc", timeout=10) == (0, b"abc")
+        assert client.call("rpc_increment", b"\x01", timeout=10) == (0, b"\x02")
+        assert client.call("gpu_only", b"", timeout=10)[0] == STATUS_UNKNOWN_FUNCTION
+    assert dispatcher.handler_names == ["echo", "rpc_increment"]
+
+
+def test_host_dispatcher_refuses_handlers_that_are_neither_a_mapping_nor_a_table() -> None:
+    with pytest.raises(TypeError, match="a mapping or a FunctionTable"):
+        HostDispatcher(RingLayout(4, 64), [("echo", echo)])  # type: ignore[arg-type]

@@ -110,7 +110,7 @@ def test_load_links_while_the_context_is_created(
 
     events: list[str] = []
     linked = threading.Event()
-    real_link = link_module.link_device_code_ex
+    real_link = link_module.link_with_options
 
     def link_and_tell(*args: Any, **kwargs: Any) -> Any:
         result = real_link(*args, **kwargs)
@@ -125,7 +125,7 @@ def test_load_links_while_the_context_is_created(
         events.append("link done during retain" if linked.wait(60) else "retain timed out")
         return (OK, "ctx")
 
-    monkeypatch.setattr(link_module, "link_device_code_ex", link_and_tell)
+    monkeypatch.setattr(link_module, "link_with_options", link_and_tell)
     use_driver(startup_driver(events, retain))
     lib = Library(bins.app, cache=LinkCache(tmp_path / "cache"))
     assert lib.load() == "library-handle"
@@ -203,6 +203,10 @@ def test_the_lookup_path_imports_only_light_modules() -> None:
         "skbuild_cudaq.realtime._driver",
         "skbuild_cudaq.realtime.errors",
         "skbuild_cudaq.realtime.library",
+        "skbuild_cudaq.realtime.library.handles",
+        "skbuild_cudaq.realtime.library.loaded",
+        "skbuild_cudaq.realtime.library.registry",
+        "skbuild_cudaq.realtime.library.symbols",
     }, ours
     heavy = {"dataclasses", "hashlib", "skbuild_cudaq.fatbin", "cuda.bindings.nvjitlink"}
     assert not heavy & set(out.stdout.split())

@@ -37,7 +37,7 @@ def links(monkeypatch: pytest.MonkeyPatch, cache_dir: Path) -> Iterator[list[str
     from skbuild_cudaq.realtime import link as link_module
 
     monkeypatch.setenv("SKBUILD_CUDAQ_LINK_CACHE", str(cache_dir))
-    real = link_module.link_device_code_ex
+    real = link_module.link_with_options
     archs: list[str] = []
 
     def counted(binary: Any, options: Any = None, cache: Any = None) -> Any:
@@ -45,7 +45,7 @@ def links(monkeypatch: pytest.MonkeyPatch, cache_dir: Path) -> Iterator[list[str
         archs.append(result.arch)
         return result
 
-    monkeypatch.setattr(link_module, "link_device_code_ex", counted)
+    monkeypatch.setattr(link_module, "link_with_options", counted)
     rt.release_library()
     yield archs
     rt.release_library()

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from skbuild_cudaq.realtime._ring import (
+from skbuild_cudaq.realtime.ring import (
     HOST_RING_CTX_MAGIC,
     HOST_RING_CTX_SIZE,
     RingClient,

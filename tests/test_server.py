@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from skbuild_cudaq.realtime._ring import RingLayout
+from skbuild_cudaq.realtime.ring import RingLayout
 from skbuild_cudaq.realtime.udp import UdpClient
 from skbuild_cudaq.realtime.wire import (
     STATUS_BAD_MAGIC,

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from skbuild_cudaq.realtime._ring import RingLayout
 from skbuild_cudaq.realtime.host_path import HostDispatcher, echo, rpc_increment
+from skbuild_cudaq.realtime.ring import RingLayout
 from skbuild_cudaq.realtime.udp import UdpBridge, UdpClient
 from skbuild_cudaq.realtime.wire import (
     STATUS_ARGS_TOO_LONG,

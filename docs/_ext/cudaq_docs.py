@@ -134,6 +134,8 @@ class PythonApi(SphinxDirective):
         src = self.get_source_info()[0]
         for name in modules:
             mod = importlib.import_module(name)
+            # names an outer package already documents (a subpackage re-exporting them too)
+            earlier: dict[str, str] = {}
             for value_name in getattr(mod, "__all__", []):
                 try:
                     value = getattr(mod, value_name)
@@ -141,8 +143,10 @@ class PythonApi(SphinxDirective):
                     continue  # autodoc reports it
                 home = getattr(value, "__module__", None)
                 if isinstance(home, str) and home != name:
-                    documented.setdefault(home, {}).setdefault(value_name, name)
-            skip = documented.get(name, {})
+                    first = documented.setdefault(home, {}).setdefault(value_name, name)
+                    if first != name:
+                        earlier[value_name] = first
+            skip = {**documented.get(name, {}), **earlier}
             rst = [f".. automodule:: {name}", "   :members:", "   :undoc-members:"]
             if hasattr(mod, "__all__"):
                 # __all__ decides; autodoc would otherwise drop constants (their __module__

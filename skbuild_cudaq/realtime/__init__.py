@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 # public name -> submodule that defines it
 _EXPORTS: dict[str, str] = {
-    # errors
+    # errors (every run-time error, all under RealtimeError) and the driver-result check
     "CUDAError": "errors",
     "InvalidArgumentError": "errors",
     "LinkError": "errors",
@@ -21,11 +21,20 @@ _EXPORTS: dict[str, str] = {
     "LibraryConflictError": "errors",
     "LinkCacheError": "errors",
     "DeviceCodeError": "errors",
+    "ProtocolError": "errors",
+    "RingError": "errors",
+    "RingProtocolError": "errors",
+    "HostDispatcherError": "errors",
+    "UdpFeederError": "errors",
+    "UdpBridgeError": "errors",
+    "check_driver_result": "errors",
     # device code of a binary, link, load, lookups
     "DeviceCode": "device_code",
     "device_code_of": "device_code",
     "link_device_code": "link",
+    "link_with_options": "link",
     "LinkOptions": "link",
+    "LinkResult": "link",
     "LinkCache": "cache",
     "Library": "library",
     "Kernel": "library",
@@ -34,7 +43,6 @@ _EXPORTS: dict[str, str] = {
     "DeviceHandler": "library",
     "get_library": "library",
     "release_library": "library",
-    "LinkResult": "link",
     "LaunchConfig": "launch",
     "launch_kernel": "launch",
     # wire format and rings (pure Python)
@@ -42,9 +50,9 @@ _EXPORTS: dict[str, str] = {
     "function_id": "wire",
     "RequestHeader": "wire",
     "ResponseHeader": "wire",
-    "RingLayout": "_ring",
-    "RingClient": "_ring",
-    # dispatcher, bridges, host path
+    "RingLayout": "ring",
+    "RingClient": "ring",
+    # dispatchers (device and host path), bridges, the UDP feeder
     "DispatcherConfig": "dispatcher",
     "Dispatcher": "dispatcher",
     "LaunchArgs": "dispatcher",
@@ -52,17 +60,12 @@ _EXPORTS: dict[str, str] = {
     "Bridge": "bridge",
     "HostRingBridge": "bridge",
     "HostDispatcher": "host_path",
+    "UdpFeeder": "udp",
     "UdpBridge": "udp",
     "UdpClient": "udp",
 }
 
 if TYPE_CHECKING:  # what type checkers see; at run time the names load lazily
-    from ._ring import (
-        RingClient as RingClient,
-    )
-    from ._ring import (
-        RingLayout as RingLayout,
-    )
     from .bridge import (
         Bridge as Bridge,
     )
@@ -97,6 +100,9 @@ if TYPE_CHECKING:  # what type checkers see; at run time the names load lazily
         DeviceCodeError as DeviceCodeError,
     )
     from .errors import (
+        HostDispatcherError as HostDispatcherError,
+    )
+    from .errors import (
         InvalidArgumentError as InvalidArgumentError,
     )
     from .errors import (
@@ -109,10 +115,28 @@ if TYPE_CHECKING:  # what type checkers see; at run time the names load lazily
         LinkError as LinkError,
     )
     from .errors import (
+        ProtocolError as ProtocolError,
+    )
+    from .errors import (
         RealtimeError as RealtimeError,
     )
     from .errors import (
+        RingError as RingError,
+    )
+    from .errors import (
+        RingProtocolError as RingProtocolError,
+    )
+    from .errors import (
+        UdpBridgeError as UdpBridgeError,
+    )
+    from .errors import (
+        UdpFeederError as UdpFeederError,
+    )
+    from .errors import (
         VersionMismatchError as VersionMismatchError,
+    )
+    from .errors import (
+        check_driver_result as check_driver_result,
     )
     from .host_path import (
         HostDispatcher as HostDispatcher,
@@ -153,11 +177,23 @@ if TYPE_CHECKING:  # what type checkers see; at run time the names load lazily
     from .link import (
         link_device_code as link_device_code,
     )
+    from .link import (
+        link_with_options as link_with_options,
+    )
+    from .ring import (
+        RingClient as RingClient,
+    )
+    from .ring import (
+        RingLayout as RingLayout,
+    )
     from .udp import (
         UdpBridge as UdpBridge,
     )
     from .udp import (
         UdpClient as UdpClient,
+    )
+    from .udp import (
+        UdpFeeder as UdpFeeder,
     )
     from .wire import (
         RequestHeader as RequestHeader,

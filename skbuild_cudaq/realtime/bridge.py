@@ -25,13 +25,13 @@ from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from . import _driver
-from ._ring import HOST_RING_CTX_SIZE, HOST_RING_MAX_LANES, RingLayout, host_ring_ctx_bytes
-from .wire import HEADER_SIZE
+from .ring.device_ctx import HOST_RING_CTX_SIZE, HOST_RING_MAX_LANES, host_ring_ctx_bytes
+from .ring.layout import RingLayout
 
 if TYPE_CHECKING:
-    from ._ring import RingClient
+    from .ring.client import RingClient
 
-__all__ = ["Bridge", "HostRingBridge", "validate_ring_shape"]
+__all__ = ["Bridge", "HostRingBridge"]
 
 
 class Bridge(Protocol):
@@ -52,7 +52,7 @@ class Bridge(Protocol):
 
     @property
     def slot_size(self) -> int:
-        """Bytes per request and per response (the 24-byte header and the payload)."""
+        """Bytes per request and per response (the RPC header and the payload)."""
         ...
 
     @property
@@ -78,38 +78,25 @@ class Bridge(Protocol):
         ...
 
 
-def validate_ring_shape(num_slots: int, slot_size: int) -> None:
-    """Raise :class:`InvalidArgumentError` for a ring the device hooks cannot serve."""
-    from .errors import InvalidArgumentError
-
-    if num_slots < 1 or num_slots > 0xFFFF_FFFF:
-        msg = f"num_slots={num_slots}: need at least 1 slot"
-        raise InvalidArgumentError(msg)
-    if slot_size <= HEADER_SIZE or slot_size % 8 != 0 or slot_size > 0xFFFF_FFFF:
-        msg = (
-            f"slot_size={slot_size}: a slot holds the 24-byte RPC header and the payload; "
-            "use a multiple of 8 greater than 24"
-        )
-        raise InvalidArgumentError(msg)
-
-
 class HostRingBridge:
     """The default bridge: a ring in mapped pinned host memory, served by the GPU.
 
-    ``HostRingBridge(num_slots, slot_size)``; the dispatcher calls :meth:`open`
-    with its device's context current (or pass ``num_slots``/``slot_size`` and
-    let :class:`Dispatcher` create the bridge). :meth:`client` returns the
+    ``HostRingBridge(num_slots, slot_size)`` or ``HostRingBridge(layout=RingLayout(...))``
+    (the shape is validated by :class:`RingLayout`); the dispatcher calls :meth:`open`
+    with its device's context current (or let :class:`Dispatcher` create the bridge
+    of its config's layout). :meth:`client` returns the
     :class:`RingClient` that submits requests and collects responses.
     """
 
     #: The host-ring hooks are part of skbuild-cudaq's own device run time.
     device_code: tuple[Path, ...] | None = None
 
-    def __init__(self, num_slots: int = 64, slot_size: int = 256) -> None:
-        validate_ring_shape(num_slots, slot_size)
-        self.num_slots = num_slots
-        self.slot_size = slot_size
-        self.layout = RingLayout(num_slots, slot_size)
+    def __init__(
+        self, num_slots: int = 64, slot_size: int = 256, *, layout: RingLayout | None = None
+    ) -> None:
+        self.layout = RingLayout(num_slots, slot_size) if layout is None else layout
+        self.num_slots = self.layout.num_slots
+        self.slot_size = self.layout.slot_size
         self._drv: ModuleType | None = None
         self._host_ptr = 0  # cuMemHostAlloc'd ring (host view)
         self._dev_ptr = 0  # its device view
@@ -243,10 +230,10 @@ class HostRingBridge:
     def client(self) -> RingClient:
         """The host-side client of this ring (one per bridge; rewound by :meth:`reset`;
         a new one once it was closed). Any other :class:`RingClient` over :attr:`buffer`
-        continues from the ring's own position and id source (see ``_ring``)."""
+        continues from the ring's own position and id source (see :mod:`.ring`)."""
         self._require_open()
         if self._client is None or self._client.closed:
-            from ._ring import RingClient
+            from .ring.client import RingClient
 
             self._client = RingClient(self.buffer, self.layout)
         return self._client

@@ -1,5 +1,7 @@
 """On-disk cache of linked cubins.
 
+(Over 400 lines: one job, the cache, whose path and write safety checks belong together.)
+
 Key: SHA-256 over every input byte (each container, in order), every option
 and nvJitLink's identity (see ``_nvjitlink.nvjitlink_identity``: the
 library ``cuda.bindings`` loads or would load, described without loading it),

@@ -1,24 +1,34 @@
-"""Typed errors of the run time (link, load, lookups, launches).
+"""Every error of the run time, in one place (link, load, lookups, launches, rings,
+wire format, dispatchers, the UDP feeder), and the public driver-result check.
 
 Every class derives from :class:`skbuild_cudaq.errors.CudaqError` through
-:class:`RealtimeError`. :class:`InvalidArgumentError` is also a ``ValueError``.
+:class:`RealtimeError`; all are exported from :mod:`skbuild_cudaq.realtime`.
+:class:`InvalidArgumentError` (and so a bad ring shape) is also a ``ValueError``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from skbuild_cudaq.errors import CudaqError, DeviceCodeError
 
 __all__ = [
     "CUDAError",
     "DeviceCodeError",
+    "HostDispatcherError",
     "InvalidArgumentError",
     "LibraryConflictError",
     "LinkCacheError",
     "LinkError",
+    "ProtocolError",
     "RealtimeError",
+    "RingError",
+    "RingProtocolError",
+    "UdpBridgeError",
+    "UdpFeederError",
     "VersionMismatchError",
+    "check_driver_result",
 ]
 
 
@@ -82,3 +92,41 @@ class LibraryConflictError(RealtimeError):
 
 class LinkCacheError(RealtimeError):
     """The link cache directory, or a directory or link on its path, is unsafe or unusable."""
+
+
+class ProtocolError(RealtimeError):
+    """A message does not follow the wire format (too short, wrong magic, id not echoed, ...)."""
+
+
+class RingError(RealtimeError):
+    """Misuse of a ring (bad buffer, ticket collected twice, publish without poll, ...)."""
+
+
+class RingProtocolError(RingError):
+    """The other side of a ring broke the protocol (bad response magic, id not echoed, ...)."""
+
+
+class HostDispatcherError(RealtimeError):
+    """Misconfiguration of a :class:`HostDispatcher` (duplicate function id, ...)."""
+
+
+class UdpFeederError(RealtimeError):
+    """The UDP feeder could not start, or its thread failed."""
+
+
+#: The name the UDP feeder's error had while the feeder was called ``UdpBridge``.
+UdpBridgeError = UdpFeederError
+
+
+def check_driver_result(ret: Any, call: str) -> Any:
+    """Raise :class:`CUDAError` unless ``ret`` (a ``cuda.bindings.driver`` call's return)
+    is success; return its values.
+
+    ``cuda.bindings.driver`` functions return ``(CUresult, value, ...)``: this returns
+    ``None`` for a bare result, the value for ``(result, value)`` and the tuple of
+    values for longer returns. ``call`` names the call in the error message, e.g.
+    ``check_driver_result(drv.cuMemAlloc(n), "cuMemAlloc")``. For launchers of your own.
+    """
+    from ._driver import check
+
+    return check(ret, call)

@@ -6,6 +6,13 @@ kernels do: take the next request in ring order, validate it, call the
 HOST_CALL handler, publish the response. The protocol, the UDP bridge and the
 two-process test server thus run without a GPU.
 
+The handlers come as a mapping ``{name: callable}`` or as the dispatcher's
+:class:`~skbuild_cudaq.realtime.FunctionTable` (one table for both paths): a
+host dispatcher serves the table's HOST_CALL entries (``table.add_host``), and
+its DEVICE_CALL entries, which only a GPU can call, are answered as unknown (-2).
+A device :class:`~skbuild_cudaq.realtime.Dispatcher` refuses HOST_CALL entries
+at ``start()``. So the path is the choice of dispatcher, not of table.
+
 Handlers are Python callables ``f(args: bytes) -> bytes | tuple[int, bytes]``
 (a bare bytes-like result means status 0). Bad requests are answered with the
 wire format's status and never stop the thread: bad magic -1, ``arg_len`` longer than
@@ -41,11 +48,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from skbuild_cudaq.errors import CudaqError
-
-from ._ring import RingClient, RingLayout, RingServer, _Backoff
+from .errors import HostDispatcherError
+from .ring.client import RingClient
+from .ring.layout import RingLayout
+from .ring.memory import Backoff
+from .ring.server import RingServer
 from .wire import (
     REQUEST_MAGIC,
     STATUS_ARGS_TOO_LONG,
@@ -54,6 +63,9 @@ from .wire import (
     STATUS_UNKNOWN_FUNCTION,
     function_id,
 )
+
+if TYPE_CHECKING:
+    from .dispatcher.table import FunctionTable
 
 __all__ = [
     "STATUS_BAD_HANDLER_RESULT",
@@ -84,22 +96,37 @@ def echo(args: bytes) -> bytes:
     return args
 
 
-class HostDispatcherError(CudaqError):
-    """Misconfiguration of a :class:`HostDispatcher` (duplicate function id, ...)."""
+def _host_handlers(
+    handlers: Mapping[str | bytes | int, HostHandler] | FunctionTable | None,
+) -> list[tuple[str | bytes | int, HostHandler]]:
+    """``(name, callable)`` pairs of a mapping, or of a function table's HOST_CALL entries."""
+    if handlers is None:
+        return []
+    if isinstance(handlers, Mapping):
+        return list(handlers.items())
+    from .dispatcher.table import FunctionTable
+
+    checked: object = handlers  # callers without type checking may pass anything
+    if not isinstance(checked, FunctionTable):
+        msg = f"handlers must be a mapping or a FunctionTable, got {type(handlers).__name__}"
+        raise TypeError(msg)
+    return [(e.name, e.callable) for e in handlers.host_entries() if e.callable is not None]
 
 
 class HostDispatcher:
     """A CPU thread serving HOST_CALL handlers over a ring (see the module docstring).
 
-    ``HostDispatcher(RingLayout(8, 256), {"echo": echo})`` or
-    ``HostDispatcher(handlers={...}, num_slots=8, slot_size=256)``. ``buffer``
-    (optional) is the ring memory; by default the dispatcher allocates it.
+    ``HostDispatcher(RingLayout(8, 256), {"echo": echo})``,
+    ``HostDispatcher(handlers={...}, num_slots=8, slot_size=256)`` or
+    ``HostDispatcher(layout, table)`` with a :class:`FunctionTable` (its HOST_CALL
+    entries). ``buffer`` (optional) is the ring memory; by default the dispatcher
+    allocates it.
     """
 
     def __init__(
         self,
         layout: RingLayout | None = None,
-        handlers: Mapping[str | bytes | int, HostHandler] | None = None,
+        handlers: Mapping[str | bytes | int, HostHandler] | FunctionTable | None = None,
         *,
         num_slots: int | None = None,
         slot_size: int | None = None,
@@ -117,7 +144,7 @@ class HostDispatcher:
         self._buffer = bytearray(layout.total_bytes) if buffer is None else buffer
         self._server = RingServer(self._buffer, layout)
         self._handlers: dict[int, tuple[str, HostHandler]] = {}
-        for name, fn in (handlers or {}).items():
+        for name, fn in _host_handlers(handlers):
             self.add_handler(name, fn)
         self._idle_sleep = idle_sleep
         self._stop = threading.Event()
@@ -245,7 +272,7 @@ class HostDispatcher:
             raise exc
 
     def _run(self) -> None:
-        backoff = _Backoff(spin=64, max_sleep=self._idle_sleep)
+        backoff = Backoff(spin=64, max_sleep=self._idle_sleep)
         stop = self._stop
         try:
             while not stop.is_set() and self._exit is None:

@@ -36,6 +36,7 @@ __all__ = [
     "PreparedLink",
     "link_device_code",
     "link_device_code_ex",
+    "link_with_options",
     "parse_arch",
     "prepare_link",
 ]
@@ -247,12 +248,13 @@ def prepare_link(
     return PreparedLink(code, runtime, options, cache, digest, identity)
 
 
-def link_device_code_ex(
+def link_with_options(
     binary: ModuleType | str | os.PathLike[str] | DeviceCode,
     options: LinkOptions | None = None,
     cache: LinkCache | None = None,
 ) -> LinkResult:
-    """Link ``binary``'s device code with the run time; see :func:`link_device_code`."""
+    """Link ``binary``'s device code with the run time as ``options`` say, and return the
+    cubin with what was linked (:class:`LinkResult`); see :func:`link_device_code`."""
     prepared = prepare_link(binary, options, cache)
     arch = prepared.options.arch
     if arch is None:
@@ -288,4 +290,8 @@ def link_device_code(
         bridge=bridge_files(bridge),
         isolated=isolated,
     )
-    return link_device_code_ex(binary, options, cache).cubin
+    return link_with_options(binary, options, cache).cubin
+
+
+#: The old name of :func:`link_with_options`.
+link_device_code_ex = link_with_options

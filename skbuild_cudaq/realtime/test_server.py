@@ -1,5 +1,7 @@
 """``cudaq-realtime-test-server``: serve a dispatcher over UDP (or a shared-memory ring).
 
+(Over 400 lines: one command, its arguments and its two paths, device and host.)
+
 Runs the whole flow in one process -- link and look up the dispatch kernel and
 handlers (device path) or set up the HOST_CALL handlers (host path), install the
 launcher, start -- then prints one line and serves::
@@ -41,7 +43,7 @@ from typing import Any, NoReturn
 from skbuild_cudaq import _log
 from skbuild_cudaq.errors import CudaqError
 
-from ._ring import RingClient, RingLayout
+from .ring import RingClient, RingLayout
 
 __all__ = ["connect_host_ring", "main"]
 
@@ -425,7 +427,7 @@ def _run(args: argparse.Namespace) -> int:
             served, endpoint, _ = _serve_ring(args, layout)
             units.append((served, None))
         else:
-            from .udp import UdpBridge
+            from .udp import UdpFeeder
 
             # the host path's consumer is a thread of this process: yield the GIL early;
             # a GPU answers in microseconds: spin before yielding
@@ -437,7 +439,7 @@ def _run(args: argparse.Namespace) -> int:
                     served = _start_device(args, layout, device)
                 units.append((served, None))
                 port = args.port + index if args.port and devices else args.port
-                bridge = UdpBridge(served.client, host=args.host, port=port, spin=spin)
+                bridge = UdpFeeder(served.client, host=args.host, port=port, spin=spin)
                 served.close.append(bridge.close)
                 units[-1] = (served, bridge)
                 bridge.start()

@@ -1,6 +1,9 @@
 """UDP transport: a host thread moving datagrams between a loopback socket and a ring.
 
-:class:`UdpBridge` needs only a :class:`~skbuild_cudaq.realtime._ring.RingClient`,
+(Over 400 lines: the feeder and its client share one framing and are tested as a pair.)
+
+:class:`UdpFeeder` (a host thread, not a GPU :class:`~skbuild_cudaq.realtime.Bridge`;
+``UdpBridge`` is its old name) needs only a :class:`~skbuild_cudaq.realtime.RingClient`,
 so it fronts the device path (a GPU bridge's ring in pinned mapped memory) and
 the host path (:class:`~skbuild_cudaq.realtime.host_path.HostDispatcher`) alike.
 One datagram is one request (24-byte header + arguments, then optional padding:
@@ -20,7 +23,7 @@ the arguments; whatever follows, up to the slot size, is padding and ignored.
   is answered -1 / -2 by the dispatcher like any other request.
 
 Request ids: in the ring, each forwarded request gets an id from the ring's own
-id source (unique for the ring's life, see ``_ring``), so requests of different
+id source (unique for the ring's life, see :mod:`.ring`), so requests of different
 UDP peers never share one there; the bridge keeps the peer's id and timestamp
 and puts them back into the response it sends. :class:`UdpClient` starts its ids
 at a random 32-bit value and accepts a response only for a request it sent and
@@ -43,9 +46,9 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from skbuild_cudaq.errors import CudaqError
-
-from ._ring import RingClient, RingProtocolError, Ticket, _Backoff
+from .errors import ProtocolError, RingProtocolError, UdpBridgeError, UdpFeederError
+from .ring import RingClient, Ticket
+from .ring.memory import Backoff
 from .wire import (
     _REQUEST,
     _RESPONSE,
@@ -53,14 +56,13 @@ from .wire import (
     REQUEST_MAGIC,
     STATUS_ARGS_TOO_LONG,
     STATUS_BAD_MAGIC,
-    ProtocolError,
     Response,
     decode_response,
     encode_request,
     encode_response,
 )
 
-__all__ = ["UdpBridge", "UdpBridgeError", "UdpClient", "UdpTicket"]
+__all__ = ["UdpBridge", "UdpBridgeError", "UdpClient", "UdpFeeder", "UdpFeederError", "UdpTicket"]
 
 _MAX_DATAGRAM = 65535
 _SOCKET_BUFFER = 4 << 20
@@ -69,18 +71,16 @@ _SOCKET_BUFFER = 4 << 20
 _InFlight = tuple[Ticket, int, tuple[str, int]]
 
 
-class UdpBridgeError(CudaqError):
-    """The UDP bridge could not start, or its thread failed."""
-
-
 def _big_buffers(sock: socket.socket) -> None:
     for opt in (socket.SO_RCVBUF, socket.SO_SNDBUF):
         with contextlib.suppress(OSError):  # capped by the kernel: not fatal
             sock.setsockopt(socket.SOL_SOCKET, opt, _SOCKET_BUFFER)
 
 
-class UdpBridge:
-    """Moves UDP datagrams on ``host:port`` into a ring and responses back (a thread).
+class UdpFeeder:
+    """A host thread feeding a ring from UDP (formerly ``UdpBridge``, still an alias).
+
+    Moves UDP datagrams on ``host:port`` into a ring and responses back (a thread).
 
     ``port=0`` picks a free port (see :attr:`address`). ``spin`` bounds the busy
     polls before the thread yields while responses are outstanding: large for a
@@ -107,7 +107,7 @@ class UdpBridge:
         except OSError as exc:
             self._sock.close()
             msg = f"cannot bind a UDP socket to {host}:{port}: {exc}"
-            raise UdpBridgeError(msg) from exc
+            raise UdpFeederError(msg) from exc
         self._sock.setblocking(False)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -171,7 +171,7 @@ class UdpBridge:
         client = self._client
         capacity = client.layout.num_slots
         inflight: deque[_InFlight] = deque()
-        backoff = _Backoff(self._spin, max_sleep=2e-4)
+        backoff = Backoff(self._spin, max_sleep=2e-4)
         stop = self._stop
         try:
             while not stop.is_set():
@@ -214,14 +214,14 @@ class UdpBridge:
             self.error = exc
             raise
 
-    def start(self) -> UdpBridge:
+    def start(self) -> UdpFeeder:
         """Start the bridge thread (no-op if it runs)."""
         with self._lock:
             if self.running:
                 return self
             if self._sock.fileno() < 0:
                 msg = "the UDP bridge is closed"
-                raise UdpBridgeError(msg)
+                raise UdpFeederError(msg)
             self._stop.clear()
             self.error = None
             self._thread = threading.Thread(target=self._run, name="cudaq-udp-bridge", daemon=True)
@@ -237,11 +237,11 @@ class UdpBridge:
                 thread.join(timeout)
                 if thread.is_alive():
                     msg = f"UDP bridge thread did not stop within {timeout:g} s"
-                    raise UdpBridgeError(msg)
+                    raise UdpFeederError(msg)
             self._thread = None
         if self.error is not None:
             msg = f"UDP bridge thread failed: {type(self.error).__name__}: {self.error}"
-            raise UdpBridgeError(msg) from self.error
+            raise UdpFeederError(msg) from self.error
 
     def close(self) -> None:
         """Stop and close the socket."""
@@ -250,7 +250,7 @@ class UdpBridge:
         finally:
             self._sock.close()
 
-    def __enter__(self) -> UdpBridge:
+    def __enter__(self) -> UdpFeeder:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -265,8 +265,12 @@ class UdpTicket:
     timestamp: int
 
 
+#: The old name of :class:`UdpFeeder` (it is a host thread, not a GPU :class:`Bridge`).
+UdpBridge = UdpFeeder
+
+
 class UdpClient:
-    """Client of a :class:`UdpBridge` (or any CUDA-Q realtime UDP endpoint).
+    """Client of a :class:`UdpFeeder` (or any CUDA-Q realtime UDP endpoint).
 
     Responses may arrive in any order; they are matched to requests by
     ``(request_id, timestamp)``. Not thread-safe.

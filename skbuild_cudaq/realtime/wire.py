@@ -20,7 +20,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from skbuild_cudaq.errors import CudaqError
+from .errors import ProtocolError
 
 __all__ = [
     "FNV1A_32_BASIS",
@@ -62,10 +62,6 @@ _U64 = 0xFFFFFFFFFFFFFFFF
 _REQUEST = struct.Struct("<IIIIQ")
 _RESPONSE = struct.Struct("<IiIIQ")
 assert _REQUEST.size == _RESPONSE.size == HEADER_SIZE
-
-
-class ProtocolError(CudaqError):
-    """A message does not follow the wire format (too short, wrong magic, id not echoed, ...)."""
 
 
 def fnv1a_32(name: str | bytes) -> int:

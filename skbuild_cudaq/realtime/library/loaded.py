@@ -1,107 +1,29 @@
-"""The linked module (``CUlibrary``), its kernels and exported handlers.
-
-:class:`Library` links lazily (on first use), loads with ``cuLibraryLoadData``
-and looks names up: kernels with ``cuLibraryGetKernel``, handlers through the
-device global ``cudaq_handler_<name>`` that holds the handler's address
-(``CUDAQ_REALTIME_EXPORT_DEVICE_FUNCTION``). A :class:`Kernel` keeps its library
-alive.
-
-The contract lookups :func:`get_device_kernel` and :func:`get_device_handler`
-go through a process-wide registry: whichever comes first links and loads the
-module's device code; the kernel and the handlers of one dispatcher must come
-from that same binary, so a lookup naming another binary raises
-:class:`LibraryConflictError` until :func:`release_library` is called.
-
-Several GPUs: the registry holds one :class:`Library` per architecture (one
-link per ``sm_XY``: GPUs of one architecture share the linked cubin and its
-cache entry). A ``CUlibrary`` is context-independent, so a :class:`Kernel`
-launches on every GPU of its architecture (in the current context); but a
-handler's address is per context, so handler lookups take ``device=`` (the
-device's primary context; ``None``: the current context, or device 0's).
-"""
+"""One linked CUDA module, :class:`Library`: links lazily (a worker thread while the
+context is created), loads with ``cuLibraryLoadData``, looks kernels and handlers up."""
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import io
 import threading
 import weakref
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from . import _driver
-from ._binary import Binary, BridgeCode, binary_path, bridge_files
-from .errors import CUDAError, InvalidArgumentError, LibraryConflictError, RealtimeError
+from skbuild_cudaq.realtime import _driver
+from skbuild_cudaq.realtime._binary import Binary, BridgeCode, binary_path, bridge_files
+from skbuild_cudaq.realtime.errors import CUDAError, InvalidArgumentError, RealtimeError
+
+from .handles import DeviceHandler, Kernel
+from .symbols import HANDLER_PREFIX, ModuleSymbols, cubin_symbols
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from .cache import LinkCache
+    from skbuild_cudaq.realtime.cache import LinkCache
 
-__all__ = [
-    "HANDLER_PREFIX",
-    "DeviceHandler",
-    "Kernel",
-    "Library",
-    "ModuleSymbols",
-    "cubin_symbols",
-    "get_device_handler",
-    "get_device_kernel",
-    "get_library",
-    "loaded_libraries",
-    "release_library",
-]
-
-HANDLER_PREFIX = "cudaq_handler_"
-#: marker global of a thread-shaped handler (CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION)
-SHAPE_THREAD_PREFIX = "cudaq_shape_thread_"
-
-
-class ModuleSymbols:
-    """Names defined and left undefined in a cubin's ELF symbol table."""
-
-    def __init__(self, kernels: list[str], globals_: list[str], undefined: list[str]) -> None:
-        self.kernels = tuple(sorted(kernels))  #: global functions (kernels)
-        self.globals = tuple(sorted(globals_))  #: global data objects
-        self.undefined = tuple(sorted(undefined))
-
-    @property
-    def handlers(self) -> tuple[str, ...]:
-        """Exported handler names (``cudaq_handler_<name>`` globals, prefix removed)."""
-        return tuple(n[len(HANDLER_PREFIX) :] for n in self.globals if n.startswith(HANDLER_PREFIX))
-
-    @property
-    def thread_handlers(self) -> frozenset[str]:
-        """Handlers exported thread-shaped (a ``cudaq_shape_thread_<name>`` marker global)."""
-        n = len(SHAPE_THREAD_PREFIX)
-        return frozenset(g[n:] for g in self.globals if g.startswith(SHAPE_THREAD_PREFIX))
-
-
-def cubin_symbols(cubin: bytes) -> ModuleSymbols:
-    """Read a cubin's symbol table (our small ELF reader; no CUDA, no pyelftools)."""
-    from skbuild_cudaq.errors import DeviceCodeError
-    from skbuild_cudaq.fatbin import elf_symbols
-
-    kernels: list[str] = []
-    globals_: list[str] = []
-    undefined: list[str] = []
-    try:
-        symbols = elf_symbols(io.BytesIO(cubin), Path("<linked cubin>"))
-    except DeviceCodeError as exc:
-        msg = f"the linked cubin is not a readable ELF file: {exc}"
-        raise RealtimeError(msg) from None
-    for sym in symbols:
-        if sym.bind not in (1, 2):  # STB_GLOBAL, STB_WEAK
-            continue
-        if sym.section == 0:  # SHN_UNDEF
-            undefined.append(sym.name)
-        elif sym.kind == 2:  # STT_FUNC
-            kernels.append(sym.name)
-        elif sym.kind == 1:  # STT_OBJECT
-            globals_.append(sym.name)
-    return ModuleSymbols(kernels, globals_, undefined)
+__all__ = ["Library"]
 
 
 class _LinkJob:
@@ -227,11 +149,11 @@ class Library:
 
     def _link(self, arch: str | None) -> bytes:
         """Link (or take from the cache) this library's device code for ``arch``."""
-        from .link import LinkOptions, link_device_code_ex
+        from skbuild_cudaq.realtime.link import LinkOptions, link_with_options
 
         assert self._binary is not None
         options = LinkOptions(arch=arch, bridge=self._bridge)
-        return link_device_code_ex(self._binary, options, self._cache).cubin
+        return link_with_options(self._binary, options, self._cache).cubin
 
     @property
     def symbols(self) -> ModuleSymbols:
@@ -460,207 +382,3 @@ class Library:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-class DeviceHandler(int):
-    """A handler's device address (an ``int``) that remembers its name and its GPU.
-
-    What :func:`get_device_handler` returns: use it as the address it is. A device
-    function's "address" is an index into its module's function table, so the same
-    handler of the same cubin has the same value on every GPU (measured on two
-    H200s); the value alone cannot say which GPU it was looked up for, the
-    ``device`` it carries can, and ``Dispatcher.start()`` refuses an entry looked
-    up for another GPU than its own.
-    """
-
-    name: str
-    device: int
-
-    def __new__(cls, address: int, name: str, device: int) -> DeviceHandler:
-        self = super().__new__(cls, address)
-        self.name = name
-        self.device = device
-        return self
-
-    def __repr__(self) -> str:
-        return f"<DeviceHandler {self.name!r} {int(self):#x} of device {self.device}>"
-
-
-class Kernel:
-    """A kernel of a :class:`Library` (``CUkernel``). Keeps its library alive."""
-
-    def __init__(self, library: Library, name: str, handle: Any) -> None:
-        self._library: Library | None = library
-        self.name = name
-        self._handle = handle
-        self._functions: dict[int, Any] = {}
-
-    def __repr__(self) -> str:
-        state = "closed" if self.closed else "open"
-        return f"<Kernel {self.name!r} {state}>"
-
-    @property
-    def closed(self) -> bool:
-        return self._library is None or self._library.closed
-
-    @property
-    def library(self) -> Library:
-        if self._library is None:
-            msg = f"kernel {self.name!r} is closed"
-            raise RealtimeError(msg)
-        return self._library
-
-    @property
-    def handle(self) -> Any:
-        """The ``CUkernel``."""
-        if self.closed:
-            msg = f"kernel {self.name!r} is closed (or its library was closed)"
-            raise RealtimeError(msg)
-        return self._handle
-
-    def function(self, device: int | None = None) -> Any:
-        """The ``CUfunction`` of this kernel in a context (``cuKernelGetFunction``).
-
-        For occupancy queries (``cuOccupancyMaxActiveBlocksPerMultiprocessor`` ...)
-        and launches. ``device=None``: the current context (device 0's primary
-        context when none is); otherwise ``device``'s primary context.
-        """
-        handle = self.handle
-        if device is None:
-            ctx = _driver.ensure_context()
-        else:
-            self.library.check_device(device)
-            ctx = _driver.primary_context(device)
-        key = int(ctx)
-        func = self._functions.get(key)
-        if func is None:
-            with _driver.pushed(ctx):
-                func = _driver.check(
-                    _driver.driver().cuKernelGetFunction(handle),
-                    f"cuKernelGetFunction({self.name!r})",
-                )
-            self._functions[key] = func
-        return func
-
-    def close(self) -> None:
-        """Drop this handle (idempotent); the library stays loaded for its other users."""
-        self._library = None
-        self._functions.clear()
-
-    def __enter__(self) -> Kernel:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-
-_registry_lock = threading.Lock()
-# sm_XY -> the process's linked module for that architecture; all of one binary and bridge
-_libraries: dict[str, Library] = {}
-
-
-def _describe_bridge(bridge: tuple[Path, ...] | None) -> str:
-    if bridge is None:
-        return "the host-ring hooks"
-    return "the bridge " + ", ".join(str(f) for f in bridge)
-
-
-def get_library(
-    binary: Binary,
-    *,
-    arch: str | None = None,
-    bridge: BridgeCode = None,
-    device: int | None = None,
-) -> Library:
-    """The process's linked module for ``binary`` (links and loads it on first call).
-
-    One module per architecture: ``device`` picks the GPU whose architecture
-    counts (None: the current context's device, or device 0); GPUs of one
-    architecture share one module (one link, one cache entry).
-    ``bridge``: LTO-IR fatbins of a bridge of your own, linked instead of the
-    host-ring hooks (see :doc:`/guides/bridges`); None accepts whatever the
-    module was linked with (the host-ring hooks when this call links it).
-    Raises :class:`LibraryConflictError` if another binary's device code is
-    already linked in this process, or this one with another bridge (see
-    :func:`release_library`).
-    """
-    path = binary_path(binary)
-    wanted = bridge_files(bridge)
-    with _registry_lock:
-        for key in [k for k, lib in _libraries.items() if lib.closed]:
-            del _libraries[key]
-        first = next(iter(_libraries.values()), None)
-        if first is not None:
-            if first.path != path:
-                msg = (
-                    f"device code of {first.path} is already linked in this process; a "
-                    f"dispatcher's kernel and handlers must come from one binary, so {path} "
-                    "cannot be used as well (call skbuild_cudaq.realtime.release_library() "
-                    "first to switch binaries)"
-                )
-                raise LibraryConflictError(msg)
-            if wanted is not None and first.bridge != wanted:
-                msg = (
-                    f"device code of {path} is already linked with "
-                    f"{_describe_bridge(first.bridge)}, not with {_describe_bridge(wanted)}: "
-                    "link with the bridge before the first lookup "
-                    "(get_library(module, bridge=...)), or call "
-                    "skbuild_cudaq.realtime.release_library() first"
-                )
-                raise LibraryConflictError(msg)
-            wanted = first.bridge
-            if arch is None:  # which architecture does this lookup need?
-                ordinal = _driver.current_ordinal() if device is None else device
-                arch = _driver.ordinal_arch(ordinal)
-            found = _libraries.get(arch)
-            if found is not None:
-                return found
-        library = Library(binary, arch=arch, bridge=wanted)
-        library.load(device)
-        assert library.arch is not None
-        _libraries[library.arch] = library
-        return library
-
-
-def loaded_libraries() -> dict[str, Library]:
-    """The process's linked modules, by architecture (a copy; empty before the first lookup)."""
-    with _registry_lock:
-        return {arch: lib for arch, lib in _libraries.items() if not lib.closed}
-
-
-def release_library() -> None:
-    """Close and forget the process's linked modules (no-op when there are none).
-
-    Kernels and handler addresses looked up from them become invalid: stop every
-    dispatcher using them first.
-    """
-    with _registry_lock:
-        libraries = list(_libraries.values())
-        _libraries.clear()
-    for library in libraries:
-        library.close()
-
-
-def get_device_kernel(module: Binary, name: str, *, device: int | None = None) -> Kernel:
-    """Launchable handle of the kernel ``name`` in ``module``'s linked device code (contract).
-
-    ``device``: the GPU it is for (None: the current context's device, or device
-    0). The handle serves every GPU of that architecture; a launch goes to the
-    current context's GPU.
-    """
-    return get_library(module, device=device).get_kernel(name)
-
-
-def get_device_handler(module: Binary, name: str, *, device: int | None = None) -> int:
-    """Device address of the handler ``name`` exported by ``module`` (contract).
-
-    Addresses are per GPU: ``device`` picks it (None: the current context, or
-    device 0's primary context). Put it only in the table of a dispatcher on
-    that device; ``start()`` refuses an address from another GPU.
-    """
-    return get_library(module, device=device).get_handler(name, device)

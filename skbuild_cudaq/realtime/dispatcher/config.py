@@ -1,0 +1,96 @@
+"""What a device dispatcher serves and what its kernel is launched with:
+:class:`DispatcherConfig` -> (its :class:`~skbuild_cudaq.realtime.RingLayout`) ->
+:class:`LaunchArgs` -> the kernel parameters."""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from skbuild_cudaq.realtime.ring.layout import RingLayout
+
+__all__ = ["BUILTIN_KERNEL", "DispatcherConfig", "LaunchArgs", "Launcher"]
+
+BUILTIN_KERNEL = "cudaq_realtime_unified_dispatch"
+
+
+@dataclass(frozen=True)
+class DispatcherConfig:
+    """What the dispatcher serves: device ordinal, ring shape, built-in kernel block size."""
+
+    device: int = 0
+    num_slots: int = 64
+    slot_size: int = 256  #: bytes per slot (24-byte header and payload), a multiple of 8
+    block_size: int = 128  #: threads of the built-in kernel's one block
+    stop_timeout: float = 10.0  #: seconds stop() waits for the kernel to exit
+
+    #: the ring's shape as one value object (validated there, and only there)
+    layout: RingLayout = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        from skbuild_cudaq.realtime.errors import InvalidArgumentError
+
+        object.__setattr__(self, "layout", RingLayout(self.num_slots, self.slot_size))
+        if not 1 <= self.block_size <= 1024:
+            msg = f"block_size={self.block_size}: the built-in kernel runs 1..1024 threads"
+            raise InvalidArgumentError(msg)
+        if self.device < 0:
+            msg = f"device={self.device}: a CUDA device ordinal is >= 0"
+            raise InvalidArgumentError(msg)
+
+    @property
+    def max_payload(self) -> int:
+        return self.layout.max_payload
+
+
+@dataclass(frozen=True)
+class LaunchArgs:
+    """Everything a dispatch kernel needs, handed to a launcher by :meth:`Dispatcher.start`.
+
+    Pointers are device addresses as ints. :meth:`kernel_args` gives the six
+    parameters every dispatch kernel takes, in its signature's order
+    (``transport_ctx, slot_size, table, table_count, shutdown_flag, stats``), as
+    ctypes values for ``launch_kernel``.
+    """
+
+    transport_ctx: int
+    slot_size: int
+    table: int
+    table_count: int
+    shutdown_flag: int
+    stats: int
+    stream: Any  #: the dispatcher's non-blocking ``CUstream``: launch on it
+    device: int = 0
+    num_slots: int = 0  #: the ring's slot count (warp-parallel kernels need a multiple of 32)
+
+    @classmethod
+    def for_layout(cls, layout: RingLayout, **fields: Any) -> LaunchArgs:
+        """Launch arguments whose ring shape is ``layout``'s (the one route to the kernel)."""
+        return cls(slot_size=layout.slot_size, num_slots=layout.num_slots, **fields)
+
+    def kernel_args(
+        self,
+    ) -> tuple[
+        ctypes.c_void_p,
+        ctypes.c_uint32,
+        ctypes.c_void_p,
+        ctypes.c_uint32,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+    ]:
+        """``(transport_ctx, slot_size, table, table_count, shutdown_flag, stats)``."""
+        return (
+            ctypes.c_void_p(self.transport_ctx),
+            ctypes.c_uint32(self.slot_size),
+            ctypes.c_void_p(self.table),
+            ctypes.c_uint32(self.table_count),
+            ctypes.c_void_p(self.shutdown_flag),
+            ctypes.c_void_p(self.stats),
+        )
+
+
+#: A launcher, which launches a dispatch kernel on ``args.stream``; returns None/True (ok) or
+#: False (failed), or raises.
+Launcher = Callable[[LaunchArgs], "bool | None"]

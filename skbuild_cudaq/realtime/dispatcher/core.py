@@ -1,0 +1,361 @@
+"""The device dispatcher's start/stop state machine: :class:`Dispatcher`.
+
+See :mod:`skbuild_cudaq.realtime.dispatcher` for the flow. What it holds on the
+GPU is :mod:`.resources`; which module it serves, :mod:`.resolve`; what it
+launches with, :mod:`.config`; its table, :mod:`.table`.
+"""
+
+from __future__ import annotations
+
+import time
+from types import ModuleType, TracebackType
+from typing import Any, Generic, TypeVar, cast, overload
+
+from skbuild_cudaq.realtime import _driver
+from skbuild_cudaq.realtime.bridge import Bridge, HostRingBridge
+from skbuild_cudaq.realtime.ring.layout import RingLayout
+
+from .config import BUILTIN_KERNEL, DispatcherConfig, LaunchArgs, Launcher
+from .resolve import check_table, resolve_library
+from .resources import NOT_READY, DeviceResources
+from .table import FunctionTable
+
+__all__ = ["ALIVE_CHECK_S", "Dispatcher"]
+
+ALIVE_CHECK_S = 0.002  #: start() looks this long after the launch for a kernel that returned
+
+
+def _start_error(message: str) -> Exception:
+    from skbuild_cudaq.realtime.errors import RealtimeError
+
+    return RealtimeError(message)
+
+
+BridgeT = TypeVar("BridgeT", bound=Bridge)
+
+
+class Dispatcher(Generic[BridgeT]):
+    """A realtime dispatcher on one GPU serving one bridge.
+
+    ``module`` is the extension module whose linked code (handlers, custom
+    kernels, the built-in kernel) the dispatcher serves; ``start()`` uses it to
+    find the built-in kernel and to check that every DEVICE_CALL address comes
+    from that module. Without it, the library of the launcher's ``kernel``
+    attribute (the example launchers carry one) is used.
+
+    Without a ``bridge`` the dispatcher makes (and owns) a :class:`HostRingBridge`
+    of the config's shape; ``dispatcher.bridge`` is typed as the bridge given.
+    """
+
+    @overload
+    def __init__(
+        self: Dispatcher[HostRingBridge],
+        config: DispatcherConfig | None = None,
+        bridge: None = None,
+        *,
+        module: ModuleType | str | None = None,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Dispatcher[BridgeT],
+        config: DispatcherConfig | None,
+        bridge: BridgeT,
+        *,
+        module: ModuleType | str | None = None,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self: Dispatcher[BridgeT],
+        config: DispatcherConfig | None = None,
+        *,
+        bridge: BridgeT,
+        module: ModuleType | str | None = None,
+    ) -> None: ...
+
+    def __init__(
+        self,
+        config: DispatcherConfig | None = None,
+        bridge: Bridge | None = None,
+        *,
+        module: ModuleType | str | None = None,
+    ) -> None:
+        from skbuild_cudaq.realtime.errors import InvalidArgumentError
+
+        self.config = config if config is not None else DispatcherConfig()
+        #: The ring's shape (the config's, which the bridge must have), the one source
+        #: of the launch arguments' ``num_slots`` and ``slot_size``.
+        self.layout: RingLayout = self.config.layout
+        self._owns_bridge = bridge is None
+        self.bridge: BridgeT = cast(
+            "BridgeT", bridge if bridge is not None else HostRingBridge(layout=self.layout)
+        )
+        if (self.bridge.num_slots, self.bridge.slot_size) != (
+            self.layout.num_slots,
+            self.layout.slot_size,
+        ):
+            msg = (
+                f"bridge ring ({self.bridge.num_slots} x {self.bridge.slot_size} B) differs from "
+                f"the config ({self.config.num_slots} x {self.config.slot_size} B)"
+            )
+            raise InvalidArgumentError(msg)
+        self.module = module
+        self.function_table = FunctionTable()
+        self._launcher: Launcher | None = None
+        self._transport_ctx: int | None = None
+        self._gpu = DeviceResources(self.config.device)
+        self._library: Any = None  # keeps the linked module alive while the kernel may run
+        self._running = False
+        self._processed = 0
+        self._launch_args: LaunchArgs | None = None
+        self._abandoned = False
+
+    # -- configuration ----------------------------------------------------
+    def set_unified_launch(
+        self, launcher: Launcher | None, transport_ctx: int | None = None
+    ) -> None:
+        """``start()`` will call ``launcher(LaunchArgs)`` instead of launching the built-in kernel.
+
+        ``transport_ctx=None`` keeps the bridge's own context (the host-ring
+        context); pass another device address to serve a different transport.
+        ``launcher=None`` goes back to the built-in kernel.
+        """
+        from skbuild_cudaq.realtime.errors import InvalidArgumentError
+
+        if self._running:
+            msg = "set_unified_launch() while the dispatcher runs: stop() it first"
+            raise InvalidArgumentError(msg)
+        candidate: object = launcher
+        if candidate is not None and not callable(candidate):
+            msg = f"the launcher must be callable, got {launcher!r}"
+            raise InvalidArgumentError(msg)
+        self._launcher = launcher
+        self._transport_ctx = None if transport_ctx is None else int(transport_ctx)
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    @property
+    def launch_args(self) -> LaunchArgs | None:
+        """What the running kernel was launched with (None when stopped)."""
+        return self._launch_args if self._running else None
+
+    @property
+    def _stream(self) -> Any:
+        """The kernel's (non-blocking) stream, None before the first start()."""
+        return self._gpu.stream
+
+    def _resolve_library(self) -> Any:
+        return resolve_library(self.module, self._launcher, self.bridge, self.config.device)
+
+    def _check_table(self, library: Any) -> None:
+        check_table(self.function_table, library, self.config.device)
+
+    def start(self) -> None:
+        """Allocate, check, launch. Raises (and leaves nothing running) on any failure."""
+        from skbuild_cudaq.realtime.errors import InvalidArgumentError
+
+        if self._running:
+            msg = "the dispatcher is already running"
+            raise InvalidArgumentError(msg)
+        if self._abandoned:
+            msg = "a previous kernel of this dispatcher never exited; make a new Dispatcher"
+            raise _start_error(msg)
+        library = self._resolve_library()
+        self._check_table(library)
+        drv = self._gpu.ensure_context()
+        try:
+            self.bridge.open()
+            self.bridge.reset()
+            self._allocate(drv, library)
+            transport = (
+                self._transport_ctx
+                if self._transport_ctx is not None
+                else self.bridge.transport_ctx
+            )
+            gpu = self._gpu
+            args = LaunchArgs.for_layout(
+                self.layout,
+                transport_ctx=transport,
+                table=gpu.table_ptr,
+                table_count=len(self.function_table),
+                shutdown_flag=gpu.pinned_dev,
+                stats=gpu.stats_ptr,
+                stream=gpu.stream,
+                device=self.config.device,
+            )
+            self._library = library
+            self._launch_args = args
+            self._running = True  # from here on a kernel may be enqueued
+            self._launch(args, library)
+        except BaseException:
+            self._teardown_after_failure()
+            raise
+
+    def _allocate(self, drv: ModuleType, library: Any) -> None:
+        shapes = library.handler_shapes(device=self.config.device) if library is not None else None
+        self._gpu.allocate(drv, self.function_table.pack(shapes))
+
+    def _launch(self, args: LaunchArgs, library: Any) -> None:
+        launcher = self._launcher
+        if launcher is None:
+            from skbuild_cudaq.realtime.launch import LaunchConfig, launch_kernel
+            from skbuild_cudaq.realtime.library import get_device_kernel
+
+            if self.module is None:
+                from skbuild_cudaq.realtime.errors import InvalidArgumentError
+
+                msg = "the built-in kernel needs module= (the extension linked with it)"
+                raise InvalidArgumentError(msg)
+            kernel = get_device_kernel(self.module, BUILTIN_KERNEL, device=self.config.device)
+            self._check_block_size(kernel)
+            config = LaunchConfig(grid=(1, 1, 1), block=(self.config.block_size, 1, 1))
+            launch_kernel(kernel, config, args.stream, *args.kernel_args())
+            self._check_alive()
+            return
+        try:
+            outcome = launcher(args)
+        except Exception as exc:
+            msg = f"the dispatch launcher {launcher!r} failed: {exc}"
+            raise _start_error(msg) from exc
+        if outcome is False:
+            msg = f"the dispatch launcher {launcher!r} reported failure"
+            raise _start_error(msg)
+        self._check_alive()
+
+    def _check_block_size(self, kernel: Any) -> None:
+        """Refuse a block the built-in kernel, as linked for this GPU, cannot run.
+
+        ``DispatcherConfig`` accepts 1..1024 threads (CUDA's own bound); the kernel's
+        limit (``CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK``: its registers per thread,
+        or its ``__launch_bounds__``) may be lower. Asked before any launch, so
+        the answer is this message rather than ``CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES``.
+        """
+        from skbuild_cudaq.realtime.errors import InvalidArgumentError
+
+        drv = self._gpu.drv
+        if drv is None:
+            return
+        attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
+        limit = int(
+            _driver.check(
+                drv.cuKernelGetAttribute(attr, kernel.handle, self._gpu.cu_device),
+                "cuKernelGetAttribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)",
+            )
+        )
+        if self.config.block_size > limit:
+            msg = (
+                f"DispatcherConfig.block_size={self.config.block_size}: the built-in kernel "
+                f"{BUILTIN_KERNEL} as linked for device {self.config.device} runs at most "
+                f"{limit} threads per block (CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK); set "
+                f"block_size to {limit} or less"
+            )
+            raise InvalidArgumentError(msg)
+
+    def _check_alive(self) -> None:
+        """A persistent kernel only returns on shutdown: one that is gone at once never served.
+
+        Waits ``ALIVE_CHECK_S`` and fails start() if the stream is already idle
+        (no transport session: a bad launch shape, a ring the kernel cannot
+        serve) or the kernel faulted.
+        """
+        if self._gpu.drv is None or self._gpu.stream is None:
+            return
+        time.sleep(ALIVE_CHECK_S)
+        code, result = self._gpu.stream_state()
+        if code == 0:
+            msg = (
+                "the dispatch kernel returned right after its launch without serving (no "
+                "transport session: check the launch shape and the ring it was given)"
+            )
+            raise _start_error(msg)
+        if code != NOT_READY:
+            _driver.check(result, "dispatch kernel launch")
+
+    # -- stop -------------------------------------------------------------
+    @property
+    def processed(self) -> int:
+        """Requests the kernel has answered since the last ``start()`` (live while running,
+        final after ``stop()``; each start counts from zero, like the host path's)."""
+        if self._running:
+            with self._gpu.in_context():
+                self._processed = self._gpu.read_counter(self._processed)
+        return self._processed
+
+    def _teardown_after_failure(self) -> None:
+        """start() failed: make sure no kernel runs, then free. Never frees under a live kernel."""
+        with self._gpu.in_context():
+            self._teardown_in_context()
+
+    def _teardown_in_context(self) -> None:
+        self._gpu.signal_shutdown()
+        try:
+            idle = self._gpu.wait_stream(self.config.stop_timeout)
+        except Exception:
+            idle = True  # the kernel faulted: it no longer runs
+        self._running = False
+        self._launch_args = None
+        if not idle:
+            # The enqueued kernel ignores the shutdown flag: leak rather than free under it.
+            self._abandoned = True
+            return
+        self._gpu.free()
+        self._library = None
+
+    def stop(self, timeout: float | None = None) -> int:
+        """Signal shutdown, wait for the kernel to exit, return the processed count. Idempotent."""
+        if not self._running:
+            return self._processed
+        with self._gpu.in_context():
+            return self._stop_in_context(timeout)
+
+    def _stop_in_context(self, timeout: float | None) -> int:
+        timeout = self.config.stop_timeout if timeout is None else timeout
+        self._gpu.signal_shutdown()
+        if not self._gpu.wait_stream(timeout):
+            self._abandoned = True
+            self._running = False
+            msg = (
+                f"the dispatch kernel did not exit within {timeout} s of the shutdown flag; "
+                "its memory and module are kept alive"
+            )
+            raise _start_error(msg)
+        self._processed = self._gpu.read_counter(self._processed)
+        self._running = False
+        self._launch_args = None
+        self._gpu.free()
+        self._library = None
+        return self._processed
+
+    def close(self) -> None:
+        """stop(), then free the streams and the bridge (if the dispatcher made it).
+
+        The device's primary context stays retained for the process (``_driver``'s one
+        context helper), as the lookups and launches of the same GPU use it.
+        """
+        self.stop()
+        if self._abandoned:
+            return
+        with self._gpu.in_context():
+            self._gpu.destroy_streams()
+            if self._owns_bridge:
+                self.bridge.close()
+        self._gpu.forget_context()
+
+    def __enter__(self) -> Dispatcher[BridgeT]:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "running" if self._running else "stopped"
+        kernel = "builtin" if self._launcher is None else repr(self._launcher)
+        return f"Dispatcher({self.config!r}, {kernel}, {state})"

@@ -1,0 +1,396 @@
+"""The producer side of a ring, :class:`RingClient` (protocol: :mod:`skbuild_cudaq.realtime.ring`).
+
+``call()``, ``_post``, ``_wait_slot`` and ``_read`` are the measured round-trip
+path (microseconds): keep their work as it is. The vectorised batch path is
+:mod:`.batch`, mixed in.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from skbuild_cudaq.realtime.errors import RingError, RingProtocolError
+from skbuild_cudaq.realtime.wire import (
+    _REQUEST,
+    _RESPONSE,
+    HEADER_SIZE,
+    REQUEST_MAGIC,
+    RESPONSE_MAGIC,
+    Response,
+    ResponseHeader,
+    function_id,
+)
+
+from .batch import DEFAULT_TIMEOUT, _BatchPath
+from .layout import RingLayout
+from .memory import Backoff, RingMemory
+
+__all__ = ["DEFAULT_TIMEOUT", "RingClient", "Ticket"]
+
+_U32 = 0xFFFFFFFF
+_U64 = 0xFFFFFFFFFFFFFFFF
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """One submitted request: where it went and what must come back."""
+
+    index: int  #: request number k since the ring was fresh
+    slot: int
+    seq: int
+    request_id: int
+    timestamp: int
+    function_id: int
+    generation: int  #: the client's reset count when it was submitted
+
+
+class RingClient(_BatchPath):
+    """Producer side of a ring (see the module docstring for the protocol)."""
+
+    def __init__(
+        self, buffer: Any, layout: RingLayout, *, spin: int = 256, max_sleep: float = 1e-3
+    ) -> None:
+        self._mem = RingMemory(buffer, layout)
+        self._layout = layout
+        self._spin = spin
+        self._max_sleep = max_sleep
+        self._pending: list[Ticket | None] = [None] * layout.num_slots
+        self._completed: dict[int, Response] = {}
+        self._next = self._ring_position()
+        self._generation = 0
+        self.collected = 0  #: responses read out of the ring
+
+    # -- properties --------------------------------------------------------
+    @property
+    def layout(self) -> RingLayout:
+        return self._layout
+
+    @property
+    def buffer(self) -> Any:
+        return self._mem.buffer
+
+    @property
+    def submitted(self) -> int:
+        """Requests submitted to the ring since it was fresh or reset (by any producer)."""
+        return self._next
+
+    @property
+    def closed(self) -> bool:
+        return self._mem.released
+
+    def _check_open(self) -> None:
+        if self._mem.released:
+            msg = "the ring client is closed; make a new one over the ring"
+            raise RingError(msg)
+
+    def _ring_position(self) -> int:
+        """The next request number, read from the request flags (see "Whose response is it?")."""
+        flags = self._mem.rx_flags.tolist()
+        n = len(flags)
+        first = flags[0]
+        j = next((i for i, f in enumerate(flags) if f != first), n)
+        if j == n:
+            return first * n
+        before = (first - 1) & _U32
+        odd = next((i for i in range(j, n) if flags[i] != before), None)
+        if odd is not None:
+            msg = (
+                f"the ring's request flags are not in ring order (rx_flags[0] = {first}, "
+                f"rx_flags[{odd}] = {flags[odd]}): another producer is writing to it, or the "
+                "buffer is not a ring of this layout"
+            )
+            raise RingError(msg)
+        return before * n + j
+
+    def _claim(self, slot: int, seq: int, timeout: float) -> None:
+        """Check that ``slot`` may take request ``seq`` (see the module docstring); waits
+        (up to ``timeout``) for the answer to another client's request still in the slot."""
+        mem = self._mem
+        prev = (seq - 1) & _U32
+        rx = mem.rx_flags[slot]
+        if rx != prev:
+            msg = (
+                f"slot {slot}: request flag {rx}, expected {prev}: another producer wrote to "
+                "the ring since this client did, or the ring was reset under it (one producer "
+                "at a time: make a new client)"
+            )
+            raise RingError(msg)
+        tx = mem.tx_flags[slot]
+        if tx == prev:
+            return
+        if tx == (prev - 1) & _U32:  # the previous request of the slot is not answered yet
+            backoff = Backoff(self._spin, self._max_sleep)
+            deadline = time.monotonic() + timeout
+            while mem.tx_flags[slot] == tx:
+                if time.monotonic() >= deadline:
+                    msg = (
+                        f"slot {slot}: the request an earlier client left there (seq {prev}) was "
+                        f"not answered within {timeout:g} s (tx_flags[{slot}] = {tx}); is the "
+                        "consumer running?"
+                    )
+                    raise TimeoutError(msg)
+                backoff.pause()
+            tx = mem.tx_flags[slot]
+            if tx == prev:
+                return
+        msg = (
+            f"slot {slot}: response flag {tx} while its request flag is {prev}: a response "
+            "nobody asked for (two producers on one ring, or a consumer out of step); "
+            "refusing to use the slot"
+        )
+        raise RingProtocolError(msg)
+
+    @property
+    def in_flight(self) -> int:
+        """Requests whose responses have not been read out of the ring yet."""
+        return sum(t is not None for t in self._pending)
+
+    # -- submit ------------------------------------------------------------
+    def submit(
+        self,
+        function: str | bytes | int,
+        payload: bytes | bytearray | memoryview = b"",
+        *,
+        request_id: int | None = None,
+        timestamp: int | None = None,
+        magic: int = REQUEST_MAGIC,
+        arg_len: int | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> Ticket:
+        """Write one request into the next slot and publish it."""
+        self._check_open()
+        fid = function_id(function)
+        if not isinstance(payload, (bytes, bytearray)):
+            payload = bytes(payload)
+        size = self._check_payload(payload)
+        ts = 0 if timestamp is None else timestamp
+        k = self._next
+        slot, seq = self._layout.position(k)
+        older = self._pending[slot]
+        if older is not None:
+            self._completed[older.index] = self._wait_slot(older, timeout, reason="submit")
+        self._claim(slot, seq, timeout)
+        if request_id is None:
+            request_id = self._new_request_id()
+        header = (magic, fid, size if arg_len is None else arg_len, request_id, ts)
+        self._post(k, slot, seq, header, payload)
+        ticket = Ticket(k, slot, seq, request_id, ts, fid, self._generation)
+        self._pending[slot] = ticket
+        return ticket
+
+    def _check_payload(self, payload: bytes | bytearray) -> int:
+        size = len(payload)
+        if size > self._layout.max_payload:
+            msg = (
+                f"payload of {size} bytes does not fit a slot "
+                f"(max payload {self._layout.max_payload})"
+            )
+            raise ValueError(msg)
+        return size
+
+    def _new_request_id(self) -> int:
+        """The next id of the ring's id source (a u64 in the ring; the wire takes 32 bits)."""
+        ids = self._mem.ids
+        value = ids[0]
+        ids[0] = (value + 1) & _U64
+        return value & _U32
+
+    def _post(
+        self,
+        k: int,
+        slot: int,
+        seq: int,
+        header: tuple[int, int, int, int, int],
+        payload: bytes | bytearray,
+    ) -> None:
+        """Write request ``k`` (header fields, payload) into its slot, then publish it."""
+        mem = self._mem
+        mv = mem.mv
+        off = self._layout.rx_slot_offset(slot)
+        _REQUEST.pack_into(mv, off, *header)
+        if payload:
+            mv[off + HEADER_SIZE : off + HEADER_SIZE + len(payload)] = payload
+        mem.rx_flags[slot] = seq  # the flag store comes after every payload store (x86-TSO)
+        self._next = k + 1
+
+    def submit_many(
+        self,
+        items: Iterable[tuple[str | bytes | int, bytes | bytearray | memoryview]],
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> list[Ticket]:
+        """Submit ``(function, payload)`` pairs back to back (pipelined)."""
+        return [self.submit(f, p, timeout=timeout) for f, p in items]
+
+    # -- collect -----------------------------------------------------------
+    def _check_ticket(self, ticket: Ticket) -> None:
+        if ticket.generation != self._generation:
+            msg = f"ticket of request {ticket.request_id} predates a reset() of this ring client"
+            raise RingError(msg)
+
+    def _read(self, ticket: Ticket) -> Response:
+        """Copy the response of ``ticket`` out of its slot (its tx flag already matched)."""
+        lay = self._layout
+        mv = self._mem.mv
+        off = lay.tx_slot_offset(ticket.slot)
+        magic, status, rlen, rid, ts = _RESPONSE.unpack_from(mv, off)
+        problem = None
+        if magic != RESPONSE_MAGIC:
+            problem = f"response magic {magic:#010x} (expected {RESPONSE_MAGIC:#010x})"
+        elif rlen > lay.max_payload:
+            problem = f"result_len {rlen} exceeds the slot's max payload {lay.max_payload}"
+        elif rid != ticket.request_id:
+            problem = f"request id {rid} echoed for request {ticket.request_id}"
+        elif ts != ticket.timestamp:
+            problem = f"timestamp {ts} echoed for {ticket.timestamp}"
+        if problem is not None:
+            self._pending[ticket.slot] = None
+            msg = f"slot {ticket.slot} seq {ticket.seq}: {problem}"
+            raise RingProtocolError(msg)
+        result = bytes(mv[off + HEADER_SIZE : off + HEADER_SIZE + rlen])
+        self._pending[ticket.slot] = None
+        self.collected += 1
+        return Response(ResponseHeader(magic, status, rlen, rid, ts), result)
+
+    def _ready(self, ticket: Ticket) -> bool:
+        return bool(self._mem.tx_flags[ticket.slot] == ticket.seq)
+
+    def _wait_slot(self, ticket: Ticket, timeout: float, *, reason: str) -> Response:
+        backoff = Backoff(self._spin, self._max_sleep)
+        deadline = None
+        while not self._ready(ticket):
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + timeout
+            elif now >= deadline:
+                seen = self._mem.tx_flags[ticket.slot]
+                what = (
+                    "the slot is needed again by submit() and its response"
+                    if reason == "submit"
+                    else "the response"
+                )
+                msg = (
+                    f"request {ticket.request_id} (#{ticket.index}) in slot {ticket.slot}, "
+                    f"seq {ticket.seq}: {what} did not arrive within {timeout:g} s "
+                    f"(tx_flags[{ticket.slot}] = {seen}); is the consumer running?"
+                )
+                raise TimeoutError(msg)
+            backoff.pause()
+        return self._read(ticket)
+
+    def poll(self, ticket: Ticket) -> Response | None:
+        """The response of ``ticket`` if it has arrived, else ``None`` (never blocks)."""
+        self._check_open()
+        self._check_ticket(ticket)
+        done = self._completed.pop(ticket.index, None)
+        if done is not None:
+            return done
+        if self._pending[ticket.slot] is not ticket:
+            msg = f"request {ticket.request_id} (#{ticket.index}) was already collected"
+            raise RingError(msg)
+        if not self._ready(ticket):
+            return None
+        return self._read(ticket)
+
+    def wait(self, ticket: Ticket, timeout: float = DEFAULT_TIMEOUT) -> Response:
+        """The response of ``ticket``; :class:`TimeoutError` after ``timeout`` seconds."""
+        response = self.poll(ticket)
+        if response is not None:
+            return response
+        return self._wait_slot(ticket, timeout, reason="wait")
+
+    def collect(
+        self, tickets: Sequence[Ticket], timeout: float = DEFAULT_TIMEOUT
+    ) -> list[Response]:
+        """Responses of ``tickets`` in the same order; ``timeout`` bounds the whole call."""
+        deadline = time.monotonic() + timeout
+        return [self.wait(t, max(0.0, deadline - time.monotonic())) for t in tickets]
+
+    def call(
+        self,
+        function: str | bytes | int,
+        payload: bytes | bytearray | memoryview = b"",
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> tuple[int, bytes]:
+        """Submit one request and wait for it: ``(status, result)``.
+
+        The round trip's own path: when the next slot is free it writes the
+        request, publishes it and spins on the response flag without creating a
+        ticket (the same checks as :meth:`wait`); otherwise it goes through
+        :meth:`submit` and :meth:`wait`.
+        """
+        lay = self._layout
+        k = self._next
+        slot, seq = lay.position(k)
+        mem = self._mem
+        prev = (seq - 1) & _U32
+        if (
+            self._pending[slot] is not None
+            or not isinstance(payload, (bytes, bytearray))
+            or mem.released
+            or mem.rx_flags[slot] != prev
+            or mem.tx_flags[slot] != prev
+        ):  # the general path checks, waits or raises
+            response = self.wait(self.submit(function, payload, timeout=timeout), timeout)
+            return response.status, response.result
+        size = self._check_payload(payload)
+        fid = function_id(function)
+        rid = self._new_request_id()
+        self._post(k, slot, seq, (REQUEST_MAGIC, fid, size, rid, 0), payload)
+        mv = self._mem.mv
+        tx_flags = self._mem.tx_flags
+        spins = self._spin
+        while tx_flags[slot] != seq:  # the common case: the answer comes while spinning
+            spins -= 1
+            if spins <= 0:
+                ticket = Ticket(k, slot, seq, rid, 0, fid, self._generation)
+                self._pending[slot] = ticket
+                response = self._wait_slot(ticket, timeout, reason="wait")
+                return response.status, response.result
+        off = lay.tx_slot_offset(slot)
+        magic, status, rlen, echoed, ts = _RESPONSE.unpack_from(mv, off)
+        if magic != RESPONSE_MAGIC or rlen > lay.max_payload or echoed != rid or ts != 0:
+            ticket = Ticket(k, slot, seq, rid, 0, fid, self._generation)
+            self._pending[slot] = ticket
+            response = self._read(ticket)  # raises RingProtocolError with the details
+            return response.status, response.result
+        self.collected += 1
+        return status, bytes(mv[off + HEADER_SIZE : off + HEADER_SIZE + rlen])
+
+    def drain(self, timeout: float = DEFAULT_TIMEOUT) -> None:
+        """Read every outstanding response out of the ring (kept for ``poll``/``wait``)."""
+        self._check_open()
+        deadline = time.monotonic() + timeout
+        for ticket in sorted((t for t in self._pending if t is not None), key=lambda t: t.index):
+            remaining = max(0.0, deadline - time.monotonic())
+            self._completed[ticket.index] = self._wait_slot(ticket, remaining, reason="wait")
+
+    # -- lifetime ------------------------------------------------------------
+    def reset(self) -> None:
+        """Zero every flag and rewind (the consumer must be reset too, or not running).
+
+        The ring's request-id source is kept: ids stay unique for the ring's life.
+        """
+        self._check_open()
+        lay = self._layout
+        mv = self._mem.mv
+        mv[lay.rx_flags_offset : lay.ids_offset] = bytes(lay.ids_offset - lay.rx_flags_offset)
+        self._pending = [None] * lay.num_slots
+        self._completed.clear()
+        self._next = 0
+        self._generation += 1
+        self.collected = 0
+
+    def close(self) -> None:
+        """Release the views over the buffer (the buffer itself belongs to its owner)."""
+        self._mem.release()
+
+    def __enter__(self) -> RingClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

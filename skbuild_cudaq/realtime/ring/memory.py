@@ -1,0 +1,106 @@
+"""Views over one ring allocation (shared by producer and consumer) and the wait backoff."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any
+
+from skbuild_cudaq.realtime.errors import RingError
+
+from .layout import RingLayout
+
+__all__ = ["Backoff", "RingMemory"]
+
+
+class Backoff:
+    """Spin, then yield, then sleep with growing delays (bounded by ``max_sleep``).
+
+    Spinning gives the lowest latency against a GPU consumer; sleeping releases
+    the GIL so that a consumer thread of the same process (the host path) runs.
+    """
+
+    __slots__ = ("_n", "_spin", "max_sleep")
+
+    def __init__(self, spin: int, max_sleep: float = 1e-3) -> None:
+        self._n = 0
+        self._spin = spin
+        self.max_sleep = max_sleep
+
+    def reset(self) -> None:
+        self._n = 0
+
+    def pause(self) -> None:
+        n = self._n = self._n + 1
+        if n <= self._spin:
+            return
+        k = n - self._spin
+        if k <= 4:
+            time.sleep(0)
+            return
+        time.sleep(min(self.max_sleep, 5e-6 * (1 << min((k - 4) // 4, 10))))
+
+
+def _as_bytes_view(buffer: Any, layout: RingLayout) -> memoryview:
+    try:
+        mv = memoryview(buffer)
+    except TypeError as exc:
+        msg = f"ring buffer must support the buffer protocol, got {type(buffer).__name__}"
+        raise RingError(msg) from exc
+    if mv.readonly:
+        msg = "ring buffer is read-only"
+        raise RingError(msg)
+    if not mv.c_contiguous:
+        msg = "ring buffer must be C-contiguous"
+        raise RingError(msg)
+    mv = mv.cast("B")
+    if mv.nbytes < layout.total_bytes:
+        msg = f"ring buffer has {mv.nbytes} bytes, {layout} needs {layout.total_bytes}"
+        raise RingError(msg)
+    return mv[: layout.total_bytes]
+
+
+class RingMemory:
+    """Views over one ring allocation shared by producer and consumer."""
+
+    def __init__(self, buffer: Any, layout: object) -> None:
+        if not isinstance(layout, RingLayout):
+            msg = f"layout must be a RingLayout, got {type(layout).__name__}"
+            raise TypeError(msg)
+        self.layout = layout
+        self.buffer = buffer  # keeps the owner alive
+        self.mv = _as_bytes_view(buffer, layout)
+        n = layout.num_slots
+        self.rx_flags = self.mv[layout.rx_flags_offset : layout.rx_flags_offset + 4 * n].cast("I")
+        self.tx_flags = self.mv[layout.tx_flags_offset : layout.tx_flags_offset + 4 * n].cast("I")
+        self.ids = self.mv[layout.ids_offset : layout.ids_offset + 8].cast("Q")
+        self.released = False
+        self._np: dict[str, Any] | None = None
+
+    def numpy(self) -> dict[str, Any]:
+        """numpy views (created on first use)."""
+        if self._np is None:
+            import numpy as np
+
+            lay = self.layout
+            n, size = lay.num_slots, lay.slot_size
+            whole = np.frombuffer(self.mv, dtype=np.uint8)
+            rx = whole[: n * size].reshape(n, size)
+            tx = whole[n * size : 2 * n * size].reshape(n, size)
+            self._np = {
+                "rx": rx,
+                "tx": tx,
+                "rx32": rx.view("<u4"),
+                "tx32": tx.view("<u4"),
+                "rx64": rx.view("<u8"),
+                "rx_flags": whole[lay.rx_flags_offset : lay.tx_flags_offset].view("<u4"),
+                "tx_flags": whole[lay.tx_flags_offset : lay.ids_offset].view("<u4"),
+            }
+        return self._np
+
+    def release(self) -> None:
+        self.released = True
+        self._np = None
+        for view in (self.rx_flags, self.tx_flags, self.ids, self.mv):
+            with contextlib.suppress(BufferError):  # a numpy view still alive: GC finishes it
+                view.release()

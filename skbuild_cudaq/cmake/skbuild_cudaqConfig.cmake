@@ -106,7 +106,7 @@ Variables
 ``SKBUILD_CUDAQ_NVCC``
   The nvcc used for device code (set it to skip the search). Searched in the
   order that ``nvcc-search.txt`` of this package defines, the same order the
-  Python side (``skbuild_cudaq._toolchain``) uses: ``CMAKE_CUDA_COMPILER``
+  Python side (``skbuild_cudaq.build._toolchain``) uses: ``CMAKE_CUDA_COMPILER``
   (CMake variable, then environment variable), the ``CUDACXX`` environment
   variable, ``PATH`` (only ``PATH``), ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``,
   ``/usr/local/cuda/bin``, ``/opt/cuda/bin`` (these two replaced by the
@@ -221,7 +221,7 @@ function(_cudaq_realtime_nvcc_from_wheel out_var tried_var wheel)
     list(APPEND _asked "${_py}")
     execute_process(
       COMMAND "${_py}" -c
-              "import sys; sys.path.insert(0, sys.argv[1]); from skbuild_cudaq._toolchain import nvcc_from_wheel, wheel_names; p = nvcc_from_wheel(wheel_names(sys.argv[2])); print(p or '')"
+              "import sys; sys.path.insert(0, sys.argv[1]); from skbuild_cudaq.build._toolchain import nvcc_from_wheel, wheel_names; p = nvcc_from_wheel(wheel_names(sys.argv[2])); print(p or '')"
               "${_root}" "${wheel}"
       OUTPUT_VARIABLE _from_wheel OUTPUT_STRIP_TRAILING_WHITESPACE
       ERROR_QUIET RESULT_VARIABLE _rc)
@@ -243,7 +243,7 @@ _cudaq_realtime_find_nvcc(<caller>)
 
 Sets the cache variable SKBUILD_CUDAQ_NVCC (unless already set to an existing
 file), or stops with every place tried and what to install. The order is
-nvcc-search.txt next to this file, which skbuild_cudaq/_toolchain.py reads too.
+nvcc-search.txt next to this file, which skbuild_cudaq/build/_toolchain.py reads too.
 #]=]
 function(_cudaq_realtime_find_nvcc caller)
   if(SKBUILD_CUDAQ_NVCC AND EXISTS "${SKBUILD_CUDAQ_NVCC}")
@@ -622,7 +622,7 @@ function(_cudaq_realtime_write_embed_source source_out fatbin what)
     # The record (fatbin.json) that names what the fatbin holds: section __cudaq_rt_info,
     # framed by "CQRTINFO", version 1 and the length the assembler computes.
     set(record [==[
-/* The record naming the kernels and handlers of this fatbin (skbuild_cudaq._device_info). */
+/* The record naming the kernels and handlers of this fatbin (skbuild_cudaq.build._device_info). */
 __asm__(
     ".section __cudaq_rt_info,\"aR\"\n"
     ".balign 8\n"

@@ -32,9 +32,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import _log
-from ._paths import include_dir
-from .errors import CudaqError, ToolchainError
+from skbuild_cudaq import _log
+from skbuild_cudaq._paths import include_dir
+from skbuild_cudaq.errors import KernelCompileError, ToolchainError
+
+from ._architectures import DEFAULT_ARCHITECTURES
 
 __all__ = [
     "DEFAULT_ARCHITECTURES",
@@ -65,14 +67,8 @@ SECTION = "__nv_relfatbin"
 #: C++ standard of kernels when the extension does not choose one (like the CMake path).
 DEFAULT_CXX_STANDARD = "c++17"
 _REGISTER_PREFIX = "__cudaRegisterLinkedBinary_"
-#: LTO-IR architecture of handler sources when the extension declares no dispatch kernel.
-DEFAULT_ARCHITECTURES = ("80",)
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _STD = re.compile(r"(?:-std=|/std:)(?:c|gnu)\+\+(\w+)\Z")
-
-
-class KernelCompileError(CudaqError):
-    """nvcc (or the host compiler) failed on a dispatch kernel, a handler or the embed source."""
 
 
 @dataclass(frozen=True)
@@ -186,7 +182,7 @@ def ptx_command(
     """nvcc command compiling a side-compiled source to PTX, only to name what it defines.
 
     Same flags as :func:`fatbin_command`; the PTX's ``.visible .entry`` and
-    ``cudaq_handler_*`` lines feed the build record (:mod:`skbuild_cudaq._device_info`).
+    ``cudaq_handler_*`` lines feed the build record (:mod:`skbuild_cudaq.build._device_info`).
     """
     cmd = [str(nvcc), "-ptx", "-rdc=true", f"-arch=compute_{architecture}", *flags.nvcc_options()]
     if depfile is not None:
@@ -290,13 +286,15 @@ def embed_c_source(
     if stubs:
         parts.append(
             "/* Stand-ins for the device link of the -rdc handler objects (see\n"
-            " * skbuild_cudaq._embed.linked_binary_stubs). */"
+            " * skbuild_cudaq.build._embed.linked_binary_stubs). */"
         )
         parts.append(stubs)
     if records:
         from ._device_info import asm_record
 
-        parts.append("/* Build records: what each container holds (skbuild_cudaq._device_info). */")
+        parts.append(
+            "/* Build records: what each container holds (skbuild_cudaq.build._device_info). */"
+        )
         parts += [asm_record(r) for r in records]
     return "\n".join(parts) + "\n"
 

@@ -31,7 +31,7 @@ A record in the section is framed like a fatbin container: 16 bytes (``b"CQRTINF
 assembler computes the length. Modules built without records inspect as before,
 their containers unnamed. Never imports ``cuda.*``.
 
-Run as ``python -m skbuild_cudaq._device_info`` by the CMake package (see
+Run as ``python -m skbuild_cudaq.build._device_info`` by the CMake package (see
 :func:`main`).
 """
 
@@ -48,8 +48,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import _log
-from .errors import DeviceCodeError
+from skbuild_cudaq import _log
+from skbuild_cudaq.errors import DeviceCodeError
 
 __all__ = [
     "HANDLER_PREFIX",
@@ -217,7 +217,7 @@ def _records_in(data: bytes, where: str) -> list[dict[str, Any]]:
 
 def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Every record in the ``__cudaq_rt_info`` sections of an ELF file (none: ``[]``)."""
-    from .fatbin import elf_sections
+    from skbuild_cudaq.fatbin import elf_sections
 
     path = Path(path)
     records: list[dict[str, Any]] = []
@@ -239,7 +239,7 @@ def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 # Command line (run by the CMake package at build time)
 # ---------------------------------------------------------------------------
 def _side(args: argparse.Namespace) -> None:
-    from .fatbin import read_fatbin_file
+    from skbuild_cudaq.fatbin import read_fatbin_file
 
     kernels, handlers = names_from_ptx(Path(args.ptx).read_text(encoding="utf-8"))
     containers = [c.data for c in read_fatbin_file(args.fatbin)]
@@ -269,7 +269,7 @@ def object_record(
     An object without ``__nv_relfatbin`` is a host object; one that already
     carries records is an embed object of side-compiled fatbins.
     """
-    from .fatbin import read_relfatbin_sections
+    from skbuild_cudaq.fatbin import read_relfatbin_sections
 
     try:
         sections = read_relfatbin_sections(obj)
@@ -355,7 +355,7 @@ def _objects(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``side``: a record for a side-compiled fatbin; ``objects``: records for nvcc objects."""
-    parser = argparse.ArgumentParser(prog="python -m skbuild_cudaq._device_info")
+    parser = argparse.ArgumentParser(prog="python -m skbuild_cudaq.build._device_info")
     sub = parser.add_subparsers(dest="command", required=True)
     side = sub.add_parser("side")
     side.add_argument("--fatbin", required=True)

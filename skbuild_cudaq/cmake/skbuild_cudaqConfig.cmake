@@ -37,8 +37,9 @@ Commands
   sources. ``<target>`` is a ``MODULE``, ``SHARED``, ``EXECUTABLE`` or
   ``OBJECT`` library target created before the call. ``ARCHITECTURES``
   defaults to ``80``: LTO-IR built for one architecture links for that GPU
-  and every newer one; each must be a number ``>= 80`` (optionally with an
-  ``a``/``f`` suffix, e.g. ``90a``).
+  and every newer one; each must be a number ``>= 80``, written bare or as
+  ``sm_80``/``lto_80``/``compute_80`` (the grammar of ``[tool.cudaq]``, from
+  ``architectures.txt``; ``90a``-style variants have no portable LTO-IR).
 
   A source path must not contain ``; [ ] $ ` " \ | :`` or a control character
   (CMake splits ``"a;b.cu"`` into two paths; nvcc hands paths to a shell; make
@@ -161,7 +162,18 @@ set(SKBUILD_CUDAQ_INCLUDE_DIR "${SKBUILD_CUDAQ_INCLUDE_DIR}"
     CACHE INTERNAL "skbuild-cudaq device headers")
 set(_SKBUILD_CUDAQ_CMAKE_DIR "${CMAKE_CURRENT_LIST_DIR}"
     CACHE INTERNAL "skbuild-cudaq CMake package directory")
-set(SKBUILD_CUDAQ_DEFAULT_ARCHITECTURES 80)
+# The architecture grammar: architectures.txt next to this file, which
+# skbuild_cudaq/build/_architectures.py reads too (prefixes, minimum, maximum, default).
+file(STRINGS "${CMAKE_CURRENT_LIST_DIR}/architectures.txt" _skbuild_cudaq_grammar REGEX "^[a-z]")
+foreach(_line IN LISTS _skbuild_cudaq_grammar)
+  string(REGEX REPLACE "#.*" "" _line "${_line}")
+  string(STRIP "${_line}" _line)
+  string(REGEX REPLACE " +" ";" _words "${_line}")
+  list(POP_FRONT _words _key)
+  set(_SKBUILD_CUDAQ_ARCH_${_key} ${_words})
+endforeach()
+unset(_skbuild_cudaq_grammar)
+set(SKBUILD_CUDAQ_DEFAULT_ARCHITECTURES ${_SKBUILD_CUDAQ_ARCH_default})
 
 #[=[
 _cudaq_realtime_where(<caller> <out-var>)
@@ -405,7 +417,10 @@ endfunction()
 #[=[
 _cudaq_realtime_check_architectures(<caller> <out-var> <arch>...)
 
-Validates LTO architectures (numbers >= 80, optional a/f suffix); default 80.
+Validates LTO architectures in the grammar of architectures.txt (a number from
+its minimum to its maximum, bare or prefixed: 80, sm_80, lto_80; no 90a-style
+variants, which have no portable LTO-IR) and returns them as bare numbers;
+default: SKBUILD_CUDAQ_DEFAULT_ARCHITECTURES.
 #]=]
 function(_cudaq_realtime_check_architectures caller out_var)
   set(_archs ${ARGN})
@@ -413,16 +428,26 @@ function(_cudaq_realtime_check_architectures caller out_var)
     set(_archs ${SKBUILD_CUDAQ_DEFAULT_ARCHITECTURES})
   endif()
   _cudaq_realtime_where(${caller} _where)
+  string(REPLACE ";" "|" _prefixes "${_SKBUILD_CUDAQ_ARCH_prefixes}")
+  set(_min ${_SKBUILD_CUDAQ_ARCH_minimum})
+  set(_numbers)
   foreach(_arch IN LISTS _archs)
-    if(NOT _arch MATCHES "^([0-9]+)([af]?)$" OR CMAKE_MATCH_1 LESS 80)
+    set(_number "")
+    if(_arch MATCHES "^((${_prefixes})_)?0*([0-9]+)$")
+      set(_number "${CMAKE_MATCH_3}")
+    endif()
+    string(LENGTH "${_number}" _digits)
+    if(_number STREQUAL "" OR _digits GREATER 9 OR _number LESS _min
+       OR _number GREATER _SKBUILD_CUDAQ_ARCH_maximum)
       message(FATAL_ERROR
         "${_where}: architecture \"${_arch}\" is not supported: dispatch kernels are LTO-IR for "
-        "sm_80 or newer. Use a number >= 80 such as 80 or 90 (LTO-IR built for one architecture "
-        "links for that GPU and every newer one).")
+        "sm_${_min} or newer. Use a number >= ${_min} such as 80 or 90 (LTO-IR built for one "
+        "architecture links for that GPU and every newer one).")
     endif()
+    list(APPEND _numbers "${_number}")
   endforeach()
-  list(REMOVE_DUPLICATES _archs)
-  set(${out_var} ${_archs} PARENT_SCOPE)
+  list(REMOVE_DUPLICATES _numbers)
+  set(${out_var} ${_numbers} PARENT_SCOPE)
 endfunction()
 
 # Characters a source path must not contain (skbuild_cudaq.settings.UNSAFE_PATH_CHARS, and the

@@ -300,7 +300,10 @@ def split_containers(data: bytes, where: str) -> tuple[FatbinContainer, ...]:
                 f"(needs {hsize + psize} bytes, {size - pos} left)"
             )
             raise DeviceCodeError(msg)
-        whole = bytes(view[pos : pos + hsize + psize])
+        if pos == 0 and hsize + psize == size and isinstance(data, bytes):
+            whole = data  # the container is all of it: no second copy of a huge section
+        else:
+            whole = bytes(view[pos : pos + hsize + psize])
         inside = f"{where}, container at offset {pos}"
         entries = _entries(memoryview(whole)[hsize:], hsize, inside)
         if not entries:

@@ -33,14 +33,11 @@ with this package, so that they load without it.
 
 from __future__ import annotations
 
-import difflib
-import importlib
 import os
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from skbuild_cudaq import _log
 from skbuild_cudaq._paths import cmake_dir
@@ -68,6 +65,8 @@ def _import_backend() -> Any:
     below reports the file's problem as one line instead (:func:`_call`).
     """
     try:
+        import importlib
+
         return importlib.import_module("scikit_build_core.build")
     except (ValueError, RecursionError, AttributeError, TypeError) as exc:
         return exc
@@ -99,8 +98,7 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
 
-@dataclass(frozen=True)
-class _Options:
+class _Options(NamedTuple):
     """Our own config settings, parsed."""
 
     verbose: bool = False
@@ -122,6 +120,8 @@ def _split_own(config_settings: Mapping[str, Any] | None) -> tuple[dict[str, Any
     problems = []
     for key in sorted(own):
         if key not in CONFIG_SETTINGS:
+            import difflib
+
             close = difflib.get_close_matches(key, list(CONFIG_SETTINGS), n=1)
             hint = f"did you mean {close[0]!r}?" if close else ""
             known = ", ".join(sorted(CONFIG_SETTINGS))

@@ -37,19 +37,19 @@ Run as ``python -m skbuild_cudaq.build._device_info`` by the CMake package (see
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import json
 import os
 import re
 import struct
-import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skbuild_cudaq import _log
 from skbuild_cudaq.errors import DeviceCodeError
+
+if TYPE_CHECKING:
+    import argparse
 
 __all__ = [
     "HANDLER_PREFIX",
@@ -85,6 +85,8 @@ _STUB = re.compile(r"^_Z\d+__device_stub__Z(\d+)([A-Za-z_]\w*)")
 
 def container_digest(data: bytes) -> str:
     """The join key of a fatbin container: SHA-256 (hex) of its bytes, header included."""
+    import hashlib  # here: `inspect` of a binary without records never needs it
+
     return hashlib.sha256(data).hexdigest()
 
 
@@ -122,6 +124,8 @@ def names_from_object(path: Path) -> tuple[list[str], list[str]]:
 
 def nvcc_version(nvcc: str | os.PathLike[str]) -> str:
     """``13.0.88`` (or ``13.0``) from ``nvcc --version``; ``"unknown"`` when it cannot tell."""
+    import subprocess  # here: the reading side (`inspect`) never runs a program
+
     try:
         proc = subprocess.run(
             [str(nvcc), "--version"], capture_output=True, text=True, check=False, timeout=60
@@ -355,6 +359,8 @@ def _objects(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``side``: a record for a side-compiled fatbin; ``objects``: records for nvcc objects."""
+    import argparse
+
     parser = argparse.ArgumentParser(prog="python -m skbuild_cudaq.build._device_info")
     sub = parser.add_subparsers(dest="command", required=True)
     side = sub.add_parser("side")

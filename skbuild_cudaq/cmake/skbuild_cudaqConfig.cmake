@@ -174,6 +174,15 @@ foreach(_line IN LISTS _skbuild_cudaq_grammar)
 endforeach()
 unset(_skbuild_cudaq_grammar)
 set(SKBUILD_CUDAQ_DEFAULT_ARCHITECTURES ${_SKBUILD_CUDAQ_ARCH_default})
+# The nvcc command lines: nvcc-recipe.txt next to this file, which
+# skbuild_cudaq/build/_embed.py reads too (_SKBUILD_CUDAQ_RECIPE_<name>: the argument words).
+file(STRINGS "${CMAKE_CURRENT_LIST_DIR}/nvcc-recipe.txt" _skbuild_cudaq_recipes REGEX "^[a-z]")
+foreach(_line IN LISTS _skbuild_cudaq_recipes)
+  string(REGEX REPLACE " +" ";" _words "${_line}")
+  list(POP_FRONT _words _key)
+  set(_SKBUILD_CUDAQ_RECIPE_${_key} ${_words})
+endforeach()
+unset(_skbuild_cudaq_recipes)
 
 #[=[
 _cudaq_realtime_where(<caller> <out-var>)
@@ -550,47 +559,81 @@ function(_cudaq_realtime_std_genex target out_var)
 endfunction()
 
 #[=[
+_cudaq_realtime_nvcc_recipe(<recipe> <out-var> SOURCE <file> OUTPUT <file> [DEPFILE <file>]
+                            ARCHITECTURES <arch>... FLAGS <option>...)
+
+The nvcc arguments (nvcc itself not included) of <recipe> of nvcc-recipe.txt:
+the one definition of the command lines, which skbuild_cudaq/build/_embed.py
+fills in the same way. Run them in the source's directory.
+#]=]
+function(_cudaq_realtime_nvcc_recipe recipe out_var)
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "" "SOURCE;OUTPUT;DEPFILE" "ARCHITECTURES;FLAGS")
+  list(GET ARG_ARCHITECTURES 0 _first)
+  set(_args)
+  foreach(_word IN LISTS _SKBUILD_CUDAQ_RECIPE_${recipe})
+    if(_word STREQUAL "<gencode>")
+      foreach(_arch IN LISTS ARG_ARCHITECTURES)
+        list(APPEND _args -gencode "arch=compute_${_arch},code=lto_${_arch}")
+      endforeach()
+    elseif(_word STREQUAL "<host-compiler>")
+      if(CMAKE_CUDA_HOST_COMPILER)
+        list(APPEND _args "--compiler-bindir=${CMAKE_CUDA_HOST_COMPILER}")
+      endif()
+    elseif(_word STREQUAL "<flags>")
+      list(APPEND _args ${ARG_FLAGS})
+    elseif(_word STREQUAL "<depfile>")
+      if(ARG_DEPFILE)
+        # nvcc does not escape spaces in the depfile's target: name it ourselves (make syntax).
+        string(REPLACE " " "\\ " _target "${ARG_OUTPUT}")
+        list(APPEND _args -MD -MF "${ARG_DEPFILE}" -MT "${_target}")
+      endif()
+    elseif(_word STREQUAL "<output>")
+      list(APPEND _args "${ARG_OUTPUT}")
+    elseif(_word STREQUAL "<source>")
+      list(APPEND _args "${ARG_SOURCE}")
+    else()
+      string(REPLACE "<arch>" "${_first}" _word "${_word}")
+      list(APPEND _args "${_word}")
+    endif()
+  endforeach()
+  set(${out_var} "${_args}" PARENT_SCOPE)
+endfunction()
+
+#[=[
 _cudaq_realtime_add_fatbin(<target> <source> <output> <arch>...)
 
-The custom command: nvcc -fatbin -rdc=true, one code=lto_XX per arch, the
-target's include directories / definitions / standard, -MD depfile.
+The custom command: the ``fatbin`` recipe (nvcc -fatbin -rdc=true, one
+code=lto_XX per arch, the target's include directories / definitions /
+standard, -MD depfile) and, with Python, the ``ptx`` recipe and the build
+record. The output directory exists already (made at configure time).
 #]=]
 function(_cudaq_realtime_add_fatbin target source output)
   if(SKBUILD_CUDAQ_DEVICE_COMPILER STREQUAL "nvrtc")
     _cudaq_realtime_add_fatbin_nvrtc(${target} "${source}" "${output}" ${ARGN})
     return()
   endif()
-  set(_gencode)
-  foreach(_arch IN LISTS ARGN)
-    list(APPEND _gencode "-gencode=arch=compute_${_arch},code=lto_${_arch}")
-  endforeach()
   set(_inc "$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>")
   set(_defs "$<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>")
   _cudaq_realtime_std_genex(${target} _std)
-  set(_host_compiler)
-  if(CMAKE_CUDA_HOST_COMPILER)
-    set(_host_compiler "--compiler-bindir=${CMAKE_CUDA_HOST_COMPILER}")
-  endif()
   get_filename_component(_name "${source}" NAME)
   get_filename_component(_src_dir "${source}" DIRECTORY)
-  get_filename_component(_dir "${output}" DIRECTORY)
-  # nvcc does not escape spaces in the depfile's target: name it ourselves (make syntax).
-  string(REPLACE " " "\\ " _dep_target "${output}")
   # $<SEMICOLON>: one list element per option once COMMAND_EXPAND_LISTS expands it.
-  set(_flags ${_host_compiler} "${_std}"
+  set(_flags "${_std}"
       "$<$<BOOL:${_inc}>:-I$<JOIN:${_inc},$<SEMICOLON>-I>>"
       "$<$<BOOL:${_defs}>:-D$<JOIN:${_defs},$<SEMICOLON>-D>>"
       "-I${SKBUILD_CUDAQ_INCLUDE_DIR}")
+  _cudaq_realtime_nvcc_recipe(fatbin _fatbin_args SOURCE "${source}" OUTPUT "${output}"
+    DEPFILE "${output}.d" ARCHITECTURES ${ARGN} FLAGS ${_flags})
   # The record naming the kernels and handlers: PTX of the first architecture (same flags),
   # whose .visible .entry / cudaq_handler_* lines are what the source defines.
   set(_outputs "${output}")
   set(_record_commands)
   if(SKBUILD_CUDAQ_PYTHON)
-    list(GET ARGN 0 _first)
     list(APPEND _outputs "${output}.json")
+    _cudaq_realtime_nvcc_recipe(ptx _ptx_args SOURCE "${source}" OUTPUT "${output}.ptx"
+      ARCHITECTURES ${ARGN} FLAGS ${_flags})
     set(_record_commands
-      COMMAND "${SKBUILD_CUDAQ_NVCC}" -ptx -rdc=true "-arch=compute_${_first}" ${_flags}
-              -o "${output}.ptx" "${source}"
+      COMMAND "${SKBUILD_CUDAQ_NVCC}" ${_ptx_args}
       COMMAND "${SKBUILD_CUDAQ_PYTHON}" "${_SKBUILD_CUDAQ_CMAKE_DIR}/_run_device_info.py" side
               --fatbin "${output}" --ptx "${output}.ptx" --source "${source}"
               --project-dir "${CMAKE_SOURCE_DIR}" --nvcc "${SKBUILD_CUDAQ_NVCC}" --arch ${ARGN}
@@ -598,9 +641,7 @@ function(_cudaq_realtime_add_fatbin target source output)
   endif()
   add_custom_command(
     OUTPUT ${_outputs}
-    COMMAND "${CMAKE_COMMAND}" -E make_directory "${_dir}"
-    COMMAND "${SKBUILD_CUDAQ_NVCC}" -fatbin -rdc=true ${_gencode} ${_flags}
-            -MD -MF "${output}.d" -MT "${_dep_target}" -o "${output}" "${source}"
+    COMMAND "${SKBUILD_CUDAQ_NVCC}" ${_fatbin_args}
     ${_record_commands}
     DEPENDS "${source}"
     DEPFILE "${output}.d"
@@ -632,83 +673,91 @@ function(_cudaq_realtime_embed_language caller out_ext)
 endfunction()
 
 #[=[
-_cudaq_realtime_write_embed_source(<source-out> <fatbin> <what>)
+_cudaq_realtime_write_embed_source(<source-out> <fatbins> <sources>)
 
-Writes (only when its content changes) a C/C++ file whose top-level asm
-places <fatbin> in __nv_relfatbin: flags "aR" (allocated, and retained
-against --gc-sections), 8-byte aligned, absolute .incbin path (host -flto
-assembles in another directory). A C file, not a raw .s, so that the object
-carries .note.GNU-stack and the module never asks for an executable stack.
+Writes (only when its content changes) one C/C++ file whose top-level asm
+places each of <fatbins> (compiled from the same item of <sources>) in
+__nv_relfatbin, in order: flags "aR" (allocated, and retained against
+--gc-sections), 8-byte aligned, absolute .incbin path (host -flto assembles in
+another directory). A C file, not a raw .s, so that the object carries
+.note.GNU-stack and the module never asks for an executable stack. One file
+for all the kernels of a call: one host compile, the same sections as one file
+per kernel (each block starts and ends 8-byte aligned).
 #]=]
-function(_cudaq_realtime_write_embed_source source_out fatbin what)
-  string(REPLACE "*/" "* /" what "${what}")  # a directory "x*" must not end the comment
-  set(record "")
-  if(SKBUILD_CUDAQ_PYTHON)
-    # The record (fatbin.json) that names what the fatbin holds: section __cudaq_rt_info,
-    # framed by "CQRTINFO", version 1 and the length the assembler computes.
-    set(record [==[
+function(_cudaq_realtime_write_embed_source source_out fatbins sources)
+  set(_content "/* Generated by skbuild-cudaq: do not edit.
+ * Embeds LTO-IR fatbins into __nv_relfatbin, next to the fatbins nvcc emits for -rdc sources.
+ * \"aR\": allocated and retained against --gc-sections. No host code registers them. */
+")
+  foreach(fatbin what IN ZIP_LISTS fatbins sources)
+    string(REPLACE "*/" "* /" what "${what}")  # a directory "x*" must not end the comment
+    string(APPEND _content "
+/* The LTO-IR fatbin of ${what} */
+__asm__(
+    \".section __nv_relfatbin,\\\"aR\\\"\\n\"
+    \".balign 8\\n\"
+    \".incbin \\\"${fatbin}\\\"\\n\"
+    \".balign 8\\n\"
+    \".previous\\n\");
+")
+    if(SKBUILD_CUDAQ_PYTHON)
+      # The record (fatbin.json) that names what the fatbin holds: section __cudaq_rt_info,
+      # framed by "CQRTINFO", version 1 and the length the assembler computes.
+      string(APPEND _content "
 /* The record naming the kernels and handlers of this fatbin (skbuild_cudaq.build._device_info). */
 __asm__(
-    ".section __cudaq_rt_info,\"aR\"\n"
-    ".balign 8\n"
-    ".ascii \"CQRTINFO\"\n"
-    ".long 1\n"
-    ".long 2f - 1f\n"
-    "1:\n"
-    ".incbin \"@fatbin@.json\"\n"
-    "2:\n"
-    ".balign 8\n"
-    ".previous\n");
-]==])
-    string(CONFIGURE "${record}" record @ONLY)
-  endif()
-  file(CONFIGURE OUTPUT "${source_out}" CONTENT [==[
-/* Generated by skbuild-cudaq: do not edit.
- * Embeds the LTO-IR fatbin of @what@
- * into __nv_relfatbin, next to the fatbins nvcc emits for -rdc sources.
- * "aR": allocated and retained against --gc-sections. No host code registers it. */
-__asm__(
-    ".section __nv_relfatbin,\"aR\"\n"
-    ".balign 8\n"
-    ".incbin \"@fatbin@\"\n"
-    ".balign 8\n"
-    ".previous\n");
-@record@]==] @ONLY)
+    \".section __cudaq_rt_info,\\\"aR\\\"\\n\"
+    \".balign 8\\n\"
+    \".ascii \\\"CQRTINFO\\\"\\n\"
+    \".long 1\\n\"
+    \".long 2f - 1f\\n\"
+    \"1:\\n\"
+    \".incbin \\\"${fatbin}.json\\\"\\n\"
+    \"2:\\n\"
+    \".balign 8\\n\"
+    \".previous\\n\");
+")
+    endif()
+  endforeach()
+  file(CONFIGURE OUTPUT "${source_out}" CONTENT "${_content}")
 endfunction()
 
 #[=[
 _cudaq_realtime_embed_fatbins(<caller> <target> <sources> <archs>)
 
-Per source: fatbin custom command, embed file with OBJECT_DEPENDS on it, both
-attached to <target>; the custom commands hang off <target>_cudaq_device_code
-(in the calling directory) so that they run wherever <target> was created.
+Per source: a fatbin custom command; one embed file for all of them with
+OBJECT_DEPENDS on them, attached to <target>; the custom commands hang off
+<target>_cudaq_device_code (in the calling directory) so that they run
+wherever <target> was created. The output directory is made here, once.
 #]=]
 function(_cudaq_realtime_embed_fatbins caller target sources archs)
   _cudaq_realtime_embed_language(${caller} _ext)
   set(_dir "${CMAKE_CURRENT_BINARY_DIR}/cudaq_realtime/${target}")
+  file(MAKE_DIRECTORY "${_dir}")
   set(_fatbins)
+  set(_embed_depends)
   foreach(_src IN LISTS sources)
     get_filename_component(_stem "${_src}" NAME_WE)
     string(MD5 _hash "${_src}")
     string(SUBSTRING "${_hash}" 0 8 _hash)
     set(_fatbin "${_dir}/${_stem}-${_hash}.fatbin")
-    set(_embed "${_dir}/${_stem}-${_hash}.embed.${_ext}")
     _cudaq_realtime_add_fatbin(${target} "${_src}" "${_fatbin}" ${archs})
-    _cudaq_realtime_write_embed_source("${_embed}" "${_fatbin}" "${_src}")
-    target_sources(${target} PRIVATE "${_embed}")
-    set(_embed_depends "${_fatbin}")
+    list(APPEND _fatbins "${_fatbin}")
+    list(APPEND _embed_depends "${_fatbin}")
     if(SKBUILD_CUDAQ_PYTHON)
       list(APPEND _embed_depends "${_fatbin}.json")
     endif()
-    set_source_files_properties("${_embed}" TARGET_DIRECTORY ${target}
-                                PROPERTIES OBJECT_DEPENDS "${_embed_depends}")
-    list(APPEND _fatbins "${_fatbin}")
   endforeach()
+  string(MD5 _hash "${sources}")
+  string(SUBSTRING "${_hash}" 0 8 _hash)
+  set(_embed "${_dir}/embed-${_hash}.${_ext}")
+  _cudaq_realtime_write_embed_source("${_embed}" "${_fatbins}" "${sources}")
+  target_sources(${target} PRIVATE "${_embed}")
+  set_source_files_properties("${_embed}" TARGET_DIRECTORY ${target}
+                              PROPERTIES OBJECT_DEPENDS "${_embed_depends}")
   set(_custom "${target}_cudaq_device_code")
   if(TARGET ${_custom})
     # A second call for the same target: one more custom target.
-    string(MD5 _hash "${sources}")
-    string(SUBSTRING "${_hash}" 0 8 _hash)
     set(_custom "${_custom}_${_hash}")
   endif()
   add_custom_target(${_custom} DEPENDS ${_fatbins})
@@ -716,28 +765,37 @@ function(_cudaq_realtime_embed_fatbins caller target sources archs)
   set_property(TARGET ${target} APPEND PROPERTY SKBUILD_CUDAQ_FATBINS ${_fatbins})
 endfunction()
 
-function(cudaq_realtime_add_device_sources target)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "" "ARCHITECTURES;_CALLER")
-  if(ARG__CALLER)
-    set(_caller "${ARG__CALLER}")
-  else()
-    set(_caller "cudaq_realtime_add_device_sources(${target})")
-    _cudaq_realtime_check_arguments("${_caller}" ${ARGC})
-  endif()
-  _cudaq_realtime_check_target("${_caller}" "${target}")
-  _cudaq_realtime_check_architectures("${_caller}" _archs ${ARG_ARCHITECTURES})
-  _cudaq_realtime_resolve_sources("${_caller}" _sources ${ARG_UNPARSED_ARGUMENTS})
-  _cudaq_realtime_find_device_compiler("${_caller}")
+#[=[
+_cudaq_realtime_add_device_sources_impl(<caller> <target> <file.cu>... [ARCHITECTURES <arch>...])
+
+The work of cudaq_realtime_add_device_sources for every public function that
+side-compiles (<caller> names that function in messages): checks, then one
+fatbin custom command per source and their embed file.
+#]=]
+function(_cudaq_realtime_add_device_sources_impl caller target)
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "" "" "ARCHITECTURES")
+  _cudaq_realtime_check_target("${caller}" "${target}")
+  _cudaq_realtime_check_architectures("${caller}" _archs ${ARG_ARCHITECTURES})
+  _cudaq_realtime_resolve_sources("${caller}" _sources ${ARG_UNPARSED_ARGUMENTS})
+  _cudaq_realtime_find_device_compiler("${caller}")
   _cudaq_realtime_find_python()
-  _cudaq_realtime_embed_fatbins("${_caller}" ${target} "${_sources}" "${_archs}")
+  _cudaq_realtime_embed_fatbins("${caller}" ${target} "${_sources}" "${_archs}")
+endfunction()
+
+function(cudaq_realtime_add_device_sources target)
+  set(_caller "cudaq_realtime_add_device_sources(${target})")
+  _cudaq_realtime_check_arguments("${_caller}" ${ARGC})
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "" "ARCHITECTURES")
+  _cudaq_realtime_add_device_sources_impl("${_caller}" ${target} ${ARG_UNPARSED_ARGUMENTS}
+    ARCHITECTURES ${ARG_ARCHITECTURES})
 endfunction()
 
 function(cudaq_realtime_add_dispatch_kernel target)
+  set(_caller "cudaq_realtime_add_dispatch_kernel(${target})")
+  _cudaq_realtime_check_arguments("${_caller}" ${ARGC})
   cmake_parse_arguments(PARSE_ARGV 1 ARG "" "" "ARCHITECTURES")
-  _cudaq_realtime_check_arguments("cudaq_realtime_add_dispatch_kernel(${target})" ${ARGC})
-  cudaq_realtime_add_device_sources(${target} ${ARG_UNPARSED_ARGUMENTS}
-    ARCHITECTURES ${ARG_ARCHITECTURES}
-    _CALLER "cudaq_realtime_add_dispatch_kernel(${target})")
+  _cudaq_realtime_add_device_sources_impl("${_caller}" ${target} ${ARG_UNPARSED_ARGUMENTS}
+    ARCHITECTURES ${ARG_ARCHITECTURES})
 endfunction()
 
 function(cudaq_realtime_target_skip_device_link target)
@@ -801,8 +859,8 @@ function(cudaq_realtime_add_handlers target)
     # No CUDA language (no nvcc): side-compile the handlers with the device compiler.
     _cudaq_realtime_find_device_compiler("${_caller}")
     if(SKBUILD_CUDAQ_DEVICE_COMPILER STREQUAL "nvrtc")
-      cudaq_realtime_add_device_sources(${target} ${ARG_UNPARSED_ARGUMENTS}
-        ARCHITECTURES ${ARG_ARCHITECTURES} _CALLER "${_caller}")
+      _cudaq_realtime_add_device_sources_impl("${_caller}" ${target} ${ARG_UNPARSED_ARGUMENTS}
+        ARCHITECTURES ${ARG_ARCHITECTURES})
       return()
     endif()
   endif()

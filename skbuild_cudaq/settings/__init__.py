@@ -21,16 +21,19 @@ This package is build-side only: the run time never imports it.
 
 from __future__ import annotations
 
+from skbuild_cudaq.build._architectures import (
+    DEFAULT_ARCHITECTURES,
+    MAX_ARCHITECTURE,
+    MIN_ARCHITECTURE,
+)
+
 from ._fields import FieldSpec, Meta, Rule, describe, field_specs, setting
 from ._model import ROOT_KEY, CudaqSettings, DispatchKernelSettings
 from ._rules import (
     ARCHITECTURE,
     COMPILER,
     COMPILERS,
-    DEFAULT_ARCHITECTURES,
     KERNEL_SOURCE,
-    MAX_ARCHITECTURE,
-    MIN_ARCHITECTURE,
     TARGET_NAME,
     UNSAFE_PATH_CHARS,
     unsafe_path_chars,

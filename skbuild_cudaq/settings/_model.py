@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from skbuild_cudaq.build._architectures import DEFAULT_ARCHITECTURES
+
 from ._fields import Reporter, setting
-from ._rules import ARCHITECTURE, COMPILER, DEFAULT_ARCHITECTURES, KERNEL_SOURCE, TARGET_NAME
+from ._rules import ARCHITECTURE, COMPILER, KERNEL_SOURCE, TARGET_NAME
 from ._toml_text import format_key, show_value
 
 __all__ = ["CudaqSettings", "DispatchKernelSettings"]

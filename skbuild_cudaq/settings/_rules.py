@@ -16,7 +16,6 @@ from pathlib import Path
 
 from skbuild_cudaq.build._architectures import (
     ARCHITECTURE_FORM,
-    DEFAULT_ARCHITECTURES,
     MAX_ARCHITECTURE,
     MIN_ARCHITECTURE,
     PREFIXES,
@@ -24,19 +23,6 @@ from skbuild_cudaq.build._architectures import (
 
 from ._fields import Context, Invalid, Rule, field_specs
 from ._toml_text import show_value
-
-__all__ = [
-    "ARCHITECTURE",
-    "COMPILER",
-    "COMPILERS",
-    "DEFAULT_ARCHITECTURES",
-    "KERNEL_SOURCE",
-    "MAX_ARCHITECTURE",
-    "MIN_ARCHITECTURE",
-    "TARGET_NAME",
-    "UNSAFE_PATH_CHARS",
-    "unsafe_path_chars",
-]
 
 _TARGET_CHARS = re.compile(r"[A-Za-z0-9_.+-]+")
 _NOT_TARGET_CHARS = re.compile(r"[^A-Za-z0-9_.+-]+")

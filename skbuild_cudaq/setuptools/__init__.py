@@ -347,7 +347,7 @@ class build_cudaq_kernels(Command):  # type: ignore[misc]  # setuptools is untyp
         command = make(depfile)
         if self.force or _embed.is_stale(output, command, depfile, [source]):
             _log.info(what)
-            _embed.run_compile(command, output, what)
+            _embed.run_compile(command, output, what, cwd=source.parent)
         else:
             _log.progress(f"{what}: up to date")
         return output

@@ -415,18 +415,17 @@ def _read_at(stream: BinaryIO, offset: int, size: int, what: str, path: Path, *,
     return data
 
 
-@dataclass(frozen=True)
-class _SectionTable:
+class _SectionTable(NamedTuple):  # (a NamedTuple: cheaper to create than a dataclass at import)
     """An ELF file's section header table and section name table, checked against its size."""
 
     rows: bytes  #: the raw section header table
     entry_size: int
-    count: int
+    header_count: int
     shdr: struct.Struct
     names: bytes
 
     def headers(self) -> Iterator[tuple[int, ...]]:
-        for index in range(self.count):
+        for index in range(self.header_count):
             yield self.shdr.unpack_from(self.rows, index * self.entry_size)
 
 

@@ -1,5 +1,8 @@
 """Reader of the device code embedded in a binary's ``__nv_relfatbin`` sections.
 
+(Over 400 lines: one reader of hostile input -- ELF headers, containers, entries -- whose
+checks belong together.)
+
 An extension module built with relocatable device code carries its device code
 in ELF sections named ``__nv_relfatbin``: nvcc puts the handlers' fatbins there,
 and skbuild-cudaq's ``cudaq_realtime_add_dispatch_kernel`` embeds the custom

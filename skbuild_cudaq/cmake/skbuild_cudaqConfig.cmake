@@ -782,20 +782,18 @@ function(_cudaq_realtime_add_device_sources_impl caller target)
   _cudaq_realtime_embed_fatbins("${caller}" ${target} "${_sources}" "${_archs}")
 endfunction()
 
+# The public side-compiling functions check every argument as the user wrote it (before a ";"
+# inside one splits it), then hand them all to the implementation, which parses them.
 function(cudaq_realtime_add_device_sources target)
   set(_caller "cudaq_realtime_add_device_sources(${target})")
   _cudaq_realtime_check_arguments("${_caller}" ${ARGC})
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "" "ARCHITECTURES")
-  _cudaq_realtime_add_device_sources_impl("${_caller}" ${target} ${ARG_UNPARSED_ARGUMENTS}
-    ARCHITECTURES ${ARG_ARCHITECTURES})
+  _cudaq_realtime_add_device_sources_impl("${_caller}" ${ARGV})
 endfunction()
 
 function(cudaq_realtime_add_dispatch_kernel target)
   set(_caller "cudaq_realtime_add_dispatch_kernel(${target})")
   _cudaq_realtime_check_arguments("${_caller}" ${ARGC})
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "" "ARCHITECTURES")
-  _cudaq_realtime_add_device_sources_impl("${_caller}" ${target} ${ARG_UNPARSED_ARGUMENTS}
-    ARCHITECTURES ${ARG_ARCHITECTURES})
+  _cudaq_realtime_add_device_sources_impl("${_caller}" ${ARGV})
 endfunction()
 
 function(cudaq_realtime_target_skip_device_link target)

@@ -134,8 +134,8 @@ DEVICE_SOURCES = {
 def compare_compilers(runs: int, output: Path) -> int:
     """NVRTC vs nvcc per device source and per wheel (medians of ``runs``)."""
     from skbuild_cudaq import include_dir
-    from skbuild_cudaq._nvrtc import compile_file, find_nvrtc
-    from skbuild_cudaq._toolchain import find_nvcc
+    from skbuild_cudaq.build._nvrtc import compile_file, find_nvrtc
+    from skbuild_cudaq.build._toolchain import find_nvcc
 
     nvcc, nvrtc = find_nvcc(), find_nvrtc()
     src = EXAMPLE_APP / "src"

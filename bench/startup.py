@@ -266,7 +266,7 @@ def _default_binary(work: Path) -> tuple[Path, str]:
     sys.path.insert(0, str(ROOT / "tests"))
     from gpu_kernels.testbins import build
 
-    from skbuild_cudaq._toolchain import find_nvcc
+    from skbuild_cudaq.build._toolchain import find_nvcc
 
     bins = build(find_nvcc(), work / "testbins")
     return bins.app, "single_thread_dispatcher"
@@ -277,7 +277,7 @@ def _many_kernel_binary(work: Path, count: int) -> tuple[Path, str]:
     import shutil
 
     from skbuild_cudaq import include_dir
-    from skbuild_cudaq._toolchain import find_nvcc
+    from skbuild_cudaq.build._toolchain import find_nvcc
 
     nvcc, gcc = str(find_nvcc()), shutil.which("gcc") or "cc"
     src = ROOT / "example_app" / "src"

@@ -56,23 +56,28 @@ function(_cudaq_runtime_fatbin major name)
   set(_src "${PROJECT_SOURCE_DIR}/skbuild_cudaq/device/${name}.cu")
   set(_dir "${PROJECT_BINARY_DIR}/_device/cu${major}")
   set(_out "${_dir}/${name}.fatbin")
+  # The built-in kernel's architecture is the default of dispatch kernels (architectures.txt).
+  set(_archs ${SKBUILD_CUDAQ_DEFAULT_ARCHITECTURES})
   if(ARGN)  # NVRTC
     set(_command "${_cudaq_py}" -c "${_cudaq_main}" "${PROJECT_SOURCE_DIR}" nvrtc --cuda-major ${major}
-        --arch 80 "-I${SKBUILD_CUDAQ_INCLUDE_DIR}" --depfile "${_out}.d" --dep-target "${_out}"
+        --arch ${_archs} "-I${SKBUILD_CUDAQ_INCLUDE_DIR}" --depfile "${_out}.d" --dep-target "${_out}"
         -o "${_out}" "${_src}")
     set(_what "NVRTC ${major}")
   else()
-    set(_command "${SKBUILD_CUDAQ_NVCC}" -fatbin -rdc=true -std=c++17
-        "-gencode=arch=compute_80,code=lto_80" "-I${SKBUILD_CUDAQ_INCLUDE_DIR}"
-        -MD -MF "${_out}.d" -o "${_out}" "${_src}")
+    # The package's own nvcc recipe (nvcc-recipe.txt), as for users' dispatch kernels.
+    _cudaq_realtime_nvcc_recipe(fatbin _args SOURCE "${_src}" OUTPUT "${_out}" DEPFILE "${_out}.d"
+      ARCHITECTURES ${_archs} FLAGS -std=c++17 "-I${SKBUILD_CUDAQ_INCLUDE_DIR}")
+    set(_command "${SKBUILD_CUDAQ_NVCC}" ${_args})
     set(_what "nvcc")
   endif()
+  file(MAKE_DIRECTORY "${_dir}")
+  get_filename_component(_src_dir "${_src}" DIRECTORY)
   add_custom_command(
     OUTPUT "${_out}"
-    COMMAND "${CMAKE_COMMAND}" -E make_directory "${_dir}"
     COMMAND ${_command}
     DEPENDS "${_src}"
     DEPFILE "${_out}.d"
+    WORKING_DIRECTORY "${_src_dir}"
     COMMENT "${_what} (LTO-IR) ${name}.cu -> _device/cu${major}"
     VERBATIM)
   set(SKBUILD_CUDAQ_RUNTIME_FATBINS ${SKBUILD_CUDAQ_RUNTIME_FATBINS} "${_out}" PARENT_SCOPE)

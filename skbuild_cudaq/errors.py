@@ -1,4 +1,4 @@
-"""Typed errors of skbuild-cudaq (build side and shared).
+"""Typed errors of skbuild-cudaq (build side and shared): every one is defined here.
 
 Library code raises these; front doors (the PEP 517 hooks, the CLI, the
 setuptools command) print them through :mod:`skbuild_cudaq._log` and exit.
@@ -12,8 +12,10 @@ from typing import NamedTuple
 
 __all__ = [
     "CompileError",
+    "ConfigSettingsError",
     "CudaqError",
     "DeviceCodeError",
+    "KernelCompileError",
     "SettingsError",
     "SettingsProblem",
     "ToolchainError",
@@ -65,3 +67,12 @@ class DeviceCodeError(CudaqError):
 
 class CompileError(CudaqError):
     """A device compiler (NVRTC) rejected a source; the message carries its log."""
+
+
+class KernelCompileError(CudaqError):
+    """nvcc (or the host compiler) failed on a dispatch kernel, a handler or the embed source."""
+
+
+class ConfigSettingsError(CudaqError):
+    """A ``-C cudaq.*`` config setting of the ``skbuild_cudaq.build`` backend is unknown or has a
+    bad value."""

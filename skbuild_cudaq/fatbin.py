@@ -1,5 +1,8 @@
 """Reader of the device code embedded in a binary's ``__nv_relfatbin`` sections.
 
+(Over 400 lines: one reader of hostile input -- ELF headers, containers, entries -- whose
+checks belong together.)
+
 An extension module built with relocatable device code carries its device code
 in ELF sections named ``__nv_relfatbin``: nvcc puts the handlers' fatbins there,
 and skbuild-cudaq's ``cudaq_realtime_add_dispatch_kernel`` embeds the custom
@@ -302,7 +305,10 @@ def split_containers(data: bytes, where: str) -> tuple[FatbinContainer, ...]:
                 f"(needs {hsize + psize} bytes, {size - pos} left)"
             )
             raise DeviceCodeError(msg)
-        whole = bytes(view[pos : pos + hsize + psize])
+        if pos == 0 and hsize + psize == size and isinstance(data, bytes):
+            whole = data  # the container is all of it: no second copy of a huge section
+        else:
+            whole = bytes(view[pos : pos + hsize + psize])
         inside = f"{where}, container at offset {pos}"
         entries = _entries(memoryview(whole)[hsize:], hsize, inside)
         if not entries:
@@ -414,18 +420,17 @@ def _read_at(stream: BinaryIO, offset: int, size: int, what: str, path: Path, *,
     return data
 
 
-@dataclass(frozen=True)
-class _SectionTable:
+class _SectionTable(NamedTuple):  # (a NamedTuple: cheaper to create than a dataclass at import)
     """An ELF file's section header table and section name table, checked against its size."""
 
     rows: bytes  #: the raw section header table
     entry_size: int
-    count: int
+    header_count: int
     shdr: struct.Struct
     names: bytes
 
     def headers(self) -> Iterator[tuple[int, ...]]:
-        for index in range(self.count):
+        for index in range(self.header_count):
             yield self.shdr.unpack_from(self.rows, index * self.entry_size)
 
 

@@ -59,7 +59,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def nvcc() -> Path:
-    from skbuild_cudaq._toolchain import find_nvcc
+    from skbuild_cudaq.build._toolchain import find_nvcc
     from skbuild_cudaq.errors import ToolchainError
 
     try:

@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from skbuild_cudaq import include_dir
-    from skbuild_cudaq._nvrtc import compile_file, find_nvrtc
+    from skbuild_cudaq.build._nvrtc import compile_file, find_nvrtc
     from skbuild_cudaq.fatbin import read_fatbin_file
     from skbuild_cudaq.realtime import _nvjitlink
     from skbuild_cudaq.realtime.cache import LinkCache

@@ -23,7 +23,7 @@ from elftools.elf.elffile import ELFFile
 from gpu_kernels.testbins import DeviceBinaries
 
 import skbuild_cudaq
-from skbuild_cudaq._device_info import (
+from skbuild_cudaq.build._device_info import (
     MAGIC,
     SECTION,
     asm_record,
@@ -57,7 +57,7 @@ def test_names_from_ptx() -> None:
 
 
 def test_malformed_record_section_is_an_error(tmp_path: Path) -> None:
-    from skbuild_cudaq._device_info import _records_in
+    from skbuild_cudaq.build._device_info import _records_in
 
     good = MAGIC + (1).to_bytes(4, "little") + (2).to_bytes(4, "little") + b"{}" + bytes(6)
     assert _records_in(good + bytes(8) + good, "x") == [{}, {}]

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from skbuild_cudaq import _nvrtc, include_dir
-from skbuild_cudaq.build import cmake_defines, prepare_config_settings
+from skbuild_cudaq import include_dir
+from skbuild_cudaq.build import _nvrtc, cmake_defines, prepare_config_settings
 from skbuild_cudaq.errors import CompileError, DeviceCodeError, ToolchainError
 from skbuild_cudaq.fatbin import (
     ltoir_code_version,

@@ -84,7 +84,7 @@ class Dists:
 def dists(tmp_path_factory: pytest.TempPathFactory) -> Dists:
     """sdist and wheel of the checkout; the wheel is built from the sdist (so the sdist is
     complete). Needs nvcc (the device run time is compiled into the wheel)."""
-    from skbuild_cudaq._toolchain import find_nvcc
+    from skbuild_cudaq.build._toolchain import find_nvcc
     from skbuild_cudaq.errors import ToolchainError
 
     try:

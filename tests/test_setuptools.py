@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from skbuild_cudaq.errors import SettingsError
-from skbuild_cudaq.setuptools_ext import (
+from skbuild_cudaq.setuptools import (
     CudaqBuildExtMixin,
     build_cudaq_kernels,
     check_extension_names,

@@ -1,4 +1,4 @@
-"""The shared embedding core (``skbuild_cudaq._embed``): commands, generated C, staleness."""
+"""The shared embedding core (``skbuild_cudaq.build._embed``): commands, generated C, staleness."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import skbuild_cudaq
-from skbuild_cudaq import _embed
-from skbuild_cudaq._embed import CompileFlags, Macro
+from skbuild_cudaq.build import _embed
+from skbuild_cudaq.build._embed import CompileFlags, Macro
 
 
 def test_gencode_is_lto_only() -> None:

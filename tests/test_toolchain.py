@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import skbuild_cudaq
-from skbuild_cudaq._toolchain import (
+from skbuild_cudaq.build._toolchain import (
     CUDA_ROOTS_ENV,
     find_nvcc,
     nvcc_from_wheel,

@@ -305,7 +305,7 @@ class CliHelp(SphinxDirective):
         import argparse
         import os
 
-        from skbuild_cudaq.__main__ import _build_parser
+        from skbuild_cudaq.cli import _build_parser
 
         os.environ["COLUMNS"] = "100"  # stable wrapping
         parser = _build_parser()

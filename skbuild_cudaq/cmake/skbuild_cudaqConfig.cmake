@@ -37,8 +37,9 @@ Commands
   sources. ``<target>`` is a ``MODULE``, ``SHARED``, ``EXECUTABLE`` or
   ``OBJECT`` library target created before the call. ``ARCHITECTURES``
   defaults to ``80``: LTO-IR built for one architecture links for that GPU
-  and every newer one; each must be a number ``>= 80`` (optionally with an
-  ``a``/``f`` suffix, e.g. ``90a``).
+  and every newer one; each must be a number ``>= 80``, written bare or as
+  ``sm_80``/``lto_80``/``compute_80`` (the grammar of ``[tool.cudaq]``, from
+  ``architectures.txt``; ``90a``-style variants have no portable LTO-IR).
 
   A source path must not contain ``; [ ] $ ` " \ | :`` or a control character
   (CMake splits ``"a;b.cu"`` into two paths; nvcc hands paths to a shell; make
@@ -106,7 +107,7 @@ Variables
 ``SKBUILD_CUDAQ_NVCC``
   The nvcc used for device code (set it to skip the search). Searched in the
   order that ``nvcc-search.txt`` of this package defines, the same order the
-  Python side (``skbuild_cudaq._toolchain``) uses: ``CMAKE_CUDA_COMPILER``
+  Python side (``skbuild_cudaq.build._toolchain``) uses: ``CMAKE_CUDA_COMPILER``
   (CMake variable, then environment variable), the ``CUDACXX`` environment
   variable, ``PATH`` (only ``PATH``), ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``,
   ``/usr/local/cuda/bin``, ``/opt/cuda/bin`` (these two replaced by the
@@ -161,7 +162,27 @@ set(SKBUILD_CUDAQ_INCLUDE_DIR "${SKBUILD_CUDAQ_INCLUDE_DIR}"
     CACHE INTERNAL "skbuild-cudaq device headers")
 set(_SKBUILD_CUDAQ_CMAKE_DIR "${CMAKE_CURRENT_LIST_DIR}"
     CACHE INTERNAL "skbuild-cudaq CMake package directory")
-set(SKBUILD_CUDAQ_DEFAULT_ARCHITECTURES 80)
+# The architecture grammar: architectures.txt next to this file, which
+# skbuild_cudaq/build/_architectures.py reads too (prefixes, minimum, maximum, default).
+file(STRINGS "${CMAKE_CURRENT_LIST_DIR}/architectures.txt" _skbuild_cudaq_grammar REGEX "^[a-z]")
+foreach(_line IN LISTS _skbuild_cudaq_grammar)
+  string(REGEX REPLACE "#.*" "" _line "${_line}")
+  string(STRIP "${_line}" _line)
+  string(REGEX REPLACE " +" ";" _words "${_line}")
+  list(POP_FRONT _words _key)
+  set(_SKBUILD_CUDAQ_ARCH_${_key} ${_words})
+endforeach()
+unset(_skbuild_cudaq_grammar)
+set(SKBUILD_CUDAQ_DEFAULT_ARCHITECTURES ${_SKBUILD_CUDAQ_ARCH_default})
+# The nvcc command lines: nvcc-recipe.txt next to this file, which
+# skbuild_cudaq/build/_embed.py reads too (_SKBUILD_CUDAQ_RECIPE_<name>: the argument words).
+file(STRINGS "${CMAKE_CURRENT_LIST_DIR}/nvcc-recipe.txt" _skbuild_cudaq_recipes REGEX "^[a-z]")
+foreach(_line IN LISTS _skbuild_cudaq_recipes)
+  string(REGEX REPLACE " +" ";" _words "${_line}")
+  list(POP_FRONT _words _key)
+  set(_SKBUILD_CUDAQ_RECIPE_${_key} ${_words})
+endforeach()
+unset(_skbuild_cudaq_recipes)
 
 #[=[
 _cudaq_realtime_where(<caller> <out-var>)
@@ -221,7 +242,7 @@ function(_cudaq_realtime_nvcc_from_wheel out_var tried_var wheel)
     list(APPEND _asked "${_py}")
     execute_process(
       COMMAND "${_py}" -c
-              "import sys; sys.path.insert(0, sys.argv[1]); from skbuild_cudaq._toolchain import nvcc_from_wheel, wheel_names; p = nvcc_from_wheel(wheel_names(sys.argv[2])); print(p or '')"
+              "import sys; sys.path.insert(0, sys.argv[1]); from skbuild_cudaq.build._toolchain import nvcc_from_wheel, wheel_names; p = nvcc_from_wheel(wheel_names(sys.argv[2])); print(p or '')"
               "${_root}" "${wheel}"
       OUTPUT_VARIABLE _from_wheel OUTPUT_STRIP_TRAILING_WHITESPACE
       ERROR_QUIET RESULT_VARIABLE _rc)
@@ -243,7 +264,7 @@ _cudaq_realtime_find_nvcc(<caller>)
 
 Sets the cache variable SKBUILD_CUDAQ_NVCC (unless already set to an existing
 file), or stops with every place tried and what to install. The order is
-nvcc-search.txt next to this file, which skbuild_cudaq/_toolchain.py reads too.
+nvcc-search.txt next to this file, which skbuild_cudaq/build/_toolchain.py reads too.
 #]=]
 function(_cudaq_realtime_find_nvcc caller)
   if(SKBUILD_CUDAQ_NVCC AND EXISTS "${SKBUILD_CUDAQ_NVCC}")
@@ -405,7 +426,10 @@ endfunction()
 #[=[
 _cudaq_realtime_check_architectures(<caller> <out-var> <arch>...)
 
-Validates LTO architectures (numbers >= 80, optional a/f suffix); default 80.
+Validates LTO architectures in the grammar of architectures.txt (a number from
+its minimum to its maximum, bare or prefixed: 80, sm_80, lto_80; no 90a-style
+variants, which have no portable LTO-IR) and returns them as bare numbers;
+default: SKBUILD_CUDAQ_DEFAULT_ARCHITECTURES.
 #]=]
 function(_cudaq_realtime_check_architectures caller out_var)
   set(_archs ${ARGN})
@@ -413,16 +437,26 @@ function(_cudaq_realtime_check_architectures caller out_var)
     set(_archs ${SKBUILD_CUDAQ_DEFAULT_ARCHITECTURES})
   endif()
   _cudaq_realtime_where(${caller} _where)
+  string(REPLACE ";" "|" _prefixes "${_SKBUILD_CUDAQ_ARCH_prefixes}")
+  set(_min ${_SKBUILD_CUDAQ_ARCH_minimum})
+  set(_numbers)
   foreach(_arch IN LISTS _archs)
-    if(NOT _arch MATCHES "^([0-9]+)([af]?)$" OR CMAKE_MATCH_1 LESS 80)
+    set(_number "")
+    if(_arch MATCHES "^((${_prefixes})_)?0*([0-9]+)$")
+      set(_number "${CMAKE_MATCH_3}")
+    endif()
+    string(LENGTH "${_number}" _digits)
+    if(_number STREQUAL "" OR _digits GREATER 9 OR _number LESS _min
+       OR _number GREATER _SKBUILD_CUDAQ_ARCH_maximum)
       message(FATAL_ERROR
         "${_where}: architecture \"${_arch}\" is not supported: dispatch kernels are LTO-IR for "
-        "sm_80 or newer. Use a number >= 80 such as 80 or 90 (LTO-IR built for one architecture "
-        "links for that GPU and every newer one).")
+        "sm_${_min} or newer. Use a number >= ${_min} such as 80 or 90 (LTO-IR built for one "
+        "architecture links for that GPU and every newer one).")
     endif()
+    list(APPEND _numbers "${_number}")
   endforeach()
-  list(REMOVE_DUPLICATES _archs)
-  set(${out_var} ${_archs} PARENT_SCOPE)
+  list(REMOVE_DUPLICATES _numbers)
+  set(${out_var} ${_numbers} PARENT_SCOPE)
 endfunction()
 
 # Characters a source path must not contain (skbuild_cudaq.settings.UNSAFE_PATH_CHARS, and the
@@ -525,47 +559,81 @@ function(_cudaq_realtime_std_genex target out_var)
 endfunction()
 
 #[=[
+_cudaq_realtime_nvcc_recipe(<recipe> <out-var> SOURCE <file> OUTPUT <file> [DEPFILE <file>]
+                            ARCHITECTURES <arch>... FLAGS <option>...)
+
+The nvcc arguments (nvcc itself not included) of <recipe> of nvcc-recipe.txt:
+the one definition of the command lines, which skbuild_cudaq/build/_embed.py
+fills in the same way. Run them in the source's directory.
+#]=]
+function(_cudaq_realtime_nvcc_recipe recipe out_var)
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "" "SOURCE;OUTPUT;DEPFILE" "ARCHITECTURES;FLAGS")
+  list(GET ARG_ARCHITECTURES 0 _first)
+  set(_args)
+  foreach(_word IN LISTS _SKBUILD_CUDAQ_RECIPE_${recipe})
+    if(_word STREQUAL "<gencode>")
+      foreach(_arch IN LISTS ARG_ARCHITECTURES)
+        list(APPEND _args -gencode "arch=compute_${_arch},code=lto_${_arch}")
+      endforeach()
+    elseif(_word STREQUAL "<host-compiler>")
+      if(CMAKE_CUDA_HOST_COMPILER)
+        list(APPEND _args "--compiler-bindir=${CMAKE_CUDA_HOST_COMPILER}")
+      endif()
+    elseif(_word STREQUAL "<flags>")
+      list(APPEND _args ${ARG_FLAGS})
+    elseif(_word STREQUAL "<depfile>")
+      if(ARG_DEPFILE)
+        # nvcc does not escape spaces in the depfile's target: name it ourselves (make syntax).
+        string(REPLACE " " "\\ " _target "${ARG_OUTPUT}")
+        list(APPEND _args -MD -MF "${ARG_DEPFILE}" -MT "${_target}")
+      endif()
+    elseif(_word STREQUAL "<output>")
+      list(APPEND _args "${ARG_OUTPUT}")
+    elseif(_word STREQUAL "<source>")
+      list(APPEND _args "${ARG_SOURCE}")
+    else()
+      string(REPLACE "<arch>" "${_first}" _word "${_word}")
+      list(APPEND _args "${_word}")
+    endif()
+  endforeach()
+  set(${out_var} "${_args}" PARENT_SCOPE)
+endfunction()
+
+#[=[
 _cudaq_realtime_add_fatbin(<target> <source> <output> <arch>...)
 
-The custom command: nvcc -fatbin -rdc=true, one code=lto_XX per arch, the
-target's include directories / definitions / standard, -MD depfile.
+The custom command: the ``fatbin`` recipe (nvcc -fatbin -rdc=true, one
+code=lto_XX per arch, the target's include directories / definitions /
+standard, -MD depfile) and, with Python, the ``ptx`` recipe and the build
+record. The output directory exists already (made at configure time).
 #]=]
 function(_cudaq_realtime_add_fatbin target source output)
   if(SKBUILD_CUDAQ_DEVICE_COMPILER STREQUAL "nvrtc")
     _cudaq_realtime_add_fatbin_nvrtc(${target} "${source}" "${output}" ${ARGN})
     return()
   endif()
-  set(_gencode)
-  foreach(_arch IN LISTS ARGN)
-    list(APPEND _gencode "-gencode=arch=compute_${_arch},code=lto_${_arch}")
-  endforeach()
   set(_inc "$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>")
   set(_defs "$<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>")
   _cudaq_realtime_std_genex(${target} _std)
-  set(_host_compiler)
-  if(CMAKE_CUDA_HOST_COMPILER)
-    set(_host_compiler "--compiler-bindir=${CMAKE_CUDA_HOST_COMPILER}")
-  endif()
   get_filename_component(_name "${source}" NAME)
   get_filename_component(_src_dir "${source}" DIRECTORY)
-  get_filename_component(_dir "${output}" DIRECTORY)
-  # nvcc does not escape spaces in the depfile's target: name it ourselves (make syntax).
-  string(REPLACE " " "\\ " _dep_target "${output}")
   # $<SEMICOLON>: one list element per option once COMMAND_EXPAND_LISTS expands it.
-  set(_flags ${_host_compiler} "${_std}"
+  set(_flags "${_std}"
       "$<$<BOOL:${_inc}>:-I$<JOIN:${_inc},$<SEMICOLON>-I>>"
       "$<$<BOOL:${_defs}>:-D$<JOIN:${_defs},$<SEMICOLON>-D>>"
       "-I${SKBUILD_CUDAQ_INCLUDE_DIR}")
+  _cudaq_realtime_nvcc_recipe(fatbin _fatbin_args SOURCE "${source}" OUTPUT "${output}"
+    DEPFILE "${output}.d" ARCHITECTURES ${ARGN} FLAGS ${_flags})
   # The record naming the kernels and handlers: PTX of the first architecture (same flags),
   # whose .visible .entry / cudaq_handler_* lines are what the source defines.
   set(_outputs "${output}")
   set(_record_commands)
   if(SKBUILD_CUDAQ_PYTHON)
-    list(GET ARGN 0 _first)
     list(APPEND _outputs "${output}.json")
+    _cudaq_realtime_nvcc_recipe(ptx _ptx_args SOURCE "${source}" OUTPUT "${output}.ptx"
+      ARCHITECTURES ${ARGN} FLAGS ${_flags})
     set(_record_commands
-      COMMAND "${SKBUILD_CUDAQ_NVCC}" -ptx -rdc=true "-arch=compute_${_first}" ${_flags}
-              -o "${output}.ptx" "${source}"
+      COMMAND "${SKBUILD_CUDAQ_NVCC}" ${_ptx_args}
       COMMAND "${SKBUILD_CUDAQ_PYTHON}" "${_SKBUILD_CUDAQ_CMAKE_DIR}/_run_device_info.py" side
               --fatbin "${output}" --ptx "${output}.ptx" --source "${source}"
               --project-dir "${CMAKE_SOURCE_DIR}" --nvcc "${SKBUILD_CUDAQ_NVCC}" --arch ${ARGN}
@@ -573,9 +641,7 @@ function(_cudaq_realtime_add_fatbin target source output)
   endif()
   add_custom_command(
     OUTPUT ${_outputs}
-    COMMAND "${CMAKE_COMMAND}" -E make_directory "${_dir}"
-    COMMAND "${SKBUILD_CUDAQ_NVCC}" -fatbin -rdc=true ${_gencode} ${_flags}
-            -MD -MF "${output}.d" -MT "${_dep_target}" -o "${output}" "${source}"
+    COMMAND "${SKBUILD_CUDAQ_NVCC}" ${_fatbin_args}
     ${_record_commands}
     DEPENDS "${source}"
     DEPFILE "${output}.d"
@@ -607,83 +673,91 @@ function(_cudaq_realtime_embed_language caller out_ext)
 endfunction()
 
 #[=[
-_cudaq_realtime_write_embed_source(<source-out> <fatbin> <what>)
+_cudaq_realtime_write_embed_source(<source-out> <fatbins> <sources>)
 
-Writes (only when its content changes) a C/C++ file whose top-level asm
-places <fatbin> in __nv_relfatbin: flags "aR" (allocated, and retained
-against --gc-sections), 8-byte aligned, absolute .incbin path (host -flto
-assembles in another directory). A C file, not a raw .s, so that the object
-carries .note.GNU-stack and the module never asks for an executable stack.
+Writes (only when its content changes) one C/C++ file whose top-level asm
+places each of <fatbins> (compiled from the same item of <sources>) in
+__nv_relfatbin, in order: flags "aR" (allocated, and retained against
+--gc-sections), 8-byte aligned, absolute .incbin path (host -flto assembles in
+another directory). A C file, not a raw .s, so that the object carries
+.note.GNU-stack and the module never asks for an executable stack. One file
+for all the kernels of a call: one host compile, the same sections as one file
+per kernel (each block starts and ends 8-byte aligned).
 #]=]
-function(_cudaq_realtime_write_embed_source source_out fatbin what)
-  string(REPLACE "*/" "* /" what "${what}")  # a directory "x*" must not end the comment
-  set(record "")
-  if(SKBUILD_CUDAQ_PYTHON)
-    # The record (fatbin.json) that names what the fatbin holds: section __cudaq_rt_info,
-    # framed by "CQRTINFO", version 1 and the length the assembler computes.
-    set(record [==[
-/* The record naming the kernels and handlers of this fatbin (skbuild_cudaq._device_info). */
+function(_cudaq_realtime_write_embed_source source_out fatbins sources)
+  set(_content "/* Generated by skbuild-cudaq: do not edit.
+ * Embeds LTO-IR fatbins into __nv_relfatbin, next to the fatbins nvcc emits for -rdc sources.
+ * \"aR\": allocated and retained against --gc-sections. No host code registers them. */
+")
+  foreach(fatbin what IN ZIP_LISTS fatbins sources)
+    string(REPLACE "*/" "* /" what "${what}")  # a directory "x*" must not end the comment
+    string(APPEND _content "
+/* The LTO-IR fatbin of ${what} */
 __asm__(
-    ".section __cudaq_rt_info,\"aR\"\n"
-    ".balign 8\n"
-    ".ascii \"CQRTINFO\"\n"
-    ".long 1\n"
-    ".long 2f - 1f\n"
-    "1:\n"
-    ".incbin \"@fatbin@.json\"\n"
-    "2:\n"
-    ".balign 8\n"
-    ".previous\n");
-]==])
-    string(CONFIGURE "${record}" record @ONLY)
-  endif()
-  file(CONFIGURE OUTPUT "${source_out}" CONTENT [==[
-/* Generated by skbuild-cudaq: do not edit.
- * Embeds the LTO-IR fatbin of @what@
- * into __nv_relfatbin, next to the fatbins nvcc emits for -rdc sources.
- * "aR": allocated and retained against --gc-sections. No host code registers it. */
+    \".section __nv_relfatbin,\\\"aR\\\"\\n\"
+    \".balign 8\\n\"
+    \".incbin \\\"${fatbin}\\\"\\n\"
+    \".balign 8\\n\"
+    \".previous\\n\");
+")
+    if(SKBUILD_CUDAQ_PYTHON)
+      # The record (fatbin.json) that names what the fatbin holds: section __cudaq_rt_info,
+      # framed by "CQRTINFO", version 1 and the length the assembler computes.
+      string(APPEND _content "
+/* The record naming the kernels and handlers of this fatbin (skbuild_cudaq.build._device_info). */
 __asm__(
-    ".section __nv_relfatbin,\"aR\"\n"
-    ".balign 8\n"
-    ".incbin \"@fatbin@\"\n"
-    ".balign 8\n"
-    ".previous\n");
-@record@]==] @ONLY)
+    \".section __cudaq_rt_info,\\\"aR\\\"\\n\"
+    \".balign 8\\n\"
+    \".ascii \\\"CQRTINFO\\\"\\n\"
+    \".long 1\\n\"
+    \".long 2f - 1f\\n\"
+    \"1:\\n\"
+    \".incbin \\\"${fatbin}.json\\\"\\n\"
+    \"2:\\n\"
+    \".balign 8\\n\"
+    \".previous\\n\");
+")
+    endif()
+  endforeach()
+  file(CONFIGURE OUTPUT "${source_out}" CONTENT "${_content}")
 endfunction()
 
 #[=[
 _cudaq_realtime_embed_fatbins(<caller> <target> <sources> <archs>)
 
-Per source: fatbin custom command, embed file with OBJECT_DEPENDS on it, both
-attached to <target>; the custom commands hang off <target>_cudaq_device_code
-(in the calling directory) so that they run wherever <target> was created.
+Per source: a fatbin custom command; one embed file for all of them with
+OBJECT_DEPENDS on them, attached to <target>; the custom commands hang off
+<target>_cudaq_device_code (in the calling directory) so that they run
+wherever <target> was created. The output directory is made here, once.
 #]=]
 function(_cudaq_realtime_embed_fatbins caller target sources archs)
   _cudaq_realtime_embed_language(${caller} _ext)
   set(_dir "${CMAKE_CURRENT_BINARY_DIR}/cudaq_realtime/${target}")
+  file(MAKE_DIRECTORY "${_dir}")
   set(_fatbins)
+  set(_embed_depends)
   foreach(_src IN LISTS sources)
     get_filename_component(_stem "${_src}" NAME_WE)
     string(MD5 _hash "${_src}")
     string(SUBSTRING "${_hash}" 0 8 _hash)
     set(_fatbin "${_dir}/${_stem}-${_hash}.fatbin")
-    set(_embed "${_dir}/${_stem}-${_hash}.embed.${_ext}")
     _cudaq_realtime_add_fatbin(${target} "${_src}" "${_fatbin}" ${archs})
-    _cudaq_realtime_write_embed_source("${_embed}" "${_fatbin}" "${_src}")
-    target_sources(${target} PRIVATE "${_embed}")
-    set(_embed_depends "${_fatbin}")
+    list(APPEND _fatbins "${_fatbin}")
+    list(APPEND _embed_depends "${_fatbin}")
     if(SKBUILD_CUDAQ_PYTHON)
       list(APPEND _embed_depends "${_fatbin}.json")
     endif()
-    set_source_files_properties("${_embed}" TARGET_DIRECTORY ${target}
-                                PROPERTIES OBJECT_DEPENDS "${_embed_depends}")
-    list(APPEND _fatbins "${_fatbin}")
   endforeach()
+  string(MD5 _hash "${sources}")
+  string(SUBSTRING "${_hash}" 0 8 _hash)
+  set(_embed "${_dir}/embed-${_hash}.${_ext}")
+  _cudaq_realtime_write_embed_source("${_embed}" "${_fatbins}" "${sources}")
+  target_sources(${target} PRIVATE "${_embed}")
+  set_source_files_properties("${_embed}" TARGET_DIRECTORY ${target}
+                              PROPERTIES OBJECT_DEPENDS "${_embed_depends}")
   set(_custom "${target}_cudaq_device_code")
   if(TARGET ${_custom})
     # A second call for the same target: one more custom target.
-    string(MD5 _hash "${sources}")
-    string(SUBSTRING "${_hash}" 0 8 _hash)
     set(_custom "${_custom}_${_hash}")
   endif()
   add_custom_target(${_custom} DEPENDS ${_fatbins})
@@ -691,28 +765,35 @@ function(_cudaq_realtime_embed_fatbins caller target sources archs)
   set_property(TARGET ${target} APPEND PROPERTY SKBUILD_CUDAQ_FATBINS ${_fatbins})
 endfunction()
 
-function(cudaq_realtime_add_device_sources target)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "" "ARCHITECTURES;_CALLER")
-  if(ARG__CALLER)
-    set(_caller "${ARG__CALLER}")
-  else()
-    set(_caller "cudaq_realtime_add_device_sources(${target})")
-    _cudaq_realtime_check_arguments("${_caller}" ${ARGC})
-  endif()
-  _cudaq_realtime_check_target("${_caller}" "${target}")
-  _cudaq_realtime_check_architectures("${_caller}" _archs ${ARG_ARCHITECTURES})
-  _cudaq_realtime_resolve_sources("${_caller}" _sources ${ARG_UNPARSED_ARGUMENTS})
-  _cudaq_realtime_find_device_compiler("${_caller}")
+#[=[
+_cudaq_realtime_add_device_sources_impl(<caller> <target> <file.cu>... [ARCHITECTURES <arch>...])
+
+The work of cudaq_realtime_add_device_sources for every public function that
+side-compiles (<caller> names that function in messages): checks, then one
+fatbin custom command per source and their embed file.
+#]=]
+function(_cudaq_realtime_add_device_sources_impl caller target)
+  cmake_parse_arguments(PARSE_ARGV 2 ARG "" "" "ARCHITECTURES")
+  _cudaq_realtime_check_target("${caller}" "${target}")
+  _cudaq_realtime_check_architectures("${caller}" _archs ${ARG_ARCHITECTURES})
+  _cudaq_realtime_resolve_sources("${caller}" _sources ${ARG_UNPARSED_ARGUMENTS})
+  _cudaq_realtime_find_device_compiler("${caller}")
   _cudaq_realtime_find_python()
-  _cudaq_realtime_embed_fatbins("${_caller}" ${target} "${_sources}" "${_archs}")
+  _cudaq_realtime_embed_fatbins("${caller}" ${target} "${_sources}" "${_archs}")
+endfunction()
+
+# The public side-compiling functions check every argument as the user wrote it (before a ";"
+# inside one splits it), then hand them all to the implementation, which parses them.
+function(cudaq_realtime_add_device_sources target)
+  set(_caller "cudaq_realtime_add_device_sources(${target})")
+  _cudaq_realtime_check_arguments("${_caller}" ${ARGC})
+  _cudaq_realtime_add_device_sources_impl("${_caller}" ${ARGV})
 endfunction()
 
 function(cudaq_realtime_add_dispatch_kernel target)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "" "ARCHITECTURES")
-  _cudaq_realtime_check_arguments("cudaq_realtime_add_dispatch_kernel(${target})" ${ARGC})
-  cudaq_realtime_add_device_sources(${target} ${ARG_UNPARSED_ARGUMENTS}
-    ARCHITECTURES ${ARG_ARCHITECTURES}
-    _CALLER "cudaq_realtime_add_dispatch_kernel(${target})")
+  set(_caller "cudaq_realtime_add_dispatch_kernel(${target})")
+  _cudaq_realtime_check_arguments("${_caller}" ${ARGC})
+  _cudaq_realtime_add_device_sources_impl("${_caller}" ${ARGV})
 endfunction()
 
 function(cudaq_realtime_target_skip_device_link target)
@@ -776,8 +857,8 @@ function(cudaq_realtime_add_handlers target)
     # No CUDA language (no nvcc): side-compile the handlers with the device compiler.
     _cudaq_realtime_find_device_compiler("${_caller}")
     if(SKBUILD_CUDAQ_DEVICE_COMPILER STREQUAL "nvrtc")
-      cudaq_realtime_add_device_sources(${target} ${ARG_UNPARSED_ARGUMENTS}
-        ARCHITECTURES ${ARG_ARCHITECTURES} _CALLER "${_caller}")
+      _cudaq_realtime_add_device_sources_impl("${_caller}" ${target} ${ARG_UNPARSED_ARGUMENTS}
+        ARCHITECTURES ${ARG_ARCHITECTURES})
       return()
     endif()
   endif()

@@ -42,7 +42,7 @@ endforeach()
 list(REMOVE_DUPLICATES _names)
 list(SORT _names)
 
-# The records naming what each object's device code holds (skbuild_cudaq._device_info).
+# The records naming what each object's device code holds (skbuild_cudaq.build._device_info).
 set(_records)
 if(PYTHON AND INFO_ARGS AND INFO_SCRIPT)
   get_filename_component(_info_dir "${OUTPUT}" DIRECTORY)

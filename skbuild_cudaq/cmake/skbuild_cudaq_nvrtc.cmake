@@ -159,7 +159,6 @@ function(_cudaq_realtime_add_fatbin_nvrtc target source output)
   endif()
   get_filename_component(_name "${source}" NAME)
   get_filename_component(_src_dir "${source}" DIRECTORY)
-  get_filename_component(_dir "${output}" DIRECTORY)
   string(REPLACE " " "\\ " _dep_target "${output}")
   list(GET SKBUILD_CUDAQ_NVRTC 0 _version)
   # The record naming the kernels and handlers (see SKBUILD_CUDAQ_PYTHON): from NVRTC's PTX
@@ -178,7 +177,6 @@ function(_cudaq_realtime_add_fatbin_nvrtc target source output)
   endif()
   add_custom_command(
     OUTPUT ${_outputs}
-    COMMAND "${CMAKE_COMMAND}" -E make_directory "${_dir}"
     COMMAND "${SKBUILD_CUDAQ_NVRTC_RUNNER}" -m skbuild_cudaq nvrtc ${_major} ${_archs}
             "--std=${_std}"
             "$<$<BOOL:${_inc}>:-I$<JOIN:${_inc},$<SEMICOLON>-I>>"

@@ -31,25 +31,25 @@ A record in the section is framed like a fatbin container: 16 bytes (``b"CQRTINF
 assembler computes the length. Modules built without records inspect as before,
 their containers unnamed. Never imports ``cuda.*``.
 
-Run as ``python -m skbuild_cudaq._device_info`` by the CMake package (see
+Run as ``python -m skbuild_cudaq.build._device_info`` by the CMake package (see
 :func:`main`).
 """
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import json
 import os
 import re
 import struct
-import subprocess
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import _log
-from .errors import DeviceCodeError
+from skbuild_cudaq import _log
+from skbuild_cudaq.errors import DeviceCodeError
+
+if TYPE_CHECKING:
+    import argparse
 
 __all__ = [
     "HANDLER_PREFIX",
@@ -85,6 +85,8 @@ _STUB = re.compile(r"^_Z\d+__device_stub__Z(\d+)([A-Za-z_]\w*)")
 
 def container_digest(data: bytes) -> str:
     """The join key of a fatbin container: SHA-256 (hex) of its bytes, header included."""
+    import hashlib  # here: `inspect` of a binary without records never needs it
+
     return hashlib.sha256(data).hexdigest()
 
 
@@ -122,6 +124,8 @@ def names_from_object(path: Path) -> tuple[list[str], list[str]]:
 
 def nvcc_version(nvcc: str | os.PathLike[str]) -> str:
     """``13.0.88`` (or ``13.0``) from ``nvcc --version``; ``"unknown"`` when it cannot tell."""
+    import subprocess  # here: the reading side (`inspect`) never runs a program
+
     try:
         proc = subprocess.run(
             [str(nvcc), "--version"], capture_output=True, text=True, check=False, timeout=60
@@ -217,7 +221,7 @@ def _records_in(data: bytes, where: str) -> list[dict[str, Any]]:
 
 def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Every record in the ``__cudaq_rt_info`` sections of an ELF file (none: ``[]``)."""
-    from .fatbin import elf_sections
+    from skbuild_cudaq.fatbin import elf_sections
 
     path = Path(path)
     records: list[dict[str, Any]] = []
@@ -239,7 +243,7 @@ def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 # Command line (run by the CMake package at build time)
 # ---------------------------------------------------------------------------
 def _side(args: argparse.Namespace) -> None:
-    from .fatbin import read_fatbin_file
+    from skbuild_cudaq.fatbin import read_fatbin_file
 
     kernels, handlers = names_from_ptx(Path(args.ptx).read_text(encoding="utf-8"))
     containers = [c.data for c in read_fatbin_file(args.fatbin)]
@@ -269,7 +273,7 @@ def object_record(
     An object without ``__nv_relfatbin`` is a host object; one that already
     carries records is an embed object of side-compiled fatbins.
     """
-    from .fatbin import read_relfatbin_sections
+    from skbuild_cudaq.fatbin import read_relfatbin_sections
 
     try:
         sections = read_relfatbin_sections(obj)
@@ -355,7 +359,9 @@ def _objects(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``side``: a record for a side-compiled fatbin; ``objects``: records for nvcc objects."""
-    parser = argparse.ArgumentParser(prog="python -m skbuild_cudaq._device_info")
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m skbuild_cudaq.build._device_info")
     sub = parser.add_subparsers(dest="command", required=True)
     side = sub.add_parser("side")
     side.add_argument("--fatbin", required=True)

@@ -2,7 +2,7 @@
 
 Shows every ``__nv_relfatbin`` section, its fatbin containers and their entries
 (kind, architecture, compression, size, code version), and for each container
-what the build recorded about it (:mod:`skbuild_cudaq._device_info`): the
+what the build recorded about it (:mod:`skbuild_cudaq.build._device_info`): the
 source it was compiled from, the kernels and exported handlers it defines, the
 nvcc version and architectures. Containers without a record (modules built
 before records existed, or without a Python at build time) are shown unnamed.
@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from . import _log
+from skbuild_cudaq import _log
 
 __all__ = ["add_parser", "render_text"]
 
@@ -45,7 +45,7 @@ _RECORD_KEYS = ("source", "compiled", "nvcc", "architectures", "kernels", "handl
 
 def _join_records(doc: dict[str, Any], sections: Any, binary: Path) -> None:
     """Give every container of ``doc`` the build record whose digest matches (else None)."""
-    from ._device_info import container_digest, read_records
+    from skbuild_cudaq.build._device_info import container_digest, read_records
 
     by_digest: dict[str, dict[str, Any]] = {}
     for record in read_records(binary):
@@ -54,11 +54,13 @@ def _join_records(doc: dict[str, Any], sections: Any, binary: Path) -> None:
     for section_doc, section in zip(doc["sections"], sections, strict=True):
         containers = zip(section_doc["containers"], section.containers, strict=True)
         for container_doc, container in containers:
-            container_doc["record"] = by_digest.get(container_digest(container.data))
+            # no records (built without them): no digest to compute, no hashlib to import
+            digest = container_digest(container.data) if by_digest else ""
+            container_doc["record"] = by_digest.get(digest)
 
 
 def _sections_json(binary: Path) -> dict[str, Any]:
-    from .fatbin import read_fatbin_file, read_relfatbin_sections
+    from skbuild_cudaq.fatbin import read_fatbin_file, read_relfatbin_sections
 
     if binary.suffix == ".fatbin":
         containers = read_fatbin_file(binary)

@@ -16,8 +16,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from . import _log
-from .errors import ToolchainError
+from skbuild_cudaq import _log
+from skbuild_cudaq.errors import ToolchainError
 
 __all__ = ["add_parser"]
 
@@ -93,12 +93,12 @@ def _needs_runtime(exc: ImportError) -> ToolchainError:
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        from .realtime.cache import LinkCache, default_cache
-        from .realtime.link import LinkOptions, link_device_code_ex
+        from skbuild_cudaq.realtime.cache import LinkCache, default_cache
+        from skbuild_cudaq.realtime.link import LinkOptions, link_device_code_ex
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise _needs_runtime(exc) from None
     cache = LinkCache(None) if args.no_cache else default_cache()
-    from .realtime.device_code import bridge_files
+    from skbuild_cudaq.realtime.device_code import bridge_files
 
     options = LinkOptions(
         arch=args.arch,

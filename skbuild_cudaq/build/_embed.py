@@ -1,5 +1,7 @@
 """The shared core of embedding dispatch kernels: nvcc commands, the embed C source, staleness.
 
+(Over 400 lines: the setuptools side's whole compile-and-embed recipe, kept in one place.)
+
 Everything here is plain Python with no build-system import, so any front door
 (the setuptools command today; anything that builds outside CMake tomorrow)
 produces exactly what ``cudaq_realtime_add_dispatch_kernel`` produces in CMake:
@@ -7,7 +9,8 @@ produces exactly what ``cudaq_realtime_add_dispatch_kernel`` produces in CMake:
 * each kernel compiled **on its own** to an LTO-IR fatbin:
   ``nvcc -fatbin -rdc=true -gencode arch=compute_XX,code=lto_XX`` with the
   extension's C++ standard, macros and include directories, plus
-  :func:`skbuild_cudaq.include_dir`;
+  :func:`skbuild_cudaq.include_dir`, in the source's directory -- the command lines of
+  ``cmake/nvcc-recipe.txt``, which the CMake package reads too (:func:`nvcc_command`);
 * a generated **C** file whose top-level ``__asm__`` ``.incbin``'s every fatbin
   into ``__nv_relfatbin`` (flags ``"aR"``: allocated and retained against
   ``--gc-sections``; ``.balign 8``; absolute paths, because under host ``-flto``
@@ -24,33 +27,36 @@ record of the command line, so an unchanged tree recompiles nothing.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from . import _log
-from ._paths import include_dir
-from .errors import CudaqError, ToolchainError
+from skbuild_cudaq import _log
+from skbuild_cudaq._paths import cmake_dir, include_dir
+from skbuild_cudaq.errors import KernelCompileError, ToolchainError
 
 __all__ = [
-    "DEFAULT_ARCHITECTURES",
     "DEFAULT_CXX_STANDARD",
+    "RECIPE_FILE",
     "SECTION",
     "CompileFlags",
-    "KernelCompileError",
     "Macro",
     "asm_incbin",
     "cudart_static_library",
     "embed_c_source",
     "fatbin_command",
     "gencode_flags",
+    "host_compiler_flags",
     "is_stale",
     "linked_binary_module_ids",
     "linked_binary_stubs",
+    "nvcc_command",
     "preprocessor_from_args",
     "ptx_command",
     "rdc_object_command",
@@ -65,14 +71,8 @@ SECTION = "__nv_relfatbin"
 #: C++ standard of kernels when the extension does not choose one (like the CMake path).
 DEFAULT_CXX_STANDARD = "c++17"
 _REGISTER_PREFIX = "__cudaRegisterLinkedBinary_"
-#: LTO-IR architecture of handler sources when the extension declares no dispatch kernel.
-DEFAULT_ARCHITECTURES = ("80",)
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _STD = re.compile(r"(?:-std=|/std:)(?:c|gnu)\+\+(\w+)\Z")
-
-
-class KernelCompileError(CudaqError):
-    """nvcc (or the host compiler) failed on a dispatch kernel, a handler or the embed source."""
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,31 @@ def gencode_flags(architectures: Sequence[str]) -> list[str]:
     return flags
 
 
-def fatbin_command(
+#: The recipe file, in the CMake package directory (read by the CMake package too).
+RECIPE_FILE = "nvcc-recipe.txt"
+_recipes: dict[str, list[str]] = {}
+
+
+def _recipe(name: str) -> list[str]:
+    """The argument template of recipe ``name`` of ``nvcc-recipe.txt``."""
+    if not _recipes:
+        text = (cmake_dir() / RECIPE_FILE).read_text(encoding="utf-8")
+        for line in text.splitlines():
+            words = line.split("#", 1)[0].split()
+            if words:
+                _recipes[words[0]] = words[1:]
+    return _recipes[name]
+
+
+def host_compiler_flags(env: Mapping[str, str] | None = None) -> list[str]:
+    """``--compiler-bindir`` of the ``CUDAHOSTCXX`` host compiler (CMake's
+    ``CMAKE_CUDA_HOST_COMPILER`` comes from it), else nothing: nvcc's default."""
+    host = (os.environ if env is None else env).get("CUDAHOSTCXX", "")
+    return [f"--compiler-bindir={host}"] if host else []
+
+
+def nvcc_command(
+    recipe: str,
     nvcc: Path | str,
     source: Path,
     output: Path,
@@ -167,59 +191,52 @@ def fatbin_command(
     flags: CompileFlags,
     depfile: Path | None = None,
 ) -> list[str]:
-    """nvcc command compiling one dispatch kernel on its own to an LTO-IR fatbin."""
-    cmd = [str(nvcc), "-fatbin", "-rdc=true", *gencode_flags(architectures), *flags.nvcc_options()]
-    if depfile is not None:
-        cmd += ["-MD", "-MF", str(depfile)]
-    return [*cmd, "-o", str(output), str(source)]
+    """The nvcc command of ``recipe`` (``fatbin``, ``ptx``, ``object``) of ``nvcc-recipe.txt``.
+
+    Paths are made absolute: the command runs in the source's directory (:func:`run_compile`
+    with ``cwd=source.parent``), as the CMake package runs it.
+    """
+    output = Path(output).absolute()
+    cmd = [str(nvcc)]
+    for word in _recipe(recipe):
+        if word == "<gencode>":
+            cmd += gencode_flags(architectures)
+        elif word == "<host-compiler>":
+            cmd += host_compiler_flags()
+        elif word == "<flags>":
+            cmd += flags.nvcc_options()
+        elif word == "<depfile>":
+            if depfile is not None:
+                target = str(output).replace(" ", "\\ ")
+                cmd += ["-MD", "-MF", str(Path(depfile).absolute()), "-MT", target]
+        elif word == "<output>":
+            cmd.append(str(output))
+        elif word == "<source>":
+            cmd.append(str(Path(source).absolute()))
+        else:
+            cmd.append(word.replace("<arch>", architectures[0]))
+    return cmd
+
+
+#: nvcc command compiling one dispatch kernel on its own to an LTO-IR fatbin
+#: (``nvcc_command("fatbin", ...)``).
+fatbin_command = functools.partial(nvcc_command, "fatbin")
+#: nvcc command compiling a handler source of an extension to a position-independent object
+#: (``nvcc_command("object", ...)``): with ``-rdc=true`` and an LTO architecture nvcc puts
+#: the handlers' LTO-IR in the object's ``__nv_relfatbin`` section, where the run time finds it.
+rdc_object_command = functools.partial(nvcc_command, "object")
 
 
 def ptx_command(
-    nvcc: Path | str,
-    source: Path,
-    output: Path,
-    *,
-    architecture: str,
-    flags: CompileFlags,
-    depfile: Path | None = None,
+    nvcc: Path | str, source: Path, output: Path, *, architecture: str, **options: Any
 ) -> list[str]:
     """nvcc command compiling a side-compiled source to PTX, only to name what it defines.
 
-    Same flags as :func:`fatbin_command`; the PTX's ``.visible .entry`` and
-    ``cudaq_handler_*`` lines feed the build record (:mod:`skbuild_cudaq._device_info`).
+    Same flags as :data:`fatbin_command` (``options``: ``flags``, ``depfile``); the PTX's
+    ``.visible .entry`` and ``cudaq_handler_*`` lines feed the build record
+    (:mod:`skbuild_cudaq.build._device_info`).
     """
-    cmd = [str(nvcc), "-ptx", "-rdc=true", f"-arch=compute_{architecture}", *flags.nvcc_options()]
-    if depfile is not None:
-        cmd += ["-MD", "-MF", str(depfile)]
-    return [*cmd, "-o", str(output), str(source)]
-
-
-def rdc_object_command(
-    nvcc: Path | str,
-    source: Path,
-    output: Path,
-    *,
-    architectures: Sequence[str],
-    flags: CompileFlags,
-    depfile: Path | None = None,
-) -> list[str]:
-    """nvcc command compiling a handler source of an extension to a position-independent object.
-
-    With ``-rdc=true`` and an LTO architecture nvcc puts the handlers' LTO-IR in
-    the object's ``__nv_relfatbin`` section, where the run time finds it.
-    """
-    cmd = [
-        str(nvcc),
-        "-c",
-        "-rdc=true",
-        "-Xcompiler",
-        "-fPIC",
-        *gencode_flags(architectures),
-        *flags.nvcc_options(),
-    ]
-    if depfile is not None:
-        cmd += ["-MD", "-MF", str(depfile)]
-    return [*cmd, "-o", str(output), str(source)]
+    return nvcc_command("ptx", nvcc, source, output, architectures=(architecture,), **options)
 
 
 # ---------------------------------------------------------------------------
@@ -290,13 +307,15 @@ def embed_c_source(
     if stubs:
         parts.append(
             "/* Stand-ins for the device link of the -rdc handler objects (see\n"
-            " * skbuild_cudaq._embed.linked_binary_stubs). */"
+            " * skbuild_cudaq.build._embed.linked_binary_stubs). */"
         )
         parts.append(stubs)
     if records:
         from ._device_info import asm_record
 
-        parts.append("/* Build records: what each container holds (skbuild_cudaq._device_info). */")
+        parts.append(
+            "/* Build records: what each container holds (skbuild_cudaq.build._device_info). */"
+        )
         parts += [asm_record(r) for r in records]
     return "\n".join(parts) + "\n"
 
@@ -430,15 +449,20 @@ def is_stale(
     return False
 
 
-def run_compile(command: Sequence[str], output: Path, what: str) -> None:
-    """Run a compiler command (its diagnostics go straight to stderr) and record it."""
+def run_compile(
+    command: Sequence[str], output: Path, what: str, *, cwd: Path | None = None
+) -> None:
+    """Run a compiler command (its diagnostics go straight to stderr) and record it.
+
+    ``cwd``: where it runs; the source's directory for :func:`nvcc_command`'s recipes.
+    """
     output.parent.mkdir(parents=True, exist_ok=True)
     # Forget the old command first: a failed run must never leave a newer output
     # that a later build would take as up to date.
     _cmd_record(output).unlink(missing_ok=True)
     _log.progress(" ".join(command))
     try:
-        proc = subprocess.run(list(command), check=False)
+        proc = subprocess.run(list(command), check=False, cwd=cwd)
     except OSError as exc:
         msg = f"cannot run {command[0]}: {exc}"
         raise ToolchainError(msg) from exc

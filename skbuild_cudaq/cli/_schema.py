@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from . import _log
+from skbuild_cudaq import _log
 
 __all__ = ["add_parser", "run"]
 
@@ -42,7 +42,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.check is not None:
-        from .settings import load_settings
+        from skbuild_cudaq.settings import load_settings
 
         settings = load_settings(args.check)  # SettingsError -> printed by __main__, exit 1
         count = len(settings.dispatch_kernels)
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         )
         _log.result(f"{args.check}: [tool.cudaq] is valid: {count} {noun}{details}")
         return 0
-    from . import schema
+    from skbuild_cudaq.settings import json_schema as schema
 
     _log.result(schema.generate_markdown() if args.markdown else schema.schema_text())
     return 0

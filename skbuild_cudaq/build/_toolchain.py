@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-from ._paths import cmake_dir
-from .errors import ToolchainError
+from skbuild_cudaq._paths import cmake_dir
+from skbuild_cudaq.errors import ToolchainError
 
 __all__ = [
     "CUDA_ROOTS_ENV",

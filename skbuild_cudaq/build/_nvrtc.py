@@ -28,8 +28,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import CompileError, ToolchainError
-from .fatbin import ltoir_code_version, make_ltoir_container
+from skbuild_cudaq.errors import CompileError, ToolchainError
+from skbuild_cudaq.fatbin import ltoir_code_version, make_ltoir_container
 
 __all__ = [
     "NVRTC_ENV",

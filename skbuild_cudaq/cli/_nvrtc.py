@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from . import _log
+from skbuild_cudaq import _log
 
 __all__ = ["add_parser"]
 
@@ -47,7 +47,7 @@ def add_parser(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ._nvrtc import compile_file, find_nvrtc
+    from skbuild_cudaq.build._nvrtc import compile_file, find_nvrtc
 
     nvrtc = find_nvrtc(args.cuda_major)
     if args.find:

@@ -23,26 +23,28 @@ calls the scikit-build-core hook of the same name with extra config settings:
 Our own ``-C cudaq.*`` config settings are removed before scikit-build-core
 sees them (its config is strict); an unknown ``cudaq.*`` key is an error with
 a "did you mean". Known keys: see :data:`CONFIG_SETTINGS`.
+
+The build side's other modules live in this package too (private): ``_embed`` (the nvcc
+compile and ``.incbin`` embed recipe), ``_toolchain`` (finding nvcc), ``_nvrtc`` (NVRTC
+from pip), ``_device_info`` (the ``__cudaq_rt_info`` build records) and ``_architectures``
+(the architecture grammar). scikit-build-core is imported on the first hook call, not
+with this package, so that they load without it.
 """
 
 from __future__ import annotations
 
-import difflib
-import importlib
 import os
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
-from . import _log
-from ._paths import cmake_dir
-from .errors import CudaqError, ToolchainError
+from skbuild_cudaq import _log
+from skbuild_cudaq._paths import cmake_dir
+from skbuild_cudaq.errors import ConfigSettingsError, CudaqError, ToolchainError
 
 __all__ = [
     "CONFIG_SETTINGS",
-    "ConfigSettingsError",
     "build_editable",
     "build_sdist",
     "build_wheel",
@@ -63,12 +65,23 @@ def _import_backend() -> Any:
     below reports the file's problem as one line instead (:func:`_call`).
     """
     try:
+        import importlib
+
         return importlib.import_module("scikit_build_core.build")
     except (ValueError, RecursionError, AttributeError, TypeError) as exc:
         return exc
 
 
-_backend: Any = _import_backend()
+_backend_once: list[Any] = []
+
+
+def _backend() -> Any:
+    """``scikit_build_core.build`` (or its import's exception), imported on first use."""
+    if not _backend_once:
+        _backend_once.append(_import_backend())
+    return _backend_once[0]
+
+
 ConfigSettings = dict[str, "list[str] | str"]
 _T = TypeVar("_T")
 
@@ -85,12 +98,7 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
 
-class ConfigSettingsError(CudaqError):
-    """A ``-C cudaq.*`` config setting is unknown or has a bad value."""
-
-
-@dataclass(frozen=True)
-class _Options:
+class _Options(NamedTuple):
     """Our own config settings, parsed."""
 
     verbose: bool = False
@@ -112,6 +120,8 @@ def _split_own(config_settings: Mapping[str, Any] | None) -> tuple[dict[str, Any
     problems = []
     for key in sorted(own):
         if key not in CONFIG_SETTINGS:
+            import difflib
+
             close = difflib.get_close_matches(key, list(CONFIG_SETTINGS), n=1)
             hint = f"did you mean {close[0]!r}?" if close else ""
             known = ", ".join(sorted(CONFIG_SETTINGS))
@@ -127,14 +137,14 @@ def _split_own(config_settings: Mapping[str, Any] | None) -> tuple[dict[str, Any
     return rest, _Options(verbose=verbose in _TRUE)
 
 
-def _read_pyproject(project_dir: Path) -> dict[str, Any]:
-    """The project's ``pyproject.toml`` (empty when there is none); :class:`CudaqError` when it
+def _read_pyproject(project_dir: Path) -> dict[str, Any] | None:
+    """The project's ``pyproject.toml`` (None when there is none); :class:`CudaqError` when it
     cannot be read (:func:`skbuild_cudaq.settings.read_pyproject`)."""
-    from .settings import read_pyproject
+    from skbuild_cudaq.settings import read_pyproject
 
     path = project_dir / "pyproject.toml"
     if not path.is_file():
-        return {}
+        return None
     return read_pyproject(path)
 
 
@@ -162,15 +172,20 @@ def cmake_defines(
     *,
     user_project_include: str | None = None,
     nvcc_hint: Path | None = None,
+    pyproject: Mapping[str, Any] | None = None,
 ) -> dict[str, str]:
     """The CMake variables that add every ``[tool.cudaq.dispatch-kernels]`` entry.
 
-    Raises :class:`~skbuild_cudaq.errors.SettingsError` listing every problem.
-    Empty when the project declares no kernels.
+    ``pyproject`` is the parsed ``pyproject.toml`` when the caller has read it already
+    (else it is read here). Raises :class:`~skbuild_cudaq.errors.SettingsError` listing
+    every problem. Empty when the project declares no kernels.
     """
-    from .settings import load_settings
+    from skbuild_cudaq.settings import load_settings, settings_from_pyproject
 
-    settings = load_settings(project_dir / "pyproject.toml")
+    path = project_dir / "pyproject.toml"
+    settings = (
+        load_settings(path) if pyproject is None else settings_from_pyproject(pyproject, path)
+    )
     kernels = settings.dispatch_kernels
     compiler = {"SKBUILD_CUDAQ_PYTHON": sys.executable}
     if settings.compiler != "auto":  # "auto" is the CMake default
@@ -204,7 +219,7 @@ def prepare_config_settings(
     rest, options = _split_own(config_settings)
     if options.verbose:
         os.environ["SKBUILD_CUDAQ_VERBOSE"] = "1"
-    pyproject = _read_pyproject(project_dir)
+    pyproject = _read_pyproject(project_dir)  # the one parse of the file in this hook
     user_defines = _table(pyproject, "tool", "scikit-build", "cmake", "define")
     user_include = rest.get(_DEFINE + "CMAKE_PROJECT_INCLUDE")
     if user_include is None:
@@ -213,12 +228,13 @@ def prepare_config_settings(
         project_dir,
         user_project_include=str(_one(user_include)) if user_include else None,
         nvcc_hint=_nvcc_hint() if for_build else None,
+        pyproject=pyproject,
     )
     if not for_build:
         return rest
-    from .settings import settings_warnings
+    from skbuild_cudaq.settings import settings_warnings
 
-    for warning in settings_warnings(project_dir / "pyproject.toml"):
+    for warning in settings_warnings(pyproject or {}):
         _log.warning(warning)
     if defines and _DEFINE + "skbuild_cudaq_DIR" not in rest:
         defines["skbuild_cudaq_DIR"] = str(cmake_dir())
@@ -235,10 +251,11 @@ def _call(hook: Callable[[dict[str, Any]], _T], config_settings: Any, *, for_bui
     _log.show_library_log()
     try:
         prepared = prepare_config_settings(config_settings, Path.cwd(), for_build=for_build)
-        if isinstance(_backend, Exception):  # ours was fine: scikit-build-core's own reading
+        backend = _backend()
+        if isinstance(backend, Exception):  # ours was fine: scikit-build-core's own reading
             msg = (
                 f"scikit-build-core cannot read pyproject.toml "
-                f"({type(_backend).__name__}: {_backend}); check its [tool.scikit-build] table"
+                f"({type(backend).__name__}: {backend}); check its [tool.scikit-build] table"
             )
             raise CudaqError(msg)
     except CudaqError as exc:
@@ -253,7 +270,7 @@ def build_wheel(
     metadata_directory: str | None = None,
 ) -> str:
     return _call(
-        lambda cs: str(_backend.build_wheel(wheel_directory, cs, metadata_directory)),
+        lambda cs: str(_backend().build_wheel(wheel_directory, cs, metadata_directory)),
         config_settings,
         for_build=True,
     )
@@ -265,7 +282,7 @@ def build_editable(
     metadata_directory: str | None = None,
 ) -> str:
     return _call(
-        lambda cs: str(_backend.build_editable(wheel_directory, cs, metadata_directory)),
+        lambda cs: str(_backend().build_editable(wheel_directory, cs, metadata_directory)),
         config_settings,
         for_build=True,
     )
@@ -273,7 +290,7 @@ def build_editable(
 
 def build_sdist(sdist_directory: str, config_settings: ConfigSettings | None = None) -> str:
     return _call(
-        lambda cs: str(_backend.build_sdist(sdist_directory, cs)),
+        lambda cs: str(_backend().build_sdist(sdist_directory, cs)),
         config_settings,
         for_build=False,
     )
@@ -281,13 +298,15 @@ def build_sdist(sdist_directory: str, config_settings: ConfigSettings | None = N
 
 def get_requires_for_build_wheel(config_settings: ConfigSettings | None = None) -> list[str]:
     return _call(
-        lambda cs: list(_backend.get_requires_for_build_wheel(cs)), config_settings, for_build=False
+        lambda cs: list(_backend().get_requires_for_build_wheel(cs)),
+        config_settings,
+        for_build=False,
     )
 
 
 def get_requires_for_build_editable(config_settings: ConfigSettings | None = None) -> list[str]:
     return _call(
-        lambda cs: list(_backend.get_requires_for_build_editable(cs)),
+        lambda cs: list(_backend().get_requires_for_build_editable(cs)),
         config_settings,
         for_build=False,
     )
@@ -295,30 +314,33 @@ def get_requires_for_build_editable(config_settings: ConfigSettings | None = Non
 
 def get_requires_for_build_sdist(config_settings: ConfigSettings | None = None) -> list[str]:
     return _call(
-        lambda cs: list(_backend.get_requires_for_build_sdist(cs)), config_settings, for_build=False
+        lambda cs: list(_backend().get_requires_for_build_sdist(cs)),
+        config_settings,
+        for_build=False,
     )
 
 
 # scikit-build-core offers the metadata hooks only where metadata is known
-# without a build (no "failed" overrides); so do we.
-if not isinstance(_backend, Exception) and hasattr(_backend, "prepare_metadata_for_build_wheel"):
+# without a build (no "failed" overrides); so do we. Looked up on access (PEP 517
+# frontends ask with hasattr), when scikit-build-core has read ./pyproject.toml.
+_METADATA_HOOKS = ("prepare_metadata_for_build_wheel", "prepare_metadata_for_build_editable")
 
-    def prepare_metadata_for_build_wheel(
-        metadata_directory: str, config_settings: ConfigSettings | None = None
-    ) -> str:
+
+def _metadata_hook(name: str) -> Callable[..., str]:
+    def hook(metadata_directory: str, config_settings: ConfigSettings | None = None) -> str:
         return _call(
-            lambda cs: str(_backend.prepare_metadata_for_build_wheel(metadata_directory, cs)),
+            lambda cs: str(getattr(_backend(), name)(metadata_directory, cs)),
             config_settings,
             for_build=False,
         )
 
-    def prepare_metadata_for_build_editable(
-        metadata_directory: str, config_settings: ConfigSettings | None = None
-    ) -> str:
-        return _call(
-            lambda cs: str(_backend.prepare_metadata_for_build_editable(metadata_directory, cs)),
-            config_settings,
-            for_build=False,
-        )
+    hook.__name__ = hook.__qualname__ = name
+    return hook
 
-    __all__ += ["prepare_metadata_for_build_editable", "prepare_metadata_for_build_wheel"]
+
+def __getattr__(name: str) -> Any:
+    if name in _METADATA_HOOKS:
+        backend = _backend()
+        if not isinstance(backend, Exception) and hasattr(backend, name):
+            return _metadata_hook(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

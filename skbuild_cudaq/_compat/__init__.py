@@ -1,0 +1,1 @@
+"""Shims over differences between the Python versions this package supports."""

@@ -1,0 +1,76 @@
+"""``python -m skbuild_cudaq``: the command-line front door.
+
+One module per sub-command here (``inspect``, ``schema``, ``link``, ``nvrtc``), each a thin
+parser over the code it drives; this module only parses, calls, and turns typed errors
+into one clear line and an exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from skbuild_cudaq import _log
+from skbuild_cudaq.errors import CudaqError
+
+__all__ = ["main"]
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m skbuild_cudaq",
+        description=(
+            "Build and inspect CUDA-Q realtime dispatch kernels shipped in Python packages."
+        ),
+    )
+    parser.add_argument(
+        "--cmake-dir",
+        action="store_true",
+        help="print the directory of the skbuild_cudaq CMake package and exit",
+    )
+    parser.add_argument(
+        "--include-dir", action="store_true", help="print the device header directory and exit"
+    )
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    from . import _inspect
+
+    _inspect.add_parser(sub)
+    from . import _schema
+
+    _schema.add_parser(sub)
+    from . import _link
+
+    _link.add_parser(sub)
+    from . import _nvrtc
+
+    _nvrtc.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _build_parser()
+    args = parser.parse_args(argv)
+    _log.show_library_log()
+    from skbuild_cudaq import __version__, cmake_dir, include_dir
+
+    if args.version:
+        _log.result(__version__)
+        return 0
+    if args.cmake_dir:
+        _log.result(str(cmake_dir()))
+        return 0
+    if args.include_dir:
+        _log.result(str(include_dir()))
+        return 0
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args))
+    except CudaqError as exc:
+        _log.error(str(exc))
+        return 1
+    except KeyboardInterrupt:
+        return 130

@@ -17,7 +17,7 @@ from skbuild_cudaq.realtime.cache import LinkCache
 from skbuild_cudaq.realtime.device_code import LinkInput, device_code_of, runtime_device_code
 from skbuild_cudaq.realtime.errors import DeviceCodeError, LinkError, VersionMismatchError
 from skbuild_cudaq.realtime.library import cubin_symbols
-from skbuild_cudaq.realtime.link import LinkOptions, link_device_code, link_device_code_ex
+from skbuild_cudaq.realtime.link import LinkOptions, link_device_code, link_with_options
 
 NO_CACHE = LinkCache(None)
 HOOKS = ("cudaq_dev_enter_kernel", "cudaq_dev_rx_poll", "cudaq_dev_tx_publish")
@@ -225,7 +225,7 @@ def test_too_new_lto_ir_is_refused_up_front(bins: DeviceBinaries, tmp_path: Path
     container = dataclasses.replace(code.inputs[0].container, entries=(newer,))
     patched = dataclasses.replace(code, inputs=(LinkInput("patched", container), *code.inputs[1:]))
     with pytest.raises(VersionMismatchError, match=r"code version 1\.99") as info:
-        link_device_code_ex(patched, LinkOptions(arch="sm_90"), NO_CACHE)
+        link_with_options(patched, LinkOptions(arch="sm_90"), NO_CACHE)
     assert info.value.log == ""  # refused before nvJitLink ran
 
 

@@ -20,7 +20,7 @@ from skbuild_cudaq.realtime._link_child import link_in_child
 from skbuild_cudaq.realtime.cache import LinkCache
 from skbuild_cudaq.realtime.device_code import DeviceCode, LinkInput
 from skbuild_cudaq.realtime.errors import LinkError
-from skbuild_cudaq.realtime.link import LinkOptions, link_device_code, link_device_code_ex
+from skbuild_cudaq.realtime.link import LinkOptions, link_device_code, link_with_options
 
 pytestmark = pytest.mark.toolchain
 NO_CACHE = LinkCache(None)
@@ -73,7 +73,7 @@ def test_a_crash_of_nvjitlink_is_one_error_line(bins: DeviceBinaries, tmp_path: 
     container = read_fatbin_file(bins.dispatcher_fatbin)[0]
     forged = DeviceCode(probe, (LinkInput("bad", _replace_data(container, bad)),))
     with pytest.raises(LinkError, match=r"^nvJitLink crashed \(SIG"):
-        link_device_code_ex(forged, LinkOptions(arch="sm_90", isolated=True), NO_CACHE)
+        link_with_options(forged, LinkOptions(arch="sm_90", isolated=True), NO_CACHE)
 
 
 def _replace_data(container: object, data: bytes) -> object:
@@ -92,8 +92,8 @@ def test_the_child_memory_limit(bins: DeviceBinaries) -> None:
     data = read_fatbin_file(bins.dispatcher_fatbin)[0].data
     # a normal link fits well within the smallest limit LinkOptions accepts
     options = LinkOptions(arch="sm_90", isolated=True, memory_limit=256 << 20)
-    inside = link_device_code_ex(bins.app, LinkOptions(arch="sm_90"), NO_CACHE).cubin
-    assert link_device_code_ex(bins.app, options, NO_CACHE).cubin == inside
+    inside = link_with_options(bins.app, LinkOptions(arch="sm_90"), NO_CACHE).cubin
+    assert link_with_options(bins.app, options, NO_CACHE).cubin == inside
     # too little to even load nvJitLink: a clean error, not a dead caller
     with pytest.raises((LinkError, ImportError)):
         link_in_child([("x", data)], OPTIONS, "x", memory_limit=48 << 20)

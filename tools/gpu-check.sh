@@ -51,7 +51,7 @@ log "pytest -m gpu tests/test_multigpu_gpu.py (several GPUs)"
 log "reinstalling skbuild-cudaq as a regular install for the benchmarks"
 "$PY" -m pip install -q --no-build-isolation --no-deps . 2>&1 | tail -20
 if [ "${ONLY:-}" = multigpu ]; then BENCHES=${BENCHES:-}; fi
-for bench in ${BENCHES-startup startup_phases dispatch phases}; do
+for bench in ${BENCHES-startup startup_phases dispatch phases python_client}; do
   if [ -f "bench/$bench.py" ]; then
     log "bench/$bench.py"
     "$PY" "bench/$bench.py" --out "$OUT/$bench.json" 2>&1 | tee "$OUT/bench-$bench.log" | tail -40

@@ -19,7 +19,7 @@
 // PCIe round trip for the first 256 bytes instead of one per dependent read),
 // and *request points there. Handlers thus read their arguments from device
 // memory; the response is still written straight into the mapped tx slot. Its layout is mirrored by
-// skbuild_cudaq/realtime/_ring.py (HOST_RING_CTX_*): keep the two in sync.
+// skbuild_cudaq/realtime/ring/device_ctx.py (HOST_RING_CTX_*): keep the two in sync.
 #ifndef CUDAQ_REALTIME_HOST_RING_CUH
 #define CUDAQ_REALTIME_HOST_RING_CUH
 
@@ -51,9 +51,9 @@ typedef struct cudaq_host_ring_ctx {
   cudaq_host_ring_lane_t lanes[CUDAQ_HOST_RING_MAX_LANES];
 } cudaq_host_ring_ctx_t;
 
-static_assert(sizeof(cudaq_host_ring_lane_t) == 40, "lane layout is mirrored in _ring.py");
+static_assert(sizeof(cudaq_host_ring_lane_t) == 40, "lane layout is mirrored in ring/device_ctx.py");
 static_assert(sizeof(cudaq_host_ring_ctx_t) == 48 + 40 * CUDAQ_HOST_RING_MAX_LANES,
-              "context layout is mirrored in _ring.py");
+              "context layout is mirrored in ring/device_ctx.py");
 static_assert(sizeof(cudaq_host_ring_ctx_t) % 16 == 0, "the staging area follows the context");
 
 // Bytes of device memory the bridge allocates for the context + staging area.

@@ -55,31 +55,39 @@ def _segments(client: Any, payload: bytes, count: int) -> dict[str, Any]:
 
     lay = client.layout
     mem = client._mem
-    tx_flags = mem.tx_flags
+    rx_flags, tx_flags, ids, mv = mem.rx_flags, mem.tx_flags, mem.ids, mem.mv
     fid = function_id("echo")
+    size = len(payload)
+    packer = struct.Struct(f"<IIIIQ{size}s")  # as call() packs header and payload
     response = struct.Struct("<IiIIQ")
     ns = time.perf_counter_ns
     post = np.empty(count)
     wait = np.empty(count)
     read = np.empty(count)
     spins = np.empty(count)
+    n_slots, slot_size = lay.num_slots, lay.slot_size
     for i in range(count):
         t0 = ns()
         k = client._next
-        slot, seq = lay.position(k)
+        slot = k % n_slots
+        seq = (k // n_slots + 1) & 0xFFFFFFFF
         prev = (seq - 1) & 0xFFFFFFFF
-        if mem.rx_flags[slot] != prev or mem.tx_flags[slot] != prev:
+        if rx_flags[slot] != prev or tx_flags[slot] != prev:
             raise RuntimeError("ring out of step")
-        rid = client._new_request_id()
-        client._post(k, slot, seq, (REQUEST_MAGIC, fid, len(payload), rid, 0), payload)
+        rid = ids[0]
+        ids[0] = rid + 1
+        rid &= 0xFFFFFFFF
+        packer.pack_into(mv, slot * slot_size, REQUEST_MAGIC, fid, size, rid, 0, payload)
+        rx_flags[slot] = seq
+        client._next = k + 1
         t1 = ns()
         n = 0
         while tx_flags[slot] != seq:
             n += 1
         t2 = ns()
         off = lay.tx_slot_offset(slot)
-        magic, status, rlen, echoed, ts = response.unpack_from(mem.mv, off)
-        result = bytes(mem.mv[off + HEADER_SIZE : off + HEADER_SIZE + rlen])
+        magic, status, rlen, echoed, ts = response.unpack_from(mv, off)
+        result = bytes(mv[off + HEADER_SIZE : off + HEADER_SIZE + rlen])
         t3 = ns()
         if magic != RESPONSE_MAGIC or status != 0 or result != payload or (echoed, ts) != (rid, 0):
             raise RuntimeError(f"wrong answer: status {status}, id {echoed} for {rid}")

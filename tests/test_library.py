@@ -231,3 +231,35 @@ def test_load_with_a_current_context_creates_none(use_driver: UseDriver, tmp_pat
         Library(not_elf, cache=LinkCache(None)).load()
     assert "retain" not in events
     assert _link_threads() == []
+
+
+def test_link_worker_imports_the_next_step_after_the_link(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The link worker imports what a Dispatcher needs once the cubin is there (while the
+    caller waits for the context), and a module that fails to import never fails the link."""
+    import sys
+    import threading
+
+    from skbuild_cudaq.realtime.library import loaded
+
+    (tmp_path / "next_step_probe.py").write_text(
+        "import threading\nIMPORTED_ON = threading.current_thread().name\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "next_step_probe", raising=False)
+    monkeypatch.setattr(loaded, "_NEXT_STEP_MODULES", ("no_such_module_xyz", "next_step_probe"))
+    order: list[str] = []
+
+    def link() -> bytes:
+        order.append("linked")
+        assert "next_step_probe" not in sys.modules  # only after the link
+        return b"cubin"
+
+    job = loaded._LinkJob(link)
+    job.go()
+    assert job.result() == b"cubin"
+    assert order == ["linked"]
+    probe = sys.modules["next_step_probe"]
+    assert probe.IMPORTED_ON == "skbuild-cudaq-link"
+    assert probe.IMPORTED_ON != threading.current_thread().name

@@ -75,12 +75,13 @@ if ! compgen -G "$WHL/*.whl" >/dev/null; then
   log "no $WHL/*.whl: run 'bash tools/gpu-cu12.sh --prepare' on the CPU machine and carry $WHL"
   exit 2
 fi
+# Bytecode is compiled at install, as a plain `pip install` does (start-up figures count it).
 # A target directory first on PYTHONPATH, not a venv: the machine's Python may itself be a
 # venv, whose packages (pytest, numpy, pyelftools) a --system-site-packages venv would not see.
 SITE=${CU12_SITE:-/tmp/skbuild-cudaq-cu12-site}
 rm -rf "$SITE" && mkdir -p "$SITE"
 log "installing the CUDA 12 stack into $SITE"
-"$PY" -m pip install -q --no-index --no-deps --no-compile --target "$SITE" \
+"$PY" -m pip install -q --no-index --no-deps --target "$SITE" \
   "$WHL"/cuda_bindings-*.whl "$WHL"/cuda_pathfinder-*.whl "$WHL"/nvidia_nvjitlink_cu12-*.whl \
   "$WHL"/example_app-*.whl "$WHL"/skbuild_cudaq-*.whl 2>&1 | tail -5
 export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"

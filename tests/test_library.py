@@ -262,4 +262,4 @@ def test_link_worker_imports_the_next_step_after_the_link(
     assert order == ["linked"]
     probe = sys.modules["next_step_probe"]
     assert probe.IMPORTED_ON == "skbuild-cudaq-link"
-    assert probe.IMPORTED_ON != threading.current_thread().name
+    assert threading.current_thread().name != probe.IMPORTED_ON

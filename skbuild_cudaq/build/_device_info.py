@@ -99,16 +99,10 @@ def names_from_ptx(ptx: str) -> tuple[list[str], list[str]]:
 
 def names_from_object(path: Path) -> tuple[list[str], list[str]]:
     """``(kernels, handlers)`` an ``nvcc -c -rdc=true`` object defines (its host symbols)."""
-    from elftools.elf.elffile import ELFFile
-    from elftools.elf.sections import SymbolTableSection
+    from skbuild_cudaq.fatbin import elf_symbols
 
-    defined: list[str] = []
     with Path(path).open("rb") as f:
-        for section in ELFFile(f).iter_sections():
-            if isinstance(section, SymbolTableSection):
-                for sym in section.iter_symbols():
-                    if sym.name and sym["st_shndx"] != "SHN_UNDEF":
-                        defined.append(sym.name)
+        defined = [s.name for s in elf_symbols(f, Path(path)) if s.section != 0]  # defined
     names = set(defined)
     handlers = [n[len(HANDLER_PREFIX) :] for n in defined if n.startswith(HANDLER_PREFIX)]
     kernels = []

@@ -322,19 +322,14 @@ def embed_c_source(
 
 def linked_binary_module_ids(objects: Iterable[Path]) -> list[str]:
     """Module ids of the ``__cudaRegisterLinkedBinary_*`` symbols the objects leave undefined."""
-    from elftools.elf.elffile import ELFFile
-    from elftools.elf.sections import SymbolTableSection
+    from skbuild_cudaq.fatbin import elf_symbols
 
     ids: set[str] = set()
     for obj in objects:
         with Path(obj).open("rb") as f:
-            elf = ELFFile(f)
-            for section in elf.iter_sections():
-                if not isinstance(section, SymbolTableSection):
-                    continue
-                for sym in section.iter_symbols():
-                    if sym.name.startswith(_REGISTER_PREFIX) and sym["st_shndx"] == "SHN_UNDEF":
-                        ids.add(sym.name[len(_REGISTER_PREFIX) :])
+            for sym in elf_symbols(f, Path(obj)):
+                if sym.name.startswith(_REGISTER_PREFIX) and sym.section == 0:  # undefined
+                    ids.add(sym.name[len(_REGISTER_PREFIX) :])
     return sorted(ids)
 
 

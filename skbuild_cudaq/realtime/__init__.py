@@ -1,6 +1,6 @@
 """Run-time side of skbuild-cudaq: link, load and drive realtime dispatch kernels.
 
-Needs the ``runtime`` extra (cuda-bindings, nvidia-nvjitlink, pyelftools).
+Needs the ``runtime`` extra (cuda-bindings, nvidia-nvjitlink, numpy).
 Nothing here touches CUDA at import time: names are loaded lazily, and CUDA is
 initialised by the first call that needs it. Never imports settings/TOML code.
 """

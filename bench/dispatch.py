@@ -36,6 +36,9 @@ warp-parallel dispatcher's throughput on each GPU alone and on all at once
 finish), and the single-thread dispatcher's p50/p99 on each GPU alone and while
 every GPU serves. Goals: aggregate >= 0.95 x N x one GPU (1.9x on two);
 single-thread p50 on each GPU while all serve <= 1.05 x that GPU alone.
+
+Over 400 lines: the floors' CUDA source, the load generator's front and the one- and
+several-GPU runs live together, so one run compiles and measures them side by side.
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ its tables and draws the figures (PNG, matplotlib) next to it. Every section
 states the device, driver, versions and date its file records. A benchmark with
 no results file is reported as "not measured yet": nothing here makes a figure up.
 Other JSON files are listed with their values, marked with what they do not state.
+
+Over 400 lines: one renderer per benchmark's results (tables, figures, goals).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 ``call()`` (its fast path inline), ``_wait_slot`` and ``_read`` are the measured round-trip
 path (microseconds): keep their work as it is. The vectorised batch path is
-:mod:`.batch`, mixed in.
+:mod:`.batch`, mixed in. Over 400 lines: the protocol checks (position, claim, whose
+response) are the client's, and the fast path repeats them inline on purpose.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@
 
 Reads the JSON written by ``bench/dispatch.py``, ``bench/startup.py`` and
 ``bench/build_overhead.py`` (recognised by their ``"benchmark"`` key; with several
-files of one benchmark the newest ``"date"`` wins), writes the Markdown page with
+files of one benchmark, one in ``bench/results/`` itself beats those kept below it, such as
+``history/``, then the newest ``"date"`` wins), writes the Markdown page with
 its tables and draws the figures (PNG, matplotlib) next to it. Every section
 states the device, driver, versions and date its file records. A benchmark with
 no results file is reported as "not measured yet": nothing here makes a figure up.
@@ -89,7 +90,12 @@ def load_results(directory: Path) -> Results:
             continue
         assert isinstance(data, dict)
         previous = found.by_benchmark.get(name)
-        if previous is None or str(data.get("date", "")) > str(previous[1].get("date", "")):
+
+        def rank(where: Path, result: dict[str, Any]) -> tuple[bool, str]:
+            # a file of bench/results/ itself beats any earlier run kept below it (history/)
+            return where.parent == directory, str(result.get("date", ""))
+
+        if previous is None or rank(path, data) > rank(*previous):
             if previous is not None:
                 found.superseded.append(previous[0])
             found.by_benchmark[name] = (path, data)
@@ -989,7 +995,7 @@ def render(
             lines += _table(["Key", "Value"], rows)
     if results.superseded:
         lines += [
-            "Older results files not shown (a newer file of the same benchmark is): "
+            "Earlier results files not shown (each benchmark shows its current file): "
             + ", ".join(f"`{_rel(p, ROOT)}`" for p in results.superseded)
             + ".",
             "",

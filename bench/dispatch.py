@@ -167,6 +167,15 @@ def ok(result: Any, what: str) -> Any:
     return result[1] if len(result) == 2 else (result[1:] or None)
 
 
+def primary_context_current(drv: Any, ordinal: int) -> Any:
+    """Initialise CUDA, make device ``ordinal``'s primary context current; its ``CUdevice``."""
+    ok(drv.cuInit(0), "cuInit")
+    dev = ok(drv.cuDeviceGet(ordinal), "cuDeviceGet")
+    ctx = ok(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
+    ok(drv.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    return dev
+
+
 def wait_idle(stream: Any, timeout: float = 10.0) -> None:
     drv = _drv()
     end = time.monotonic() + timeout
@@ -423,10 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     drv = _drv()
-    ok(drv.cuInit(0), "cuInit")
-    dev = ok(drv.cuDeviceGet(opts.device), "cuDeviceGet")
-    ctx = ok(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
-    ok(drv.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    dev = primary_context_current(drv, opts.device)
     attr = drv.CUdevice_attribute
     major = ok(
         drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cc"

@@ -250,10 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     drv = bench._drv()
-    bench.ok(drv.cuInit(0), "cuInit")
-    dev = bench.ok(drv.cuDeviceGet(0), "cuDeviceGet")
-    ctx = bench.ok(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
-    bench.ok(drv.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+    dev = bench.primary_context_current(drv, 0)
     attr = drv.CUdevice_attribute
     major = bench.ok(
         drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cc"

@@ -154,10 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     drv = _bench._drv()
-    _bench.ok(drv.cuInit(0), "cuInit")
-    dev = _bench.ok(drv.cuDeviceGet(opts.device), "cuDeviceGet")
-    ctx = _bench.ok(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
-    _bench.ok(drv.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")  # the ring's pinned memory
+    dev = _bench.primary_context_current(drv, opts.device)  # the ring's pinned memory needs it
     name = _bench.ok(drv.cuDeviceGetName(256, dev), "cuDeviceGetName")
     core = importlib.import_module(opts.module)
     payload = bytes(range(_bench.ARG_LEN))

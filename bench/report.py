@@ -75,6 +75,12 @@ class Results:
     superseded: list[Path] = field(default_factory=list)
 
 
+def _rank(directory: Path, path: Path, data: dict[str, Any]) -> tuple[bool, str]:
+    """Which file of a benchmark is its current one: a file of ``directory`` itself beats any
+    earlier run kept below it (``history/``), then the newest ``"date"``."""
+    return path.parent == directory, str(data.get("date", ""))
+
+
 def load_results(directory: Path) -> Results:
     found = Results()
     files = sorted(directory.rglob("*.json")) if directory.is_dir() else []
@@ -90,12 +96,7 @@ def load_results(directory: Path) -> Results:
             continue
         assert isinstance(data, dict)
         previous = found.by_benchmark.get(name)
-
-        def rank(where: Path, result: dict[str, Any]) -> tuple[bool, str]:
-            # a file of bench/results/ itself beats any earlier run kept below it (history/)
-            return where.parent == directory, str(result.get("date", ""))
-
-        if previous is None or rank(path, data) > rank(*previous):
+        if previous is None or _rank(directory, path, data) > _rank(directory, *previous):
             if previous is not None:
                 found.superseded.append(previous[0])
             found.by_benchmark[name] = (path, data)

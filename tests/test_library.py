@@ -263,3 +263,12 @@ def test_link_worker_imports_the_next_step_after_the_link(
     probe = sys.modules["next_step_probe"]
     assert probe.IMPORTED_ON == "skbuild-cudaq-link"
     assert threading.current_thread().name != probe.IMPORTED_ON
+
+
+@pytest.mark.parametrize("data", [b"", b"not an ELF file", b"\x7fELF\x02\x01\x01" + bytes(9)])
+def test_unreadable_cubin_symbols_are_one_realtime_error(data: bytes) -> None:
+    from skbuild_cudaq.realtime.errors import RealtimeError
+    from skbuild_cudaq.realtime.library import cubin_symbols
+
+    with pytest.raises(RealtimeError, match="the linked cubin is not a readable ELF file"):
+        cubin_symbols(data)

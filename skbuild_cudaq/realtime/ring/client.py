@@ -16,7 +16,6 @@ from typing import Any
 
 from skbuild_cudaq.realtime.errors import RingError, RingProtocolError
 from skbuild_cudaq.realtime.wire import (
-    _REQUEST,
     _RESPONSE,
     HEADER_SIZE,
     REQUEST_MAGIC,
@@ -218,13 +217,18 @@ class RingClient(_BatchPath):
     ) -> None:
         """Write request ``k`` (header fields, payload) into its slot, then publish it."""
         mem = self._mem
-        mv = mem.mv
         off = self._layout.rx_slot_offset(slot)
-        _REQUEST.pack_into(mv, off, *header)
-        if payload:
-            mv[off + HEADER_SIZE : off + HEADER_SIZE + len(payload)] = payload
+        self._packer(len(payload)).pack_into(mem.mv, off, *header, payload)
         mem.rx_flags[slot] = seq  # the flag store comes after every payload store (x86-TSO)
         self._next = k + 1
+
+    def _packer(self, size: int) -> struct.Struct:
+        """The ``Struct`` of a request header followed by ``size`` payload bytes (cached):
+        header and payload go into the slot in one store sequence."""
+        packer = self._request_structs.get(size)
+        if packer is None:
+            packer = self._request_structs[size] = struct.Struct(f"<IIIIQ{size}s")
+        return packer
 
     def submit_many(
         self,
@@ -365,9 +369,7 @@ class RingClient(_BatchPath):
         ids[0] = (rid + 1) & _U64
         rid &= _U32
         mv = mem.mv
-        packer = self._request_structs.get(size)
-        if packer is None:
-            packer = self._request_structs[size] = struct.Struct(f"<IIIIQ{size}s")
+        packer = self._request_structs.get(size) or self._packer(size)
         # header and payload in one store sequence, then the flag (x86-TSO keeps the order)
         packer.pack_into(mv, slot * self._slot_size, REQUEST_MAGIC, fid, size, rid, 0, payload)
         rx_flags[slot] = seq

@@ -51,6 +51,8 @@ EXAMPLE = ROOT / "example_app" / "src"
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "phases.json"
 PHASES = ("staged", "looked_up", "handler_done", "header_written", "published")
 RECORDS = 65536
+#: Ablations of the single-thread loop (FLOOR_CU): what each part of the handler phase costs.
+ABLATIONS = ("ablation_nostats", "ablation_direct")
 
 FLOOR_CU = r"""
 #include <cudaq/realtime/unified_dispatch_device.cuh>
@@ -110,6 +112,120 @@ extern "C" __global__ void pingpong_floor(const uint8_t *rx, uint8_t *tx,
   }
 }
 
+// Issue #12's naive handler: a byte loop, the result written where the kernel
+// points (the response slot, mapped host memory), and the same work inlined into
+// a bare kernel: the ping-pong floor that stages the request in shared memory
+// and runs that loop itself. Served by the single-thread dispatcher through the
+// handler switch, the handler should cost what the inlined loop costs.
+extern "C" __device__ int naive_echo_thread(const void *args, uint32_t arg_len, void *result,
+                                            uint32_t max_result_len, uint32_t *result_len) {
+  const uint8_t *in = static_cast<const uint8_t *>(args);
+  uint8_t *out = static_cast<uint8_t *>(result);
+  const uint32_t n = arg_len < max_result_len ? arg_len : max_result_len;
+  for (uint32_t i = 0; i < n; ++i)
+    out[i] = in[i];
+  *result_len = n;
+  return 0;
+}
+CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION(naive_echo_thread);
+
+extern "C" __global__ void naive_floor(const uint8_t *rx, uint8_t *tx,
+                                       volatile uint32_t *rx_flags, volatile uint32_t *tx_flags,
+                                       uint32_t num_slots, uint32_t slot_size,
+                                       volatile int *shutdown) {
+  __shared__ __align__(16) uint64_t stage[32];
+  uint32_t slot = 0, seq = 1, polls = 0;
+  for (;;) {
+    if (ld_acquire_sys(&rx_flags[slot]) == seq) {
+      cudaq_detail_phase_begin();
+      const size_t off = static_cast<size_t>(slot) * slot_size;
+      // The stage is written through a generic pointer, as the bridge's staging
+      // copy writes it: ptxas must then issue every load before the first store
+      // (one PCIe round trip); with the stage known to be shared memory it
+      // interleaves them and the copy takes two round trips.
+      const uint64_t *src = reinterpret_cast<const uint64_t *>(rx + off);
+      uint64_t *to_stage;
+      asm("cvta.shared.u64 %0, %1;" : "=l"(to_stage) : "l"(static_cast<uint64_t>(
+                                                          __cvta_generic_to_shared(stage))));
+      constexpr uint32_t kWords = 32;
+      const uint32_t words = slot_size / 8 < kWords ? slot_size / 8 : kWords;
+      uint64_t v[kWords];
+#pragma unroll
+      for (uint32_t i = 0; i < kWords; ++i)
+        if (i < words)
+          v[i] = src[i];
+#pragma unroll
+      for (uint32_t i = 0; i < kWords; ++i)
+        if (i < words)
+          to_stage[i] = v[i];
+      CUDAQ_REALTIME_PHASE(1);
+      CUDAQ_REALTIME_PHASE(2);
+      const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
+      uint32_t arg_len = static_cast<uint32_t>(v[1]);
+      const uint32_t n = arg_len < max_result ? arg_len : max_result;
+      const uint8_t *in = reinterpret_cast<const uint8_t *>(stage) + CUDAQ_RPC_HEADER_SIZE;
+      uint8_t *out = tx + off + CUDAQ_RPC_HEADER_SIZE;
+      for (uint32_t i = 0; i < n; ++i)
+        out[i] = in[i];
+      CUDAQ_REALTIME_PHASE(3);
+      uint64_t *dst = reinterpret_cast<uint64_t *>(tx + off);
+      dst[0] = 0x43555153ull;                        // magic, status 0
+      dst[1] = (v[1] & 0xffffffff00000000ull) | n;   // result_len, request_id
+      dst[2] = v[2];                                 // ptp timestamp
+      CUDAQ_REALTIME_PHASE(4);
+      st_release_sys(&tx_flags[slot], seq);
+      CUDAQ_REALTIME_PHASE_END();
+      if (++slot == num_slots) {
+        slot = 0;
+        ++seq;
+      }
+    } else if ((++polls & 15u) == 0 && *shutdown != 0) {
+      return;
+    }
+  }
+}
+
+// Ablations of the single-thread dispatcher (example_app's loop, copied): which
+// part of its handler phase costs what. Each serves thread-shaped requests.
+//  - ablation_nostats: no per-request stats counter;
+//  - ablation_direct: echo_thread called by name (no handler switch to run).
+extern "C" __device__ int echo_thread(const void *, uint32_t, void *, uint32_t, uint32_t *);
+template <bool kStats, bool kSwitch>
+__device__ __forceinline__ void ablation_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
+  if (threadIdx.x != 0 || blockIdx.x != 0)
+    return;
+  table = cudaq_table_to_shared(table, table_count);
+  void *session = cudaq_dev_enter_kernel(transport_ctx, shutdown_flag);
+  if (session == nullptr)
+    return;
+  const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
+  __shared__ __align__(16) uint8_t stage[256];
+  cudaq_lookup_cache_t cache = cudaq_lookup_cache_empty();
+  void *request = nullptr;
+  void *response = nullptr;
+  while (cudaq_dev_rx_poll_into(session, &request, &response, stage, sizeof(stage), 1)) {
+    int32_t status = cudaq_validate_request_cached(request, slot_size, table, table_count, &cache);
+    if (kStats)
+      atomicAdd(stats, 1ull);
+    uint32_t result_len = 0;
+    if (status == CUDAQ_RPC_STATUS_SUCCESS) {
+      if (kSwitch)
+        status = cudaq_call_handler(cache.handler, request, response, max_result, &result_len);
+      else
+        status = echo_thread(cudaq_request_args(request), cudaq_request_arg_len(request),
+                             cudaq_response_result(response), max_result, &result_len);
+    }
+    write_response_header(response, request, status, result_len);
+    cudaq_dev_tx_publish(session, response);
+  }
+}
+extern "C" __global__ void ablation_nostats(CUDAQ_DISPATCH_KERNEL_PARAMS) {
+  ablation_loop<false, true>(transport_ctx, slot_size, table, table_count, shutdown_flag, stats);
+}
+extern "C" __global__ void ablation_direct(CUDAQ_DISPATCH_KERNEL_PARAMS) {
+  ablation_loop<true, false>(transport_ctx, slot_size, table, table_count, shutdown_flag, stats);
+}
+
 // Probes (measurement only): what part of the handler phase is reading the
 // arguments (a thread-shaped handler that writes its result without reading
 // them), and what the lookup costs with the table in shared memory.
@@ -159,9 +275,21 @@ extern "C" __global__ void probe_smem_table_dispatcher(CUDAQ_DISPATCH_KERNEL_PAR
 """
 
 
-def compile_all(nvcc: str, work: Path) -> list[tuple[str, bytes]]:
+def compile_all(nvcc: str, work: Path) -> tuple[list[tuple[str, bytes]], tuple[str, bytes]]:
+    """The LTO-IR of every source, and of the handler switch over their exports.
+
+    The switch is what skbuild-cudaq's build adds to a module (one generator,
+    ``skbuild_cudaq.build._handler_switch``); without it the module links the run
+    time's default form of ``cudaq_dev_call_handler``, the call through the pointer.
+    """
+    from skbuild_cudaq.build._handler_switch import write_switch
+
     floor = work / "floor_phases.cu"
     floor.write_text(FLOOR_CU)
+    switch = work / "handler_switch.cu"
+    write_switch(
+        switch, "bench/phases.py", [EXAMPLE / "handlers.cu", EXAMPLE / "block_handlers.cu", floor]
+    )
     sources = [
         (RUNTIME / "unified_dispatch_kernel.cu", "80"),
         (RUNTIME / "host_ring_bridge.cu", "80"),
@@ -172,6 +300,7 @@ def compile_all(nvcc: str, work: Path) -> list[tuple[str, bytes]]:
         (EXAMPLE / "warp_parallel_dispatcher.cu", "80"),
         (EXAMPLE / "cluster_dispatcher.cu", "90"),
         (floor, "80"),
+        (switch, "80"),
     ]
     out = []
     for src, arch in sources:
@@ -180,7 +309,7 @@ def compile_all(nvcc: str, work: Path) -> list[tuple[str, bytes]]:
         cmd += [f"-gencode=arch=compute_{arch},code=lto_{arch}", f"-I{INCLUDE}"]
         subprocess.run([*cmd, "-o", str(fatbin), str(src)], check=True)
         out.append((src.name, fatbin.read_bytes()))
-    return out
+    return out[:-1], out[-1]
 
 
 def nvjitlink_link(inputs: list[tuple[str, bytes]], arch: str) -> bytes:
@@ -286,16 +415,15 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="cudaq-phases-") as tmp:
         work = Path(tmp)
         so, _ = bench.build_tools(work, arch)
-        cubin = nvjitlink_link(compile_all(nvcc, work), arch)
+        inputs, switch = compile_all(nvcc, work)
+        cubin = nvjitlink_link([*inputs, switch], arch)
         (work / "phases.cubin").write_bytes(cubin)
         gen = bench.LoadGen(so)
         bridge = HostRingBridge(bench.NUM_SLOTS, bench.SLOT_SIZE).open()
         ring = bridge.host_address
-        library = Library.from_cubin(cubin)
-        log = PhaseLog(library.load())
 
-        def serve(label: str, handler: str) -> None:
-            fid = bench.fnv1a(handler)
+        def serve(label: str, handler: str | None, log: PhaseLog) -> None:
+            fid = bench.fnv1a(handler or "echo")
             gen.rewind()
             gen.latency(ring, fid, opts.warmup)
             rt = bench.percentiles(gen.latency(ring, fid, opts.samples))
@@ -306,72 +434,105 @@ def main(argv: list[str] | None = None) -> int:
             entry["handler"] = handler
             table[label] = entry
             print(
-                f"{label:>26}: rt {rt['p50']:.2f} us = device {entry['device_total']:.2f} "
+                f"{label:>32}: rt {rt['p50']:.2f} us = device {entry['device_total']:.2f} "
                 + " ".join(f"{p} {entry[p]:.2f}" for p in PHASES)
                 + f" + outside {entry['outside_device']:.2f}",
                 file=sys.stderr,
             )
 
-        # The floor, stamped, from its own load of the same cubin.
+        # The floors, stamped, from their own load of the same cubin: the ping-pong
+        # echo, and the naive handler's byte loop inlined.
         floors = bench.Floors(work / "phases.cubin", bridge)
         floor_log = PhaseLog(floors.lib)
-        floor_log.reset()
-        with floors.running("pingpong_floor", 1):
-            fid = bench.fnv1a("echo")
-            gen.rewind()
-            gen.latency(ring, fid, opts.warmup)
-            rt = bench.percentiles(gen.latency(ring, fid, opts.samples))
-        entry = breakdown(floor_log.read(), opts.warmup)
-        entry.update(round_trip_p50=rt["p50"], round_trip_p99=rt["p99"], handler=None)
-        entry["outside_device"] = rt["p50"] - entry["device_total"]
-        table["pingpong_floor"] = entry
-        print(
-            f"{'pingpong_floor':>26}: rt {rt['p50']:.2f} us = device "
-            f"{entry['device_total']:.2f} + outside {entry['outside_device']:.2f}",
-            file=sys.stderr,
-        )
+        for name in ("pingpong_floor", "naive_floor"):
+            floor_log.reset()
+            with floors.running(name, 1):
+                serve(name, None, floor_log)
         floors.close()
 
-        # Launchers for this library's kernels (example_app's, looked up here).
-        launchers.get_device_kernel = lambda module, kernel, **_: library.get_kernel(kernel)  # type: ignore[assignment]
-        builtin = launchers.KernelLauncher(
-            "builtin",
-            library.get_kernel("cudaq_realtime_unified_dispatch"),
-            lambda kernel, args: LaunchConfig(grid=(1, 1, 1), block=(128, 1, 1)),
-        )
-        kinds = {
-            "single_thread": lambda: launchers.single_thread(None),  # type: ignore[arg-type]
-            "builtin": lambda: builtin,
-            "cooperative_grid": lambda: launchers.cooperative_grid(None),  # type: ignore[arg-type]
-            "cluster": lambda: launchers.cluster(None),  # type: ignore[arg-type]
-            "warp_parallel": lambda: launchers.warp_parallel(None),  # type: ignore[arg-type]
-        }
-        kinds["probe_smem_table"] = lambda: launchers.KernelLauncher(
-            "probe_smem_table",
-            library.get_kernel("probe_smem_table_dispatcher"),
-            lambda kernel, args: LaunchConfig(grid=(1, 1, 1), block=(1, 1, 1)),
-        )
-        config = DispatcherConfig(num_slots=bench.NUM_SLOTS, slot_size=bench.SLOT_SIZE)
-        plan = [(kind, h) for kind in kinds for h in ("echo", "echo_thread")]
-        plan += [
-            ("single_thread", "probe_noread_thread"),
-            ("probe_smem_table", "probe_noread_thread"),
-        ]
-        for kind, handler in plan:
-            label = {"echo": kind, "echo_thread": f"{kind}:thread"}.get(
-                handler, f"{kind}:{handler}"
+        def measure(library: Library, plan: list[tuple[str, str, str]]) -> None:
+            """Serve each (label, dispatch kind, handler) of ``plan`` with ``library``'s kernels."""
+            log = PhaseLog(library.load())
+            # Launchers for this library's kernels (example_app's, looked up here).
+            launchers.get_device_kernel = lambda module, kernel, **_: library.get_kernel(kernel)  # type: ignore[assignment]
+            builtin = launchers.KernelLauncher(
+                "builtin",
+                library.get_kernel("cudaq_realtime_unified_dispatch"),
+                lambda kernel, args: LaunchConfig(grid=(1, 1, 1), block=(128, 1, 1)),
             )
-            try:
-                with Dispatcher(config, bridge=bridge) as d:
-                    d.function_table.add_device(handler, library.get_handler(handler))
-                    d.set_unified_launch(kinds[kind]())
-                    log.reset()
-                    d.start()
-                    serve(label, handler)
-            except Exception as exc:  # keep measuring the others; report it
-                results["errors"][label] = f"{type(exc).__name__}: {exc}"
-                print(f"{label}: {exc}", file=sys.stderr)
-        library.close()
+            kinds = {
+                "single_thread": lambda: launchers.single_thread(None),  # type: ignore[arg-type]
+                "builtin": lambda: builtin,
+                "cooperative_grid": lambda: launchers.cooperative_grid(None),  # type: ignore[arg-type]
+                "cluster": lambda: launchers.cluster(None),  # type: ignore[arg-type]
+                "warp_parallel": lambda: launchers.warp_parallel(None),  # type: ignore[arg-type]
+            }
+            one_thread = ["probe_smem_table_dispatcher", *ABLATIONS]
+            for name in one_thread:
+                kinds[name] = lambda name=name: launchers.KernelLauncher(  # type: ignore[misc]
+                    name,
+                    library.get_kernel(name),
+                    lambda kernel, args: LaunchConfig(grid=(1, 1, 1), block=(1, 1, 1)),
+                )
+            config = DispatcherConfig(num_slots=bench.NUM_SLOTS, slot_size=bench.SLOT_SIZE)
+            for label, kind, handler in plan:
+                try:
+                    with Dispatcher(config, bridge=bridge) as d:
+                        d.function_table.add_device(handler, library.get_handler(handler))
+                        d.set_unified_launch(kinds[kind]())
+                        log.reset()
+                        d.start()
+                        serve(label, handler, log)
+                except Exception as exc:  # keep measuring the others; report it
+                    results["errors"][label] = f"{type(exc).__name__}: {exc}"
+                    print(f"{label}: {exc}", file=sys.stderr)
+            library.close()
+
+        shapes = ("single_thread", "builtin", "cooperative_grid", "cluster", "warp_parallel")
+        plan = [(k, k, "echo") for k in shapes] + [
+            (f"{k}:thread", k, "echo_thread") for k in shapes
+        ]
+        plan += [
+            ("single_thread:naive_echo_thread", "single_thread", "naive_echo_thread"),
+            ("single_thread:probe_noread_thread", "single_thread", "probe_noread_thread"),
+            (
+                "probe_smem_table:probe_noread_thread",
+                "probe_smem_table_dispatcher",
+                "probe_noread_thread",
+            ),
+        ]
+        plan += [(f"{a}:thread", a, "echo_thread") for a in ABLATIONS]
+        measure(Library.from_cubin(cubin), plan)
+        # The same module without the handler switch: every handler through the pointer.
+        pointer = [
+            ("single_thread@pointer", "single_thread", "echo"),
+            ("single_thread:thread@pointer", "single_thread", "echo_thread"),
+            ("single_thread:naive_echo_thread@pointer", "single_thread", "naive_echo_thread"),
+        ]
+        measure(Library.from_cubin(nvjitlink_link(inputs, arch)), pointer)
+
+        def p50(label: str) -> float:
+            return float(table[label]["round_trip_p50"]) if label in table else float("nan")
+
+        naive = p50("single_thread:naive_echo_thread") - p50("naive_floor")
+        results["goals"] = {
+            "naive_handler_over_inlined_us": {
+                "value": naive,
+                "goal": "<= 0.1",
+                "met": naive <= 0.1,
+                "what": "round trip p50: the naive handler through the single-thread dispatcher "
+                "(handler switch) minus the same byte loop inlined in a bare kernel (naive_floor)",
+            },
+        }
+        results["switch_vs_pointer_us"] = {
+            label: p50(f"{label}@pointer") - p50(label)
+            for label in (
+                "single_thread",
+                "single_thread:thread",
+                "single_thread:naive_echo_thread",
+            )
+        }
+        print(f"naive handler over inlined: {naive:+.3f} us (goal <= 0.1)", file=sys.stderr)
         bridge.close()
     bench.ok(drv.cuDevicePrimaryCtxRelease(dev), "cuDevicePrimaryCtxRelease")
     opts.out.parent.mkdir(parents=True, exist_ok=True)

@@ -190,6 +190,16 @@ def test_inspect_json_names_every_kernel_and_handler(built: Path, nvcc: Path) ->
             "kernels": [],
             "handlers": ["echo", "echo_thread", "rpc_increment", "rpc_increment_thread"],
         },
+        # the handler switch the CMake package generated over the target's exports: named by
+        # its target, not by its build-tree path (the binary must not depend on that path)
+        "<handler switch of mod>": {
+            "source": "<handler switch of mod>",
+            "compiled": "side",
+            "nvcc": version,
+            "architectures": ["80"],
+            "kernels": [],
+            "handlers": [],
+        },
     }
     # the record of the two-architecture kernel sits on the container with both entries
     (kernel,) = [
@@ -225,7 +235,7 @@ def test_records_survive_strip_and_are_retained(built: Path, tmp_path: Path) -> 
     stripped = tmp_path / "mod.so"
     subprocess.run([strip, "-o", str(stripped), str(built)], check=True)
     assert read_records(stripped) == read_records(built)
-    assert len(read_records(built)) == 3
+    assert len(read_records(built)) == 4  # three sources and the handler switch
     with built.open("rb") as f:
         (section,) = [s for s in ELFFile(f).iter_sections() if s.name == SECTION]
         assert section["sh_flags"] & 0x200002 == 0x200002  # SHF_ALLOC | SHF_GNU_RETAIN

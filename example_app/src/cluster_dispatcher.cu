@@ -5,9 +5,10 @@
 // (thread 0 of block 0 serves thread-shaped handlers alone, with no barrier). Launch
 // with CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION and a grid of exactly one cluster
 // (launchers.cluster does). Thread 0 of block 0 drives the transport and
-// writes the request into a mailbox in its shared memory; the other blocks read
-// it through distributed shared memory after a cluster barrier, and a second
-// barrier collects the blocks before the response is published.
+// writes the request into a mailbox in its shared memory (the request itself,
+// when it fits, into a stage there); the other blocks read both through
+// distributed shared memory after a cluster barrier, and a second barrier
+// collects the blocks before the response is published.
 #include <cooperative_groups.h>
 #include <cudaq/realtime/unified_dispatch_device.cuh>
 
@@ -33,6 +34,11 @@ extern "C" __global__ void cluster_dispatcher(void *transport_ctx, uint32_t slot
                                               uint32_t table_count, volatile int *shutdown_flag,
                                               unsigned long long *stats) {
   __shared__ Mailbox local_box;
+  // The leader's requests land here when they fit (cudaq_dev_rx_poll_into): a
+  // thread-shaped handler reads its arguments from the leader's own shared
+  // memory, the other blocks read a launch-wide request's from distributed
+  // shared memory; neither is a device-memory round trip.
+  __shared__ __align__(16) uint8_t s_stage[256];
   cg::cluster_group cluster = cg::this_cluster();
   // Handlers stride over the whole grid: it must be this one cluster.
   const uint32_t grid_blocks = gridDim.x * gridDim.y * gridDim.z;
@@ -61,10 +67,14 @@ extern "C" __global__ void cluster_dispatcher(void *transport_ctx, uint32_t slot
       void *response = nullptr;
       const cudaq_function_entry_t *entry = nullptr;
       box->running = cudaq_serve_until_launch_wide(session, slot_size, table, table_count,
-                                                   stats, nullptr, 0, &request, &response,
-                                                   &entry);
+                                                   stats, s_stage, sizeof(s_stage), &request,
+                                                   &response, &entry);
       box->entry = entry;
-      box->request = request;
+      // A request staged in this block's shared memory: the other blocks read it
+      // through its address in the cluster's distributed shared memory.
+      box->request = request != nullptr && __isShared(request)
+                         ? cluster.map_shared_rank(static_cast<uint8_t *>(request), 0)
+                         : request;
       box->response = response;
       box->result_len = 0;
     }
@@ -78,17 +88,13 @@ extern "C" __global__ void cluster_dispatcher(void *transport_ctx, uint32_t slot
     void *response = box->response;
     uint32_t result_len = 0;
     const int32_t status =
-        box->entry->handler(cudaq_request_args(request), cudaq_request_arg_len(request),
-                            cudaq_response_result(response), max_result, &result_len);
+        cudaq_call_handler(box->entry->handler, request, response, max_result, &result_len);
     if (result_len != 0)
       box->result_len = result_len; // the one thread that wrote it (remote store to block 0)
     __threadfence_system(); // this thread's result bytes reach the host before the publish
     cluster.sync();         // every block is done with the request
     if (leader) {
-      uint32_t len = box->result_len;
-      if (len > max_result)
-        len = max_result;
-      write_response_header(response, request, status, len);
+      write_response_header(response, request, status, box->result_len); // at most max_result
       cudaq_dev_tx_publish(session, response); // counted when seen
     }
   }

@@ -68,17 +68,13 @@ extern "C" __global__ void cooperative_grid_dispatcher(void *transport_ctx, uint
     void *response = box->response;
     uint32_t result_len = 0;
     const int32_t status =
-        box->entry->handler(cudaq_request_args(request), cudaq_request_arg_len(request),
-                            cudaq_response_result(response), max_result, &result_len);
+        cudaq_call_handler(box->entry->handler, request, response, max_result, &result_len);
     if (result_len != 0)
       box->result_len = result_len; // the one thread that wrote it
     __threadfence_system(); // this thread's result bytes reach the host before the publish
     grid.sync();            // every block is done with the request
     if (leader) {
-      uint32_t len = box->result_len;
-      if (len > max_result)
-        len = max_result;
-      write_response_header(response, request, status, len);
+      write_response_header(response, request, status, box->result_len); // at most max_result
       cudaq_dev_tx_publish(session, response); // counted when seen
     }
     // The leader rewrites the mailbox only before the next grid.sync(), after

@@ -18,24 +18,19 @@ extern "C" __global__ void single_thread_dispatcher(void *transport_ctx, uint32_
   // Requests that fit land in shared memory: the handler reads its arguments
   // there instead of from device memory (a round trip after the poll).
   __shared__ __align__(16) uint8_t stage[256];
+  // The last entry looked up, in registers: a repeated function costs no lookup.
+  cudaq_lookup_cache_t cache = cudaq_lookup_cache_empty();
   void *request = nullptr;
   void *response = nullptr;
   while (cudaq_dev_rx_poll_into(session, &request, &response, stage, sizeof(stage), 1)) {
-    const cudaq_function_entry_t *entry = nullptr;
-    int32_t status = cudaq_validate_request(request, slot_size, table, table_count, &entry);
-    const void *args = cudaq_request_args(request);
-    const uint32_t arg_len = cudaq_request_arg_len(request);
+    int32_t status = cudaq_validate_request_cached(request, slot_size, table, table_count, &cache);
     // Count the request now rather than just before publishing: the publish (a
     // system-scope release) waits for earlier stores to complete, and by then
     // this one has. Still counted before the host can see the response.
     atomicAdd(stats, 1ull);
     uint32_t result_len = 0;
-    if (status == CUDAQ_RPC_STATUS_SUCCESS) {
-      status = entry->handler(args, arg_len, cudaq_response_result(response), max_result,
-                              &result_len);
-      if (result_len > max_result)
-        result_len = max_result;
-    }
+    if (status == CUDAQ_RPC_STATUS_SUCCESS) // a direct, inlined call for the module's handlers
+      status = cudaq_call_handler(cache.handler, request, response, max_result, &result_len);
     write_response_header(response, request, status, result_len);
     cudaq_dev_tx_publish(session, response);
   }

@@ -55,6 +55,8 @@ extern "C" __global__ void warp_parallel_dispatcher(void *transport_ctx, uint32_
   const bool staged = dynamic_smem_size() >= kLanes * slot_size;
   uint8_t *my_stage = stage + static_cast<size_t>(lane) * slot_size;
 
+  // Each lane's last entry looked up, in registers: a repeated function costs no lookup.
+  cudaq_lookup_cache_t cache = cudaq_lookup_cache_empty();
   uint32_t idle = 0;
   for (;;) {
     void *request = nullptr;
@@ -83,15 +85,11 @@ extern "C" __global__ void warp_parallel_dispatcher(void *transport_ctx, uint32_
     int32_t status = CUDAQ_RPC_STATUS_SUCCESS;
     uint32_t my_len = 0;
     bool whole_warp = false; // a launch-wide handler: served below by the warp
-    const cudaq_function_entry_t *entry = nullptr;
     if (ready) {
-      status = cudaq_validate_request(request, slot_size, table, table_count, &entry);
+      status = cudaq_validate_request_cached(request, slot_size, table, table_count, &cache);
       if (status == CUDAQ_RPC_STATUS_SUCCESS) {
-        if (cudaq_entry_shape(entry) == CUDAQ_HANDLER_SHAPE_THREAD) {
-          status = entry->handler(cudaq_request_args(request), cudaq_request_arg_len(request),
-                                  cudaq_response_result(response), max_result, &my_len);
-          if (my_len > max_result)
-            my_len = max_result;
+        if (cache.shape == CUDAQ_HANDLER_SHAPE_THREAD) {
+          status = cudaq_call_handler(cache.handler, request, response, max_result, &my_len);
         } else {
           whole_warp = true;
         }
@@ -105,20 +103,19 @@ extern "C" __global__ void warp_parallel_dispatcher(void *transport_ctx, uint32_
     // The whole warp runs each launch-wide request's handler in turn.
     for (unsigned todo = launch_wide; todo != 0; todo &= todo - 1) {
       const int r = __ffs(todo) - 1;
-      const cudaq_function_entry_t *e = reinterpret_cast<const cudaq_function_entry_t *>(
-          __shfl_sync(kFull, reinterpret_cast<unsigned long long>(entry), r));
+      const cudaq_device_handler_t h = reinterpret_cast<cudaq_device_handler_t>(
+          __shfl_sync(kFull, reinterpret_cast<unsigned long long>(cache.handler), r));
       const void *req = reinterpret_cast<const void *>(
           __shfl_sync(kFull, reinterpret_cast<unsigned long long>(request), r));
       void *resp = reinterpret_cast<void *>(
           __shfl_sync(kFull, reinterpret_cast<unsigned long long>(response), r));
       uint32_t len = 0;
-      const int32_t hs = e->handler(cudaq_request_args(req), cudaq_request_arg_len(req),
-                                    cudaq_response_result(resp), max_result, &len);
+      const int32_t hs = cudaq_call_handler(h, req, resp, max_result, &len);
       __syncwarp();
       len = __reduce_max_sync(kFull, len); // the one thread that wrote *result_len
       if (lane == static_cast<uint32_t>(r)) {
         status = hs;
-        my_len = len < max_result ? len : max_result;
+        my_len = len;
       }
     }
     if (launch_wide != 0) {

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skbuild_cudaq import _log
+from skbuild_cudaq.build._handler_switch import generated_switch_name
 from skbuild_cudaq.errors import DeviceCodeError
 
 if TYPE_CHECKING:
@@ -134,6 +135,9 @@ def nvcc_version(nvcc: str | os.PathLike[str]) -> str:
 
 def _display_source(source: Path, project_dir: Path | None) -> str:
     source = Path(source).resolve()
+    generated = generated_switch_name(source)
+    if generated is not None:
+        return generated
     if project_dir is not None:
         try:
             return source.relative_to(Path(project_dir).resolve()).as_posix()

@@ -12,7 +12,6 @@
 extern "C" {
 __device__ cudaq_phase_record_t cudaq_phase_log[CUDAQ_REALTIME_PHASE_RECORDS];
 __device__ unsigned int cudaq_phase_next;
-__device__ unsigned int cudaq_phase_cur;
 }
 #define CUDAQ_HOST_RING_PHASE_BEGIN() cudaq_detail_phase_begin()
 #else
@@ -37,6 +36,25 @@ __device__ __forceinline__ int load_shutdown(volatile int *flag) {
   return v;
 }
 
+// What publishing a lane's request reads, kept in the block's shared memory:
+// the session a hook returns points here. After the system-scope acquire of a
+// poll (which empties L1) a load from device memory costs an L2 round trip
+// (~0.15 us on an H200) on the round trip's critical path; a load from shared
+// memory does not. So a session belongs to the block that opened it: poll and
+// publish it from a thread of that block.
+struct HotSession {
+  cudaq_host_ring_lane_t *lane;       // the lane's state in device memory
+  volatile uint32_t *pending_flag;    // tx flag of the request last polled
+  uint32_t pending_seq;               // the value that publishes it
+  uint32_t reserved;
+};
+static_assert(sizeof(HotSession) == 24, "24 bytes a lane in shared memory");
+
+__device__ __forceinline__ HotSession *hot_sessions() {
+  __shared__ HotSession sessions[CUDAQ_HOST_RING_MAX_LANES];
+  return sessions;
+}
+
 } // namespace
 
 extern "C" __device__ void *cudaq_dev_enter_lane(void *transport_ctx, volatile int *shutdown_flag,
@@ -58,7 +76,11 @@ extern "C" __device__ void *cudaq_dev_enter_lane(void *transport_ctx, volatile i
   s->pending_seq = 0;
   s->lane = lane;
   s->num_lanes = num_lanes;
-  return s;
+  HotSession *h = &hot_sessions()[lane];
+  h->lane = s;
+  h->pending_flag = nullptr;
+  h->pending_seq = 0;
+  return h;
 }
 
 extern "C" __device__ void *cudaq_dev_enter_kernel(void *transport_ctx,
@@ -185,28 +207,27 @@ __device__ __forceinline__ uint8_t *stage_request(uint8_t *staging, const uint8_
 
 // Takes the request that has arrived in the lane's next slot: records it as
 // pending, advances, stages it and fills *request / *response.
-__device__ __forceinline__ void claim(cudaq_host_ring_lane_t *s, cudaq_host_ring_ctx_t *ring,
-                                      const RingView &v, const LaneState &st, void **request,
-                                      void **response, void *own, uint32_t own_bytes) {
+__device__ __forceinline__ void claim(HotSession *h, cudaq_host_ring_lane_t *s,
+                                      cudaq_host_ring_ctx_t *ring, const RingView &v,
+                                      const LaneState &st, void **request, void **response,
+                                      void *own, uint32_t own_bytes) {
   const size_t offset = static_cast<size_t>(st.slot) * v.slot_size;
   uint8_t *staging = reinterpret_cast<uint8_t *>(ring) + sizeof(cudaq_host_ring_ctx_t) +
                      static_cast<size_t>(st.lane) * v.slot_size;
   uint32_t next = st.slot + st.num_lanes;
-  s->pending_slot = st.slot;
-  s->pending_seq = st.seq;
+  h->pending_flag = v.tx_flags + st.slot; // shared memory: publishing reads no device memory
+  h->pending_seq = st.seq;
   if (next >= v.num_slots) {
     next -= v.num_slots;
     s->next_seq = st.seq + 1;
   }
   s->next_slot = next;
-  // The acquire emptied L1. Ask, without waiting, for the lines read next: the
-  // lane's (cudaq_dev_tx_publish reads the pending slot there) and, unless the
-  // caller gave a buffer of its own, the staging area's first two (the handler
-  // reads its arguments there). Issued before the staging stores: between
-  // those stores and the dispatch kernel's reads of the header nothing may
-  // stand that the compiler must assume touches memory, or it could not serve
-  // those reads from registers.
-  asm volatile("prefetch.global.L1 [%0];" : : "l"(s));
+  // The acquire emptied L1. Unless the caller gave a buffer of its own, ask,
+  // without waiting, for the staging area's first two lines (the handler reads
+  // its arguments there). Issued before the staging stores: between those
+  // stores and the dispatch kernel's reads of the header nothing may stand
+  // that the compiler must assume touches memory, or it could not serve those
+  // reads from registers.
   if (own == nullptr) {
     asm volatile("prefetch.global.L1 [%0];" : : "l"(staging));
     asm volatile("prefetch.global.L1 [%0];" : : "l"(staging + 128));
@@ -219,7 +240,8 @@ __device__ __forceinline__ void claim(cudaq_host_ring_lane_t *s, cudaq_host_ring
 // Waits (or, with wait == 0, looks once) for the lane's next request.
 __device__ __forceinline__ int poll(void *session, void **request, void **response, void *own,
                                     uint32_t own_bytes, bool wait) {
-  cudaq_host_ring_lane_t *s = static_cast<cudaq_host_ring_lane_t *>(session);
+  HotSession *h = static_cast<HotSession *>(session);
+  cudaq_host_ring_lane_t *s = h->lane;
   cudaq_host_ring_ctx_t *ring = ring_of(s);
   const RingView v = view_of(ring);
   const LaneState st = state_of(s);
@@ -241,7 +263,7 @@ __device__ __forceinline__ int poll(void *session, void **request, void **respon
     }
   }
   CUDAQ_HOST_RING_PHASE_BEGIN();
-  claim(s, ring, v, st, request, response, own, own_bytes);
+  claim(h, s, ring, v, st, request, response, own, own_bytes);
   return 1;
 }
 
@@ -267,11 +289,8 @@ extern "C" __device__ int cudaq_dev_rx_poll_into(void *session, void **request, 
 }
 
 extern "C" __device__ void cudaq_dev_tx_publish(void *session, void *response) {
-  cudaq_host_ring_lane_t *s = static_cast<cudaq_host_ring_lane_t *>(session);
-  cudaq_host_ring_ctx_t *ring = ring_of(s);
+  const HotSession *h = static_cast<const HotSession *>(session);
   (void)response; // the slot is the one last polled (in-order, once per request)
-  volatile uint32_t *tx_flags =
-      reinterpret_cast<volatile uint32_t *>(cudaq_detail_ldnc_u64(&ring->tx_flags));
-  store_release_sys(&tx_flags[s->pending_slot], s->pending_seq);
+  store_release_sys(h->pending_flag, h->pending_seq);
   CUDAQ_REALTIME_PHASE_END();
 }

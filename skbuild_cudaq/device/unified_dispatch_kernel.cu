@@ -11,9 +11,10 @@
 //
 // This file also holds the default forms of the optional hooks (cudaq_dev_enter_lane,
 // cudaq_dev_rx_try_poll, cudaq_dev_rx_poll_into) for bridges that define only
-// the three transport hooks. They are `inline` with external linkage: a bridge's own definition
-// replaces them at link time (nvJitLink keeps a strong definition over an
-// inline one), and without one they are what lane kernels link against.
+// the three transport hooks, and of cudaq_dev_call_handler for modules without a
+// handler switch. They are `inline` with external linkage: a bridge's (or the
+// module's) own definition replaces them at link time (nvJitLink keeps a strong
+// definition over an inline one), and without one they are what kernels link against.
 #include <cudaq/realtime/unified_dispatch_device.cuh>
 
 extern "C" {
@@ -50,6 +51,13 @@ cudaq_dev_rx_poll_into(void *session, void **request, void **response, void *sta
     dst[i] = src[i];
   *request = stage;
   return got;
+}
+
+__device__ inline __attribute__((used)) int
+cudaq_dev_call_handler(cudaq_device_handler_t handler, const void *args, uint32_t arg_len,
+                       void *result, uint32_t max_result_len, uint32_t *result_len) {
+  // No handler switch in the module: the pointer.
+  return handler(args, arg_len, result, max_result_len, result_len);
 }
 }
 
@@ -99,17 +107,13 @@ cudaq_realtime_unified_dispatch(void *transport_ctx, uint32_t slot_size,
       break;
     uint32_t result_len = 0;
     const int32_t status =
-        s_entry->handler(cudaq_request_args(s_request), cudaq_request_arg_len(s_request),
-                         cudaq_response_result(s_response), max_result, &result_len);
+        cudaq_call_handler(s_entry->handler, s_request, s_response, max_result, &result_len);
     if (result_len != 0)
       s_result_len = result_len; // handlers have one thread write *result_len
     __threadfence_system();      // make every thread's result bytes visible to the host
     __syncthreads();
     if (leader) {
-      uint32_t len = s_result_len;
-      if (len > max_result)
-        len = max_result;
-      write_response_header(s_response, s_request, status, len);
+      write_response_header(s_response, s_request, status, s_result_len);
       cudaq_dev_tx_publish(session, s_response);
     }
     __syncthreads();

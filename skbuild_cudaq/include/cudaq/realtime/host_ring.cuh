@@ -33,8 +33,8 @@ typedef struct cudaq_host_ring_lane {
   volatile int *shutdown; // the dispatcher's shutdown flag
   uint32_t next_slot;     // next slot this lane polls
   uint32_t next_seq;      // sequence number expected in that slot
-  uint32_t pending_slot;  // slot of the request last polled
-  uint32_t pending_seq;   // its sequence number
+  uint32_t pending_slot;  // unused: the hooks keep the request last polled in the
+  uint32_t pending_seq;   // opening block's shared memory (layout kept: mirrored in Python)
   uint32_t lane;          // this lane's index
   uint32_t num_lanes;     // lanes sharing the ring (slots lane, lane+num_lanes, ...)
 } cudaq_host_ring_lane_t; // 40 bytes

@@ -112,7 +112,10 @@ static_assert(sizeof(cudaq_function_entry_t) == 16, "function table entries are 
 // ---------------------------------------------------------------------------
 extern "C" {
 // Opens this kernel's transport session; NULL means no transport: the kernel
-// must return.
+// must return. A session belongs to the block that opened it: poll and publish
+// it from a thread of that block (a bridge may keep it in the block's shared
+// memory -- the host ring does -- where reading it after a poll's acquire costs
+// no memory round trip).
 __device__ void *cudaq_dev_enter_kernel(void *transport_ctx, volatile int *shutdown_flag);
 // Waits for the next request. Returns 1 with *request (RPC header + args) and
 // *response (where the response header + result go), or 0 once shutdown is set.
@@ -148,6 +151,20 @@ __device__ int cudaq_dev_rx_try_poll(void *session, void **request, void **respo
 // host ring does); the run time's default form polls, then copies.
 __device__ int cudaq_dev_rx_poll_into(void *session, void **request, void **response,
                                       void *stage, uint32_t stage_bytes, int wait);
+
+// Calling a handler: the call every dispatch kernel of the run time makes
+// (cudaq_call_handler below). Defined at link time, by one of:
+//  - the module's handler switch, which skbuild-cudaq's build generates for each
+//    target from the handlers its device sources export: a direct call per
+//    exported handler, chosen by comparing addresses, which LTO inlines into
+//    the dispatch kernel, and the pointer for any other address;
+//  - the run time's default form (modules without a switch): the pointer.
+// The result is the same either way; only the cost of the call differs (an
+// indirect call spills the caller's registers to local memory and reloads
+// what the handler may have changed: ~0.4 us a request on an H200).
+__device__ int cudaq_dev_call_handler(cudaq_device_handler_t handler, const void *args,
+                                      uint32_t arg_len, void *result, uint32_t max_result_len,
+                                      uint32_t *result_len);
 }
 
 // ---------------------------------------------------------------------------
@@ -168,7 +185,13 @@ typedef struct cudaq_phase_record {
 extern "C" {
 extern __device__ cudaq_phase_record_t cudaq_phase_log[CUDAQ_REALTIME_PHASE_RECORDS];
 extern __device__ unsigned int cudaq_phase_next; // requests seen so far
-extern __device__ unsigned int cudaq_phase_cur;  // the record of the request in flight
+}
+// The record of the request in flight: in shared memory (one variable for every
+// translation unit: an inline function's static), so that a stamp after the
+// poll's acquire costs no device-memory round trip of its own.
+__device__ inline unsigned int *cudaq_detail_phase_cur() {
+  __shared__ unsigned int cur;
+  return &cur;
 }
 static __device__ __forceinline__ unsigned long long cudaq_detail_globaltimer() {
   unsigned long long t;
@@ -179,16 +202,16 @@ static __device__ __forceinline__ unsigned long long cudaq_detail_globaltimer() 
 static __device__ __forceinline__ void cudaq_detail_phase_begin() {
   const unsigned long long c = clock64();
   const unsigned int i = cudaq_phase_next++ % CUDAQ_REALTIME_PHASE_RECORDS;
-  cudaq_phase_cur = i;
+  *cudaq_detail_phase_cur() = i;
   cudaq_phase_log[i].t[0] = c;
   cudaq_phase_log[i].t[6] = cudaq_detail_globaltimer();
 }
 #define CUDAQ_REALTIME_PHASE(i)                                                                  \
-  (cudaq_phase_log[cudaq_phase_cur].t[(i)] = clock64())
+  (cudaq_phase_log[*cudaq_detail_phase_cur()].t[(i)] = clock64())
 #define CUDAQ_REALTIME_PHASE_END()                                                               \
   do {                                                                                           \
     CUDAQ_REALTIME_PHASE(5);                                                                     \
-    cudaq_phase_log[cudaq_phase_cur].t[7] = cudaq_detail_globaltimer();                          \
+    cudaq_phase_log[*cudaq_detail_phase_cur()].t[7] = cudaq_detail_globaltimer();                \
   } while (0)
 #else
 #define CUDAQ_REALTIME_PHASE(i) ((void)0)
@@ -329,6 +352,70 @@ static __device__ __forceinline__ uint32_t cudaq_entry_shape(const cudaq_functio
   return static_cast<uint8_t>(cudaq_detail_table_u64(&e->function_id) >> 40);
 }
 
+// A dispatch kernel's memory of the entry it looked up last, kept in registers
+// across requests: a request for the same function as the one before it (the
+// common case of a realtime loop) is validated without a lookup in the table.
+// The table does not change while a dispatch kernel runs, so the memory stays
+// true. Start with cudaq_lookup_cache_empty().
+typedef struct cudaq_lookup_cache {
+  cudaq_device_handler_t handler;      // the entry's handler; nullptr: empty
+  const cudaq_function_entry_t *entry; // the entry
+  uint32_t function_id;                // its function id
+  uint32_t shape;                      // its CUDAQ_HANDLER_SHAPE_*
+} cudaq_lookup_cache_t;
+
+static __device__ __forceinline__ cudaq_lookup_cache_t cudaq_lookup_cache_empty() {
+  cudaq_lookup_cache_t c;
+  c.handler = nullptr;
+  c.entry = nullptr;
+  c.function_id = 0;
+  c.shape = CUDAQ_HANDLER_SHAPE_LAUNCH;
+  return c;
+}
+
+// cudaq_validate_request with a lookup cache: returns CUDAQ_RPC_STATUS_SUCCESS
+// with the request's entry in *cache (handler, entry, shape), or the error
+// status to answer with (then *cache is unchanged).
+static __device__ __forceinline__ int32_t
+cudaq_validate_request_cached(const void *request, uint32_t slot_size,
+                              const cudaq_function_entry_t *table, uint32_t table_count,
+                              cudaq_lookup_cache_t *cache) {
+  const cudaq_detail_request_words_t h = cudaq_detail_request_header(request);
+  if (cache->handler != nullptr && static_cast<uint32_t>(h.w0) == CUDAQ_RPC_MAGIC_REQUEST &&
+      static_cast<uint32_t>(h.w1) <= slot_size - CUDAQ_RPC_HEADER_SIZE &&
+      static_cast<uint32_t>(h.w0 >> 32) == cache->function_id) {
+    CUDAQ_REALTIME_PHASE(2);
+    return CUDAQ_RPC_STATUS_SUCCESS;
+  }
+  const cudaq_function_entry_t *e = nullptr;
+  const int32_t status = cudaq_validate_request(request, slot_size, table, table_count, &e);
+  if (status == CUDAQ_RPC_STATUS_SUCCESS) {
+    cache->handler = reinterpret_cast<cudaq_device_handler_t>(cudaq_detail_table_u64(&e->handler));
+    cache->entry = e;
+    cache->function_id = static_cast<uint32_t>(h.w0 >> 32);
+    cache->shape = cudaq_entry_shape(e);
+  }
+  return status;
+}
+
+// Calls `handler` for `request` through cudaq_dev_call_handler (the module's
+// handler switch: a direct, inlined call for the handlers the module exports),
+// with its arguments and result area; *result_len gets what the handler wrote
+// there (0 if this thread wrote nothing: a launch-wide handler has one thread
+// write it), at most max_result_len.
+static __device__ __forceinline__ int32_t cudaq_call_handler(cudaq_device_handler_t handler,
+                                                             const void *request, void *response,
+                                                             uint32_t max_result_len,
+                                                             uint32_t *result_len) {
+  uint32_t len = 0;
+  const int32_t status = cudaq_dev_call_handler(
+      handler, static_cast<const uint8_t *>(request) + CUDAQ_RPC_HEADER_SIZE,
+      static_cast<uint32_t>(cudaq_detail_request_header(request).w1),
+      static_cast<uint8_t *>(response) + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
+  *result_len = len < max_result_len ? len : max_result_len;
+  return status;
+}
+
 // Pointers to the argument and result areas of a slot.
 static __device__ __forceinline__ const void *cudaq_request_args(const void *request) {
   return static_cast<const uint8_t *>(request) + CUDAQ_RPC_HEADER_SIZE;
@@ -357,6 +444,7 @@ cudaq_serve_until_launch_wide(void *session, uint32_t slot_size,
                               void **request, void **response,
                               const cudaq_function_entry_t **entry) {
   const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
+  cudaq_lookup_cache_t cache = cudaq_lookup_cache_empty();
   for (;;) {
     const int running = stage != nullptr
                             ? cudaq_dev_rx_poll_into(session, request, response, stage,
@@ -364,20 +452,18 @@ cudaq_serve_until_launch_wide(void *session, uint32_t slot_size,
                             : cudaq_dev_rx_poll(session, request, response);
     if (!running)
       return 0;
-    int32_t status = cudaq_validate_request(*request, slot_size, table, table_count, entry);
+    int32_t status =
+        cudaq_validate_request_cached(*request, slot_size, table, table_count, &cache);
     // Counted now, not just before the publish: the publish (a system-scope
     // release) waits for earlier stores to complete, and by then this one has.
     atomicAdd(stats, 1ull);
-    if (status == CUDAQ_RPC_STATUS_SUCCESS &&
-        cudaq_entry_shape(*entry) != CUDAQ_HANDLER_SHAPE_THREAD)
+    if (status == CUDAQ_RPC_STATUS_SUCCESS && cache.shape != CUDAQ_HANDLER_SHAPE_THREAD) {
+      *entry = cache.entry;
       return 1; // launch-wide: the caller hands it to every thread
-    uint32_t result_len = 0;
-    if (status == CUDAQ_RPC_STATUS_SUCCESS) {
-      status = (*entry)->handler(cudaq_request_args(*request), cudaq_request_arg_len(*request),
-                                 cudaq_response_result(*response), max_result, &result_len);
-      if (result_len > max_result)
-        result_len = max_result;
     }
+    uint32_t result_len = 0;
+    if (status == CUDAQ_RPC_STATUS_SUCCESS)
+      status = cudaq_call_handler(cache.handler, *request, *response, max_result, &result_len);
     write_response_header(*response, *request, status, result_len);
     cudaq_dev_tx_publish(session, *response);
   }
@@ -405,12 +491,15 @@ static __device__ __forceinline__ uint32_t cudaq_handler_rank() {
 // address: `cudaq_handler_<name>`. The run time reads that global
 // (get_device_handler(module, "<name>")) and puts the address in the function
 // table. The braced extern "C" form matters: the one-line form leaves an
-// undefined host symbol and the module fails at import.
+// undefined host symbol and the module fails at import. The global is const
+// (`extern` keeps it visible): after LTO its value is a known constant, so a
+// handler switch (cudaq_dev_call_handler) that compares an address with it and
+// calls through it makes a direct call that the optimizer can inline.
 // ---------------------------------------------------------------------------
 #define CUDAQ_REALTIME_HANDLER_SYMBOL_PREFIX "cudaq_handler_"
 #define CUDAQ_REALTIME_EXPORT_DEVICE_FUNCTION(name)                                              \
   extern "C" {                                                                                   \
-  __device__ cudaq_device_handler_t cudaq_handler_##name = name;                                 \
+  extern __device__ const cudaq_device_handler_t cudaq_handler_##name = name;                    \
   }                                                                                              \
   static_assert(true, "require a semicolon after CUDAQ_REALTIME_EXPORT_DEVICE_FUNCTION")
 
@@ -421,7 +510,7 @@ static __device__ __forceinline__ uint32_t cudaq_handler_rank() {
 #define CUDAQ_REALTIME_SHAPE_THREAD_SYMBOL_PREFIX "cudaq_shape_thread_"
 #define CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION(name)                                              \
   extern "C" {                                                                                   \
-  __device__ cudaq_device_handler_t cudaq_handler_##name = name;                                 \
+  extern __device__ const cudaq_device_handler_t cudaq_handler_##name = name;                    \
   __device__ uint32_t cudaq_shape_thread_##name = CUDAQ_HANDLER_SHAPE_THREAD;                    \
   }                                                                                              \
   static_assert(true, "require a semicolon after CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION")

@@ -42,6 +42,7 @@ KNOWN = (
     "startup_phases",
     "build_overhead",
     "build_compilers",
+    "switch_link",
 )
 HOW_TO = {
     "dispatch": "`python bench/dispatch.py` on a GPU (needs example_app installed; "
@@ -57,6 +58,8 @@ HOW_TO = {
     "python_client": "`python bench/python_client.py` on a GPU (`bash tools/gpu-check.sh` runs it)",
     "startup_cu12": "`bash tools/gpu-cu12.sh` on a GPU machine (after `--prepare` here)",
     "build_compilers": "`python bench/build_overhead.py --compilers OUT.json` (no GPU needed)",
+    "switch_link": "`bash tools/gpu-check.sh` on a GPU (builds example_app without the handler "
+    "switch and runs `bench/switch_link.py`)",
 }
 
 
@@ -103,6 +106,12 @@ def load_results(directory: Path) -> Results:
         else:
             found.superseded.append(path)
     return found
+
+
+def _difference(a: Any, b: Any) -> str:
+    """``a - b`` formatted, or a dash when either is not a number."""
+    x, y = _num(a), _num(b)
+    return _fmt(x - y, 2) if x is not None and y is not None else "—"
 
 
 def _get(data: Any, *keys: str | int) -> Any:
@@ -697,8 +706,13 @@ def dispatch_phases_section(
         "µs; *device* is seen → published, *outside* the rest of the host's round trip (the "
         "host's write reaching the device and the response reaching the host). The floor has "
         "no lookup or handler. `:thread` rows use the thread-shaped handler `echo_thread`, the "
-        "others the launch-wide `echo`; `probe_*` rows are measurement probes (see "
-        "`bench/phases.py`).",
+        "others the launch-wide `echo`; `probe_*` and `ablation_*` rows are measurement probes "
+        "(see `bench/phases.py`). Every row but `@pointer` calls handlers through the module's "
+        "handler switch (the build's direct, inlined calls); `@pointer` rows are the same "
+        "module linked without it (the call through the function table's pointer). "
+        "`naive_floor` is the ping-pong floor running issue #12's naive handler (a byte loop, "
+        "the result written into the response slot) inlined; "
+        "`single_thread:naive_echo_thread` serves that handler through the dispatcher.",
         "",
     ]
     configurations = _mapping(data, "configurations")
@@ -718,6 +732,24 @@ def dispatch_phases_section(
         lines += _table(header, rows)
     else:
         lines += ["No phase figures in this file.", ""]
+    switch = _mapping(data, "switch_vs_pointer_us")
+    if switch:
+        lines += [
+            "**The handler switch**: round trip p50 through the pointer minus through the "
+            "switch, same module otherwise (µs): "
+            + ", ".join(f"`{k}` {_fmt(v)}" for k, v in switch.items())
+            + ".",
+            "",
+        ]
+    naive = _mapping(_mapping(data, "goals"), "naive_handler_over_inlined_us")
+    if naive:
+        met = "met" if naive.get("met") else "missed"
+        lines += [
+            f"**Naive handler**: through the single-thread dispatcher {_fmt(naive.get('value'))} "
+            f"µs over the same loop inlined in a bare kernel (goal {naive.get('goal')} µs: "
+            f"{met}).",
+            "",
+        ]
     lines += _errors(data.get("errors"))
     return Section(lines, [])
 
@@ -861,10 +893,7 @@ def python_client_section(
         [
             "`call` with the id source in process memory",
             _fmt(s.get("call_private_ids_p50_us"), 2),
-            _fmt(_num(s.get("call_private_ids_p50_us")) - _num(s.get("native_p50_us")), 2)
-            if _num(s.get("call_private_ids_p50_us")) is not None
-            and _num(s.get("native_p50_us")) is not None
-            else "—",
+            _difference(s.get("call_private_ids_p50_us"), s.get("native_p50_us")),
         ],
         [
             "least Python that does a round trip (floor)",
@@ -926,6 +955,35 @@ def compilers_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir:
     return Section(lines, [])
 
 
+def switch_link_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Path) -> Section:
+    lines = ["## The handler switch at link time", ""]
+    lines += _provenance_md("switch_link", path, data, page_dir)
+    results = _mapping(data, "results")
+    if not results:
+        return Section([*lines, "No link timings in this file.", ""], [])
+    names = {"with_switch": "with the switch", "without_switch": "without (the pointer)"}
+    rows = [
+        [
+            names.get(k, k),
+            _fmt(_get(v, "median_ms"), 1),
+            _fmt(_get(v, "min_ms"), 1),
+            str(_get(v, "cubin_bytes")),
+            ", ".join(_get(v, "handlers") or []),
+        ]
+        for k, v in results.items()
+    ]
+    lines += [
+        "example_app linked by nvJitLink with the link cache off (a cold start), built with "
+        "and without its handler switch (the direct, inlined calls to its thread-shaped "
+        "handlers): what the switch costs once per machine and version; the cache serves "
+        "every later start.",
+        "",
+    ]
+    lines += _table(["example_app", "median (ms)", "min (ms)", "cubin bytes", "handlers"], rows)
+    lines += [f"Link time with / without: {_fmt(data.get('link_time_ratio'), 2)}x.", ""]
+    return Section(lines, [])
+
+
 SECTIONS: dict[str, tuple[str, Callable[[Path, dict[str, Any], Path, Path], Section]]] = {
     "dispatch": ("Dispatch: round trip and throughput", dispatch_section),
     "phases": ("Dispatch phases: where a round trip's microseconds go", dispatch_phases_section),
@@ -935,6 +993,7 @@ SECTIONS: dict[str, tuple[str, Callable[[Path, dict[str, Any], Path, Path], Sect
     "python_client": ("The Python client: where a call's microseconds go", python_client_section),
     "build_compilers": ("Build time: NVRTC against nvcc", compilers_section),
     "startup_phases": ("Start-up phases: where the time goes", phases_section),
+    "switch_link": ("The handler switch at link time", switch_link_section),
     "build_overhead": ("Build overhead", build_section),
 }
 

@@ -9,6 +9,7 @@ temporary target directory and imported in a subprocess (no GPU needed).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -45,6 +46,8 @@ class Project:
     kernels: tuple[Kernel, ...]
     nvcc_objects: int = 0  # containers nvcc -c put in the section (-rdc handlers)
     check: str = ""  # extra Python run after the import
+    # the handler switch the build generates: (its target, the handlers it calls directly)
+    switch: tuple[str, tuple[str, ...]] | None = None
 
 
 PROJECTS = {
@@ -59,6 +62,7 @@ PROJECTS = {
             Kernel("src/cluster_dispatcher.cu", archs=("90",)),
         ),
         nvcc_objects=2,  # handlers.cu, block_handlers.cu
+        switch=("_core", ("rpc_increment_thread", "echo_thread")),  # the thread-shaped ones
         check=(
             "assert example_app.HANDLERS == ('rpc_increment', 'echo', 'block_reverse'),"
             " example_app.HANDLERS"
@@ -98,6 +102,17 @@ PROJECTS = {
         PACKAGES / "plain_backend",
         "plain_backend",
         (Kernel("src/plain_dispatcher.cu"), Kernel("src/handlers.cu")),
+        # its one handler is launch-wide: no switch (the pointer, as before)
+    ),
+    # one handler the switch calls directly, one it cannot see (a macro of the project's own:
+    # the pointer), one under #if 0 (referred to weakly), one launch-wide (the pointer: the
+    # switch calls thread-shaped handlers only); the kernel from pyproject
+    "handler_switch": Project(
+        "handler_switch",
+        PACKAGES / "handler_switch",
+        "_hs",
+        (Kernel("src/dispatcher.cu"), Kernel("src/handlers.cu")),
+        switch=("_hs", ("hs_add_one", "hs_never")),
     ),
     # its own kernels and device link (sm_90 SASS) next to LTO-IR handlers
     # (docs/guides/dispatcher.md)
@@ -221,7 +236,8 @@ def test_section_holds_each_kernel_byte_identical(
 ) -> None:
     b = built[key]
     containers = relfatbin_containers(the_module(b))
-    assert len(containers) == len(b.project.kernels) + b.project.nvcc_objects
+    switch = 1 if b.project.switch else 0
+    assert len(containers) == len(b.project.kernels) + b.project.nvcc_objects + switch
     for i, kernel in enumerate(b.project.kernels):
         expected = reference_fatbin(nvcc, b.src, kernel, tmp_path / f"{i}.fatbin")
         assert containers.count(expected) == 1, f"{kernel.source}: no byte-identical container"
@@ -345,6 +361,8 @@ def test_inspect_names_example_apps_kernels_and_handlers(built: dict[str, Built]
             ["echo", "echo_thread", "rpc_increment", "rpc_increment_thread"],
         ),
         "src/block_handlers.cu": ("nvcc", ["80"], [], ["block_reverse"]),
+        # the generated direct calls to the thread-shaped handlers (defines no export itself)
+        "<handler switch of _core>": ("side", ["80"], [], []),
     }
 
 
@@ -383,6 +401,80 @@ def test_own_device_link_links_offline(built: dict[str, Built], arch: str, tmp_p
     symbols = cubin_symbols(cubin)
     assert "odl_dispatcher" in symbols.kernels
     assert "odl_echo" in symbols.handlers
+
+
+def switch_source(b: Built) -> Path:
+    assert b.project.switch is not None
+    (path,) = b.build_dir.rglob(f"cudaq_realtime/{b.project.switch[0]}/handler_switch.cu")
+    return path
+
+
+@pytest.mark.parametrize("key", [k for k, p in PROJECTS.items() if p.switch])
+def test_build_generates_the_handler_switch(built: dict[str, Built], key: str) -> None:
+    """Every handler a line of the target's device sources exports is called directly by name
+    (through its export global), in the order found, and anything else through the pointer."""
+    b = built[key]
+    assert b.project.switch is not None
+    text = switch_source(b).read_text()
+    called = re.findall(r"^    return cudaq_handler_(\w+)\(", text, flags=re.MULTILINE)
+    assert tuple(called) == b.project.switch[1]
+    weak = re.findall(
+        r"__attribute__\(\(weak\)\) const cudaq_device_handler_t cudaq_handler_(\w+);", text
+    )
+    assert tuple(weak) == b.project.switch[1]
+    assert "return status;" in text  # the pointer, for every other address
+    assert f"skbuild-cudaq: {b.project.switch[0]}: handler switch over" in b.log
+    assert str(b.src) not in text, "the switch names sources relative to the project"
+
+
+def test_handler_switch_links_past_a_name_under_if_0(built: dict[str, Built]) -> None:
+    """hs_never is in the switch (the scan reads text) but never defined: the weak reference
+    leaves the link whole and the module exports no such handler (the linker's zero-filled
+    stand-in is not one). hs_reverse, which the scan cannot see, is still exported."""
+    from skbuild_cudaq.realtime.cache import LinkCache
+    from skbuild_cudaq.realtime.library import cubin_symbols
+    from skbuild_cudaq.realtime.link import link_device_code
+
+    cubin = link_device_code(the_module(built["handler_switch"]), "sm_90", cache=LinkCache(None))
+    symbols = cubin_symbols(cubin)
+    assert "hs_dispatcher" in symbols.kernels
+    assert set(symbols.handlers) == {"hs_add_one", "hs_reverse", "hs_sum"}
+
+
+@pytest.mark.gpu
+def test_handler_switch_serves_seen_and_unseen_handlers(built: dict[str, Built]) -> None:
+    """A mixed table through one dispatch kernel: hs_add_one through the switch's direct call,
+    hs_reverse (the switch does not know it) and the launch-wide hs_sum through the pointer;
+    every answer byte-checked."""
+    b = built["handler_switch"]
+    code = f"""
+import random, sys
+sys.path.insert(0, {str(b.target)!r})
+import _hs
+from skbuild_cudaq.realtime import (Dispatcher, DispatcherConfig, LaunchConfig,
+                                    get_device_handler, get_device_kernel, launch_kernel)
+kernel = get_device_kernel(_hs, "hs_dispatcher")
+with Dispatcher(DispatcherConfig(num_slots=16, slot_size=128), module=_hs) as d:
+    for name in ("hs_add_one", "hs_reverse", "hs_sum"):
+        d.function_table.add_device(name, get_device_handler(_hs, name))
+    d.set_unified_launch(
+        lambda a: launch_kernel(kernel, LaunchConfig(grid=1, block=1), a.stream, *a.kernel_args()))
+    d.start()
+    client = d.bridge.client()
+    rng = random.Random(12)
+    for i in range(2000):
+        data = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 100)))
+        assert client.call("hs_add_one", data) == (0, bytes((x + 1) % 256 for x in data)), i
+        assert client.call("hs_reverse", data) == (0, data[::-1]), i
+        assert client.call("hs_sum", data) == (0, (sum(data) % 2**32).to_bytes(4, "little")), i
+    client.close()
+print("ok")
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().endswith("ok"), proc.stdout
 
 
 def _odl_script(b: Built, body: str, *, preload: bool) -> str:

@@ -51,10 +51,22 @@ log "pytest -m gpu tests/test_multigpu_gpu.py (several GPUs)"
 log "reinstalling skbuild-cudaq as a regular install for the benchmarks"
 "$PY" -m pip install -q --no-build-isolation --no-deps . 2>&1 | tail -20
 if [ "${ONLY:-}" = multigpu ]; then BENCHES=${BENCHES:-}; fi
-for bench in ${BENCHES-startup startup_phases dispatch phases python_client}; do
+for bench in ${BENCHES-startup startup_phases dispatch phases python_client switch_link}; do
+  extra=()
+  if [ "$bench" = switch_link ]; then
+    # example_app once more, without its handler switch, to compare the two links
+    log "building example_app without the handler switch (for bench/switch_link.py)"
+    nosw=$(mktemp -d)
+    "$PY" -m pip wheel -q --no-build-isolation --no-deps ./example_app -w "$nosw/dist" \
+      -Ccmake.define.SKBUILD_CUDAQ_HANDLER_SWITCH=OFF -Cbuild-dir="$nosw/build" 2>&1 | tail -20
+    "$PY" -m pip install -q --no-deps --target "$nosw/site" "$nosw"/dist/*.whl 2>&1 | tail -20
+    with=$(cd /tmp && "$PY" -c "import example_app._core as m; print(m.__file__)")
+    extra=(--with-switch "$with" --without-switch "$(ls "$nosw"/site/example_app/_core*.so)")
+  fi
   if [ -f "bench/$bench.py" ]; then
     log "bench/$bench.py"
-    "$PY" "bench/$bench.py" --out "$OUT/$bench.json" 2>&1 | tee "$OUT/bench-$bench.log" | tail -40
+    "$PY" "bench/$bench.py" "${extra[@]}" --out "$OUT/$bench.json" 2>&1 \
+      | tee "$OUT/bench-$bench.log" | tail -40
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   fi
 done

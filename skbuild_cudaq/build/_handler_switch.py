@@ -1,21 +1,30 @@
-"""The handler switch: a direct, inlinable call for each handler a module exports.
+"""The handler switch: a direct, inlinable call for each thread-shaped handler a module exports.
 
 A dispatch kernel calls a handler through the device hook ``cudaq_dev_call_handler``
 (``cudaq/realtime/unified_dispatch_device.cuh``). Without a definition of its own a
 module links the run time's default form, an indirect call through the pointer of
-the function table: on an H200 that costs ~0.4 us a request (the caller's live
-registers go to local memory and everything the handler may have changed is read
-again). The *handler switch* generated here is the module's own definition: it
-compares the address with each handler the module's device sources export and
-calls a match through its (const) export global, which LTO folds into a direct
-call and may inline into the kernel; any other address goes through the pointer.
-The answer is the same either way.
+the function table: the caller's live registers go to local memory and everything
+the handler may have changed is read again, and the handler is compiled without
+knowing where its arguments and result are. The *handler switch* generated here is
+the module's own definition: it compares the address with each thread-shaped
+handler the module's device sources export and calls a match through its (const)
+export global, which LTO folds into a direct call and inlines into the kernel; any
+other address goes through the pointer. The answer is the same either way.
+
+Only thread-shaped handlers (``CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION``) are called
+directly: they serve one request on one thread, where the call is a large part of
+the request's cost; a launch-wide handler's cost is dominated by the barriers
+around it. Each handler called directly is compiled into every dispatch kernel of
+the module, so the list is kept to what pays: on an H200 the switch took 0.07-0.1
+us off a small handler's round trip and 0.3 us off a byte loop's
+(``bench/phases.py``), and made example_app's link 1.5x longer (a cold start only:
+the link cache serves later ones).
 
 The exports are found in the sources' text (a line starting with
-``CUDAQ_REALTIME_EXPORT_DEVICE_FUNCTION(name)`` or ``..._THREAD_FUNCTION(name)``);
-the switch refers to each one *weakly*, so a name the compiler never sees (under
-an ``#if`` that is off) is skipped instead of failing the link, and an export this
-scan misses (written through another macro) still works through the pointer.
+``CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION(name)``); the switch refers to each one
+*weakly*, so a name the compiler never sees (under an ``#if`` that is off) is
+skipped instead of failing the link, and an export this scan misses (written
+through another macro) still works through the pointer.
 
 One generator for every front door: the CMake package runs this module at
 configure time (``_run_handler_switch.py``), the setuptools command and the
@@ -40,11 +49,13 @@ __all__ = [
 ]
 
 #: The switch's file name in the build tree: ``cudaq_realtime/<target>/handler_switch.cu``
-#: (the CMake package writes it there; the build records name it by its target).
+#: (the CMake package) or ``cudaq/<extension>/handler_switch.cu`` (the setuptools command);
+#: the build records name it by its target.
 SWITCH_FILE = "handler_switch.cu"
+_SWITCH_DIRS = ("cudaq_realtime", "cudaq")
 
 _EXPORT = re.compile(
-    r"^[ \t]*CUDAQ_REALTIME_EXPORT_(?:DEVICE|THREAD)_FUNCTION[ \t]*\([ \t]*"
+    r"^[ \t]*CUDAQ_REALTIME_EXPORT_(DEVICE|THREAD)_FUNCTION[ \t]*\([ \t]*"
     r"([A-Za-z_][A-Za-z0-9_]*)[ \t]*\)",
     re.MULTILINE,
 )
@@ -56,17 +67,23 @@ def generated_switch_name(path: Path) -> str | None:
     Its build-tree path would make the record, and the binary, depend on where the
     build directory is.
     """
-    if path.name == SWITCH_FILE and path.parent.parent.name == "cudaq_realtime":
+    if path.name == SWITCH_FILE and path.parent.parent.name in _SWITCH_DIRS:
         return f"<handler switch of {path.parent.name}>"
     return None
 
 
-def exported_handlers(text: str) -> list[str]:
-    """The handler names a device source's text exports, in order, without repeats."""
+def exported_handlers(text: str, *, shape: str = "thread") -> list[str]:
+    """The handler names a device source's text exports, in order, without repeats.
+
+    ``shape``: ``"thread"`` (what the switch calls directly: the thread-shaped exports,
+    ``CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION``), ``"launch"`` (the launch-wide ones,
+    ``CUDAQ_REALTIME_EXPORT_DEVICE_FUNCTION``) or ``"any"``.
+    """
+    wanted = {"thread": ("THREAD",), "launch": ("DEVICE",), "any": ("DEVICE", "THREAD")}[shape]
     names: list[str] = []
     for match in _EXPORT.finditer(text):
-        if match.group(1) not in names:
-            names.append(match.group(1))
+        if match.group(1) in wanted and match.group(2) not in names:
+            names.append(match.group(2))
     return names
 
 
@@ -93,10 +110,11 @@ def switch_source(target: str, exports: Sequence[tuple[str, Sequence[str]]]) -> 
         for n in names
     )
     shown_target = target.replace("*/", "* /")
-    where = where or " *   (no source exports a handler)\n"
+    where = where or " *   (no source exports a thread-shaped handler)\n"
     return f"""/* Generated by skbuild-cudaq for {shown_target}: do not edit.
  * The handler switch (cudaq_dev_call_handler, see cudaq/realtime/unified_dispatch_device.cuh):
- * a direct call, which LTO may inline into the dispatch kernel, for each handler exported by
+ * a direct call, which LTO inlines into the dispatch kernel, for each thread-shaped handler
+ * exported by
 {where} * and the pointer for any other handler. Each export is referred to weakly: a name that
  * is not exported after all (under an #if that is off) is skipped, not a link error. */
 #include <cudaq/realtime/unified_dispatch_device.cuh>
@@ -134,7 +152,7 @@ def write_switch(
 ) -> int:
     """Write ``target``'s switch over ``sources`` to ``output`` (only if it changes).
 
-    Returns the number of handlers it calls directly.
+    Returns the number of handlers it calls directly (the thread-shaped exports).
     """
     exports: list[tuple[str, list[str]]] = []
     seen: set[Path] = set()

@@ -131,6 +131,18 @@ Variables
   side-compiles when the CUDA language is off. The result is in
   ``SKBUILD_CUDAQ_DEVICE_COMPILER``; see ``skbuild_cudaq_nvrtc.cmake``.
 
+``SKBUILD_CUDAQ_HANDLER_SWITCH``
+  ``ON`` (default) or ``OFF``: whether each target with device sources gets a
+  *handler switch*, a generated definition of the device hook
+  ``cudaq_dev_call_handler`` that calls each thread-shaped handler its device
+  sources export directly (LTO inlines it into the dispatch kernel) and any
+  other through the pointer. Exports are the lines starting with
+  ``CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION(<name>)``; the switch is written by
+  ``SKBUILD_CUDAQ_PYTHON`` at the end of the top-level directory into
+  ``cudaq_realtime/<target>/handler_switch.cu`` of the build tree and embedded
+  like a dispatch kernel. Results are the same without it; only the calls cost
+  more.
+
 ``SKBUILD_CUDAQ_PYTHON``
   The Python that writes the build records naming each device source's
   kernels and exported handlers (``python -m skbuild_cudaq inspect`` shows
@@ -791,10 +803,10 @@ _cudaq_realtime_handler_switch(<target>)
 Deferred (see _cudaq_realtime_note_device_sources). Writes and side-compiles the
 target's *handler switch*: a definition of the device hook cudaq_dev_call_handler
 that compares the handler address a dispatch kernel is about to call with each
-handler the target's device sources export and calls a match directly -- LTO
-may then inline it into the kernel -- and calls any other address through the
-pointer. Without a switch the run time's default form (the pointer) is linked:
-same results, ~0.4 us more per request on an H200. The source is written by
+thread-shaped handler the target's device sources export and calls a match
+directly -- LTO inlines it into the kernel -- and calls any other address
+through the pointer. Without a switch the run time's default form (the
+pointer) is linked: same results, a slower call. The source is written by
 skbuild_cudaq.build._handler_switch (one generator for every front door) with
 SKBUILD_CUDAQ_PYTHON; without a Python, or with SKBUILD_CUDAQ_HANDLER_SWITCH set
 OFF, there is no switch. The sources become configure dependencies, so that an
@@ -835,7 +847,7 @@ function(_cudaq_realtime_handler_switch target)
   set(_caller "skbuild-cudaq (the handler switch of ${target})")
   _cudaq_realtime_find_device_compiler("${_caller}")
   _cudaq_realtime_embed_fatbins("${_caller}" ${target} "${_switch}" "${_arch}")
-  message(STATUS "skbuild-cudaq: ${target}: handler switch over ${_count} exported handlers")
+  message(STATUS "skbuild-cudaq: ${target}: handler switch over ${_count} thread-shaped handlers")
 endfunction()
 
 #[=[

@@ -41,7 +41,7 @@ from typing import Any, NoReturn
 from setuptools import Command
 
 from skbuild_cudaq import _log
-from skbuild_cudaq.build import _device_info, _embed
+from skbuild_cudaq.build import _device_info, _embed, _handler_switch
 from skbuild_cudaq.build._architectures import DEFAULT_ARCHITECTURES
 from skbuild_cudaq.errors import CudaqError, KernelCompileError, SettingsError, SettingsProblem
 
@@ -324,6 +324,9 @@ class build_cudaq_kernels(Command):  # type: ignore[misc]  # setuptools is untyp
                         json_path = obj.with_name(obj.name + ".json")
                         _device_info.write_record(json_path, record)
                         plan.records.append(json_path)
+            self._handler_switch(
+                nvcc, ext, entry, architectures=architectures, flags=flags, plan=plan
+            )
             module_ids = _embed.linked_binary_module_ids(plan.handler_objects)
             if plan.fatbins or module_ids:
                 plan.embed_source = plan.directory / "cudaq_embed.c"
@@ -335,6 +338,34 @@ class build_cudaq_kernels(Command):  # type: ignore[misc]  # setuptools is untyp
                 plan.link_cudart = _embed.cudart_static_library(nvcc)
             plans[ext.name] = plan
         return plans
+
+    def _handler_switch(
+        self,
+        nvcc: Path,
+        ext: Any,
+        entry: Any,
+        *,
+        architectures: tuple[str, ...],
+        flags: _embed.CompileFlags,
+        plan: ExtensionPlan,
+    ) -> None:
+        """The extension's handler switch (as the CMake package makes it): a fatbin of its own
+        over the exports of its kernels and .cu sources, for the lowest architecture."""
+        sources = [*(entry.sources if entry is not None else ()), *ext.sources]
+        paths = [(self.project_dir / s).resolve() for s in sources if _is_cuda_source(s)]
+        switch = plan.directory / _handler_switch.SWITCH_FILE
+        if not _handler_switch.write_switch(switch, ext.name, paths, self.project_dir):
+            return  # nothing to call directly: the run time's default form does the same
+        lowest = (min(architectures, key=int),)
+        fatbin = self._compile_source(
+            "kernel", nvcc, ext.name, str(switch), architectures=lowest, flags=flags, plan=plan
+        )
+        plan.fatbins.append(fatbin)
+        plan.records.append(
+            self._kernel_record(
+                nvcc, ext.name, str(switch), fatbin, architectures=lowest, flags=flags
+            )
+        )
 
     def _compile(
         self,

@@ -12,6 +12,7 @@ __all__ = ["HANDLER_PREFIX", "SHAPE_THREAD_PREFIX", "ModuleSymbols", "cubin_symb
 HANDLER_PREFIX = "cudaq_handler_"
 #: marker global of a thread-shaped handler (CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION)
 SHAPE_THREAD_PREFIX = "cudaq_shape_thread_"
+_SHT_NOBITS = 8
 
 
 class ModuleSymbols:
@@ -37,16 +38,21 @@ class ModuleSymbols:
 def cubin_symbols(cubin: bytes) -> ModuleSymbols:
     """Read a cubin's symbol table (our small ELF reader; no CUDA, no pyelftools)."""
     from skbuild_cudaq.errors import DeviceCodeError
-    from skbuild_cudaq.fatbin import elf_symbols
+    from skbuild_cudaq.fatbin import elf_sections, elf_symbols
 
     kernels: list[str] = []
     globals_: list[str] = []
     undefined: list[str] = []
     try:
         symbols = elf_symbols(io.BytesIO(cubin), Path("<linked cubin>"))
+        sections = elf_sections(io.BytesIO(cubin), Path("<linked cubin>"))
     except DeviceCodeError as exc:
         msg = f"the linked cubin is not a readable ELF file: {exc}"
         raise RealtimeError(msg) from None
+    # An export global is initialized (the handler's address): in a section with contents.
+    # A zero-filled one (SHT_NOBITS) is what the linker made of a handler switch's weak
+    # reference to a name no source defines (an export under an #if that is off): no handler.
+    zero_filled = {s.index for s in sections if s.type == _SHT_NOBITS}
     for sym in symbols:
         if sym.bind not in (1, 2):  # STB_GLOBAL, STB_WEAK
             continue
@@ -55,5 +61,7 @@ def cubin_symbols(cubin: bytes) -> ModuleSymbols:
         elif sym.kind == 2:  # STT_FUNC
             kernels.append(sym.name)
         elif sym.kind == 1:  # STT_OBJECT
+            if sym.name.startswith(HANDLER_PREFIX) and sym.section in zero_filled:
+                continue
             globals_.append(sym.name)
     return ModuleSymbols(kernels, globals_, undefined)

@@ -155,13 +155,14 @@ __device__ int cudaq_dev_rx_poll_into(void *session, void **request, void **resp
 // Calling a handler: the call every dispatch kernel of the run time makes
 // (cudaq_call_handler below). Defined at link time, by one of:
 //  - the module's handler switch, which skbuild-cudaq's build generates for each
-//    target from the handlers its device sources export: a direct call per
-//    exported handler, chosen by comparing addresses, which LTO inlines into
-//    the dispatch kernel, and the pointer for any other address;
+//    target from the thread-shaped handlers its device sources export: a direct
+//    call per such handler, chosen by comparing addresses, which LTO inlines
+//    into the dispatch kernel, and the pointer for any other address;
 //  - the run time's default form (modules without a switch): the pointer.
 // The result is the same either way; only the cost of the call differs (an
 // indirect call spills the caller's registers to local memory and reloads
-// what the handler may have changed: ~0.4 us a request on an H200).
+// what the handler may have changed: 0.07-0.1 us a request for a small handler on
+// an H200, bench/phases.py).
 __device__ int cudaq_dev_call_handler(cudaq_device_handler_t handler, const void *args,
                                       uint32_t arg_len, void *result, uint32_t max_result_len,
                                       uint32_t *result_len);
@@ -305,10 +306,10 @@ unified_lookup_entry(const cudaq_function_entry_t *table, uint32_t count, uint32
 }
 
 // Writes the 24-byte response header for `request` into `response`.
-static __device__ __forceinline__ void write_response_header(void *response, const void *request,
-                                                             int32_t status,
-                                                             uint32_t result_len) {
-  CUDAQ_REALTIME_PHASE(3);
+static __device__ __forceinline__ void cudaq_detail_write_header(void *response,
+                                                                 const void *request,
+                                                                 int32_t status,
+                                                                 uint32_t result_len) {
   const cudaq_detail_request_words_t h = cudaq_detail_request_header(request);
   cudaq_rpc_response_header_t *resp = static_cast<cudaq_rpc_response_header_t *>(response);
   resp->magic = CUDAQ_RPC_MAGIC_RESPONSE;
@@ -316,6 +317,19 @@ static __device__ __forceinline__ void write_response_header(void *response, con
   resp->result_len = result_len;
   resp->request_id = static_cast<uint32_t>(h.w1 >> 32);
   resp->ptp_timestamp = h.w2;
+}
+
+static __device__ __forceinline__ void write_response_header(void *response, const void *request,
+                                                             int32_t status,
+                                                             uint32_t result_len) {
+  CUDAQ_REALTIME_PHASE(3);
+  if (__isShared(request) && __isGlobal(response)) { // as in cudaq_call_handler
+    __builtin_assume(__isShared(request));
+    __builtin_assume(__isGlobal(response));
+    cudaq_detail_write_header(response, request, status, result_len);
+  } else {
+    cudaq_detail_write_header(response, request, status, result_len);
+  }
   CUDAQ_REALTIME_PHASE(4);
 }
 
@@ -398,20 +412,39 @@ cudaq_validate_request_cached(const void *request, uint32_t slot_size,
   return status;
 }
 
-// Calls `handler` for `request` through cudaq_dev_call_handler (the module's
-// handler switch: a direct, inlined call for the handlers the module exports),
-// with its arguments and result area; *result_len gets what the handler wrote
-// there (0 if this thread wrote nothing: a launch-wide handler has one thread
-// write it), at most max_result_len.
+// Calls `handler` for `request` with its arguments and result area; *result_len
+// gets what the handler wrote there (0 if this thread wrote nothing: a
+// launch-wide handler has one thread write it), at most max_result_len.
+//
+// When the request lies in shared memory (a kernel's stage, see
+// cudaq_dev_rx_poll_into) and the response in global memory (device or mapped
+// host memory: every bridge's), the call goes through cudaq_dev_call_handler --
+// the module's handler switch, whose direct calls LTO inlines -- with both facts
+// known to the compiler: an inlined handler then reads its arguments with
+// shared-memory loads issued ahead of its global stores of the result
+// (otherwise each read waits for the store before it: the pointers might
+// alias), as the same code would compile in a kernel of its own. Any other
+// request (one that did not fit the stage) is called through the pointer: one
+// inlined copy of the handlers per call site keeps the link short.
 static __device__ __forceinline__ int32_t cudaq_call_handler(cudaq_device_handler_t handler,
                                                              const void *request, void *response,
                                                              uint32_t max_result_len,
                                                              uint32_t *result_len) {
+  const uint32_t arg_len = static_cast<uint32_t>(cudaq_detail_request_header(request).w1);
   uint32_t len = 0;
-  const int32_t status = cudaq_dev_call_handler(
-      handler, static_cast<const uint8_t *>(request) + CUDAQ_RPC_HEADER_SIZE,
-      static_cast<uint32_t>(cudaq_detail_request_header(request).w1),
-      static_cast<uint8_t *>(response) + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
+  int32_t status;
+  if (__isShared(request) && __isGlobal(response)) {
+    __builtin_assume(__isShared(request));
+    __builtin_assume(__isGlobal(response));
+    status = cudaq_dev_call_handler(handler,
+                                    static_cast<const uint8_t *>(request) + CUDAQ_RPC_HEADER_SIZE,
+                                    arg_len, static_cast<uint8_t *>(response) + CUDAQ_RPC_HEADER_SIZE,
+                                    max_result_len, &len);
+  } else {
+    status = handler(static_cast<const uint8_t *>(request) + CUDAQ_RPC_HEADER_SIZE, arg_len,
+                     static_cast<uint8_t *>(response) + CUDAQ_RPC_HEADER_SIZE, max_result_len,
+                     &len);
+  }
   *result_len = len < max_result_len ? len : max_result_len;
   return status;
 }

@@ -738,7 +738,9 @@ def dispatch_phases_section(
             "**The handler switch**: round trip p50 through the pointer minus through the "
             "switch, same module otherwise (µs): "
             + ", ".join(f"`{k}` {_fmt(v)}" for k, v in switch.items())
-            + ".",
+            + ". The switch calls thread-shaped handlers directly; the launch-wide `echo` of "
+            "the `single_thread` row goes through the pointer in both modules, so that row "
+            "shows what two links of the same code differ by.",
             "",
         ]
     naive = _mapping(_mapping(data, "goals"), "naive_handler_over_inlined_us")

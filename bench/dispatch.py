@@ -176,6 +176,19 @@ def primary_context_current(drv: Any, ordinal: int) -> Any:
     return dev
 
 
+def device_identity(drv: Any, dev: Any) -> tuple[str, int, int]:
+    """A ``CUdevice``'s name and compute capability (major, minor)."""
+    attr = drv.CUdevice_attribute
+    major = ok(
+        drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cc"
+    )
+    minor = ok(
+        drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cc"
+    )
+    name = bytes(ok(drv.cuDeviceGetName(256, dev), "cuDeviceGetName")).split(b"\0", 1)[0]
+    return name.decode(), int(major), int(minor)
+
+
 def wait_idle(stream: Any, timeout: float = 10.0) -> None:
     drv = _drv()
     end = time.monotonic() + timeout
@@ -433,15 +446,7 @@ def main(argv: list[str] | None = None) -> int:
 
     drv = _drv()
     dev = primary_context_current(drv, opts.device)
-    attr = drv.CUdevice_attribute
-    major = ok(
-        drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cc"
-    )
-    minor = ok(
-        drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cc"
-    )
-    name = ok(drv.cuDeviceGetName(256, dev), "cuDeviceGetName")
-    device_name = bytes(name).split(b"\0", 1)[0].decode()
+    device_name, major, minor = device_identity(drv, dev)
     core = importlib.import_module(opts.module)
     echo = fnv1a("echo")
     echo_thread = fnv1a("echo_thread")
@@ -635,18 +640,11 @@ MULTI_IN_FLIGHT = (64, 256)
 def device_info(ordinal: int) -> dict[str, Any]:
     drv = _drv()
     dev = ok(drv.cuDeviceGet(ordinal), "cuDeviceGet")
-    attr = drv.CUdevice_attribute
-    major = ok(
-        drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cc"
-    )
-    minor = ok(
-        drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cc"
-    )
-    name = bytes(ok(drv.cuDeviceGetName(256, dev), "cuDeviceGetName")).split(b"\0", 1)[0]
+    device_name, major, minor = device_identity(drv, dev)
     bus = bytes(ok(drv.cuDeviceGetPCIBusId(64, dev), "cuDeviceGetPCIBusId")).split(b"\0", 1)[0]
     return {
         "ordinal": ordinal,
-        "name": name.decode(),
+        "name": device_name,
         "compute_capability": f"{major}.{minor}",
         "pci_bus_id": bus.decode(),
     }

@@ -380,22 +380,15 @@ def main(argv: list[str] | None = None) -> int:
 
     drv = bench._drv()
     dev = bench.primary_context_current(drv, 0)
-    attr = drv.CUdevice_attribute
-    major = bench.ok(
-        drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cc"
-    )
-    minor = bench.ok(
-        drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cc"
-    )
+    device_name, major, minor = bench.device_identity(drv, dev)
     arch = f"{major}{minor}"
-    name = bench.ok(drv.cuDeviceGetName(256, dev), "cuDeviceGetName")
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         raise SystemExit("the benchmark needs nvcc on PATH")
     results: dict[str, Any] = {
         "benchmark": "phases",
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "device": bytes(name).split(b"\0", 1)[0].decode(),
+        "device": device_name,
         "compute_capability": f"{major}.{minor}",
         "versions": bench.versions(),
         "config": {

@@ -42,14 +42,7 @@ def main(argv: list[str] | None = None) -> int:
 
     drv = bench._drv()
     dev = bench.primary_context_current(drv, 0)
-    attr = drv.CUdevice_attribute
-    major = bench.ok(
-        drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cc"
-    )
-    minor = bench.ok(
-        drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cc"
-    )
-    name = bench.ok(drv.cuDeviceGetName(256, dev), "cuDeviceGetName")
+    device_name, major, minor = bench.device_identity(drv, dev)
     arch = f"sm_{major}{minor}"
     modules = {"with_switch": opts.with_switch, "without_switch": opts.without_switch}
     times: dict[str, list[float]] = {k: [] for k in modules}
@@ -76,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     doc = {
         "benchmark": "switch_link",
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "device": bytes(name).split(b"\0", 1)[0].decode(),
+        "device": device_name,
         "compute_capability": f"{major}.{minor}",
         "versions": bench.versions(),
         "config": {"runs": opts.runs, "arch": arch, "cache": "off (cold link)"},

@@ -71,7 +71,9 @@ extern "C" __global__ void cooperative_grid_dispatcher(void *transport_ctx, uint
         cudaq_call_handler(box->entry->handler, request, response, max_result, &result_len);
     if (result_len != 0)
       box->result_len = result_len; // the one thread that wrote it
-    __threadfence_system(); // this thread's result bytes reach the host before the publish
+    // Every thread's result bytes reach the host before the publish with no fence of
+    // their own: the barrier orders them before the leader's release (system scope),
+    // and PTX releases are cumulative (causality order is transitive across scopes).
     grid.sync();            // every block is done with the request
     if (leader) {
       write_response_header(response, request, status, box->result_len); // at most max_result

@@ -119,10 +119,9 @@ extern "C" __global__ void warp_parallel_dispatcher(void *transport_ctx, uint32_
       }
     }
     if (launch_wide != 0) {
-      // Other lanes wrote parts of these results: make every lane's bytes
-      // visible to the host before any publish. (A thread-shaped result is
-      // one lane's own writes, which its publish orders.)
-      __threadfence_system();
+      // Other lanes wrote parts of these results: __syncwarp orders every lane's
+      // bytes before each lane's publish, a release at system scope (PTX releases
+      // are cumulative). (A thread-shaped result is one lane's own writes.)
       __syncwarp();
     }
     if (ready) {

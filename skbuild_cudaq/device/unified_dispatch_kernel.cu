@@ -110,7 +110,9 @@ cudaq_realtime_unified_dispatch(void *transport_ctx, uint32_t slot_size,
         cudaq_call_handler(s_entry->handler, s_request, s_response, max_result, &result_len);
     if (result_len != 0)
       s_result_len = result_len; // handlers have one thread write *result_len
-    __threadfence_system();      // make every thread's result bytes visible to the host
+    // Every thread's result bytes reach the host before the publish with no fence of
+    // their own: the barrier orders them before the leader's release (system scope),
+    // and PTX releases are cumulative (causality order is transitive across scopes).
     __syncthreads();
     if (leader) {
       write_response_header(s_response, s_request, status, s_result_len);

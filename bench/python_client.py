@@ -155,13 +155,13 @@ def main(argv: list[str] | None = None) -> int:
 
     drv = _bench._drv()
     dev = _bench.primary_context_current(drv, opts.device)  # the ring's pinned memory needs it
-    name = _bench.ok(drv.cuDeviceGetName(256, dev), "cuDeviceGetName")
+    device_name = _bench.device_identity(drv, dev)[0]
     core = importlib.import_module(opts.module)
     payload = bytes(range(_bench.ARG_LEN))
     res: dict[str, Any] = {
         "benchmark": "python_client",
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "device": bytes(name).split(b"\0", 1)[0].decode(),
+        "device": device_name,
         "host": {
             "machine": platform.machine(),
             "cpus": os.cpu_count(),

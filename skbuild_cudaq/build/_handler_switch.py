@@ -15,10 +15,12 @@ Only thread-shaped handlers (``CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION``) are call
 directly: they serve one request on one thread, where the call is a large part of
 the request's cost; a launch-wide handler's cost is dominated by the barriers
 around it. Each handler called directly is compiled into every dispatch kernel of
-the module, so the list is kept to what pays: on an H200 the switch took 0.07-0.1
-us off a small handler's round trip and 0.3 us off a byte loop's
-(``bench/phases.py``), and made example_app's link 1.5x longer (a cold start only:
-the link cache serves later ones).
+the module, so the list is kept to what pays: on an H200 the switch took 0.07-0.19
+us off a small handler's round trip and 0.3-0.5 us off a byte loop's
+(``bench/phases.py``, the ``@pointer`` rows) and made example_app's link 1.04x as
+long there (1.5x on a 2-core machine; a cold start only: the link cache serves
+later ones). Over every export, launch-wide ones too, it made the cluster kernel's
+launch-wide round trip slower (1.16x -> 1.42x of the floor, history run K).
 
 The exports are found in the sources' text (a line starting with
 ``CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION(name)``); the switch refers to each one

@@ -72,8 +72,6 @@ extern "C" __device__ void *cudaq_dev_enter_lane(void *transport_ctx, volatile i
   s->shutdown = shutdown_flag;
   s->next_slot = lane;
   s->next_seq = 1;
-  s->pending_slot = 0xffffffffu;
-  s->pending_seq = 0;
   s->lane = lane;
   s->num_lanes = num_lanes;
   HotSession *h = &hot_sessions()[lane];

@@ -161,8 +161,8 @@ __device__ int cudaq_dev_rx_poll_into(void *session, void **request, void **resp
 //  - the run time's default form (modules without a switch): the pointer.
 // The result is the same either way; only the cost of the call differs (an
 // indirect call spills the caller's registers to local memory and reloads
-// what the handler may have changed: 0.07-0.1 us a request for a small handler on
-// an H200, bench/phases.py).
+// what the handler may have changed: 0.07-0.19 us a request for a small handler
+// on an H200, bench/phases.py).
 __device__ int cudaq_dev_call_handler(cudaq_device_handler_t handler, const void *args,
                                       uint32_t arg_len, void *result, uint32_t max_result_len,
                                       uint32_t *result_len);

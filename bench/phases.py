@@ -65,34 +65,16 @@ __device__ __forceinline__ uint32_t ld_acquire_sys(const volatile uint32_t *p) {
 __device__ __forceinline__ void st_release_sys(volatile uint32_t *p, uint32_t v) {
   asm volatile("st.release.sys.global.u32 [%0], %1;" : : "l"(p), "r"(v) : "memory");
 }
-// The floors' loop: wait for the next slot's request, serve(slot) it, publish it (stamped).
-template <typename Serve>
-__device__ __forceinline__ void floor_loop(volatile uint32_t *rx_flags,
-                                           volatile uint32_t *tx_flags, uint32_t num_slots,
-                                           volatile int *shutdown, Serve serve) {
-  uint32_t slot = 0, seq = 1, polls = 0;
-  for (;;) {
-    if (ld_acquire_sys(&rx_flags[slot]) == seq) {
-      cudaq_detail_phase_begin();
-      serve(slot);
-      st_release_sys(&tx_flags[slot], seq);
-      CUDAQ_REALTIME_PHASE_END();
-      if (++slot == num_slots) {
-        slot = 0;
-        ++seq;
-      }
-    } else if ((++polls & 15u) == 0 && *shutdown != 0) {
-      return;
-    }
-  }
-}
 }
 // bench/dispatch.py's pingpong_floor, stamped at the same points as the run time.
 extern "C" __global__ void pingpong_floor(const uint8_t *rx, uint8_t *tx,
                                           volatile uint32_t *rx_flags, volatile uint32_t *tx_flags,
                                           uint32_t num_slots, uint32_t slot_size,
                                           volatile int *shutdown) {
-  floor_loop(rx_flags, tx_flags, num_slots, shutdown, [&](uint32_t slot) {
+  uint32_t slot = 0, seq = 1, polls = 0;
+  for (;;) {
+    if (ld_acquire_sys(&rx_flags[slot]) == seq) {
+      cudaq_detail_phase_begin();
       const size_t off = static_cast<size_t>(slot) * slot_size;
       const uint64_t *src = reinterpret_cast<const uint64_t *>(rx + off);
       uint64_t *dst = reinterpret_cast<uint64_t *>(tx + off);
@@ -118,7 +100,16 @@ extern "C" __global__ void pingpong_floor(const uint8_t *rx, uint8_t *tx,
         if (i < arg_words)
           dst[3 + i] = v[3 + i];
       CUDAQ_REALTIME_PHASE(4);
-  });
+      st_release_sys(&tx_flags[slot], seq);
+      CUDAQ_REALTIME_PHASE_END();
+      if (++slot == num_slots) {
+        slot = 0;
+        ++seq;
+      }
+    } else if ((++polls & 15u) == 0 && *shutdown != 0) {
+      return;
+    }
+  }
 }
 
 // Issue #12's naive handler: a byte loop, the result written where the kernel
@@ -143,7 +134,10 @@ extern "C" __global__ void naive_floor(const uint8_t *rx, uint8_t *tx,
                                        uint32_t num_slots, uint32_t slot_size,
                                        volatile int *shutdown) {
   __shared__ __align__(16) uint64_t stage[32];
-  floor_loop(rx_flags, tx_flags, num_slots, shutdown, [&](uint32_t slot) {
+  uint32_t slot = 0, seq = 1, polls = 0;
+  for (;;) {
+    if (ld_acquire_sys(&rx_flags[slot]) == seq) {
+      cudaq_detail_phase_begin();
       const size_t off = static_cast<size_t>(slot) * slot_size;
       // The stage is written through a generic pointer, as the bridge's staging
       // copy writes it: ptxas must then issue every load before the first store
@@ -179,7 +173,16 @@ extern "C" __global__ void naive_floor(const uint8_t *rx, uint8_t *tx,
       dst[1] = (v[1] & 0xffffffff00000000ull) | n;   // result_len, request_id
       dst[2] = v[2];                                 // ptp timestamp
       CUDAQ_REALTIME_PHASE(4);
-  });
+      st_release_sys(&tx_flags[slot], seq);
+      CUDAQ_REALTIME_PHASE_END();
+      if (++slot == num_slots) {
+        slot = 0;
+        ++seq;
+      }
+    } else if ((++polls & 15u) == 0 && *shutdown != 0) {
+      return;
+    }
+  }
 }
 
 // Ablations of the single-thread dispatcher (example_app's loop, copied): which

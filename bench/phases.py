@@ -129,6 +129,8 @@ extern "C" __device__ int naive_echo_thread(const void *args, uint32_t arg_len, 
 }
 CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION(naive_echo_thread);
 
+// Its own loop, not one shared with pingpong_floor through a lambda: under LTO
+// that split the stage copy below into two PCIe round trips (history run L).
 extern "C" __global__ void naive_floor(const uint8_t *rx, uint8_t *tx,
                                        volatile uint32_t *rx_flags, volatile uint32_t *tx_flags,
                                        uint32_t num_slots, uint32_t slot_size,

@@ -888,12 +888,25 @@ def python_client_section(
     rows = [
         ["native client (C, `bench/loadgen.c`)", _fmt(s.get("native_p50_us"), 2), "—"],
         [
-            "`RingClient.call`",
+            "`RingClient.call`"
+            + {True: " (compiled round trip)", False: " (pure Python)"}.get(
+                config.get("compiled"), ""
+            ),
             _fmt(s.get("call_p50_us"), 2),
             _fmt(s.get("call_over_native_us"), 2),
         ],
+    ]
+    if "call_pure_p50_us" in s:
+        rows.append(
+            [
+                "`RingClient(..., compiled=False).call` (pure Python)",
+                _fmt(s.get("call_pure_p50_us"), 2),
+                _fmt(s.get("pure_over_native_us"), 2),
+            ]
+        )
+    rows += [
         [
-            "`call` with the id source in process memory",
+            "pure `call` with the id source in process memory",
             _fmt(s.get("call_private_ids_p50_us"), 2),
             _difference(s.get("call_private_ids_p50_us"), s.get("native_p50_us")),
         ],
@@ -907,8 +920,8 @@ def python_client_section(
     seg = _mapping(s, "segments_p50_us")
     if seg:
         lines += [
-            f"`call`'s fast path, stamped: post {_fmt(seg.get('post'), 2)} µs (id, header, "
-            f"payload, flag), wait {_fmt(seg.get('wait'), 2)} µs "
+            f"The pure-Python `call`'s fast path, stamped: post {_fmt(seg.get('post'), 2)} µs "
+            f"(id, header, payload, flag), wait {_fmt(seg.get('wait'), 2)} µs "
             f"({_fmt(s.get('segment_spins_p50'), 0)} spins), read "
             f"{_fmt(seg.get('read'), 2)} µs (checks, result copy).",
             "",

@@ -181,3 +181,25 @@ def test_no_requirement_is_listed_twice(dists: Dists) -> None:
         for extra, names in extras.items():
             assert len(names) == len(set(names)), (extra, names)
             assert not set(names) & set(base), (extra, sorted(set(names) & set(base)))
+
+
+@pytest.mark.toolchain
+def test_the_wheel_is_abi3_and_carries_the_compiled_ring_client(dists: Dists) -> None:
+    """One wheel per platform for every CPython from 3.10 (cmake/FastClient.cmake builds
+    ``_fastcall`` against the limited API); built here with a C compiler, so it is in."""
+    import sysconfig
+
+    name = dists.wheel.name
+    if sysconfig.get_config_var("Py_GIL_DISABLED"):
+        pytest.skip("a free-threaded CPython has no stable ABI")
+    assert re.search(r"-cp310-abi3-linux_\w+\.whl$", name), name
+    with zipfile.ZipFile(dists.wheel) as zf:
+        names = zf.namelist()
+        wheel_meta = zf.read(next(n for n in names if n.endswith(".dist-info/WHEEL"))).decode()
+    assert "Root-Is-Purelib: false" in wheel_meta
+    assert "skbuild_cudaq/realtime/ring/_fastcall.abi3.so" in names, sorted(names)
+    assert "skbuild_cudaq/realtime/ring/_fastcall.pyi" in names
+    # the C source travels in the sdist (a build from it compiles the module)
+    with tarfile.open(dists.sdist) as tf:
+        assert any(m.name.endswith("skbuild_cudaq/realtime/ring/_fastcall.c") for m in tf)
+        assert any(m.name.endswith("cmake/FastClient.cmake") for m in tf)

@@ -12,7 +12,7 @@
 # .whl-cu12/ then holds (CPython 3.12, x86_64): cuda_bindings-12.9.*-cp312 (~8 MB),
 # cuda_pathfinder-1.* (~50 kB; cuda-bindings 12.9's `cuda` package hides the machine's),
 # nvidia_nvjitlink_cu12-12.9.86 (~40 MB), example_app-0.1.0-cp312 (~0.2 MB, built with build
-# isolation, compiler "auto" and no nvcc: NVRTC 12.9), skbuild_cudaq-0.1.0-py3-none-any
+# isolation, compiler "auto" and no nvcc: NVRTC 12.9), skbuild_cudaq-0.1.0-cp310-abi3
 # (~0.2 MB, device run time for CUDA 12 and 13, built with build isolation from NVRTC wheels).
 #
 # On the GPU machine the wheels go into a target directory put first on PYTHONPATH (the

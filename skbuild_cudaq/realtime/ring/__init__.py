@@ -6,8 +6,9 @@ over one allocation, the wait backoff), :mod:`.client` (the producer), :mod:`.ba
 (the producer's vectorised batch path), :mod:`.server` (the consumer). The public
 names are exported from :mod:`skbuild_cudaq.realtime`.
 
-Pure Python (numpy only for the vectorised batch path, imported when first used);
-nothing here touches CUDA. The GPU bridge (``realtime/bridge.py``) and the host
+Python (numpy only for the vectorised batch path, imported when first used), and the
+compiled round trip of ``RingClient.call`` (``_fastcall.c``, where it was built; see
+:mod:`.client`); nothing here touches CUDA. The GPU bridge (``realtime/bridge.py``) and the host
 path (``realtime/host_path.py``) both use this module; the device side is
 ``skbuild_cudaq/device/host_ring_bridge.cu`` with ``cudaq/realtime/host_ring.cuh``.
 
@@ -96,7 +97,8 @@ the *host* sees it. Not thread-safe: one producer thread at a time.
 - ``poll(ticket) -> Response | None`` (never blocks), ``wait(ticket, timeout)
   -> Response``, ``call(function, payload, *, timeout) -> (status, result)``.
 - ``submit_many(items) -> list[Ticket]`` (items: ``(function, payload)`` pairs),
-  ``collect(tickets, timeout) -> list[Response]``.
+  ``collect(tickets, timeout) -> list[Response]``. ``compiled=`` (constructor): see
+  :data:`COMPILED` and :mod:`.client`.
 - ``call_batch(function, payloads, *, timeout) -> BatchResult``: vectorised with
   numpy, up to ``num_slots`` requests in flight per window; payloads are a
   sequence of bytes or a 2-D ``uint8`` array (one row per request).
@@ -124,7 +126,7 @@ from __future__ import annotations
 from skbuild_cudaq.realtime.errors import RingError, RingProtocolError
 
 from .batch import BatchResult
-from .client import DEFAULT_TIMEOUT, RingClient, Ticket
+from .client import COMPILED, DEFAULT_TIMEOUT, RingClient, Ticket
 from .device_ctx import (
     HOST_RING_CTX_MAGIC,
     HOST_RING_CTX_SIZE,
@@ -136,6 +138,7 @@ from .layout import RingLayout
 from .server import PolledRequest, RingServer
 
 __all__ = [
+    "COMPILED",
     "DEFAULT_TIMEOUT",
     "HOST_RING_CTX_MAGIC",
     "HOST_RING_CTX_SIZE",

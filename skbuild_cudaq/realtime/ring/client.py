@@ -4,10 +4,18 @@
 path (microseconds): keep their work as it is. The vectorised batch path is
 :mod:`.batch`, mixed in. Over 400 lines: the protocol checks (position, claim, whose
 response) are the client's, and the fast path repeats them inline on purpose.
+
+The compiled round trip: where the package was built with a C compiler
+(``cmake/FastClient.cmake``), ``call()`` hands a free slot's whole round trip to
+:mod:`._fastcall` (``_fastcall.c``, the same steps and checks in C) and keeps only the
+general path (waits, errors, tickets) in Python. :data:`COMPILED` says whether it is
+there; ``RingClient(..., compiled=False)`` or ``SKBUILD_CUDAQ_PURE_CLIENT=1`` in the
+environment leave it unused.
 """
 
 from __future__ import annotations
 
+import os
 import struct
 import time
 from collections.abc import Iterable, Sequence
@@ -29,10 +37,36 @@ from .batch import DEFAULT_TIMEOUT, _BatchPath
 from .layout import RingLayout
 from .memory import Backoff, RingMemory
 
-__all__ = ["DEFAULT_TIMEOUT", "RingClient", "Ticket"]
+__all__ = ["COMPILED", "DEFAULT_TIMEOUT", "RingClient", "Ticket"]
 
 _U32 = 0xFFFFFFFF
 _U64 = 0xFFFFFFFFFFFFFFFF
+
+_CompiledRing: type[_fastcall.Ring] | None
+try:
+    from . import _fastcall
+
+    _CompiledRing = _fastcall.Ring
+except ImportError:  # built without a C compiler (cmake/FastClient.cmake): pure Python
+    _CompiledRing = None
+
+#: Whether this installation has the compiled round trip of :meth:`RingClient.call`.
+COMPILED: bool = _CompiledRing is not None
+#: The compiled round trip spins on the response flag for ``spin`` times this many
+#: nanoseconds (about what ``spin`` turns of the Python loop take), at most
+#: ``_MAX_SPIN_NS``, before the general path takes over, which waits with a backoff
+#: that sleeps. It spins holding the GIL (as Python's own loop does between thread
+#: switches), so the bound keeps other threads of the process, a consumer thread of the
+#: host path among them, from waiting longer than a thread switch would make them.
+_NS_PER_SPIN = 50
+_MAX_SPIN_NS = 1_000_000
+
+
+def _buffer_address(mv: memoryview) -> int:
+    """The address of a writable, C-contiguous byte view (no export outlives the call)."""
+    import ctypes
+
+    return ctypes.addressof(ctypes.c_char.from_buffer(mv))
 
 
 @dataclass(frozen=True)
@@ -52,8 +86,17 @@ class RingClient(_BatchPath):
     """Producer side of a ring (see the module docstring for the protocol)."""
 
     def __init__(
-        self, buffer: Any, layout: RingLayout, *, spin: int = 256, max_sleep: float = 1e-3
+        self,
+        buffer: Any,
+        layout: RingLayout,
+        *,
+        spin: int = 256,
+        max_sleep: float = 1e-3,
+        compiled: bool | None = None,
     ) -> None:
+        """``compiled``: use the compiled round trip in :meth:`call` (``None``: where it is
+        installed, unless ``SKBUILD_CUDAQ_PURE_CLIENT`` is set; ``True``: raise
+        :class:`RingError` where it is not installed; ``False``: pure Python)."""
         self._mem = RingMemory(buffer, layout)
         self._layout = layout
         self._spin = spin
@@ -71,6 +114,23 @@ class RingClient(_BatchPath):
         self._last_function: object = None  # call(): the function id of the last name
         self._last_fid = 0
         self._request_structs: dict[int, struct.Struct] = {}  # header + payload of n bytes
+        if compiled is None:
+            compiled = COMPILED and not os.environ.get("SKBUILD_CUDAQ_PURE_CLIENT")
+        elif compiled and not COMPILED:
+            msg = (
+                "RingClient(compiled=True): this installation of skbuild-cudaq has no compiled "
+                "ring client (built without a C compiler or Python's headers; see "
+                "cmake/FastClient.cmake and SKBUILD_CUDAQ_FAST_CLIENT)"
+            )
+            raise RingError(msg)
+        self._compiled: _fastcall.Ring | None = None
+        self._spin_ns = min(max(0, spin) * _NS_PER_SPIN, _MAX_SPIN_NS)
+        if compiled:
+            assert _CompiledRing is not None
+            self._compiled = _CompiledRing(
+                _buffer_address(self._mem.mv), layout.num_slots, layout.slot_size,
+                layout.max_payload,
+            )  # fmt: skip
 
     # -- properties --------------------------------------------------------
     @property
@@ -89,6 +149,11 @@ class RingClient(_BatchPath):
     @property
     def closed(self) -> bool:
         return self._mem.released
+
+    @property
+    def compiled(self) -> bool:
+        """Whether :meth:`call` takes the compiled round trip (see :data:`COMPILED`)."""
+        return self._compiled is not None
 
     def _check_open(self) -> None:
         if self._mem.released:
@@ -342,6 +407,28 @@ class RingClient(_BatchPath):
         k = self._next
         n = self._num_slots
         slot = k % n
+        ring = self._compiled
+        if ring is not None and self._pending[slot] is None:
+            # The compiled round trip: claim, write, publish, spin, check, copy out. None:
+            # nothing was written (the general path below); an int: the request id of a
+            # request published but not answered within the spin, or answered wrongly.
+            if function is self._last_function:
+                fid = self._last_fid
+            else:
+                fid = function_id(function)
+                self._last_function, self._last_fid = function, fid
+            out = ring.call(k, fid, payload, self._spin_ns)
+            if out.__class__ is tuple:
+                self._next = k + 1
+                self.collected += 1
+                return out
+            if out is not None:
+                assert isinstance(out, int)
+                self._next = k + 1
+                ticket = Ticket(k, slot, (k // n + 1) & _U32, out, 0, fid, self._generation)
+                self._pending[slot] = ticket
+                response = self._wait_slot(ticket, timeout, reason="wait")
+                return response.status, response.result
         seq = (k // n + 1) & _U32
         prev = (seq - 1) & _U32
         mem = self._mem
@@ -418,6 +505,7 @@ class RingClient(_BatchPath):
 
     def close(self) -> None:
         """Release the views over the buffer (the buffer itself belongs to its owner)."""
+        self._compiled = None
         self._mem.release()
 
     def __enter__(self) -> RingClient:

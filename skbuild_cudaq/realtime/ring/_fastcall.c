@@ -1,0 +1,264 @@
+/* The compiled round trip of RingClient.call (skbuild_cudaq/realtime/ring/client.py).
+ *
+ * One request, one slot, no ticket: the same protocol steps and checks as the
+ * Python fast path of RingClient.call (see the module docstring of
+ * skbuild_cudaq.realtime.ring), in C, so that a round trip from Python costs one
+ * call into C instead of tens of bytecodes. Python's limited API (3.10): one
+ * abi3 module for every CPython from 3.10.
+ *
+ *   Ring(address, num_slots, slot_size, max_payload)
+ *       a view of one ring allocation at `address` (the caller keeps the memory
+ *       alive and stops using the Ring before it goes; RingClient does both).
+ *   Ring.call(k, function_id, payload, spin_ns) -> (status, result) | int | None
+ *       None:   slot k % num_slots is not free for request k (its flags are not
+ *               both seq - 1) or the payload does not fit: nothing was written;
+ *               the caller takes its general path, which waits or raises.
+ *       (status, result): request k was written, published and answered, and the
+ *               response passed every check (magic, result_len, request id and
+ *               timestamp echoed).
+ *       int (the request id): request k was written and published, but its
+ *               response did not come within spin_ns nanoseconds of spinning, or
+ *               came and failed a check; the caller makes a ticket of it and
+ *               waits (or raises the protocol error) the general way.
+ *
+ * Memory order: the request bytes, then a release store of the request flag;
+ * an acquire load of the response flag, then the response bytes (the device
+ * pairs these with ld.acquire.sys / st.release.sys). Correct on any host CPU,
+ * not only on x86-TSO.
+ *
+ * The spin holds the GIL, as the Python spin it replaces does; it is bounded by
+ * spin_ns (the caller's general path then waits with a backoff that sleeps).
+ */
+#ifndef SKBUILD_CUDAQ_FULL_API /* set by cmake/FastClient.cmake where there is no stable ABI */
+#define Py_LIMITED_API 0x030A0000
+#endif
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#define REQUEST_MAGIC 0x43555152u
+#define RESPONSE_MAGIC 0x43555153u
+#define HEADER_SIZE 24u
+
+typedef struct {
+  PyObject_HEAD
+  uint8_t *base;
+  uint32_t num_slots;
+  uint32_t slot_size;
+  uint32_t max_payload;
+  uint32_t *rx_flags;
+  uint32_t *tx_flags;
+  uint64_t *ids;
+  uint8_t *tx_slots;
+} RingObject;
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int as_u64(PyObject *obj, const char *what, unsigned long long *out) {
+  unsigned long long v = PyLong_AsUnsignedLongLong(obj);
+  if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+    PyErr_Format(PyExc_ValueError, "%s must be an integer in [0, 2**64)", what);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+static int ring_init(PyObject *self_obj, PyObject *args, PyObject *kwds) {
+  RingObject *self = (RingObject *)self_obj;
+  unsigned long long address = 0;
+  unsigned int num_slots = 0, slot_size = 0, max_payload = 0;
+  static char *kwlist[] = {"address", "num_slots", "slot_size", "max_payload", NULL};
+  if (!PyArg_ParseTupleAndKeywords(args, kwds, "KIII", kwlist, &address, &num_slots,
+                                   &slot_size, &max_payload))
+    return -1;
+  if (address == 0 || address % 8 != 0) {
+    PyErr_SetString(PyExc_ValueError, "Ring: address must be a non-null, 8-aligned address");
+    return -1;
+  }
+  if (num_slots == 0 || slot_size <= HEADER_SIZE || slot_size % 8 != 0 ||
+      max_payload != slot_size - HEADER_SIZE) {
+    PyErr_Format(PyExc_ValueError,
+                 "Ring: not a ring layout (num_slots=%u, slot_size=%u, max_payload=%u)",
+                 num_slots, slot_size, max_payload);
+    return -1;
+  }
+  self->base = (uint8_t *)(uintptr_t)address;
+  self->num_slots = num_slots;
+  self->slot_size = slot_size;
+  self->max_payload = max_payload;
+  {
+    const size_t slots = (size_t)num_slots * slot_size;
+    self->tx_slots = self->base + slots;
+    self->rx_flags = (uint32_t *)(self->base + 2 * slots);
+    self->tx_flags = (uint32_t *)(self->base + 2 * slots + 4u * (size_t)num_slots);
+    self->ids = (uint64_t *)(self->base + 2 * slots + 8u * (size_t)num_slots);
+  }
+  return 0;
+}
+
+/* Ring.call(k, function_id, payload, spin_ns) (METH_FASTCALL: no argument tuple). */
+static PyObject *ring_call(PyObject *self_obj, PyObject *const *args, Py_ssize_t nargs) {
+  RingObject *self = (RingObject *)self_obj;
+  unsigned long long k, fid, spin_ns;
+  if (nargs != 4) {
+    PyErr_SetString(PyExc_TypeError, "Ring.call(k, function_id, payload, spin_ns)");
+    return NULL;
+  }
+  if (self->base == NULL) {
+    PyErr_SetString(PyExc_ValueError, "Ring: not initialised");
+    return NULL;
+  }
+  if (as_u64(args[0], "k", &k) < 0 || as_u64(args[1], "function_id", &fid) < 0 ||
+      as_u64(args[3], "spin_ns", &spin_ns) < 0)
+    return NULL;
+  if (fid > 0xFFFFFFFFull) {
+    PyErr_SetString(PyExc_ValueError, "function_id must fit in 32 bits");
+    return NULL;
+  }
+  const char *data;
+  Py_ssize_t size;
+  PyObject *payload = args[2];
+  if (PyBytes_Check(payload)) {
+    data = PyBytes_AsString(payload);
+    size = PyBytes_Size(payload);
+  } else if (PyByteArray_Check(payload)) {
+    data = PyByteArray_AsString(payload);
+    size = PyByteArray_Size(payload);
+  } else {
+    Py_RETURN_NONE; /* other buffers: the general path copies them */
+  }
+  if (data == NULL || size < 0)
+    return NULL;
+  if ((size_t)size > self->max_payload)
+    Py_RETURN_NONE; /* the general path raises with the message */
+
+  const uint32_t slot = (uint32_t)(k % self->num_slots);
+  const uint32_t seq = (uint32_t)(k / self->num_slots + 1);
+  const uint32_t prev = seq - 1;
+  uint32_t *rx_flag = &self->rx_flags[slot];
+  uint32_t *tx_flag = &self->tx_flags[slot];
+  if (__atomic_load_n(rx_flag, __ATOMIC_ACQUIRE) != prev ||
+      __atomic_load_n(tx_flag, __ATOMIC_ACQUIRE) != prev)
+    Py_RETURN_NONE; /* claim: the general path waits for an older answer or raises */
+
+  /* The ring's id source: one producer at a time, as in RingClient._new_request_id. */
+  const uint64_t id64 = self->ids[0];
+  self->ids[0] = id64 + 1;
+  const uint32_t rid = (uint32_t)id64;
+
+  uint8_t *req = self->base + (size_t)slot * self->slot_size;
+  const uint32_t head[4] = {REQUEST_MAGIC, (uint32_t)fid, (uint32_t)size, rid};
+  const uint64_t timestamp = 0;
+  memcpy(req, head, sizeof head);
+  memcpy(req + 16, &timestamp, sizeof timestamp);
+  memcpy(req + HEADER_SIZE, data, (size_t)size);
+  __atomic_store_n(rx_flag, seq, __ATOMIC_RELEASE);
+
+  uint64_t deadline = 0;
+  uint32_t spins = 0;
+  while (__atomic_load_n(tx_flag, __ATOMIC_ACQUIRE) != seq) {
+    if ((++spins & 255u) == 0) {
+      const uint64_t t = now_ns();
+      if (deadline == 0) {
+        deadline = t + spin_ns;
+      } else if (t >= deadline) {
+        return PyLong_FromUnsignedLong(rid); /* published, not answered yet */
+      }
+    }
+  }
+  const uint8_t *resp = self->tx_slots + (size_t)slot * self->slot_size;
+  uint32_t rhead[4];
+  uint64_t rts;
+  memcpy(rhead, resp, sizeof rhead);
+  memcpy(&rts, resp + 16, sizeof rts);
+  if (rhead[0] != RESPONSE_MAGIC || rhead[2] > self->max_payload || rhead[3] != rid ||
+      rts != timestamp)
+    return PyLong_FromUnsignedLong(rid); /* the general path raises with the details */
+  PyObject *result = PyBytes_FromStringAndSize((const char *)resp + HEADER_SIZE, rhead[2]);
+  if (result == NULL)
+    return NULL;
+  PyObject *status = PyLong_FromLong((long)(int32_t)rhead[1]);
+  if (status == NULL) {
+    Py_DECREF(result);
+    return NULL;
+  }
+  PyObject *out = PyTuple_New(2);
+  if (out == NULL) {
+    Py_DECREF(result);
+    Py_DECREF(status);
+    return NULL;
+  }
+  PyTuple_SetItem(out, 0, status); /* steals the references */
+  PyTuple_SetItem(out, 1, result);
+  return out;
+}
+
+static void ring_dealloc(PyObject *self) {
+  PyTypeObject *tp = Py_TYPE(self);
+  freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+  tp_free(self);
+  Py_DECREF(tp);
+}
+
+static PyMethodDef ring_methods[] = {
+    {"call", (PyCFunction)(void (*)(void))ring_call, METH_FASTCALL,
+     "call(k, function_id, payload, spin_ns) -> (status, result) | request id | None\n\n"
+     "One round trip of request k (see the module docstring)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot ring_slots[] = {
+    {Py_tp_doc, (void *)"Ring(address, num_slots, slot_size, max_payload): the compiled "
+                        "round trip of RingClient.call over one ring allocation."},
+    {Py_tp_init, (void *)ring_init},
+    {Py_tp_new, (void *)PyType_GenericNew},
+    {Py_tp_dealloc, (void *)ring_dealloc},
+    {Py_tp_methods, (void *)ring_methods},
+    {0, NULL},
+};
+
+static PyType_Spec ring_spec = {
+    "skbuild_cudaq.realtime.ring._fastcall.Ring",
+    sizeof(RingObject),
+    0,
+    Py_TPFLAGS_DEFAULT,
+    ring_slots,
+};
+
+static int fastcall_exec(PyObject *module) {
+  PyObject *type = PyType_FromSpec(&ring_spec);
+  if (type == NULL)
+    return -1;
+  if (PyModule_AddObject(module, "Ring", type) < 0) {
+    Py_DECREF(type);
+    return -1;
+  }
+  return 0;
+}
+
+static PyModuleDef_Slot fastcall_slots[] = {
+    {Py_mod_exec, (void *)fastcall_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef fastcall_module = {
+    PyModuleDef_HEAD_INIT,
+    "_fastcall",
+    "The compiled round trip of RingClient.call (see _fastcall.c).",
+    0,
+    NULL,
+    fastcall_slots,
+    NULL,
+    NULL,
+    NULL,
+};
+
+PyMODINIT_FUNC PyInit__fastcall(void) { return PyModuleDef_Init(&fastcall_module); }

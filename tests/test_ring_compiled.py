@@ -1,0 +1,252 @@
+"""The compiled round trip of ``RingClient.call`` (``skbuild_cudaq/realtime/ring/_fastcall.c``).
+
+Pure host tests (no GPU): a ``RingServer`` thread or a hand-written answer plays the
+consumer. Each behaviour is checked on both paths, compiled and pure Python, and the two
+must leave the same bytes in the ring.
+"""
+
+from __future__ import annotations
+
+import shutil
+import struct
+import sysconfig
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from skbuild_cudaq.realtime.ring import RingClient, RingError, RingLayout, RingServer
+from skbuild_cudaq.realtime.ring import client as client_module
+from skbuild_cudaq.realtime.wire import REQUEST_MAGIC, RESPONSE_MAGIC, function_id
+
+needs_compiled = pytest.mark.skipif(
+    not client_module.COMPILED, reason="skbuild-cudaq was built without its compiled ring client"
+)
+PATHS = [pytest.param(True, marks=needs_compiled, id="compiled"), pytest.param(False, id="pure")]
+
+
+def _python_headers() -> bool:
+    include = sysconfig.get_paths().get("include")
+    return bool(include) and (Path(include) / "Python.h").is_file()
+
+
+@pytest.mark.skipif(
+    shutil.which("cc") is None or not _python_headers(),
+    reason="no C compiler or no Python headers: the compiled client is left out by design",
+)
+def test_the_compiled_client_is_built_where_it_can_be() -> None:
+    """cmake/FastClient.cmake (AUTO) builds it wherever a C compiler and Python's headers
+    are: a silent fallback to pure Python here would cost every caller ~1 us per call."""
+    assert client_module.COMPILED
+
+
+class _Echo:
+    """A RingServer thread answering each request with status len(args) and the bytes
+    reversed; counts what it served."""
+
+    def __init__(self, buf: bytearray, layout: RingLayout) -> None:
+        self.server = RingServer(buf, layout)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            req = self.server.poll()
+            if req is None:
+                time.sleep(0)
+                continue
+            self.server.publish(len(req.args), req.args[::-1])
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+@pytest.fixture
+def echo_ring() -> Iterator[tuple[bytearray, RingLayout]]:
+    layout = RingLayout(8, 96)
+    buf = bytearray(layout.total_bytes)
+    echo = _Echo(buf, layout)
+    yield buf, layout
+    echo.close()
+
+
+@pytest.mark.parametrize("compiled", PATHS)
+def test_call_round_trips_every_payload_size(
+    echo_ring: tuple[bytearray, RingLayout], compiled: bool
+) -> None:
+    buf, layout = echo_ring
+    client = RingClient(buf, layout, spin=16, compiled=compiled)
+    assert client.compiled is compiled
+    for k in range(3 * layout.num_slots + 1):  # every slot, wrapping: seq 1..4
+        size = k % (layout.max_payload + 1)
+        payload = bytes((k + i) & 0xFF for i in range(size))
+        arg = bytearray(payload) if k % 3 == 0 else payload
+        assert client.call("echo", arg) == (size, payload[::-1])
+    assert client.collected == client.submitted == 3 * layout.num_slots + 1
+    assert client.in_flight == 0
+    # whatever the path, other payload types and oversized payloads take the general path
+    assert client.call("echo", memoryview(b"abc")) == (3, b"cba")
+    with pytest.raises(ValueError, match="does not fit a slot"):
+        client.call("echo", bytes(layout.max_payload + 1))
+    assert client.call("echo", b"after") == (5, b"retfa")
+
+
+def _request_bytes(compiled: bool) -> tuple[bytes, list[tuple[int, bytes]]]:
+    """The ring after the same calls on one path, and what they returned."""
+    layout = RingLayout(4, 64)
+    buf = bytearray(layout.total_bytes)
+    echo = _Echo(buf, layout)
+    try:
+        client = RingClient(buf, layout, spin=16, compiled=compiled)
+        out = [client.call(f, p) for f, p in [("a", b"xyz"), (7, b""), ("a", b"q" * 40)] * 3]
+    finally:
+        echo.close()
+    return bytes(buf), out
+
+
+@needs_compiled
+def test_both_paths_leave_the_same_bytes_in_the_ring() -> None:
+    assert _request_bytes(True) == _request_bytes(False)
+
+
+def _answer_once(buf: bytearray, lay: RingLayout, k: int, **forged: int) -> threading.Thread:
+    """Answer request ``k`` once published, with the fields in ``forged`` changed."""
+    slot, seq = lay.position(k)
+    flags = memoryview(buf)[lay.rx_flags_offset : lay.tx_flags_offset].cast("I")
+
+    def run() -> None:
+        while flags[slot] != seq:
+            time.sleep(0)
+        magic, fid, arg_len, rid, ts = struct.unpack_from("<IIIIQ", buf, lay.rx_slot_offset(slot))
+        assert (magic, fid, arg_len) == (REQUEST_MAGIC, function_id("f"), 2)
+        off = lay.tx_slot_offset(slot)
+        head = {"magic": RESPONSE_MAGIC, "status": 0, "len": 1, "rid": rid, "ts": ts}
+        head.update(forged)
+        struct.pack_into("<IiIIQ", buf, off, *head.values())
+        buf[off + 24] = 0x5A
+        struct.pack_into("<I", buf, lay.tx_flags_offset + 4 * slot, seq)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("compiled", PATHS)
+@pytest.mark.parametrize(
+    ("forged", "message"),
+    [
+        ({"magic": 0xBAD}, "response magic 0x00000bad"),
+        ({"rid": 1234}, "request id 1234 echoed for request 0"),
+        ({"ts": 5}, "timestamp 5 echoed for 0"),
+        ({"len": 41}, "result_len 41 exceeds the slot's max payload 40"),
+    ],
+)
+def test_a_wrong_answer_raises_the_protocol_error_and_frees_the_slot(
+    compiled: bool, forged: dict[str, int], message: str
+) -> None:
+    lay = RingLayout(2, 64)
+    buf = bytearray(lay.total_bytes)
+    client = RingClient(buf, lay, spin=0, compiled=compiled)
+    thread = _answer_once(buf, lay, 0, **forged)
+    with pytest.raises(client_module.RingProtocolError, match=message):
+        client.call("f", b"ab")
+    thread.join()
+    assert client.in_flight == 0 and client.submitted == 1
+    thread = _answer_once(buf, lay, 1, status=-3)
+    assert client.call("f", b"cd") == (-3, b"\x5a")  # a negative status keeps its sign
+    thread.join()
+
+
+@pytest.mark.parametrize("compiled", PATHS)
+def test_a_late_answer_is_waited_for_and_a_missing_one_times_out(compiled: bool) -> None:
+    lay = RingLayout(4, 64)
+    buf = bytearray(lay.total_bytes)
+    server = RingServer(buf, lay)
+    client = RingClient(buf, lay, spin=8, compiled=compiled)
+
+    def late() -> None:
+        while server.poll() is None:
+            time.sleep(1e-3)
+        time.sleep(0.02)  # long after the spin
+        server.publish(3, b"late")
+
+    thread = threading.Thread(target=late)
+    thread.start()
+    assert client.call("f", b"x") == (3, b"late")
+    thread.join()
+    assert client.in_flight == 0
+    with pytest.raises(TimeoutError, match="did not arrive within"):
+        client.call("f", b"y", timeout=0.05)
+    # the unanswered request keeps its slot: the next call of that slot waits for it
+    assert client.in_flight == 1 and client.submitted == 2
+
+
+@pytest.mark.parametrize("compiled", PATHS)
+def test_call_never_writes_into_a_slot_it_does_not_own(compiled: bool) -> None:
+    """The claim: a request flag another producer moved makes call() raise, not overwrite."""
+    lay = RingLayout(2, 64)
+    buf = bytearray(lay.total_bytes)
+    client = RingClient(buf, lay, spin=0, compiled=compiled)
+    struct.pack_into("<I", buf, lay.rx_flags_offset, 1)  # someone else published request 0
+    before = bytes(buf)
+    with pytest.raises(RingError, match="another producer wrote to the ring"):
+        client.call("f", b"ab")
+    assert bytes(buf) == before and client.submitted == 0
+
+
+@needs_compiled
+def test_compiled_path_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    lay = RingLayout(2, 64)
+    buf = bytearray(lay.total_bytes)
+    assert RingClient(buf, lay).compiled
+    monkeypatch.setenv("SKBUILD_CUDAQ_PURE_CLIENT", "1")
+    assert not RingClient(buf, lay).compiled
+    assert RingClient(buf, lay, compiled=True).compiled  # an explicit choice wins
+    client = RingClient(buf, lay, compiled=True)
+    client.close()
+    assert not client.compiled  # nothing points at the released buffer any more
+    with pytest.raises(RingError, match="the ring client is closed"):
+        client.call("f")
+
+
+def test_compiled_true_without_the_module_names_the_build_switch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(client_module, "COMPILED", False)
+    monkeypatch.setattr(client_module, "_CompiledRing", None)
+    lay = RingLayout(2, 64)
+    with pytest.raises(RingError, match="SKBUILD_CUDAQ_FAST_CLIENT"):
+        RingClient(bytearray(lay.total_bytes), lay, compiled=True)
+    assert not RingClient(bytearray(lay.total_bytes), lay).compiled
+
+
+@needs_compiled
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        ((0, 2, 64, 40), "non-null, 8-aligned"),
+        ((4, 2, 64, 40), "non-null, 8-aligned"),
+        ((8, 0, 64, 40), "not a ring layout"),
+        ((8, 2, 20, 0), "not a ring layout"),
+        ((8, 2, 64, 41), "not a ring layout"),
+    ],
+)
+def test_the_compiled_ring_refuses_what_is_not_a_ring(args: tuple[int, ...], error: str) -> None:
+    from skbuild_cudaq.realtime.ring._fastcall import Ring
+
+    with pytest.raises(ValueError, match=error):
+        Ring(*args)
+    lay = RingLayout(2, 64)
+    buf = bytearray(lay.total_bytes)
+    ring = Ring(client_module._buffer_address(memoryview(buf)), 2, 64, 40)
+    with pytest.raises(TypeError, match=r"Ring.call\(k, function_id, payload, spin_ns\)"):
+        ring.call(0, 1, b"")  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="function_id must fit in 32 bits"):
+        ring.call(0, 2**32, b"", 0)
+    with pytest.raises(ValueError, match="k must be an integer"):
+        ring.call(-1, 1, b"", 0)
+    assert bytes(buf) == bytes(lay.total_bytes)  # nothing was written

@@ -35,6 +35,7 @@ DEFAULT_FIGURES = ROOT / "docs" / "_static" / "perf"
 KNOWN = (
     "dispatch",
     "phases",
+    "phases_nostamps",
     "python_client",
     "dispatch_multigpu",
     "startup",
@@ -49,6 +50,8 @@ HOW_TO = {
     "`bash tools/gpu-check.sh` runs it)",
     "phases": "`python bench/phases.py` on a GPU (needs example_app installed and nvcc; "
     "`bash tools/gpu-check.sh` runs it)",
+    "phases_nostamps": "`python bench/phases.py --no-stamps` on a GPU (`bash tools/gpu-check.sh` "
+    "runs it)",
     "dispatch_multigpu": "`python bench/dispatch.py --devices all` on a machine with several GPUs "
     "(`bash tools/gpu-check.sh` runs it when it sees two or more)",
     "startup": "`python bench/startup.py` on a GPU (`bash tools/gpu-check.sh` runs it)",
@@ -339,29 +342,50 @@ def dispatch_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: 
         ]
     figures: list[tuple[Path, Figure]] = []
     latency = _mapping(data, "latency_us")
+    random = _mapping(data, "latency_random_arrival_us")
     floor = _num(_get(latency, "pingpong_floor", "p50"))
+    floor_random = _num(_get(random, "pingpong_floor", "p50"))
     if latency:
         lines += ["### Round trip (µs)", ""]
+        if random:
+            lines += [
+                "Back to back (each request written as soon as the previous answer is seen), "
+                "and with random arrival (a think time drawn from "
+                f"[0, {config.get('random_arrival_gap_ns', '?')}] ns before each request, not "
+                "timed). Back to back, a request meets the kernel's poll loop (one flag load "
+                "per PCIe round trip) at the same phase every time, and that phase depends on "
+                "how long everything else took: a kernel can gain or lose up to a round trip "
+                "by where it lands. With random arrival every phase is met as often, so those "
+                "ratios compare what the kernels do.",
+                "",
+            ]
         rows = []
         for key in _ordered(latency, _LAT_ORDER):
             stats = latency[key]
             p50 = _num(_get(stats, "p50"))
             ratio = f"{p50 / floor:.2f}×" if p50 is not None and floor else "—"
-            rows.append(
-                [
-                    _LAT_NAMES.get(key, key),
-                    _fmt(_get(stats, "min")),
-                    _fmt(_get(stats, "p50")),
-                    _fmt(_get(stats, "p99")),
-                    _fmt(_get(stats, "p99.9")),
-                    _fmt(_get(stats, "mean")),
-                    _fmt(_get(stats, "n"), 0),
-                    ratio,
+            row = [
+                _LAT_NAMES.get(key, key),
+                _fmt(_get(stats, "min")),
+                _fmt(_get(stats, "p50")),
+                _fmt(_get(stats, "p99")),
+                _fmt(_get(stats, "p99.9")),
+                _fmt(_get(stats, "mean")),
+                _fmt(_get(stats, "n"), 0),
+                ratio,
+            ]
+            if random:
+                r50 = _num(_get(random, key, "p50"))
+                row += [
+                    _fmt(r50),
+                    _fmt(_get(random, key, "p99")),
+                    f"{r50 / floor_random:.2f}×" if r50 is not None and floor_random else "—",
                 ]
-            )
-        lines += _table(
-            ["Dispatcher", "min", "p50", "p99", "p99.9", "mean", "n", "p50 / floor p50"], rows
-        )
+            rows.append(row)
+        header = ["Dispatcher", "min", "p50", "p99", "p99.9", "mean", "n", "p50 / floor p50"]
+        if random:
+            header += ["random: p50", "random: p99", "random: p50 / floor"]
+        lines += _table(header, rows)
         latency_png = fig_dir / "dispatch_latency.png"
         lines += [f"![Round-trip latency per dispatcher]({_rel(latency_png, page_dir)})", ""]
 
@@ -722,16 +746,23 @@ def dispatch_phases_section(
         if not isinstance(entry, Mapping):
             continue
         rows.append(
-            [f"`{key}`", _fmt(entry.get("round_trip_p50"))]
+            [f"`{key}`", _fmt(entry.get("round_trip_p50")), _fmt(entry.get("round_trip_gap_p50"))]
             + [_fmt(entry.get(name)) for name in _DISPATCH_PHASES]
             + [_fmt(entry.get("device_total")), _fmt(entry.get("outside_device"))]
         )
     if rows:
-        header = ["configuration", "round trip p50", "staged", "looked up", "handler done"]
-        header += ["header written", "published", "device", "outside"]
+        header = ["configuration", "round trip p50", "random arrival p50", "staged", "looked up"]
+        header += ["handler done", "header written", "published", "device", "outside"]
         lines += _table(header, rows)
     else:
         lines += ["No phase figures in this file.", ""]
+    lines += _phases_extras(data)
+    return Section(lines, [])
+
+
+def _phases_extras(data: dict[str, Any]) -> list[str]:
+    """The switch comparison, the naive-handler goal and the errors of a phases file."""
+    lines: list[str] = []
     switch = _mapping(data, "switch_vs_pointer_us")
     if switch:
         lines += [
@@ -743,16 +774,63 @@ def dispatch_phases_section(
             "shows what two links of the same code differ by.",
             "",
         ]
-    naive = _mapping(_mapping(data, "goals"), "naive_handler_over_inlined_us")
-    if naive:
-        met = "met" if naive.get("met") else "missed"
-        lines += [
-            f"**Naive handler**: through the single-thread dispatcher {_fmt(naive.get('value'))} "
-            f"µs over the same loop inlined in a bare kernel (goal {naive.get('goal')} µs: "
-            f"{met}).",
-            "",
-        ]
+    goals = _mapping(data, "goals")
+    for key, how in (
+        ("naive_handler_over_inlined_us", "back to back"),
+        ("naive_handler_over_inlined_random_arrival_us", "random arrival"),
+    ):
+        naive = _mapping(goals, key)
+        if naive:
+            met = "met" if naive.get("met") else "missed"
+            lines += [
+                f"**Naive handler** ({how}): through the single-thread dispatcher "
+                f"{_fmt(naive.get('value'))} µs over the same loop inlined in a bare kernel "
+                f"(goal {naive.get('goal')} µs: {met}).",
+                "",
+            ]
     lines += _errors(data.get("errors"))
+    return lines
+
+
+def dispatch_phases_nostamps_section(
+    path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Path
+) -> Section:
+    lines = ["## Dispatch variants without stamps: production code", ""]
+    lines += _provenance_md("phases_nostamps", path, data, page_dir)
+    lines += [
+        "The kernels and probes of the section above built without the stamps (the stamps' "
+        "stores and memory clobbers change the code around them): round trip p50 in µs, back "
+        "to back and with random arrival, and over the ping-pong floor of the same pass. "
+        "`stage_floor` is the floor staging the request in shared memory and echoing it from "
+        "there; the `ladder_*` kernels add, one at a time, the host-ring hooks, validation and "
+        "the stats counter to it, with the echo inline; `ablation_direct` calls `echo_thread` "
+        "by name; `variant_*` are candidate forms of the call.",
+        "",
+    ]
+    configurations = _mapping(data, "configurations")
+    floor = _num(_get(configurations, "pingpong_floor", "round_trip_p50"))
+    floor_gap = _num(_get(configurations, "pingpong_floor", "round_trip_gap_p50"))
+    rows = []
+    for key in _ordered(configurations, ("pingpong_floor", "stage_floor", "naive_floor")):
+        entry = configurations[key]
+        if not isinstance(entry, Mapping):
+            continue
+        rt, gap = _num(entry.get("round_trip_p50")), _num(entry.get("round_trip_gap_p50"))
+        rows.append(
+            [
+                f"`{key}`",
+                _fmt(rt),
+                f"{rt / floor:.3f}×" if rt is not None and floor else "—",
+                _fmt(gap),
+                f"{gap / floor_gap:.3f}×" if gap is not None and floor_gap else "—",
+            ]
+        )
+    if rows:
+        header = ["configuration", "back to back p50", "/ floor", "random arrival p50", "/ floor"]
+        lines += _table(header, rows)
+    else:
+        lines += ["No figures in this file.", ""]
+    lines += _phases_extras(data)
     return Section(lines, [])
 
 
@@ -1002,6 +1080,10 @@ def switch_link_section(path: Path, data: dict[str, Any], page_dir: Path, fig_di
 SECTIONS: dict[str, tuple[str, Callable[[Path, dict[str, Any], Path, Path], Section]]] = {
     "dispatch": ("Dispatch: round trip and throughput", dispatch_section),
     "phases": ("Dispatch phases: where a round trip's microseconds go", dispatch_phases_section),
+    "phases_nostamps": (
+        "Dispatch variants without stamps: production code",
+        dispatch_phases_nostamps_section,
+    ),
     "dispatch_multigpu": ("Several GPUs: one dispatcher per GPU", multigpu_section),
     "startup": ("Start-up: cold vs warm vs raw load", startup_section),
     "startup_cu12": ("Start-up with the CUDA 12 stack", startup_section),

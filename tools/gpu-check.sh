@@ -69,6 +69,13 @@ for bench in ${BENCHES-startup startup_phases dispatch phases python_client swit
       | tee "$OUT/bench-$bench.log" | tail -40
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   fi
+  if [ "$bench" = phases ]; then
+    # the same kernels built without the stamps: production code, round trips only
+    log "bench/phases.py --no-stamps"
+    "$PY" bench/phases.py --no-stamps --out "$OUT/phases_nostamps.json" 2>&1 \
+      | tee "$OUT/bench-phases_nostamps.log" | tail -40
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  fi
 done
 if [ "$GPUS" -ge 2 ]; then
   log "bench/dispatch.py --devices all (several GPUs)"

@@ -144,72 +144,87 @@ __device__ __forceinline__ LaneState state_of(const cudaq_host_ring_lane_t *s) {
 // Copies the request in a slot to the lane's staging area in device memory, or
 // to the caller's own buffer `own` (cudaq_dev_rx_poll_into: typically shared
 // memory, where the handler's reads of its arguments cost no device-memory
-// round trip) when the request fits its `own_bytes`. Returns where it went.
-// The header and the first arguments (up to 256 bytes) are loaded in one batch
-// (the loads are issued back to back: one PCIe round trip, not one per word);
-// a longer request's tail follows once the header said how long it is (always
-// into the device staging area). The first batch is stored last and its first
-// four words unconditionally (a slot holds at least 32 bytes), so that the
-// dispatch kernel's reads of the header right after the poll can be served
-// from registers instead of memory. Must follow the acquire load of the slot's
-// flag in program order.
+// round trip) when the request fits its `own_bytes`. Two halves:
+//  - load_request issues the loads of the header and the first arguments (up
+//    to 256 bytes) back to back: one PCIe round trip, not one per word. Must
+//    follow the acquire load of the slot's flag in program order.
+//  - store_request stores them (a longer request's tail is loaded and stored
+//    once the header said how long it is, always into the device staging
+//    area) and returns where the request went. The first batch is stored last
+//    and its first four words unconditionally (a slot holds at least 32
+//    bytes), so that the dispatch kernel's reads of the header right after the
+//    poll can be served from registers instead of memory.
+// claim() does its bookkeeping between the two, while the loads are in flight.
 constexpr uint32_t kStageWords = 32; // 256 bytes in the first batch
 constexpr uint32_t kTailWords = 8;   // then 64 bytes per batch (fewer registers)
 
-__device__ __forceinline__ uint8_t *stage_request(uint8_t *staging, const uint8_t *slot,
-                                                  uint32_t slot_size, void *own,
-                                                  uint32_t own_bytes) {
-  const cudaq_detail_word_t *src = reinterpret_cast<const cudaq_detail_word_t *>(slot);
-  const uint32_t slot_words = slot_size / 8;
-  const uint32_t first = slot_words < kStageWords ? slot_words : kStageWords;
+struct LoadedRequest {
+  const cudaq_detail_word_t *src;
+  uint32_t slot_size;
+  uint32_t first; // words loaded into v
   uint64_t v[kStageWords];
+};
+
+__device__ __forceinline__ void load_request(LoadedRequest &r, const uint8_t *slot,
+                                             uint32_t slot_size) {
+  r.src = reinterpret_cast<const cudaq_detail_word_t *>(slot);
+  r.slot_size = slot_size;
+  const uint32_t slot_words = slot_size / 8;
+  r.first = slot_words < kStageWords ? slot_words : kStageWords;
 #pragma unroll
   for (uint32_t i = 0; i < 4; ++i)
-    v[i] = src[i];
+    r.v[i] = r.src[i];
 #pragma unroll
   for (uint32_t i = 4; i < kStageWords; ++i)
-    if (i < first)
-      v[i] = src[i];
-  const uint32_t max_args = slot_size - CUDAQ_RPC_HEADER_SIZE;
-  uint32_t arg_len = static_cast<uint32_t>(v[1]); // header bytes 8..11
+    if (i < r.first)
+      r.v[i] = r.src[i];
+}
+
+__device__ __forceinline__ uint8_t *store_request(const LoadedRequest &r, uint8_t *staging,
+                                                  void *own, uint32_t own_bytes) {
+  const uint32_t max_args = r.slot_size - CUDAQ_RPC_HEADER_SIZE;
+  uint32_t arg_len = static_cast<uint32_t>(r.v[1]); // header bytes 8..11
   if (arg_len > max_args)
     arg_len = max_args; // the dispatcher answers CUDAQ_RPC_STATUS_ARGS_TOO_LONG
   const uint32_t need = (CUDAQ_RPC_HEADER_SIZE + arg_len + 7) / 8;
   // The caller's buffer takes a request that fits it and the first batch.
   // (The first four words are always stored: 32 bytes.)
   const uint32_t own_need = need < 4 ? 4 : need;
-  const bool mine = own != nullptr && need <= first && own_need * 8 <= own_bytes;
+  const bool mine = own != nullptr && need <= r.first && own_need * 8 <= own_bytes;
   uint8_t *dst_bytes = mine ? static_cast<uint8_t *>(own) : staging;
   cudaq_detail_word_t *dst = reinterpret_cast<cudaq_detail_word_t *>(dst_bytes);
-  for (uint32_t base = first; base < need; base += kTailWords) {
+  for (uint32_t base = r.first; base < need; base += kTailWords) {
     uint64_t t[kTailWords];
 #pragma unroll
     for (uint32_t i = 0; i < kTailWords; ++i)
       if (base + i < need)
-        t[i] = src[base + i];
+        t[i] = r.src[base + i];
 #pragma unroll
     for (uint32_t i = 0; i < kTailWords; ++i)
       if (base + i < need)
         dst[base + i] = t[i];
   }
-  const uint32_t stored = mine ? need : first;
+  const uint32_t stored = mine ? need : r.first;
 #pragma unroll
   for (uint32_t i = 4; i < kStageWords; ++i)
     if (i < stored)
-      dst[i] = v[i];
+      dst[i] = r.v[i];
 #pragma unroll
   for (uint32_t i = 0; i < 4; ++i)
-    dst[i] = v[i];
+    dst[i] = r.v[i];
   return dst_bytes;
 }
 
-// Takes the request that has arrived in the lane's next slot: records it as
-// pending, advances, stages it and fills *request / *response.
+// Takes the request that has arrived in the lane's next slot: issues the loads
+// of its bytes first, then (while they cross PCIe) records it as pending and
+// advances, then stages it and fills *request / *response.
 __device__ __forceinline__ void claim(HotSession *h, cudaq_host_ring_lane_t *s,
                                       cudaq_host_ring_ctx_t *ring, const RingView &v,
                                       const LaneState &st, void **request, void **response,
                                       void *own, uint32_t own_bytes) {
   const size_t offset = static_cast<size_t>(st.slot) * v.slot_size;
+  LoadedRequest loaded;
+  load_request(loaded, v.rx_slots + offset, v.slot_size);
   uint8_t *staging = reinterpret_cast<uint8_t *>(ring) + sizeof(cudaq_host_ring_ctx_t) +
                      static_cast<size_t>(st.lane) * v.slot_size;
   uint32_t next = st.slot + st.num_lanes;
@@ -222,15 +237,15 @@ __device__ __forceinline__ void claim(HotSession *h, cudaq_host_ring_lane_t *s,
   s->next_slot = next;
   // The acquire emptied L1. Unless the caller gave a buffer of its own, ask,
   // without waiting, for the staging area's first two lines (the handler reads
-  // its arguments there). Issued before the staging stores: between those
-  // stores and the dispatch kernel's reads of the header nothing may stand
-  // that the compiler must assume touches memory, or it could not serve those
-  // reads from registers.
+  // its arguments there). No memory clobber: it orders nothing, and between
+  // the staging stores and the dispatch kernel's reads of the header nothing
+  // may stand that the compiler must assume touches memory, or it could not
+  // serve those reads from registers.
   if (own == nullptr) {
     asm volatile("prefetch.global.L1 [%0];" : : "l"(staging));
     asm volatile("prefetch.global.L1 [%0];" : : "l"(staging + 128));
   }
-  *request = stage_request(staging, v.rx_slots + offset, v.slot_size, own, own_bytes);
+  *request = store_request(loaded, staging, own, own_bytes);
   CUDAQ_REALTIME_PHASE(1);
   *response = v.tx_slots + offset;
 }

@@ -97,6 +97,8 @@ def load_results(directory: Path) -> Results:
             found.unreadable.append((path, str(exc).splitlines()[0]))
             continue
         name = data.get("benchmark") if isinstance(data, dict) else None
+        if name == "phases" and _get(data, "config", "stamps") is False:
+            name = "phases_nostamps"  # bench/phases.py --no-stamps: round trips only
         if name not in KNOWN:
             found.others.append((path, data))
             continue

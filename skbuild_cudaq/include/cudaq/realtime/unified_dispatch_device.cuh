@@ -119,6 +119,8 @@ extern "C" {
 __device__ void *cudaq_dev_enter_kernel(void *transport_ctx, volatile int *shutdown_flag);
 // Waits for the next request. Returns 1 with *request (RPC header + args) and
 // *response (where the response header + result go), or 0 once shutdown is set.
+// Both are 8-byte aligned; *response is in global memory (device memory or
+// mapped host memory), where the host can read it.
 __device__ int cudaq_dev_rx_poll(void *session, void **request, void **response);
 // Publishes the response of the request last polled; exactly once per polled
 // request.
@@ -324,7 +326,7 @@ static __device__ __forceinline__ void write_response_header(void *response, con
                                                              int32_t status, uint32_t result_len,
                                                              const void *stage = nullptr) {
   CUDAQ_REALTIME_PHASE(3);
-  if (stage != nullptr && request == stage && __isShared(stage) && __isGlobal(response)) {
+  if (stage != nullptr && request == stage && __isShared(stage)) {
     const void *req = __builtin_assume_aligned(stage, 8);
     __builtin_assume(__isShared(req));
     __builtin_assume(__isGlobal(response));
@@ -423,7 +425,10 @@ cudaq_validate_request_cached(const void *request, uint32_t slot_size,
 // launch-wide handler has one thread write it), at most max_result_len.
 //
 // `stage`: the buffer the kernel gave cudaq_dev_rx_poll_into (its own shared
-// memory, 8-byte aligned), or nullptr. A request staged there goes through
+// memory, 8-byte aligned), or nullptr. (Responses are in global memory -- the
+// bridge's ring, in device or mapped host memory -- and 8-byte aligned: the
+// contract of cudaq_dev_rx_poll; with a stage that is taken as given, without
+// an address-space test on the round trip.) A request staged there goes through
 // cudaq_dev_call_handler -- the module's handler switch, whose direct calls LTO
 // inlines -- with the stage itself as the arguments' pointer: the compiler then
 // knows their address space and alignment from the stage's declaration, and an
@@ -446,7 +451,7 @@ static __device__ __forceinline__ int32_t cudaq_call_handler(cudaq_device_handle
   uint32_t len = 0;
   int32_t status;
   if (stage != nullptr) {
-    if (request == stage && __isShared(stage) && __isGlobal(response)) {
+    if (request == stage && __isShared(stage)) {
       const uint8_t *req = static_cast<const uint8_t *>(__builtin_assume_aligned(stage, 8));
       uint8_t *resp = static_cast<uint8_t *>(__builtin_assume_aligned(response, 8));
       __builtin_assume(__isShared(req));

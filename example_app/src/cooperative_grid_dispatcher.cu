@@ -4,12 +4,23 @@
 // launch-wide handler (thread 0 of block 0 serves thread-shaped handlers alone,
 // with no grid barrier). Launch cooperatively (CU_LAUNCH_ATTRIBUTE_COOPERATIVE) with a grid no
 // larger than what can be co-resident (launchers.cooperative_grid sizes it from
-// occupancy). Thread 0 of block 0 drives the transport; a grid barrier
-// (cooperative_groups grid.sync) hands each request to all blocks and another
-// collects them before the response is published.
+// occupancy). Thread 0 of block 0 (the leader) drives the transport.
 //
-// The hand-off goes through a mailbox in global memory (shared memory is per
-// block), so one launch of this kernel per linked module may run at a time.
+// A launch-wide request goes to the grid through a mailbox in global memory
+// (shared memory is per block), so one launch of this kernel per linked module
+// may run at a time. Two grid barriers a request (grid.sync: every block
+// arrives, every block waits for all) would cost ~1.5 us each on an H200 with
+// a block per SM; the hand-off is one to all and the collection all to one:
+//  - the leader fills the mailbox and raises a generation counter (a release
+//    at GPU scope); thread 0 of every other block waits for it (an acquire),
+//    then releases its block with __syncthreads();
+//  - after the handler and a __syncthreads(), thread 0 of every other block adds
+//    one to a done counter (a release at GPU scope); the leader waits until the
+//    counter says every block is done (an acquire), then publishes. The
+//    blocks' result bytes reach the host before the publish with no fence of
+//    their own: each block's barrier orders them before its release, the
+//    leader's acquire synchronizes with every release, and the publish is a
+//    release at system scope (PTX releases are cumulative).
 #include <cooperative_groups.h>
 #include <cudaq/realtime/unified_dispatch_device.cuh>
 
@@ -25,6 +36,20 @@ struct Mailbox {
   uint32_t result_len;
 };
 __device__ Mailbox g_coop_mailbox;
+__device__ unsigned int g_coop_go;   // requests handed to the grid (generation)
+__device__ unsigned int g_coop_done; // blocks other than the leader's done, in total
+
+__device__ __forceinline__ unsigned int ld_acquire_gpu(const unsigned int *p) {
+  unsigned int v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release_gpu(unsigned int *p, unsigned int v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" : : "l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void red_release_gpu_add(unsigned int *p, unsigned int v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" : : "l"(p), "r"(v) : "memory");
+}
 } // namespace
 
 extern "C" __global__ void cooperative_grid_dispatcher(void *transport_ctx, uint32_t slot_size,
@@ -37,16 +62,21 @@ extern "C" __global__ void cooperative_grid_dispatcher(void *transport_ctx, uint
     return; // not launched cooperatively: grid.sync() would be undefined
   volatile Mailbox *box = &g_coop_mailbox; // volatile: never a stale L1 copy
   const bool leader = grid.thread_rank() == 0;
+  const bool block_leader = threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
+  const unsigned int other_blocks = static_cast<unsigned int>(grid.num_blocks()) - 1;
   table = cudaq_table_to_shared(table, table_count); // each block's copy; the leader's is used
-  if (leader)
+  if (leader) {
     box->session = cudaq_dev_enter_kernel(transport_ctx, shutdown_flag);
-  grid.sync();
+    g_coop_go = 0;
+    g_coop_done = 0;
+  }
+  grid.sync(); // once: the session and the counters are visible to every block
   void *session = box->session;
   if (session == nullptr)
     return; // every thread sees the same value: the whole grid returns
   const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
 
-  for (;;) {
+  for (unsigned int generation = 0;;) {
     if (leader) {
       // Serve alone what needs no other thread (thread-shaped handlers, bad
       // requests); hand a launch-wide request to the whole grid (or stop).
@@ -60,8 +90,13 @@ extern "C" __global__ void cooperative_grid_dispatcher(void *transport_ctx, uint
       box->request = request;
       box->response = response;
       box->result_len = 0;
+      st_release_gpu(&g_coop_go, generation + 1); // hand it to every block
+    } else if (block_leader) {
+      while (ld_acquire_gpu(&g_coop_go) == generation) {
+      }
     }
-    grid.sync(); // hand the request to every block
+    __syncthreads(); // the block sees what its thread 0 acquired
+    ++generation;
     if (!box->running)
       break;
     const void *request = box->request;
@@ -71,15 +106,16 @@ extern "C" __global__ void cooperative_grid_dispatcher(void *transport_ctx, uint
         cudaq_call_handler(box->entry->handler, request, response, max_result, &result_len);
     if (result_len != 0)
       box->result_len = result_len; // the one thread that wrote it
-    // Every thread's result bytes reach the host before the publish with no fence of
-    // their own: the barrier orders them before the leader's release (system scope),
-    // and PTX releases are cumulative (causality order is transitive across scopes).
-    grid.sync();            // every block is done with the request
+    __syncthreads(); // this block is done with the request
     if (leader) {
+      // every other block done (the counter only grows: other_blocks a request)
+      while (ld_acquire_gpu(&g_coop_done) != other_blocks * generation) {
+      }
       write_response_header(response, request, status, box->result_len); // at most max_result
       cudaq_dev_tx_publish(session, response); // counted when seen
+    } else if (block_leader) {
+      red_release_gpu_add(&g_coop_done, 1);
     }
-    // The leader rewrites the mailbox only before the next grid.sync(), after
-    // every thread has read this request's fields.
+    // The leader rewrites the mailbox only after every block is done with it.
   }
 }

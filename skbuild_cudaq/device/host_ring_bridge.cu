@@ -36,23 +36,57 @@ __device__ __forceinline__ int load_shutdown(volatile int *flag) {
   return v;
 }
 
-// What publishing a lane's request reads, kept in the block's shared memory:
-// the session a hook returns points here. After the system-scope acquire of a
-// poll (which empties L1) a load from device memory costs an L2 round trip
-// (~0.15 us on an H200) on the round trip's critical path; a load from shared
-// memory does not. So a session belongs to the block that opened it: poll and
-// publish it from a thread of that block.
+// The ring as the hooks use it: written by the host before the kernel starts,
+// never changed while it runs.
+struct RingView {
+  uint32_t num_slots;
+  uint32_t slot_size;
+  const uint8_t *rx_slots;
+  uint8_t *tx_slots;
+  const volatile uint32_t *rx_flags;
+  volatile uint32_t *tx_flags;
+};
+
+// A lane's state as its hooks use it, kept in the block's shared memory: the
+// session a hook returns points here. After the system-scope acquire of a poll
+// (which empties L1) a load from device memory costs an L2 round trip (~0.15 us
+// on an H200, more under load); a load from shared memory does not. Every poll
+// reads the ring's view and the lane's position -- for a kernel that looks once
+// per round (cudaq_dev_rx_try_poll, the warp-parallel example) on every round's
+// critical path -- and publishing reads the pending flag right after the
+// handler. So a session belongs to the block that opened it: poll and publish
+// it from a thread of that block. (cudaq_host_ring_lane_t in device memory
+// keeps the back pointer the host wrote and the values the lane started with.)
 struct HotSession {
-  cudaq_host_ring_lane_t *lane;       // the lane's state in device memory
+  RingView view;                      // the ring (copied once, at enter)
+  uint8_t *staging;                   // this lane's staging area in device memory
   volatile uint32_t *pending_flag;    // tx flag of the request last polled
+  volatile int *shutdown;             // the dispatcher's shutdown flag
   uint32_t pending_seq;               // the value that publishes it
+  uint32_t next_slot;                 // next slot this lane polls
+  uint32_t next_seq;                  // sequence number expected in that slot
+  uint32_t lane_index;                // this lane's index
+  uint32_t num_lanes;                 // lanes sharing the ring
   uint32_t reserved;
 };
-static_assert(sizeof(HotSession) == 24, "24 bytes a lane in shared memory");
+static_assert(sizeof(HotSession) == 88, "88 bytes a lane in shared memory");
 
 __device__ __forceinline__ HotSession *hot_sessions() {
   __shared__ HotSession sessions[CUDAQ_HOST_RING_MAX_LANES];
   return sessions;
+}
+
+// The ring's header (magic .. tx_flags) is read once, at enter, with
+// ld.global.nc (cudaq_detail_ldnc_*).
+__device__ __forceinline__ RingView view_of(const cudaq_host_ring_ctx_t *ring) {
+  RingView v;
+  v.num_slots = cudaq_detail_ldnc_u32(&ring->num_slots);
+  v.slot_size = cudaq_detail_ldnc_u32(&ring->slot_size);
+  v.rx_slots = reinterpret_cast<const uint8_t *>(cudaq_detail_ldnc_u64(&ring->rx_slots));
+  v.tx_slots = reinterpret_cast<uint8_t *>(cudaq_detail_ldnc_u64(&ring->tx_slots));
+  v.rx_flags = reinterpret_cast<const volatile uint32_t *>(cudaq_detail_ldnc_u64(&ring->rx_flags));
+  v.tx_flags = reinterpret_cast<volatile uint32_t *>(cudaq_detail_ldnc_u64(&ring->tx_flags));
+  return v;
 }
 
 } // namespace
@@ -65,8 +99,7 @@ extern "C" __device__ void *cudaq_dev_enter_lane(void *transport_ctx, volatile i
       ring->num_slots % num_lanes != 0 || lane >= ring->num_slots)
     return nullptr;
   cudaq_host_ring_lane_t *s = &ring->lanes[lane];
-  // The host wrote each lane's back pointer (host_ring_ctx_bytes): it is read
-  // only, through the read-only path, so the hooks keep it in a register.
+  // The host wrote each lane's back pointer (host_ring_ctx_bytes).
   if (cudaq_detail_ldnc_u64(&s->ring) != reinterpret_cast<uint64_t>(ring))
     return nullptr;
   s->shutdown = shutdown_flag;
@@ -75,9 +108,17 @@ extern "C" __device__ void *cudaq_dev_enter_lane(void *transport_ctx, volatile i
   s->lane = lane;
   s->num_lanes = num_lanes;
   HotSession *h = &hot_sessions()[lane];
-  h->lane = s;
+  h->view = view_of(ring);
+  h->staging = reinterpret_cast<uint8_t *>(ring) + sizeof(cudaq_host_ring_ctx_t) +
+               static_cast<size_t>(lane) * h->view.slot_size;
   h->pending_flag = nullptr;
+  h->shutdown = shutdown_flag;
   h->pending_seq = 0;
+  h->next_slot = lane;
+  h->next_seq = 1;
+  h->lane_index = lane;
+  h->num_lanes = num_lanes;
+  h->reserved = 0;
   return h;
 }
 
@@ -96,40 +137,7 @@ extern "C" __device__ void *cudaq_host_ring_enter_lane(void *transport_ctx,
 
 namespace {
 
-// The ring's header (magic .. tx_flags) and the lanes' back pointers are
-// written by the host before the kernel starts and never change while it runs,
-// so they are read with ld.global.nc (cudaq_detail_ldnc_*: asm the compiler may
-// hoist), and the compiler keeps the values in registers across requests. The lanes' state changes (this kernel writes it) and
-// is read with plain loads before waiting for a request, never after the
-// acquire: everything that follows a successful poll is on the round trip's
-// critical path, and after a system-scope acquire (which invalidates L1) a
-// dependent load from device memory costs an L2 round trip.
-struct RingView {
-  uint32_t num_slots;
-  uint32_t slot_size;
-  const uint8_t *rx_slots;
-  uint8_t *tx_slots;
-  const volatile uint32_t *rx_flags;
-  volatile uint32_t *tx_flags;
-};
-
-__device__ __forceinline__ RingView view_of(const cudaq_host_ring_ctx_t *ring) {
-  RingView v;
-  v.num_slots = cudaq_detail_ldnc_u32(&ring->num_slots);
-  v.slot_size = cudaq_detail_ldnc_u32(&ring->slot_size);
-  v.rx_slots = reinterpret_cast<const uint8_t *>(cudaq_detail_ldnc_u64(&ring->rx_slots));
-  v.tx_slots = reinterpret_cast<uint8_t *>(cudaq_detail_ldnc_u64(&ring->tx_slots));
-  v.rx_flags = reinterpret_cast<const volatile uint32_t *>(cudaq_detail_ldnc_u64(&ring->rx_flags));
-  v.tx_flags = reinterpret_cast<volatile uint32_t *>(cudaq_detail_ldnc_u64(&ring->tx_flags));
-  return v;
-}
-
-// The context of a lane (its back pointer, written by the host before launch).
-__device__ __forceinline__ cudaq_host_ring_ctx_t *ring_of(const cudaq_host_ring_lane_t *s) {
-  return reinterpret_cast<cudaq_host_ring_ctx_t *>(cudaq_detail_ldnc_u64(&s->ring));
-}
-
-// A lane's position, read once per poll (before waiting).
+// A lane's position, read once per poll (before waiting), from shared memory.
 struct LaneState {
   uint32_t slot;
   uint32_t seq;
@@ -137,8 +145,8 @@ struct LaneState {
   uint32_t num_lanes;
 };
 
-__device__ __forceinline__ LaneState state_of(const cudaq_host_ring_lane_t *s) {
-  return LaneState{s->next_slot, s->next_seq, s->lane, s->num_lanes};
+__device__ __forceinline__ LaneState state_of(const HotSession *h) {
+  return LaneState{h->next_slot, h->next_seq, h->lane_index, h->num_lanes};
 }
 
 // Copies the request in a slot to the lane's staging area in device memory, or
@@ -218,23 +226,21 @@ __device__ __forceinline__ uint8_t *store_request(const LoadedRequest &r, uint8_
 // Takes the request that has arrived in the lane's next slot: issues the loads
 // of its bytes first, then (while they cross PCIe) records it as pending and
 // advances, then stages it and fills *request / *response.
-__device__ __forceinline__ void claim(HotSession *h, cudaq_host_ring_lane_t *s,
-                                      cudaq_host_ring_ctx_t *ring, const RingView &v,
-                                      const LaneState &st, void **request, void **response,
-                                      void *own, uint32_t own_bytes) {
+__device__ __forceinline__ void claim(HotSession *h, const RingView &v, const LaneState &st,
+                                      void **request, void **response, void *own,
+                                      uint32_t own_bytes) {
   const size_t offset = static_cast<size_t>(st.slot) * v.slot_size;
   LoadedRequest loaded;
   load_request(loaded, v.rx_slots + offset, v.slot_size);
-  uint8_t *staging = reinterpret_cast<uint8_t *>(ring) + sizeof(cudaq_host_ring_ctx_t) +
-                     static_cast<size_t>(st.lane) * v.slot_size;
+  uint8_t *staging = h->staging;
   uint32_t next = st.slot + st.num_lanes;
   h->pending_flag = v.tx_flags + st.slot; // shared memory: publishing reads no device memory
   h->pending_seq = st.seq;
   if (next >= v.num_slots) {
     next -= v.num_slots;
-    s->next_seq = st.seq + 1;
+    h->next_seq = st.seq + 1;
   }
-  s->next_slot = next;
+  h->next_slot = next;
   // The acquire emptied L1. Unless the caller gave a buffer of its own, ask,
   // without waiting, for the staging area's first two lines (the handler reads
   // its arguments there). No memory clobber: it orders nothing, and between
@@ -254,16 +260,14 @@ __device__ __forceinline__ void claim(HotSession *h, cudaq_host_ring_lane_t *s,
 __device__ __forceinline__ int poll(void *session, void **request, void **response, void *own,
                                     uint32_t own_bytes, bool wait) {
   HotSession *h = static_cast<HotSession *>(session);
-  cudaq_host_ring_lane_t *s = h->lane;
-  cudaq_host_ring_ctx_t *ring = ring_of(s);
-  const RingView v = view_of(ring);
-  const LaneState st = state_of(s);
+  const RingView v = h->view;
+  const LaneState st = state_of(h);
   const volatile uint32_t *flag = &v.rx_flags[st.slot];
   if (!wait) {
     if (load_acquire_sys(flag) != st.seq)
       return 0;
   } else {
-    volatile int *shutdown = s->shutdown;
+    volatile int *shutdown = h->shutdown;
     // Each load of mapped host memory is a PCIe round trip: look at the
     // shutdown flag only every kShutdownEvery polls so that an arriving request
     // is seen after one flag load, not after a flag load plus a shutdown load.
@@ -276,7 +280,7 @@ __device__ __forceinline__ int poll(void *session, void **request, void **respon
     }
   }
   CUDAQ_HOST_RING_PHASE_BEGIN();
-  claim(h, s, ring, v, st, request, response, own, own_bytes);
+  claim(h, v, st, request, response, own, own_bytes);
   return 1;
 }
 

@@ -31,8 +31,8 @@
 typedef struct cudaq_host_ring_lane {
   void *ring;             // back pointer to the context: written by the host before launch
   volatile int *shutdown; // the dispatcher's shutdown flag
-  uint32_t next_slot;     // next slot this lane polls
-  uint32_t next_seq;      // sequence number expected in that slot
+  uint32_t next_slot;     // the slot this lane polls first (the hooks keep the lane's
+  uint32_t next_seq;      // position in the opening block's shared memory) and its sequence
   uint32_t pending_slot;  // unused: the hooks keep the request last polled in the
   uint32_t pending_seq;   // opening block's shared memory (layout kept: mirrored in Python)
   uint32_t lane;          // this lane's index

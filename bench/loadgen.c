@@ -78,13 +78,26 @@ static inline int await(const ring_t *r, uint64_t k, uint32_t arg_len, int check
   return 0;
 }
 
-/* Serial round trips: one request in flight; out_ns[i] = round trip of request i. */
-int lg_latency(uint8_t *base, uint32_t num_slots, uint32_t slot_size, uint32_t function_id,
-               const uint8_t *args, uint32_t arg_len, uint64_t count, uint64_t *next,
-               double *out_ns) {
+/* Serial round trips: one request in flight; out_ns[i] = round trip of request i.
+ * With max_gap_ns, a pause drawn uniformly from [0, max_gap_ns] (xorshift, fixed
+ * seed; not timed) comes before each request, so that requests arrive at every
+ * phase of the consumer's poll loop instead of at the one a back-to-back
+ * ping-pong locks into (a poll of mapped host memory samples the flag once per
+ * PCIe round trip). */
+static int serial_rounds(uint8_t *base, uint32_t num_slots, uint32_t slot_size,
+                         uint32_t function_id, const uint8_t *args, uint32_t arg_len,
+                         uint64_t count, uint64_t max_gap_ns, uint64_t *next, double *out_ns) {
   ring_t r = ring_of(base, num_slots, slot_size);
-  uint64_t k = *next;
+  uint64_t k = *next, x = 0x9e3779b97f4a7c15ull;
   for (uint64_t i = 0; i < count; ++i, ++k) {
+    if (max_gap_ns) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      const uint64_t until = now_ns() + x % (max_gap_ns + 1);
+      while (now_ns() < until) {
+      }
+    }
     uint64_t t0 = now_ns();
     submit(&r, k, function_id, args, arg_len);
     int rc = await(&r, k, arg_len, 0);
@@ -103,40 +116,18 @@ int lg_latency(uint8_t *base, uint32_t num_slots, uint32_t slot_size, uint32_t f
   return 0;
 }
 
-/* Serial round trips with a think time: before request i, a pause drawn
- * uniformly from [0, max_gap_ns] (xorshift, fixed seed; not timed), so that
- * requests arrive at every phase of the consumer's poll loop instead of at the
- * one a back-to-back ping-pong locks into (a poll of mapped host memory samples
- * the flag once per PCIe round trip). out_ns as lg_latency. */
+int lg_latency(uint8_t *base, uint32_t num_slots, uint32_t slot_size, uint32_t function_id,
+               const uint8_t *args, uint32_t arg_len, uint64_t count, uint64_t *next,
+               double *out_ns) {
+  return serial_rounds(base, num_slots, slot_size, function_id, args, arg_len, count, 0, next,
+                       out_ns);
+}
+
 int lg_latency_gap(uint8_t *base, uint32_t num_slots, uint32_t slot_size, uint32_t function_id,
                    const uint8_t *args, uint32_t arg_len, uint64_t count, uint64_t max_gap_ns,
                    uint64_t *next, double *out_ns) {
-  ring_t r = ring_of(base, num_slots, slot_size);
-  uint64_t k = *next, x = 0x9e3779b97f4a7c15ull;
-  for (uint64_t i = 0; i < count; ++i, ++k) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    const uint64_t gap = max_gap_ns ? x % (max_gap_ns + 1) : 0;
-    const uint64_t until = now_ns() + gap;
-    while (now_ns() < until) {
-    }
-    uint64_t t0 = now_ns();
-    submit(&r, k, function_id, args, arg_len);
-    int rc = await(&r, k, arg_len, 0);
-    uint64_t t1 = now_ns();
-    if (rc != 0) {
-      *next = k;
-      return rc;
-    }
-    out_ns[i] = (double)(t1 - t0);
-    if (await(&r, k, arg_len, 1) != 0) {
-      *next = k + 1;
-      return -2;
-    }
-  }
-  *next = k;
-  return 0;
+  return serial_rounds(base, num_slots, slot_size, function_id, args, arg_len, count, max_gap_ns,
+                       next, out_ns);
 }
 
 /* `count` requests with up to `in_flight` outstanding (<= num_slots); *seconds = wall time. */

@@ -248,39 +248,54 @@ extern "C" __global__ void stage_floor(const uint8_t *rx, uint8_t *tx,
   }
 }
 
-// Ablations of the single-thread dispatcher (example_app's loop, copied): which
-// part of its handler phase costs what. Each serves thread-shaped requests.
-//  - ablation_nostats: no per-request stats counter;
-//  - ablation_direct: echo_thread called by name (no handler switch to run).
-extern "C" __device__ int echo_thread(const void *, uint32_t, void *, uint32_t, uint32_t *);
-template <bool kStats, bool kSwitch>
-__device__ __forceinline__ void ablation_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
+// The single-thread dispatcher's loop (example_app's, copied) for the probes
+// below: `serve(request, response, stage, table, cache)` answers one polled
+// request (status, handler, header), then it is published.
+template <typename Serve>
+__device__ __forceinline__ void probe_loop(void *transport_ctx, const cudaq_function_entry_t *table,
+                                           uint32_t table_count, volatile int *shutdown_flag,
+                                           Serve serve) {
   if (threadIdx.x != 0 || blockIdx.x != 0)
     return;
   table = cudaq_table_to_shared(table, table_count);
   void *session = cudaq_dev_enter_kernel(transport_ctx, shutdown_flag);
   if (session == nullptr)
     return;
-  const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
   __shared__ __align__(16) uint8_t stage[256];
   cudaq_lookup_cache_t cache = cudaq_lookup_cache_empty();
   void *request = nullptr;
   void *response = nullptr;
   while (cudaq_dev_rx_poll_into(session, &request, &response, stage, sizeof(stage), 1)) {
-    int32_t status = cudaq_validate_request_cached(request, slot_size, table, table_count, &cache);
-    if (kStats)
-      atomicAdd(stats, 1ull);
-    uint32_t result_len = 0;
-    if (status == CUDAQ_RPC_STATUS_SUCCESS) {
-      if (kSwitch)
-        status = cudaq_call_handler(cache.handler, request, response, max_result, &result_len);
-      else
-        status = echo_thread(cudaq_request_args(request), cudaq_request_arg_len(request),
-                             cudaq_response_result(response), max_result, &result_len);
-    }
-    write_response_header(response, request, status, result_len);
+    serve(request, response, stage, table, cache);
     cudaq_dev_tx_publish(session, response);
   }
+}
+
+// Ablations of the single-thread dispatcher: which part of its handler phase
+// costs what. Each serves thread-shaped requests.
+//  - ablation_nostats: no per-request stats counter;
+//  - ablation_direct: echo_thread called by name (no handler switch to run).
+extern "C" __device__ int echo_thread(const void *, uint32_t, void *, uint32_t, uint32_t *);
+template <bool kStats, bool kSwitch>
+__device__ __forceinline__ void ablation_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
+  const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
+  probe_loop(
+      transport_ctx, table, table_count, shutdown_flag,
+      [&](void *request, void *response, uint8_t *, const cudaq_function_entry_t *t,
+          cudaq_lookup_cache_t &cache) {
+        int32_t status = cudaq_validate_request_cached(request, slot_size, t, table_count, &cache);
+        if (kStats)
+          atomicAdd(stats, 1ull);
+        uint32_t result_len = 0;
+        if (status == CUDAQ_RPC_STATUS_SUCCESS) {
+          if (kSwitch)
+            status = cudaq_call_handler(cache.handler, request, response, max_result, &result_len);
+          else
+            status = echo_thread(cudaq_request_args(request), cudaq_request_arg_len(request),
+                                 cudaq_response_result(response), max_result, &result_len);
+        }
+        write_response_header(response, request, status, result_len);
+      });
 }
 extern "C" __global__ void ablation_nostats(CUDAQ_DISPATCH_KERNEL_PARAMS) {
   ablation_loop<false, true>(transport_ctx, slot_size, table, table_count, shutdown_flag, stats);
@@ -294,41 +309,33 @@ extern "C" __global__ void ablation_nostats(CUDAQ_DISPATCH_KERNEL_PARAMS) {
 //    stage passed (request == stage): no address-space test at run time.
 template <int kVariant>
 __device__ __forceinline__ void variant_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
-  if (threadIdx.x != 0 || blockIdx.x != 0)
-    return;
-  table = cudaq_table_to_shared(table, table_count);
-  void *session = cudaq_dev_enter_kernel(transport_ctx, shutdown_flag);
-  if (session == nullptr)
-    return;
   const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
-  __shared__ __align__(16) uint8_t stage[256];
-  cudaq_lookup_cache_t cache = cudaq_lookup_cache_empty();
-  void *request = nullptr;
-  void *response = nullptr;
-  while (cudaq_dev_rx_poll_into(session, &request, &response, stage, sizeof(stage), 1)) {
-    int32_t status = cudaq_validate_request_cached(request, slot_size, table, table_count, &cache);
-    atomicAdd(stats, 1ull);
-    uint32_t result_len = 0;
-    if (kVariant == 2 && request == stage) {
-      uint8_t *out = static_cast<uint8_t *>(__builtin_assume_aligned(response, 8));
-      __builtin_assume(__isGlobal(out));
-      if (status == CUDAQ_RPC_STATUS_SUCCESS) {
-        uint32_t len = 0;
-        status = cudaq_dev_call_handler(cache.handler, stage + CUDAQ_RPC_HEADER_SIZE,
-                                        cudaq_request_arg_len(stage), out + CUDAQ_RPC_HEADER_SIZE,
-                                        max_result, &len);
-        result_len = len < max_result ? len : max_result;
-      }
-      write_response_header(out, stage, status, result_len);
-    } else {
-      const void *req = __builtin_assume_aligned(request, 8);
-      void *resp = __builtin_assume_aligned(response, 8);
-      if (status == CUDAQ_RPC_STATUS_SUCCESS)
-        status = cudaq_call_handler(cache.handler, req, resp, max_result, &result_len);
-      write_response_header(resp, req, status, result_len);
-    }
-    cudaq_dev_tx_publish(session, response);
-  }
+  probe_loop(
+      transport_ctx, table, table_count, shutdown_flag,
+      [&](void *request, void *response, uint8_t *stage, const cudaq_function_entry_t *t,
+          cudaq_lookup_cache_t &cache) {
+        int32_t status = cudaq_validate_request_cached(request, slot_size, t, table_count, &cache);
+        atomicAdd(stats, 1ull);
+        uint32_t result_len = 0;
+        if (kVariant == 2 && request == stage) {
+          uint8_t *out = static_cast<uint8_t *>(__builtin_assume_aligned(response, 8));
+          __builtin_assume(__isGlobal(out));
+          if (status == CUDAQ_RPC_STATUS_SUCCESS) {
+            uint32_t len = 0;
+            status = cudaq_dev_call_handler(cache.handler, stage + CUDAQ_RPC_HEADER_SIZE,
+                                            cudaq_request_arg_len(stage),
+                                            out + CUDAQ_RPC_HEADER_SIZE, max_result, &len);
+            result_len = len < max_result ? len : max_result;
+          }
+          write_response_header(out, stage, status, result_len);
+        } else {
+          const void *req = __builtin_assume_aligned(request, 8);
+          void *resp = __builtin_assume_aligned(response, 8);
+          if (status == CUDAQ_RPC_STATUS_SUCCESS)
+            status = cudaq_call_handler(cache.handler, req, resp, max_result, &result_len);
+          write_response_header(resp, req, status, result_len);
+        }
+      });
 }
 // A ladder from stage_floor to the single-thread dispatcher, one feature a rung
 // (exploration: what each costs). Each serves echo_thread's work inline.
@@ -339,43 +346,35 @@ __device__ __forceinline__ void variant_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
 //    the handler call).
 template <int kRung>
 __device__ __forceinline__ void ladder_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
-  if (threadIdx.x != 0 || blockIdx.x != 0)
-    return;
-  table = cudaq_table_to_shared(table, table_count);
-  void *session = cudaq_dev_enter_kernel(transport_ctx, shutdown_flag);
-  if (session == nullptr)
-    return;
   const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
-  __shared__ __align__(16) uint8_t stage[256];
-  cudaq_lookup_cache_t cache = cudaq_lookup_cache_empty();
-  void *request = nullptr;
-  void *response = nullptr;
-  while (cudaq_dev_rx_poll_into(session, &request, &response, stage, sizeof(stage), 1)) {
-    int32_t status = CUDAQ_RPC_STATUS_SUCCESS;
-    if (kRung >= 2)
-      status = cudaq_validate_request_cached(request, slot_size, table, table_count, &cache);
-    if (kRung >= 3)
-      atomicAdd(stats, 1ull);
-    uint32_t n = 0;
-    if (__isShared(request) && __isGlobal(response)) {
-      __builtin_assume(__isShared(request));
-      __builtin_assume(__isGlobal(response));
-      if (status == CUDAQ_RPC_STATUS_SUCCESS) {
-        const uint32_t len = cudaq_request_arg_len(request);
-        n = len < max_result ? len : max_result;
-        const uint64_t *in = static_cast<const uint64_t *>(cudaq_request_args(request));
-        uint64_t *out = static_cast<uint64_t *>(cudaq_response_result(response));
-        for (uint32_t i = 0; i < (n + 7) / 8; ++i)
-          out[i] = in[i];
-      }
-      CUDAQ_REALTIME_PHASE(3);
-      cudaq_detail_write_header(response, request, status, n);
-      CUDAQ_REALTIME_PHASE(4);
-    } else {
-      write_response_header(response, request, CUDAQ_RPC_STATUS_ARGS_TOO_LONG, 0);
-    }
-    cudaq_dev_tx_publish(session, response);
-  }
+  probe_loop(
+      transport_ctx, table, table_count, shutdown_flag,
+      [&](void *request, void *response, uint8_t *, const cudaq_function_entry_t *t,
+          cudaq_lookup_cache_t &cache) {
+        int32_t status = CUDAQ_RPC_STATUS_SUCCESS;
+        if (kRung >= 2)
+          status = cudaq_validate_request_cached(request, slot_size, t, table_count, &cache);
+        if (kRung >= 3)
+          atomicAdd(stats, 1ull);
+        uint32_t n = 0;
+        if (__isShared(request) && __isGlobal(response)) {
+          __builtin_assume(__isShared(request));
+          __builtin_assume(__isGlobal(response));
+          if (status == CUDAQ_RPC_STATUS_SUCCESS) {
+            const uint32_t len = cudaq_request_arg_len(request);
+            n = len < max_result ? len : max_result;
+            const uint64_t *in = static_cast<const uint64_t *>(cudaq_request_args(request));
+            uint64_t *out = static_cast<uint64_t *>(cudaq_response_result(response));
+            for (uint32_t i = 0; i < (n + 7) / 8; ++i)
+              out[i] = in[i];
+          }
+          CUDAQ_REALTIME_PHASE(3);
+          cudaq_detail_write_header(response, request, status, n);
+          CUDAQ_REALTIME_PHASE(4);
+        } else {
+          write_response_header(response, request, CUDAQ_RPC_STATUS_ARGS_TOO_LONG, 0);
+        }
+      });
 }
 extern "C" __global__ void ladder_bridge(CUDAQ_DISPATCH_KERNEL_PARAMS) {
   ladder_loop<1>(transport_ctx, slot_size, table, table_count, shutdown_flag, stats);

@@ -318,25 +318,6 @@ def test_call_fast_path_reads_the_answer_and_checks_it() -> None:
     assert client.in_flight == 0  # a bad answer frees its slot
 
 
-def test_call_falls_back_to_waiting_for_a_slow_consumer() -> None:
-    lay, buf, _, server = _ring(4, 64)
-    client = RingClient(buf, lay, spin=8)
-
-    def late() -> None:
-        while server.poll() is None:
-            threading.Event().wait(1e-3)
-        threading.Event().wait(0.02)  # long after call() stopped spinning
-        server.publish(3, b"late")
-
-    thread = threading.Thread(target=late)
-    thread.start()
-    assert client.call("f", b"x") == (3, b"late")
-    thread.join()
-    assert client.in_flight == 0
-    with pytest.raises(TimeoutError, match="did not arrive within"):
-        client.call("f", b"y", timeout=0.05)
-
-
 # -- whose response is it (issue 11, item 1) -------------------------------------------------
 
 

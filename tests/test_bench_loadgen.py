@@ -1,0 +1,129 @@
+"""The benchmarks' native load generator (``bench/loadgen.c``), without a GPU.
+
+``bench/dispatch.py`` and ``bench/phases.py`` time round trips with it, back to back and with
+random arrival (``lg_latency_gap``). Here a ``RingServer`` thread of this process answers in
+place of a dispatch kernel (ctypes releases the GIL while the C code spins), so the protocol
+side of the measurement is checked where CI runs: every request written, answered, its
+response checked by the generator, the position carried between calls, the think time not
+counted in the round trip. No timing is asserted beyond that.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from skbuild_cudaq.realtime.ring import RingLayout, RingServer
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+def _bench_dispatch() -> ModuleType:
+    """bench/dispatch.py as a module (it imports nothing from CUDA at import)."""
+    pytest.importorskip("numpy")
+    spec = importlib.util.spec_from_file_location("_bench_dispatch", BENCH / "dispatch.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    if shutil.which("gcc") is None and shutil.which("cc") is None:
+        pytest.skip("no C compiler to build bench/loadgen.c")
+    module = _bench_dispatch()
+    module.LOADGEN_SO = module.build_loadgen(tmp_path_factory.mktemp("loadgen"))
+    return module
+
+
+@pytest.fixture
+def served_ring(bench: Any) -> Iterator[tuple[Any, int, list[int]]]:
+    """A ring of the benchmark's layout in process memory, echoed by a RingServer thread."""
+    layout = RingLayout(bench.NUM_SLOTS, bench.SLOT_SIZE)
+    memory = ctypes.create_string_buffer(layout.total_bytes)
+    server = RingServer(memory, layout)
+    stop = threading.Event()
+    answered = [0]
+
+    def serve() -> None:
+        while not stop.is_set():
+            request = server.poll()
+            if request is None:
+                time.sleep(0)
+                continue
+            server.publish(0, request.args)
+            answered[0] += 1
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield bench.LoadGen(bench.LOADGEN_SO), ctypes.addressof(memory), answered
+    finally:
+        stop.set()
+        thread.join()
+        server.close()
+
+
+def _think_times_ns(count: int, max_gap_ns: int) -> list[int]:
+    """The pauses lg_latency_gap draws (its xorshift, fixed seed, per call)."""
+    mask, x, out = (1 << 64) - 1, 0x9E3779B97F4A7C15, []
+    for _ in range(count):
+        x ^= (x << 13) & mask
+        x ^= x >> 7
+        x ^= (x << 17) & mask
+        out.append(x % (max_gap_ns + 1))
+    return out
+
+
+def test_back_to_back_and_random_arrival_round_trips(
+    bench: Any, served_ring: tuple[Any, int, list[int]]
+) -> None:
+    gen, ring, answered = served_ring
+    fid = bench.fnv1a("echo")
+    t0 = time.perf_counter_ns()
+    back_to_back = gen.latency(ring, fid, 300)
+    t1 = time.perf_counter_ns()
+    assert gen.next.value == 300  # the ring's position, carried to the next call
+    gapped = gen.latency(ring, fid, 300, gap_ns=20_000)
+    t2 = time.perf_counter_ns()
+    assert gen.next.value == 600 and answered[0] == 600  # past the ring's 256 slots twice
+    for samples in (back_to_back, gapped):
+        assert samples.shape == (300,) and (samples > 0).all()
+    # The think times were waited, and none of them is in a round trip: the call took the
+    # round trips plus at least the pauses, which back to back are not there.
+    think_us = sum(_think_times_ns(300, 20_000)) / 1000.0
+    assert think_us > 1000.0  # ~3 ms at a mean of 10 us
+    assert (t2 - t1) / 1000.0 - float(gapped.sum()) >= think_us
+    assert (t1 - t0) / 1000.0 - float(back_to_back.sum()) < think_us / 2
+
+
+def test_a_wrong_answer_stops_the_generator(bench: Any) -> None:
+    """The generator checks each response (magic, status, length, request id echoed)."""
+    layout = RingLayout(bench.NUM_SLOTS, bench.SLOT_SIZE)
+    memory = ctypes.create_string_buffer(layout.total_bytes)
+    server = RingServer(memory, layout)
+
+    def serve_one_wrong() -> None:
+        while (request := server.poll()) is None:
+            time.sleep(0)
+        server.publish(5, request.args)  # status 5: not what an echo answers
+
+    thread = threading.Thread(target=serve_one_wrong)
+    thread.start()
+    gen = bench.LoadGen(bench.LOADGEN_SO)
+    with pytest.raises(RuntimeError, match=r"lg_latency failed \(-2\) at request 1"):
+        gen.latency(ctypes.addressof(memory), bench.fnv1a("echo"), 1, gap_ns=1000)
+    thread.join()
+    server.close()

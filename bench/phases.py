@@ -199,7 +199,7 @@ extern "C" __global__ void naive_floor(const uint8_t *rx, uint8_t *tx,
 // The ping-pong floor with the request staged in shared memory and the echo
 // copied out of the stage word by word: what staging costs a bare kernel (the
 // run time stages every request that fits, so that handlers read their
-// arguments from shared memory).
+// arguments from shared memory). Its own loop too, for naive_floor's reason.
 extern "C" __global__ void stage_floor(const uint8_t *rx, uint8_t *tx,
                                        volatile uint32_t *rx_flags, volatile uint32_t *tx_flags,
                                        uint32_t num_slots, uint32_t slot_size,

@@ -284,11 +284,15 @@ def test_cli_link_bad_arch(bins: DeviceBinaries, tmp_path: Path) -> None:
 def test_cli_link_without_the_runtime_extra_advises_it(
     bins: DeviceBinaries, tmp_path: Path
 ) -> None:
-    """As if cuda-bindings were not installed: the advice is the extra, which brings it."""
+    """As if the run-time extra were not installed (no cuda-bindings, no nvJitLink wheel): the
+    advice is the extra, which brings both. (With the nvJitLink wheel alone the link works: it
+    calls the library through ctypes.)"""
     import os
 
     code = (
         "import sys; sys.modules['cuda'] = None  # no cuda-bindings in this environment\n"
+        "from skbuild_cudaq.realtime import _nvjitlink\n"
+        "_nvjitlink._found_nvjitlink = lambda: None  # and no nvidia-nvjitlink wheel\n"
         "from skbuild_cudaq.__main__ import main; sys.exit(main(sys.argv[1:]))"
     )
     out = tmp_path / "x.cubin"

@@ -4,9 +4,17 @@ A warm start (cache hit) must not load libnvJitLink, so the cache key uses
 :func:`nvjitlink_identity`: the library ``cuda.bindings`` loads, found the way
 cuda-pathfinder finds it (one already mapped into the process, else the
 wheels' directories under site-packages, else ``$CONDA_PREFIX``), described by
-its path and stat without loading it. Only a cache miss imports
-``cuda.bindings.nvjitlink``; it then checks that the library it loaded is the
-one the key described (see ``link.PreparedLink.finish``).
+its path and stat without loading it. Only a cache miss loads it; it then
+checks that the library it loaded is the one the key described (see
+``link.PreparedLink.finish``).
+
+A cache miss calls that very file's C functions through ctypes
+(:class:`CLibrary`: nine functions, the ``__nvJitLink*_<major>_0`` entry points
+the C header of each major names): importing ``cuda.bindings.nvjitlink`` costs
+~60-90 ms, most of it ``cuda.pathfinder``, which the cold start's link worker
+would otherwise wait for while the main thread imports the driver. Only where
+the file cannot be found without the system loader does the link go through
+``cuda.bindings`` (the same library, loaded by cuda-pathfinder).
 """
 
 from __future__ import annotations
@@ -17,13 +25,17 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .device_code import LinkInput
 from .errors import LinkError, VersionMismatchError
 
 __all__ = [
     "LTO_IR_RELEASES",
+    "RESULT_NAMES",
+    "CLibrary",
     "NvJitLinkInfo",
+    "c_library",
     "check_versions",
     "installed_nvjitlink",
     "ir_release",
@@ -185,8 +197,171 @@ def nvjitlink_identity() -> str:
     return "|".join(_wheel_of(lib).identity() for lib in libraries)
 
 
+#: nvJitLink's result codes (``nvJitLinkResult`` in nvJitLink.h; ``cuda.bindings`` names them
+#: the same, which the tests check).
+RESULT_NAMES = (
+    "SUCCESS",
+    "ERROR_UNRECOGNIZED_OPTION",
+    "ERROR_MISSING_ARCH",
+    "ERROR_INVALID_INPUT",
+    "ERROR_PTX_COMPILE",
+    "ERROR_NVVM_COMPILE",
+    "ERROR_INTERNAL",
+    "ERROR_THREADPOOL",
+    "ERROR_UNRECOGNIZED_INPUT",
+    "ERROR_FINALIZE",
+    "ERROR_NULL_INPUT",
+    "ERROR_INCOMPATIBLE_OPTIONS",
+    "ERROR_INCORRECT_INPUT_TYPE",
+    "ERROR_ARCH_MISMATCH",
+    "ERROR_OUTDATED_LIBRARY",
+    "ERROR_MISSING_FATBIN",
+    "ERROR_UNRECOGNIZED_ARCH",
+    "ERROR_UNSUPPORTED_ARCH",
+    "ERROR_LTO_NOT_ENABLED",
+)
+INPUT_FATBIN = 4  #: NVJITLINK_INPUT_FATBIN
+
+
+def result_name(status: int) -> str:
+    return RESULT_NAMES[status] if 0 <= status < len(RESULT_NAMES) else f"status {status}"
+
+
+class _CallError(Exception):
+    """A failed nvJitLink call: its status, and (from :meth:`CLibrary.link`) what the link
+    was doing and the handle's error log."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(result_name(status))
+        self.status = status
+        self.stage = "nvJitLink"
+        self.log = ""
+
+
+class CLibrary:
+    """One libnvJitLink file, its C functions called through ctypes.
+
+    The entry points are the versioned ones the C header of the library's major
+    maps each name to (``__nvJitLinkCreate_13_0`` for ``nvJitLinkCreate`` in
+    CUDA 13), else the plain names; ``nvJitLinkVersion`` is not versioned.
+    """
+
+    _FUNCTIONS = (  # name, argument types (c_void_p: the handle; the pointer: its address)
+        ("Create", ("handle_p", "u32", "char_pp")),
+        ("Destroy", ("handle_p",)),
+        ("AddData", ("handle", "int", "void_p", "size", "char_p")),
+        ("Complete", ("handle",)),
+        ("GetLinkedCubinSize", ("handle", "size_p")),
+        ("GetLinkedCubin", ("handle", "void_p")),
+        ("GetErrorLogSize", ("handle", "size_p")),
+        ("GetErrorLog", ("handle", "void_p")),
+    )
+
+    def __init__(self, path: Path) -> None:
+        import ctypes
+
+        self.path = path
+        self._lib = lib = ctypes.CDLL(str(path))
+        version = lib.nvJitLinkVersion
+        version.restype = ctypes.c_int
+        version.argtypes = [ctypes.POINTER(ctypes.c_uint), ctypes.POINTER(ctypes.c_uint)]
+        major, minor = ctypes.c_uint(), ctypes.c_uint()
+        status = version(ctypes.byref(major), ctypes.byref(minor))
+        if status != 0:
+            msg = f"nvJitLinkVersion of {path} failed: {result_name(status)}"
+            raise LinkError(msg)
+        self.version = (int(major.value), int(minor.value))
+        kinds = {
+            "handle": ctypes.c_void_p,
+            "handle_p": ctypes.POINTER(ctypes.c_void_p),
+            "u32": ctypes.c_uint32,
+            "int": ctypes.c_int,
+            "void_p": ctypes.c_void_p,
+            "size": ctypes.c_size_t,
+            "size_p": ctypes.POINTER(ctypes.c_size_t),
+            "char_p": ctypes.c_char_p,
+            "char_pp": ctypes.POINTER(ctypes.c_char_p),
+        }
+        self._fn: dict[str, Any] = {}
+        for name, args in self._FUNCTIONS:
+            for symbol in (f"__nvJitLink{name}_{self.version[0]}_0", f"nvJitLink{name}"):
+                try:
+                    fn = getattr(lib, symbol)
+                except AttributeError:
+                    continue
+                fn.restype = ctypes.c_int
+                fn.argtypes = [kinds[a] for a in args]
+                self._fn[name] = fn
+                break
+            else:
+                msg = f"{path} exports no nvJitLink{name}: not an nvJitLink library"
+                raise LinkError(msg)
+
+    def _call(self, name: str, *args: Any) -> None:
+        status = self._fn[name](*args)
+        if status != 0:
+            raise _CallError(int(status))
+
+    def link(self, inputs: Sequence[tuple[str, bytes]], options: Sequence[str]) -> bytes:
+        """The cubin, or :class:`_CallError` with the stage and the handle's error log."""
+        import ctypes
+
+        handle = ctypes.c_void_p()
+        opts = (ctypes.c_char_p * max(1, len(options)))(*(o.encode() for o in options))
+        stage = "creating the linker"
+        try:
+            self._call("Create", ctypes.byref(handle), len(options), opts)
+        except _CallError as exc:  # bad options: a handle may still hold the log
+            exc.stage = stage
+            if handle.value:
+                exc.log = self._error_log(handle)
+                self._fn["Destroy"](ctypes.byref(handle))
+            raise
+        try:
+            try:
+                for name, data in inputs:
+                    stage = f"adding {name}"
+                    self._call("AddData", handle, INPUT_FATBIN, data, len(data), name.encode())
+                stage = "linking"
+                self._call("Complete", handle)
+                size = ctypes.c_size_t()
+                self._call("GetLinkedCubinSize", handle, ctypes.byref(size))
+                cubin = ctypes.create_string_buffer(size.value)
+                self._call("GetLinkedCubin", handle, cubin)
+                return cubin.raw[: size.value]
+            except _CallError as exc:
+                exc.stage = stage
+                exc.log = self._error_log(handle)
+                raise
+        finally:
+            self._fn["Destroy"](ctypes.byref(handle))
+
+    def _error_log(self, handle: Any) -> str:
+        import ctypes
+
+        size = ctypes.c_size_t()
+        if self._fn["GetErrorLogSize"](handle, ctypes.byref(size)) != 0 or size.value <= 1:
+            return ""
+        buf = ctypes.create_string_buffer(size.value)
+        if self._fn["GetErrorLog"](handle, buf) != 0:
+            return ""
+        return buf.raw.rstrip(b"\0").decode(errors="replace")
+
+
+@functools.lru_cache(maxsize=1)
+def c_library() -> CLibrary | None:
+    """The libnvJitLink :func:`nvjitlink_identity` describes, loaded through ctypes; None
+    where only the system loader (through cuda-pathfinder) can find it."""
+    mapped = mapped_nvjitlink()
+    path = mapped[0] if mapped else _found_nvjitlink()
+    return None if path is None else CLibrary(path)
+
+
 def nvjitlink_version() -> tuple[int, int]:
-    """``nvjitlink.version()`` (loads libnvJitLink)."""
+    """nvJitLink's version (loads libnvJitLink)."""
+    lib = c_library()
+    if lib is not None:
+        return lib.version
     from cuda.bindings import nvjitlink
 
     major, minor = nvjitlink.version()
@@ -329,6 +504,35 @@ def link_blobs(
     inputs: Sequence[tuple[str, bytes]], options: Sequence[str], sources: str = ""
 ) -> bytes:
     """:func:`link` of ``(name, fatbin container bytes)`` pairs (what a child process gets)."""
+    lib = c_library()
+    if lib is None:
+        return _link_with_bindings(inputs, options, sources)
+    opts = list(options)
+    try:
+        return lib.link(inputs, opts)
+    except _CallError as exc:
+        raise _link_error(exc.stage, sources, opts, exc.status, exc.log) from None
+
+
+def _link_error(stage: str, sources: str, opts: list[str], status: int, log: str) -> LinkError:
+    result = result_name(status)
+    what = f"nvJitLink failed while {stage}"
+    if sources:
+        what += f" ({sources}; options {' '.join(opts)})"
+    if result == "ERROR_OUTDATED_LIBRARY":
+        version = nvjitlink_version()
+        what += f": the LTO-IR is newer than nvJitLink {_fmt(version)}; " + _advice(
+            "the binary", version
+        )
+        return VersionMismatchError(what, log, result)
+    return LinkError(what, log, result)
+
+
+def _link_with_bindings(
+    inputs: Sequence[tuple[str, bytes]], options: Sequence[str], sources: str = ""
+) -> bytes:
+    """:func:`link_blobs` through ``cuda.bindings.nvjitlink`` (where the library could only
+    be found by cuda-pathfinder)."""
     from cuda.bindings import nvjitlink
 
     opts = list(options)
@@ -346,21 +550,9 @@ def link_blobs(
             nvjitlink.get_linked_cubin(handle, cubin)
         except nvjitlink.nvJitLinkError as exc:
             status = getattr(exc, "status", None)
-            try:
-                result = nvjitlink.Result(status).name
-            except ValueError:
-                result = str(exc)
             log = _log(nvjitlink, handle, error=True)
-            what = f"nvJitLink failed while {stage}"
-            if sources:
-                what += f" ({sources}; options {' '.join(opts)})"
-            if result == "ERROR_OUTDATED_LIBRARY":
-                major, minor = nvjitlink.version()
-                what += f": the LTO-IR is newer than nvJitLink {major}.{minor}; " + _advice(
-                    "the binary", (int(major), int(minor))
-                )
-                raise VersionMismatchError(what, log, result) from None
-            raise LinkError(what, log, result) from None
+            code = int(status) if isinstance(status, int) else -1
+            raise _link_error(stage, sources, opts, code, log) from None
     finally:
         nvjitlink.destroy(handle)
     return bytes(cubin)

@@ -11,7 +11,9 @@ Probes (each run in --runs fresh processes; medians reported, in ms):
            cuDevicePrimaryCtxRetain, cuCtxSetCurrent, cuLibraryLoadData of a
            linked cubin, cuLibraryGetKernel
   link     import cuda.bindings.nvjitlink, first call (loads libnvJitLink),
-           reading the inputs (our fatbin reader), the link itself
+           reading the inputs (our fatbin reader), the link itself (the run
+           time's link calls libnvJitLink through ctypes since session 6 and
+           imports no cuda.bindings.nvjitlink: the first step is what that saves)
   gil      a Python thread counts while the main thread sits in cuInit,
            cuDevicePrimaryCtxRetain, libnvJitLink's load and nvJitLinkComplete:
            counts per ms over the thread's rate alone (1.0 = GIL released

@@ -311,30 +311,23 @@ class CLibrary:
         stage = "creating the linker"
         try:
             self._call("Create", ctypes.byref(handle), len(options), opts)
-        except _CallError as exc:  # bad options: a handle may still hold the log
+            for name, data in inputs:
+                stage = f"adding {name}"
+                self._call("AddData", handle, INPUT_FATBIN, data, len(data), name.encode())
+            stage = "linking"
+            self._call("Complete", handle)
+            size = ctypes.c_size_t()
+            self._call("GetLinkedCubinSize", handle, ctypes.byref(size))
+            cubin = ctypes.create_string_buffer(size.value)
+            self._call("GetLinkedCubin", handle, cubin)
+            return cubin.raw[: size.value]
+        except _CallError as exc:  # a failed create may still leave a handle with its log
             exc.stage = stage
-            if handle.value:
-                exc.log = self._error_log(handle)
-                self._fn["Destroy"](ctypes.byref(handle))
+            exc.log = self._error_log(handle) if handle.value else ""
             raise
-        try:
-            try:
-                for name, data in inputs:
-                    stage = f"adding {name}"
-                    self._call("AddData", handle, INPUT_FATBIN, data, len(data), name.encode())
-                stage = "linking"
-                self._call("Complete", handle)
-                size = ctypes.c_size_t()
-                self._call("GetLinkedCubinSize", handle, ctypes.byref(size))
-                cubin = ctypes.create_string_buffer(size.value)
-                self._call("GetLinkedCubin", handle, cubin)
-                return cubin.raw[: size.value]
-            except _CallError as exc:
-                exc.stage = stage
-                exc.log = self._error_log(handle)
-                raise
         finally:
-            self._fn["Destroy"](ctypes.byref(handle))
+            if handle.value:
+                self._fn["Destroy"](ctypes.byref(handle))
 
     def _error_log(self, handle: Any) -> str:
         import ctypes

@@ -434,10 +434,10 @@ cudaq_validate_request_cached(const void *request, uint32_t slot_size,
 // knows their address space and alignment from the stage's declaration, and an
 // inlined handler reads them with wide shared-memory loads issued ahead of its
 // global stores of the result, as the same code would compile in a kernel of
-// its own (bench/phases.py: a naive byte loop through the dispatcher within
-// 0.1 us of the same loop inlined in a bare kernel). Any other request (one
-// that did not fit the stage) is called through the pointer. Pass the stage:
-// a kernel with one has nothing else to do for the fast call.
+// its own (bench/phases.py: `variant_*` rows against `single_thread`). Any
+// other request (one that did not fit the stage) is called through the
+// pointer. Pass the stage: a kernel with one has nothing else to do for the
+// fast call.
 //
 // Without a stage, a request in shared memory and a response in global memory
 // (device or mapped host memory: every bridge's) go through the switch with

@@ -14,7 +14,10 @@ the SM clock on the device:
 
     0 seen -> 1 staged -> 2 looked up -> 3 handler done -> 4 header written -> 5 published
 
-(the floor has no lookup or handler: its 2 and 3 are the end of its loads). Two
+(the floor has no lookup or handler: its 2 and 3 are the end of its loads).
+Other designs of the cluster and cooperative kernels' hand-off (bench/handoff/)
+are served launch-wide next to the example's (``cluster_barrier``, ``cluster_push``,
+``cluster_split_push``, ``coop_counter``). Two
 probes, compiled here too, say what parts of a phase cost: ``probe_noread_thread``
 (a thread-shaped handler that writes its result without reading its arguments)
 and ``probe_smem_table_dispatcher`` (the single-thread loop with a hand-written
@@ -59,6 +62,16 @@ ABLATIONS = ("ablation_nostats", "ablation_direct")
 VARIANTS = ("variant_aligned", "variant_stage")
 #: From stage_floor to the single-thread dispatcher, one feature a rung (FLOOR_CU).
 LADDER = ("ladder_bridge", "ladder_validate", "ladder_stats")
+#: Other designs of the multi-block kernels' hand-off (bench/handoff/*.cu), served with
+#: the example's launch rule of the shape they vary, side by side with the example:
+#: kernel -> (source, architecture, example shape).
+HANDOFF = {
+    "cluster_push_dispatcher": ("cluster_push.cu", "90", "cluster"),
+    "cluster_barrier_dispatcher": ("cluster_barrier.cu", "90", "cluster"),
+    "cluster_split_push_dispatcher": ("cluster_split_push.cu", "90", "cluster"),
+    "coop_counter_dispatcher": ("coop_counter.cu", "80", "cooperative_grid"),
+}
+HANDOFF_DIR = Path(__file__).resolve().parent / "handoff"
 
 FLOOR_CU = r"""
 #include <cudaq/realtime/unified_dispatch_device.cuh>
@@ -472,6 +485,7 @@ def compile_all(
         (EXAMPLE / "warp_parallel_dispatcher.cu", "80"),
         (EXAMPLE / "cluster_dispatcher.cu", "90"),
         (floor, "80"),
+        *((HANDOFF_DIR / source, arch) for source, arch, _ in HANDOFF.values()),
         (switch, "80"),
     ]
     out = []
@@ -656,6 +670,9 @@ def main(argv: list[str] | None = None) -> int:
                 "builtin": lambda: builtin,
                 "cooperative_grid": lambda: launchers.cooperative_grid(None),  # type: ignore[arg-type]
                 "cluster": lambda: launchers.cluster(None),  # type: ignore[arg-type]
+                # the cooperative kernel on 8 blocks instead of one per SM: what the
+                # hand-off's cost owes to the grid's size
+                "cooperative_grid_8": lambda: launchers.cooperative_grid(None, blocks=8),  # type: ignore[arg-type]
                 "warp_parallel": lambda: launchers.warp_parallel(None),  # type: ignore[arg-type]
             }
             one_thread = ["probe_smem_table_dispatcher", *ABLATIONS, *VARIANTS, *LADDER]
@@ -664,6 +681,10 @@ def main(argv: list[str] | None = None) -> int:
                     name,
                     library.get_kernel(name),
                     lambda kernel, args: LaunchConfig(grid=(1, 1, 1), block=(1, 1, 1)),
+                )
+            for name, (_, _, shape) in HANDOFF.items():
+                kinds[name] = lambda name=name, shape=shape: launchers.KernelLauncher(  # type: ignore[misc]
+                    name, library.get_kernel(name), kinds[shape]().configure
                 )
             config = DispatcherConfig(num_slots=bench.NUM_SLOTS, slot_size=bench.SLOT_SIZE)
             for label, kind, handler in plan:
@@ -696,6 +717,8 @@ def main(argv: list[str] | None = None) -> int:
         plan += [(f"{v}:thread", v, "echo_thread") for v in VARIANTS]
         plan += [(f"{r}:thread", r, "echo_thread") for r in LADDER]
         plan += [(f"{v}:naive_echo_thread", v, "naive_echo_thread") for v in VARIANTS]
+        plan += [(h.removesuffix("_dispatcher"), h, "echo") for h in HANDOFF]
+        plan += [("cooperative_grid@8_blocks", "cooperative_grid_8", "echo")]
         measure(Library.from_cubin(cubin), plan)
         # The same module without the handler switch: every handler through the pointer.
         pointer = [

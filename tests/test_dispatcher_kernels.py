@@ -9,6 +9,7 @@ exported handler global must be in the cubin.
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -50,10 +51,11 @@ def lto_fatbin(nvcc: Path, source: Path, arch: str, out: Path) -> bytes:
     return out.read_bytes()
 
 
-def link(inputs: list[tuple[str, bytes]], arch: str) -> bytes:
+def link(inputs: list[tuple[str, bytes]], arch: str, info: list[str] | None = None) -> bytes:
+    """Link ``inputs``; with ``info``, verbosely, appending nvJitLink's info log to it."""
     from cuda.bindings import nvjitlink
 
-    options = [f"-arch=sm_{arch}", "-lto"]
+    options = [f"-arch=sm_{arch}", "-lto", *(["-verbose"] if info is not None else [])]
     handle = nvjitlink.create(len(options), options)
     try:
         for name, data in inputs:
@@ -65,6 +67,10 @@ def link(inputs: list[tuple[str, bytes]], arch: str) -> bytes:
             log = bytearray(size)
             nvjitlink.get_error_log(handle, log)
             pytest.fail(f"nvJitLink failed:\n{log.decode(errors='replace')}")
+        if info is not None:
+            log = bytearray(nvjitlink.get_info_log_size(handle))
+            nvjitlink.get_info_log(handle, log)
+            info.append(log.decode(errors="replace").replace("\0", ""))
         size = nvjitlink.get_linked_cubin_size(handle)
         cubin = bytearray(size)
         nvjitlink.get_linked_cubin(handle, cubin)
@@ -108,6 +114,46 @@ def test_example_kernels_link_with_the_run_time(nvcc: Path, tmp_path: Path, arch
     for kernel in expected:
         assert symbols.get(kernel) == "STT_FUNC", kernel
     assert symbols.get("cudaq_handler_block_reverse") == "STT_OBJECT"
+
+
+def test_dispatch_kernels_keep_their_registers(nvcc: Path, tmp_path: Path) -> None:
+    """No dispatch kernel of example_app's module spills registers (sm_90).
+
+    The module as its build links it: the run time, the handlers, every example
+    kernel and the handler switch over the thread-shaped exports. A spill in a
+    dispatch kernel is a local-memory store and load on its polling thread's path
+    every round trip: the built-in and the cluster kernel used to spill the
+    request's words the host ring had loaded (a word a predicated load may leave
+    unwritten stayed live around the loop). Handlers that are not inlined may
+    spill in their own frames (they run only when called).
+    """
+    pytest.importorskip("cuda.bindings.nvjitlink")
+    from skbuild_cudaq.build._handler_switch import write_switch
+
+    switch = tmp_path / "handler_switch.cu"
+    write_switch(switch, "_core", [SRC / "handlers.cu", SRC / "block_handlers.cu"])
+    sources = [
+        (RUNTIME / "unified_dispatch_kernel.cu", "80"),
+        (RUNTIME / "host_ring_bridge.cu", "80"),
+        (SRC / "handlers.cu", "80"),
+        (SRC / "block_handlers.cu", "80"),
+        *((SRC / source, arch) for source, arch in KERNELS.values()),
+        (switch, "80"),
+    ]
+    inputs = [
+        (src.name, lto_fatbin(nvcc, src, arch, tmp_path / f"{i}.fatbin"))
+        for i, (src, arch) in enumerate(sources)
+    ]
+    info: list[str] = []
+    link(inputs, "90", info)
+    entries = re.findall(
+        r"Function properties for (\w+)\n[^\n]*?(\d+) bytes spill stores, (\d+) bytes spill loads",
+        info[0],
+    )
+    spills = {name: (int(st), int(ld)) for name, st, ld in entries}
+    kernels = ["cudaq_realtime_unified_dispatch", *KERNELS]
+    assert set(kernels) <= set(spills), info[0][-2000:]
+    assert {k: spills[k] for k in kernels} == {k: (0, 0) for k in kernels}
 
 
 def test_cluster_dispatcher_refuses_pre_hopper_targets(nvcc: Path, tmp_path: Path) -> None:

@@ -35,7 +35,8 @@ CUDAQ_REALTIME_EXPORT_OTHER_FUNCTION(not_an_export);
 
 def test_switch_source_calls_each_export_through_its_global_weakly() -> None:
     text = hs.switch_source("_core", [("src/a.cu", ["echo", "add"]), ("src/b.cu", ["add", "rev"])])
-    assert re.findall(r"^    return cudaq_handler_(\w+)\(", text, flags=re.MULTILINE) == [
+    calls = r"^    return cudaq_detail_call_direct\(cudaq_handler_(\w+), args,"
+    assert re.findall(calls, text, flags=re.MULTILINE) == [
         "echo",
         "add",
         "rev",
@@ -51,8 +52,11 @@ def test_switch_source_calls_each_export_through_its_global_weakly() -> None:
     assert " *   src/b.cu: add, rev\n" in text
     assert "__device__ int cudaq_dev_call_handler(" in text
     assert "#include <cudaq/realtime/unified_dispatch_device.cuh>" in text
-    # any other address: the pointer, with a length of its own
-    assert "const int status = handler(args, arg_len, result, max_result_len, &len);" in text
+    # any other address: the pointer; every call with a length of its own
+    assert (
+        "  return cudaq_detail_call_direct(handler, args, arg_len, result, max_result_len, "
+        "result_len);\n}" in text
+    )
 
 
 def test_switch_without_exports_is_the_pointer_alone() -> None:
@@ -83,7 +87,7 @@ def test_write_switch_writes_only_when_the_text_changes(tmp_path: Path) -> None:
         "CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION(one);\nCUDAQ_REALTIME_EXPORT_THREAD_FUNCTION(two);\n"
     )
     assert hs.write_switch(out, "mod", [src], tmp_path / "project") == 2
-    assert "cudaq_handler_two(" in out.read_text()
+    assert "cudaq_detail_call_direct(cudaq_handler_two, " in out.read_text()
 
 
 def test_cli_writes_the_switch(tmp_path: Path) -> None:
@@ -91,7 +95,7 @@ def test_cli_writes_the_switch(tmp_path: Path) -> None:
     src.write_text("CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION(k);\n")
     out = tmp_path / "o" / "handler_switch.cu"
     assert hs.main(["--target", "t", "-o", str(out), str(src)]) == 0
-    assert "return cudaq_handler_k(" in out.read_text()
+    assert "return cudaq_detail_call_direct(cudaq_handler_k, " in out.read_text()
     assert str(src) in out.read_text()  # outside any project directory: shown as given
 
 
@@ -105,3 +109,16 @@ def test_cli_writes_the_switch(tmp_path: Path) -> None:
 )
 def test_records_name_a_switch_by_its_target(path: str, name: str | None) -> None:
     assert hs.generated_switch_name(Path(path)) == name
+
+
+def test_cmake_counts_the_direct_calls_the_generator_writes() -> None:
+    """The CMake package embeds a switch only when it has a direct call: it counts them
+    with a regular expression over the generated lines, which must match each one."""
+    cmake = (Path(hs.__file__).parent.parent / "cmake" / "skbuild_cudaqConfig.cmake").read_text()
+    found = re.search(r'file\(STRINGS "\$\{_switch\}" _calls REGEX "([^"]+)"\)', cmake)
+    assert found is not None
+    pattern = found.group(1).replace("\\\\", "\\")  # CMake string escapes, then a regex
+    text = hs.switch_source("t", [("a.cu", ["one", "two"]), ("b.cu", ["three"])])
+    assert sum(1 for line in text.splitlines() if re.search(pattern, line)) == 3
+    none = hs.switch_source("t", [("a.cu", [])])
+    assert not any(re.search(pattern, line) for line in none.splitlines())

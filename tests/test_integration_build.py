@@ -416,13 +416,16 @@ def test_build_generates_the_handler_switch(built: dict[str, Built], key: str) -
     b = built[key]
     assert b.project.switch is not None
     text = switch_source(b).read_text()
-    called = re.findall(r"^    return cudaq_handler_(\w+)\(", text, flags=re.MULTILINE)
+    called = re.findall(
+        r"^    return cudaq_detail_call_direct\(cudaq_handler_(\w+),", text, flags=re.MULTILINE
+    )
     assert tuple(called) == b.project.switch[1]
     weak = re.findall(
         r"__attribute__\(\(weak\)\) const cudaq_device_handler_t cudaq_handler_(\w+);", text
     )
     assert tuple(weak) == b.project.switch[1]
-    assert "return status;" in text  # the pointer, for every other address
+    # the pointer, for every other address
+    assert "  return cudaq_detail_call_direct(handler, args, " in text
     assert f"skbuild-cudaq: {b.project.switch[0]}: handler switch over" in b.log
     assert str(b.src) not in text, "the switch names sources relative to the project"
 

@@ -108,7 +108,8 @@ def switch_source(target: str, exports: Sequence[tuple[str, Sequence[str]]]) -> 
     )
     cases = "".join(
         f"  if (&cudaq_handler_{n} != nullptr && handler == cudaq_handler_{n})\n"
-        f"    return cudaq_handler_{n}(args, arg_len, result, max_result_len, result_len);\n"
+        f"    return cudaq_detail_call_direct(cudaq_handler_{n}, args, arg_len, result,\n"
+        f"                                    max_result_len, result_len);\n"
         for n in names
     )
     shown_target = target.replace("*/", "* /")
@@ -126,12 +127,9 @@ extern "C" {{
 __device__ int cudaq_dev_call_handler(cudaq_device_handler_t handler, const void *args,
                                       uint32_t arg_len, void *result, uint32_t max_result_len,
                                       uint32_t *result_len) {{
-{cases}  // Any other handler: through the pointer, with a length of its own, so that in the
-  // direct calls above the caller's length stays in a register.
-  uint32_t len = *result_len;
-  const int status = handler(args, arg_len, result, max_result_len, &len);
-  *result_len = len;
-  return status;
+{cases}  // Any other handler: through the pointer. Each call has a length of its own
+  // (cudaq_detail_call_direct), so that the caller's stays in a register.
+  return cudaq_detail_call_direct(handler, args, arg_len, result, max_result_len, result_len);
 }}
 }}
 """

@@ -837,7 +837,8 @@ function(_cudaq_realtime_handler_switch target)
       "skbuild-cudaq: writing the handler switch of ${target} failed (${SKBUILD_CUDAQ_PYTHON}):\n"
       "${_err}")
   endif()
-  file(STRINGS "${_switch}" _calls REGEX "^    return cudaq_handler_")
+  # one line a direct call (tests/test_handler_switch.py keeps this in step with the generator)
+  file(STRINGS "${_switch}" _calls REGEX "^    return cudaq_detail_call_direct\\(cudaq_handler_")
   list(LENGTH _calls _count)
   if(_count EQUAL 0)
     return()  # nothing to call directly: the default form does the same

@@ -182,10 +182,13 @@ __device__ __forceinline__ void load_request(LoadedRequest &r, const uint8_t *sl
 #pragma unroll
   for (uint32_t i = 0; i < 4; ++i)
     r.v[i] = r.src[i];
+  // A word past the slot is 0, not left as it was: a word a predicated load
+  // may leave unwritten is live around the dispatch kernel's loop, and in a
+  // kernel that needs its registers for other things (the built-in, the
+  // cluster) those words were spilled and refilled every round trip.
 #pragma unroll
   for (uint32_t i = 4; i < kStageWords; ++i)
-    if (i < r.first)
-      r.v[i] = r.src[i];
+    r.v[i] = i < r.first ? r.src[i] : 0;
 }
 
 __device__ __forceinline__ uint8_t *store_request(const LoadedRequest &r, uint8_t *staging,

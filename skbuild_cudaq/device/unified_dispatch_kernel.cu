@@ -56,8 +56,8 @@ cudaq_dev_rx_poll_into(void *session, void **request, void **response, void *sta
 __device__ inline __attribute__((used)) int
 cudaq_dev_call_handler(cudaq_device_handler_t handler, const void *args, uint32_t arg_len,
                        void *result, uint32_t max_result_len, uint32_t *result_len) {
-  // No handler switch in the module: the pointer.
-  return handler(args, arg_len, result, max_result_len, result_len);
+  // No handler switch in the module: the pointer, with a length of its own.
+  return cudaq_detail_call_direct(handler, args, arg_len, result, max_result_len, result_len);
 }
 }
 

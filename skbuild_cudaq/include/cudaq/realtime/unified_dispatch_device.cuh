@@ -170,6 +170,23 @@ __device__ int cudaq_dev_call_handler(cudaq_device_handler_t handler, const void
                                       uint32_t *result_len);
 }
 
+// Calls `handler` with a result length of the call's own: a handler that is not
+// inlined gets the address of this variable, not of the caller's, so that the
+// caller's length (and every other call's) stays in a register. A length whose
+// address reaches a call lives in local memory: a store and a dependent load on
+// every round trip, whichever handler ran. The handler switch makes each of its
+// calls through this, and so does cudaq_call_handler's pointer call.
+static __device__ __forceinline__ int32_t cudaq_detail_call_direct(cudaq_device_handler_t handler,
+                                                                   const void *args,
+                                                                   uint32_t arg_len, void *result,
+                                                                   uint32_t max_result_len,
+                                                                   uint32_t *result_len) {
+  uint32_t len = *result_len;
+  const int32_t status = handler(args, arg_len, result, max_result_len, &len);
+  *result_len = len;
+  return status;
+}
+
 // ---------------------------------------------------------------------------
 // Measurement build (bench/phases.py): compiled with -DCUDAQ_REALTIME_PHASES,
 // the helpers below and the host-ring hooks stamp each request's phases with
@@ -461,10 +478,10 @@ static __device__ __forceinline__ int32_t cudaq_call_handler(cudaq_device_handle
           static_cast<uint32_t>(cudaq_detail_request_header(req).w1),
           resp + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
     } else {
-      status = handler(static_cast<const uint8_t *>(request) + CUDAQ_RPC_HEADER_SIZE,
-                       static_cast<uint32_t>(cudaq_detail_request_header(request).w1),
-                       static_cast<uint8_t *>(response) + CUDAQ_RPC_HEADER_SIZE, max_result_len,
-                       &len);
+      status = cudaq_detail_call_direct(
+          handler, static_cast<const uint8_t *>(request) + CUDAQ_RPC_HEADER_SIZE,
+          static_cast<uint32_t>(cudaq_detail_request_header(request).w1),
+          static_cast<uint8_t *>(response) + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
     }
   } else {
     const uint32_t arg_len = static_cast<uint32_t>(cudaq_detail_request_header(request).w1);
@@ -475,9 +492,9 @@ static __device__ __forceinline__ int32_t cudaq_call_handler(cudaq_device_handle
           handler, static_cast<const uint8_t *>(request) + CUDAQ_RPC_HEADER_SIZE, arg_len,
           static_cast<uint8_t *>(response) + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
     } else {
-      status = handler(static_cast<const uint8_t *>(request) + CUDAQ_RPC_HEADER_SIZE, arg_len,
-                       static_cast<uint8_t *>(response) + CUDAQ_RPC_HEADER_SIZE, max_result_len,
-                       &len);
+      status = cudaq_detail_call_direct(
+          handler, static_cast<const uint8_t *>(request) + CUDAQ_RPC_HEADER_SIZE, arg_len,
+          static_cast<uint8_t *>(response) + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
     }
   }
   *result_len = len < max_result_len ? len : max_result_len;

@@ -34,9 +34,10 @@ struct Mailbox {
 } // namespace
 
 extern "C" __global__ void cluster_barrier_dispatcher(void *transport_ctx, uint32_t slot_size,
-                                              const cudaq_function_entry_t *table,
-                                              uint32_t table_count, volatile int *shutdown_flag,
-                                              unsigned long long *stats) {
+                                                      const cudaq_function_entry_t *table,
+                                                      uint32_t table_count,
+                                                      volatile int *shutdown_flag,
+                                                      unsigned long long *stats) {
   __shared__ Mailbox local_box;
   // The leader's requests land here when they fit (cudaq_dev_rx_poll_into): a
   // thread-shaped handler reads its arguments from the leader's own shared

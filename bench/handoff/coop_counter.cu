@@ -57,10 +57,10 @@ __device__ __forceinline__ void red_release_gpu_add(unsigned int *p, unsigned in
 } // namespace
 
 extern "C" __global__ void coop_counter_dispatcher(void *transport_ctx, uint32_t slot_size,
-                                                       const cudaq_function_entry_t *table,
-                                                       uint32_t table_count,
-                                                       volatile int *shutdown_flag,
-                                                       unsigned long long *stats) {
+                                                   const cudaq_function_entry_t *table,
+                                                   uint32_t table_count,
+                                                   volatile int *shutdown_flag,
+                                                   unsigned long long *stats) {
   cg::grid_group grid = cg::this_grid();
   if (!grid.is_valid())
     return; // not launched cooperatively: grid.sync() would be undefined

@@ -16,8 +16,8 @@ the SM clock on the device:
 
 (the floor has no lookup or handler: its 2 and 3 are the end of its loads).
 Other designs of the cluster and cooperative kernels' hand-off (bench/handoff/)
-are served launch-wide next to the example's (``cluster_barrier``, ``cluster_push``,
-``cluster_split_push``, ``coop_counter``). Two
+are served launch-wide next to the example's (``cluster_barrier``, ``coop_counter``: the
+examples' earlier hand-offs). Two
 probes, compiled here too, say what parts of a phase cost: ``probe_noread_thread``
 (a thread-shaped handler that writes its result without reading its arguments)
 and ``probe_smem_table_dispatcher`` (the single-thread loop with a hand-written
@@ -66,9 +66,7 @@ LADDER = ("ladder_bridge", "ladder_validate", "ladder_stats")
 #: the example's launch rule of the shape they vary, side by side with the example:
 #: kernel -> (source, architecture, example shape).
 HANDOFF = {
-    "cluster_push_dispatcher": ("cluster_push.cu", "90", "cluster"),
     "cluster_barrier_dispatcher": ("cluster_barrier.cu", "90", "cluster"),
-    "cluster_split_push_dispatcher": ("cluster_split_push.cu", "90", "cluster"),
     "coop_counter_dispatcher": ("coop_counter.cu", "80", "cooperative_grid"),
 }
 HANDOFF_DIR = Path(__file__).resolve().parent / "handoff"

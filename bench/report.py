@@ -497,6 +497,15 @@ def dispatch_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: 
         lines += _table(
             ["p50", "p99", "p99.9", "p50 over floor", "p50 over native client", "n"], rows
         )
+    if _mapping(data, "paired"):
+        lines += [
+            "The goals' ratios to the floor are *paired*: each label was measured in "
+            f"{config.get('latency_rounds', '?')} rounds, each right after a round of the floor "
+            "on the same ring, and a ratio is the median over rounds of the label's p50 over "
+            "that round's floor p50 (`paired` in the JSON; round trips drift over a run by more "
+            "than the goals' margins). The tables above pool every round's samples.",
+            "",
+        ]
     lines += _goals(data.get("goals"))
     lines += _errors(data.get("errors"))
     return Section(lines, figures)

@@ -29,6 +29,9 @@ log "installing skbuild-cudaq and example_app (no build isolation)"
 "$PY" -m pip install -q --no-build-isolation --no-deps -e . 2>&1 | tail -20
 "$PY" -m pip install -q --no-build-isolation --no-deps ./example_app 2>&1 | tail -20
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee -a "$OUT/gpu-check.log"
+# The GPU's whole state (clocks, MIG mode, power, ...): the same code has measured
+# differently on different machines of one model; this is what to compare first.
+nvidia-smi -q > "$OUT/nvidia-smi-q.log" 2>&1
 
 GPUS=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l)
 log "$GPUS GPU(s) visible"

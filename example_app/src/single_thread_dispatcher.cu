@@ -29,12 +29,11 @@ extern "C" __global__ void single_thread_dispatcher(void *transport_ctx, uint32_
     // this one has. Still counted before the host can see the response.
     atomicAdd(stats, 1ull);
     uint32_t result_len = 0;
-    // A direct, inlined call for the module's handlers; with the stage, the
-    // compiler knows where (and how aligned) the arguments are.
+    // A direct, inlined call for the module's handlers (the request is in
+    // shared memory, the response in global memory: see cudaq_call_handler).
     if (status == CUDAQ_RPC_STATUS_SUCCESS)
-      status = cudaq_call_handler(cache.handler, request, response, max_result, &result_len,
-                                  stage);
-    write_response_header(response, request, status, result_len, stage);
+      status = cudaq_call_handler(cache.handler, request, response, max_result, &result_len);
+    write_response_header(response, request, status, result_len);
     cudaq_dev_tx_publish(session, response);
   }
 }

@@ -89,8 +89,7 @@ extern "C" __global__ void warp_parallel_dispatcher(void *transport_ctx, uint32_
       status = cudaq_validate_request_cached(request, slot_size, table, table_count, &cache);
       if (status == CUDAQ_RPC_STATUS_SUCCESS) {
         if (cache.shape == CUDAQ_HANDLER_SHAPE_THREAD) {
-          status = cudaq_call_handler(cache.handler, request, response, max_result, &my_len,
-                                      my_stage);
+          status = cudaq_call_handler(cache.handler, request, response, max_result, &my_len);
         } else {
           whole_warp = true;
         }
@@ -126,7 +125,7 @@ extern "C" __global__ void warp_parallel_dispatcher(void *transport_ctx, uint32_
       __syncwarp();
     }
     if (ready) {
-      write_response_header(response, request, status, my_len, my_stage);
+      write_response_header(response, request, status, my_len);
       cudaq_dev_tx_publish(session, response);
     }
   }

@@ -107,7 +107,7 @@ cudaq_realtime_unified_dispatch(void *transport_ctx, uint32_t slot_size,
       break;
     uint32_t result_len = 0;
     const int32_t status = cudaq_call_handler(s_entry->handler, s_request, s_response,
-                                              max_result, &result_len, s_stage);
+                                              max_result, &result_len);
     if (result_len != 0)
       s_result_len = result_len; // handlers have one thread write *result_len
     // Every thread's result bytes reach the host before the publish with no fence of
@@ -115,7 +115,7 @@ cudaq_realtime_unified_dispatch(void *transport_ctx, uint32_t slot_size,
     // and PTX releases are cumulative (causality order is transitive across scopes).
     __syncthreads();
     if (leader) {
-      write_response_header(s_response, s_request, status, s_result_len, s_stage);
+      write_response_header(s_response, s_request, status, s_result_len);
       cudaq_dev_tx_publish(session, s_response);
     }
     __syncthreads();

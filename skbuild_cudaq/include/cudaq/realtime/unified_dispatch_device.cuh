@@ -338,22 +338,22 @@ static __device__ __forceinline__ void cudaq_detail_write_header(void *response,
   resp->ptp_timestamp = h.w2;
 }
 
-// `stage`: as for cudaq_call_handler (the kernel's stage, or nullptr).
+// `stage`: accepted for kernels written against earlier releases; unused (see
+// cudaq_call_handler).
 static __device__ __forceinline__ void write_response_header(void *response, const void *request,
                                                              int32_t status, uint32_t result_len,
                                                              const void *stage = nullptr) {
+  (void)stage;
   CUDAQ_REALTIME_PHASE(3);
-  if (stage != nullptr && request == stage && __isShared(stage)) {
-    const void *req = __builtin_assume_aligned(stage, 8);
+  // Both are 8-byte aligned (the contract of cudaq_dev_rx_poll).
+  const void *req = __builtin_assume_aligned(request, 8);
+  void *resp = __builtin_assume_aligned(response, 8);
+  if (__isShared(req) && __isGlobal(resp)) { // as in cudaq_call_handler
     __builtin_assume(__isShared(req));
-    __builtin_assume(__isGlobal(response));
-    cudaq_detail_write_header(response, req, status, result_len);
-  } else if (__isShared(request) && __isGlobal(response)) { // as in cudaq_call_handler
-    __builtin_assume(__isShared(request));
-    __builtin_assume(__isGlobal(response));
-    cudaq_detail_write_header(response, request, status, result_len);
+    __builtin_assume(__isGlobal(resp));
+    cudaq_detail_write_header(resp, req, status, result_len);
   } else {
-    cudaq_detail_write_header(response, request, status, result_len);
+    cudaq_detail_write_header(resp, req, status, result_len);
   }
   CUDAQ_REALTIME_PHASE(4);
 }
@@ -441,61 +441,39 @@ cudaq_validate_request_cached(const void *request, uint32_t slot_size,
 // gets what the handler wrote there (0 if this thread wrote nothing: a
 // launch-wide handler has one thread write it), at most max_result_len.
 //
-// `stage`: the buffer the kernel gave cudaq_dev_rx_poll_into (its own shared
-// memory, 8-byte aligned), or nullptr. (Responses are in global memory -- the
-// bridge's ring, in device or mapped host memory -- and 8-byte aligned: the
-// contract of cudaq_dev_rx_poll; with a stage that is taken as given, without
-// an address-space test on the round trip.) A request staged there goes through
-// cudaq_dev_call_handler -- the module's handler switch, whose direct calls LTO
-// inlines -- with the stage itself as the arguments' pointer: the compiler then
-// knows their address space and alignment from the stage's declaration, and an
-// inlined handler reads them with wide shared-memory loads issued ahead of its
-// global stores of the result, as the same code would compile in a kernel of
-// its own (bench/phases.py: `variant_*` rows against `single_thread`). Any
-// other request (one that did not fit the stage) is called through the
-// pointer. Pass the stage: a kernel with one has nothing else to do for the
-// fast call.
+// A request in shared memory (one that cudaq_dev_rx_poll_into staged in the
+// kernel's buffer) with its response in global memory (device or mapped host
+// memory: every bridge's) goes through cudaq_dev_call_handler -- the module's
+// handler switch, whose direct calls LTO inlines -- with both address spaces,
+// and the 8-byte alignment of both (the contract of cudaq_dev_rx_poll), known
+// to the compiler: an inlined handler then reads its arguments with wide
+// shared-memory loads issued ahead of its global stores of the result, as the
+// same code would compile in a kernel of its own. Any other request goes through
+// the pointer. The test costs a few integer instructions.
 //
-// Without a stage, a request in shared memory and a response in global memory
-// (device or mapped host memory: every bridge's) go through the switch with
-// both facts known to the compiler; any other request through the pointer.
-// One inlined copy of the handlers per call site keeps the link short.
+// `stage`: accepted for kernels written against earlier releases, which passed
+// the buffer they gave cudaq_dev_rx_poll_into; unused. (Calling with the stage
+// itself as the arguments' pointer measured 0.09-0.11 us a request slower than
+// this on an H200: bench/phases.py, `variant_stage` against `variant_aligned`.)
 static __device__ __forceinline__ int32_t cudaq_call_handler(cudaq_device_handler_t handler,
                                                              const void *request, void *response,
                                                              uint32_t max_result_len,
                                                              uint32_t *result_len,
                                                              const void *stage = nullptr) {
+  (void)stage;
+  const uint8_t *req = static_cast<const uint8_t *>(__builtin_assume_aligned(request, 8));
+  uint8_t *resp = static_cast<uint8_t *>(__builtin_assume_aligned(response, 8));
+  const uint32_t arg_len = static_cast<uint32_t>(cudaq_detail_request_header(req).w1);
   uint32_t len = 0;
   int32_t status;
-  if (stage != nullptr) {
-    if (request == stage && __isShared(stage)) {
-      const uint8_t *req = static_cast<const uint8_t *>(__builtin_assume_aligned(stage, 8));
-      uint8_t *resp = static_cast<uint8_t *>(__builtin_assume_aligned(response, 8));
-      __builtin_assume(__isShared(req));
-      __builtin_assume(__isGlobal(resp));
-      status = cudaq_dev_call_handler(
-          handler, req + CUDAQ_RPC_HEADER_SIZE,
-          static_cast<uint32_t>(cudaq_detail_request_header(req).w1),
-          resp + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
-    } else {
-      status = cudaq_detail_call_direct(
-          handler, static_cast<const uint8_t *>(request) + CUDAQ_RPC_HEADER_SIZE,
-          static_cast<uint32_t>(cudaq_detail_request_header(request).w1),
-          static_cast<uint8_t *>(response) + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
-    }
+  if (__isShared(req) && __isGlobal(resp)) {
+    __builtin_assume(__isShared(req));
+    __builtin_assume(__isGlobal(resp));
+    status = cudaq_dev_call_handler(handler, req + CUDAQ_RPC_HEADER_SIZE, arg_len,
+                                    resp + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
   } else {
-    const uint32_t arg_len = static_cast<uint32_t>(cudaq_detail_request_header(request).w1);
-    if (__isShared(request) && __isGlobal(response)) {
-      __builtin_assume(__isShared(request));
-      __builtin_assume(__isGlobal(response));
-      status = cudaq_dev_call_handler(
-          handler, static_cast<const uint8_t *>(request) + CUDAQ_RPC_HEADER_SIZE, arg_len,
-          static_cast<uint8_t *>(response) + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
-    } else {
-      status = cudaq_detail_call_direct(
-          handler, static_cast<const uint8_t *>(request) + CUDAQ_RPC_HEADER_SIZE, arg_len,
-          static_cast<uint8_t *>(response) + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
-    }
+    status = cudaq_detail_call_direct(handler, req + CUDAQ_RPC_HEADER_SIZE, arg_len,
+                                      resp + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
   }
   *result_len = len < max_result_len ? len : max_result_len;
   return status;
@@ -548,9 +526,8 @@ cudaq_serve_until_launch_wide(void *session, uint32_t slot_size,
     }
     uint32_t result_len = 0;
     if (status == CUDAQ_RPC_STATUS_SUCCESS)
-      status = cudaq_call_handler(cache.handler, *request, *response, max_result, &result_len,
-                                  stage);
-    write_response_header(*response, *request, status, result_len, stage);
+      status = cudaq_call_handler(cache.handler, *request, *response, max_result, &result_len);
+    write_response_header(*response, *request, status, result_len);
     cudaq_dev_tx_publish(session, *response);
   }
 }

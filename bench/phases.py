@@ -790,8 +790,15 @@ def main(argv: list[str] | None = None) -> int:
         plan += [("cooperative_grid@8_blocks", "cooperative_grid_8", "echo")]
         # issue #12's naive-handler goal, paired round by round with its floor
         naive_label = "single_thread:naive_echo_thread"
-        naive_pair = ((naive_label, "naive_floor", "single_thread", "naive_echo_thread"),)
-        measure(Library.from_cubin(cubin), plan, naive_pair)
+        # The single-thread path rung by rung, each paired with the ping-pong floor (the
+        # plan's one-off rows drift apart by more than a rung costs); "<label>" below is the
+        # plan's row of the same kernel and handler.
+        pairs = ((naive_label, "naive_floor", "single_thread", "naive_echo_thread"),)
+        pairs += tuple(
+            (f"{k}:echo_thread", "pingpong_floor", k, "echo_thread")
+            for k in (*LADDER, "ablation_nostats", "ablation_direct", *VARIANTS, "single_thread")
+        )
+        measure(Library.from_cubin(cubin), plan, pairs)
         # The same module without the handler switch: every handler through the pointer.
         pointer = [
             ("single_thread@pointer", "single_thread", "echo"),

@@ -768,6 +768,7 @@ def dispatch_phases_section(
         lines += _table(header, rows)
     else:
         lines += ["No phase figures in this file.", ""]
+    lines += _paired_rows(data)
     lines += _phases_extras(data)
     return Section(lines, [])
 
@@ -842,8 +843,39 @@ def dispatch_phases_nostamps_section(
         lines += _table(header, rows)
     else:
         lines += ["No figures in this file.", ""]
+    lines += _paired_rows(data)
     lines += _phases_extras(data)
     return Section(lines, [])
+
+
+def _paired_rows(data: Mapping[str, Any]) -> list[str]:
+    """The paired rows of a phases file: each kernel measured in rounds, each round right
+    after a round of a floor; the median over rounds of the difference."""
+    paired = _mapping(data, "paired")
+    rows = []
+    for label, entry in paired.items():
+        if not isinstance(entry, Mapping):
+            continue
+        rounds = entry.get("rounds")
+        rows.append(
+            [
+                f"`{label}`",
+                f"`{entry.get('floor', '?')}`",
+                _fmt(_num(entry.get("over_floor_us")), 3),
+                _fmt(_num(entry.get("over_floor_random_arrival_us")), 3),
+                str(len(rounds)) if isinstance(rounds, list) else "—",
+            ]
+        )
+    if not rows:
+        return []
+    return [
+        "Paired (the figures to compare: rows of the table above measured minutes apart "
+        "differ by the run's drift, up to 0.25 µs between two builds of the same code): "
+        "each kernel measured in rounds, each right after a round of a bare floor on the "
+        "same ring; the median over rounds of its p50 minus the floor's, in µs.",
+        "",
+        *_table(["kernel:handler", "floor", "back to back", "random arrival", "rounds"], rows),
+    ]
 
 
 def multigpu_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Path) -> Section:

@@ -60,6 +60,9 @@ GAP_NS = bench.GAP_NS
 ABLATIONS = ("ablation_nostats", "ablation_direct")
 #: Candidate calls of the handler (FLOOR_CU), measured with echo_thread and naive_echo_thread.
 VARIANTS = ("variant_aligned", "variant_stage")
+#: variant_aligned's code under another name (another address in the module): a control
+#: for the paired rows, whether the same instructions measure the same (FLOOR_CU).
+PLACEMENT = ("variant_aligned_copy",)
 #: From stage_floor to the single-thread dispatcher, one feature a rung (FLOOR_CU).
 LADDER = ("ladder_bridge", "ladder_validate", "ladder_stats")
 #: Other designs of the multi-block kernels' hand-off (bench/handoff/*.cu), served with
@@ -405,6 +408,9 @@ extern "C" __global__ void ladder_stats(CUDAQ_DISPATCH_KERNEL_PARAMS) {
 extern "C" __global__ void variant_aligned(CUDAQ_DISPATCH_KERNEL_PARAMS) {
   variant_loop<1>(transport_ctx, slot_size, table, table_count, shutdown_flag, stats);
 }
+extern "C" __global__ void variant_aligned_copy(CUDAQ_DISPATCH_KERNEL_PARAMS) {
+  variant_loop<1>(transport_ctx, slot_size, table, table_count, shutdown_flag, stats);
+}
 extern "C" __global__ void variant_stage(CUDAQ_DISPATCH_KERNEL_PARAMS) {
   variant_loop<2>(transport_ctx, slot_size, table, table_count, shutdown_flag, stats);
 }
@@ -695,7 +701,7 @@ def main(argv: list[str] | None = None) -> int:
                 "cooperative_grid_8": lambda: launchers.cooperative_grid(None, blocks=8),  # type: ignore[arg-type]
                 "warp_parallel": lambda: launchers.warp_parallel(None),  # type: ignore[arg-type]
             }
-            one_thread = ["probe_smem_table_dispatcher", *ABLATIONS, *VARIANTS, *LADDER]
+            one_thread = ["probe_smem_table_dispatcher", *ABLATIONS, *VARIANTS, *LADDER, *PLACEMENT]
             for name in one_thread:
                 kinds[name] = lambda name=name: launchers.KernelLauncher(  # type: ignore[misc]
                     name,
@@ -796,7 +802,14 @@ def main(argv: list[str] | None = None) -> int:
         pairs = ((naive_label, "naive_floor", "single_thread", "naive_echo_thread"),)
         pairs += tuple(
             (f"{k}:echo_thread", "pingpong_floor", k, "echo_thread")
-            for k in (*LADDER, "ablation_nostats", "ablation_direct", *VARIANTS, "single_thread")
+            for k in (
+                *LADDER,
+                "ablation_nostats",
+                "ablation_direct",
+                *VARIANTS,
+                "single_thread",
+                *PLACEMENT,
+            )
         )
         measure(Library.from_cubin(cubin), plan, pairs)
         # The same module without the handler switch: every handler through the pointer.

@@ -71,10 +71,65 @@ LADDER = ("ladder_bridge", "ladder_validate", "ladder_stats")
 HANDOFF = {
     "cluster_barrier_dispatcher": ("cluster_barrier.cu", "90", "cluster"),
     "coop_counter_dispatcher": ("coop_counter.cu", "80", "cooperative_grid"),
-    "cluster_direct_dispatcher": ("cluster_direct.cu", "90", "cluster"),
-    "coop_direct_dispatcher": ("coop_direct.cu", "80", "cooperative_grid"),
 }
 HANDOFF_DIR = Path(__file__).resolve().parent / "handoff"
+#: The multi-block examples with their launch-wide handler called by name -- ``echo``, a
+#: direct call LTO inlines -- instead of through the function table's pointer (launch-wide
+#: handlers are not in the module's handler switch): what a direct call would save them.
+#: Derived from the example's source at build time (the kernel renamed, its one handler
+#: call replaced, globals renamed), so each stays the example but for the call; they serve
+#: ``echo`` only. kernel -> (example source, architecture, example shape, example kernel,
+#: the handler expression of its call, global renames).
+DIRECT = {
+    "cluster_direct_dispatcher": (
+        "cluster_dispatcher.cu",
+        "90",
+        "cluster",
+        "cluster_dispatcher",
+        "box->entry->handler",
+        {},
+    ),
+    "coop_direct_dispatcher": (
+        "cooperative_grid_dispatcher.cu",
+        "80",
+        "cooperative_grid",
+        "cooperative_grid_dispatcher",
+        "s_box.entry->handler",
+        {"g_coop_": "g_coopd_"},
+    ),
+}
+_DIRECT_ECHO = """
+extern "C" __device__ int echo(const void *, uint32_t, void *, uint32_t, uint32_t *);
+// bench/phases.py: the launch-wide handler called by name (see DIRECT there).
+static __device__ __forceinline__ int32_t
+cudaq_bench_direct_echo(const void *request, void *response, uint32_t max_result,
+                        uint32_t *result_len) {
+  uint32_t len = 0;
+  const int32_t status = echo(cudaq_request_args(request), cudaq_request_arg_len(request),
+                              cudaq_response_result(response), max_result, &len);
+  *result_len = len < max_result ? len : max_result;
+  return status;
+}
+"""
+
+
+def direct_call_source(kernel: str) -> str:
+    """The CUDA source of DIRECT's ``kernel``, from its example's source."""
+    source, _, _, example_kernel, handler, renames = DIRECT[kernel]
+    text = (EXAMPLE / source).read_text(encoding="utf-8")
+    include = "#include <cudaq/realtime/unified_dispatch_device.cuh>\n"
+    call = f"cudaq_call_handler({handler}, request, response, max_result, &result_len)"
+    signature = f'extern "C" __global__ void {example_kernel}('
+    for what, needle in (("include", include), ("handler call", call), ("kernel", signature)):
+        if text.count(needle) != 1:
+            msg = f"bench/phases.py: {source} has not one {what} `{needle.strip()}`: update DIRECT"
+            raise SystemExit(msg)
+    for old, new in renames.items():
+        text = text.replace(old, new)
+    text = text.replace(include, include + _DIRECT_ECHO)
+    text = text.replace(call, "cudaq_bench_direct_echo(request, response, max_result, &result_len)")
+    return text.replace(signature, f'extern "C" __global__ void {kernel}(')
+
 
 FLOOR_CU = r"""
 #include <cudaq/realtime/unified_dispatch_device.cuh>
@@ -495,8 +550,12 @@ def compile_all(
         (EXAMPLE / "cluster_dispatcher.cu", "90"),
         (floor, "80"),
         *((HANDOFF_DIR / source, arch) for source, arch, _ in HANDOFF.values()),
-        (switch, "80"),
     ]
+    for kernel, (_, arch, *_rest) in DIRECT.items():
+        derived = work / f"{kernel.removesuffix('_dispatcher')}.cu"
+        derived.write_text(direct_call_source(kernel), encoding="utf-8")
+        sources.append((derived, arch))
+    sources.append((switch, "80"))
     out = []
     for src, arch in sources:
         fatbin = work / (src.stem + ".fatbin")
@@ -708,7 +767,8 @@ def main(argv: list[str] | None = None) -> int:
                     library.get_kernel(name),
                     lambda kernel, args: LaunchConfig(grid=(1, 1, 1), block=(1, 1, 1)),
                 )
-            for name, (_, _, shape) in HANDOFF.items():
+            shapes = {k: v[2] for k, v in {**HANDOFF, **DIRECT}.items()}
+            for name, shape in shapes.items():
                 kinds[name] = lambda name=name, shape=shape: launchers.KernelLauncher(  # type: ignore[misc]
                     name, library.get_kernel(name), kinds[shape]().configure
                 )
@@ -792,7 +852,7 @@ def main(argv: list[str] | None = None) -> int:
         plan += [(f"{v}:thread", v, "echo_thread") for v in VARIANTS]
         plan += [(f"{r}:thread", r, "echo_thread") for r in LADDER]
         plan += [(f"{v}:naive_echo_thread", v, "naive_echo_thread") for v in VARIANTS]
-        plan += [(h.removesuffix("_dispatcher"), h, "echo") for h in HANDOFF]
+        plan += [(h.removesuffix("_dispatcher"), h, "echo") for h in (*HANDOFF, *DIRECT)]
         plan += [("cooperative_grid@8_blocks", "cooperative_grid_8", "echo")]
         # issue #12's naive-handler goal, paired round by round with its floor
         naive_label = "single_thread:naive_echo_thread"

@@ -73,20 +73,28 @@ HANDOFF = {
     "coop_counter_dispatcher": ("coop_counter.cu", "80", "cooperative_grid"),
 }
 HANDOFF_DIR = Path(__file__).resolve().parent / "handoff"
-#: The multi-block examples with their launch-wide handler called by name -- ``echo``, a
-#: direct call LTO inlines -- instead of through the function table's pointer (launch-wide
-#: handlers are not in the module's handler switch): what a direct call would save them.
-#: Derived from the example's source at build time (the kernel renamed, its one handler
-#: call replaced, globals renamed), so each stays the example but for the call; they serve
-#: ``echo`` only. kernel -> (example source, architecture, example shape, example kernel,
-#: the handler expression of its call, global renames).
-DIRECT = {
+#: Probes derived from an example's source at build time, so that each stays the example
+#: but for what it varies: kernel -> (example source, architecture, example shape whose
+#: launch rule it uses, example kernel, [(text, replacement)] each found exactly once,
+#: {prefix: renamed prefix} of its globals).
+#:  - ``*_direct``: the multi-block examples with their launch-wide handler called by name
+#:    -- ``echo``, a direct call LTO inlines -- instead of through the function table's
+#:    pointer (launch-wide handlers are not in the module's handler switch): what a direct
+#:    call would save them. They serve ``echo`` only.
+#:  - ``single_thread_rebuilt``: the single-thread example unchanged but for its name (a
+#:    control: the same source compiled again); ``single_thread_stage_first``: with its
+#:    stage declared first in the kernel (another shared-memory layout).
+_CALL = "cudaq_call_handler({}, request, response, max_result, &result_len)"
+_DIRECT = "cudaq_bench_direct_echo(request, response, max_result, &result_len)"
+_STAGE = "  __shared__ __align__(16) uint8_t stage[256];\n"
+_ONE_THREAD = "  if (threadIdx.x != 0 || blockIdx.x != 0)\n    return;\n"
+DERIVED: dict[str, tuple[str, str, str, str, list[tuple[str, str]], dict[str, str]]] = {
     "cluster_direct_dispatcher": (
         "cluster_dispatcher.cu",
         "90",
         "cluster",
         "cluster_dispatcher",
-        "box->entry->handler",
+        [(_CALL.format("box->entry->handler"), _DIRECT)],
         {},
     ),
     "coop_direct_dispatcher": (
@@ -94,13 +102,29 @@ DIRECT = {
         "80",
         "cooperative_grid",
         "cooperative_grid_dispatcher",
-        "s_box.entry->handler",
+        [(_CALL.format("s_box.entry->handler"), _DIRECT)],
         {"g_coop_": "g_coopd_"},
+    ),
+    "single_thread_rebuilt_dispatcher": (
+        "single_thread_dispatcher.cu",
+        "80",
+        "single_thread",
+        "single_thread_dispatcher",
+        [],
+        {},
+    ),
+    "single_thread_stage_first_dispatcher": (
+        "single_thread_dispatcher.cu",
+        "80",
+        "single_thread",
+        "single_thread_dispatcher",
+        [(_STAGE, ""), (_ONE_THREAD, _STAGE + _ONE_THREAD)],
+        {},
     ),
 }
 _DIRECT_ECHO = """
 extern "C" __device__ int echo(const void *, uint32_t, void *, uint32_t, uint32_t *);
-// bench/phases.py: the launch-wide handler called by name (see DIRECT there).
+// bench/phases.py: the launch-wide handler called by name (see DERIVED there).
 static __device__ __forceinline__ int32_t
 cudaq_bench_direct_echo(const void *request, void *response, uint32_t max_result,
                         uint32_t *result_len) {
@@ -113,21 +137,22 @@ cudaq_bench_direct_echo(const void *request, void *response, uint32_t max_result
 """
 
 
-def direct_call_source(kernel: str) -> str:
-    """The CUDA source of DIRECT's ``kernel``, from its example's source."""
-    source, _, _, example_kernel, handler, renames = DIRECT[kernel]
+def derived_source(kernel: str) -> str:
+    """The CUDA source of DERIVED's ``kernel``, from its example's source."""
+    source, _, _, example_kernel, replacements, renames = DERIVED[kernel]
     text = (EXAMPLE / source).read_text(encoding="utf-8")
     include = "#include <cudaq/realtime/unified_dispatch_device.cuh>\n"
-    call = f"cudaq_call_handler({handler}, request, response, max_result, &result_len)"
     signature = f'extern "C" __global__ void {example_kernel}('
-    for what, needle in (("include", include), ("handler call", call), ("kernel", signature)):
+    needles = [include, signature, *(old for old, _ in replacements)]
+    for needle in needles:
         if text.count(needle) != 1:
-            msg = f"bench/phases.py: {source} has not one {what} `{needle.strip()}`: update DIRECT"
+            msg = f"bench/phases.py: {source} has not one `{needle.strip()}`: update DERIVED"
             raise SystemExit(msg)
+    for old, new in replacements:
+        text = text.replace(old, new)
     for old, new in renames.items():
         text = text.replace(old, new)
     text = text.replace(include, include + _DIRECT_ECHO)
-    text = text.replace(call, "cudaq_bench_direct_echo(request, response, max_result, &result_len)")
     return text.replace(signature, f'extern "C" __global__ void {kernel}(')
 
 
@@ -551,9 +576,9 @@ def compile_all(
         (floor, "80"),
         *((HANDOFF_DIR / source, arch) for source, arch, _ in HANDOFF.values()),
     ]
-    for kernel, (_, arch, *_rest) in DIRECT.items():
+    for kernel, (_, arch, *_rest) in DERIVED.items():
         derived = work / f"{kernel.removesuffix('_dispatcher')}.cu"
-        derived.write_text(direct_call_source(kernel), encoding="utf-8")
+        derived.write_text(derived_source(kernel), encoding="utf-8")
         sources.append((derived, arch))
     sources.append((switch, "80"))
     out = []
@@ -767,7 +792,7 @@ def main(argv: list[str] | None = None) -> int:
                     library.get_kernel(name),
                     lambda kernel, args: LaunchConfig(grid=(1, 1, 1), block=(1, 1, 1)),
                 )
-            shapes = {k: v[2] for k, v in {**HANDOFF, **DIRECT}.items()}
+            shapes = {k: v[2] for k, v in {**HANDOFF, **DERIVED}.items()}
             for name, shape in shapes.items():
                 kinds[name] = lambda name=name, shape=shape: launchers.KernelLauncher(  # type: ignore[misc]
                     name, library.get_kernel(name), kinds[shape]().configure
@@ -852,7 +877,8 @@ def main(argv: list[str] | None = None) -> int:
         plan += [(f"{v}:thread", v, "echo_thread") for v in VARIANTS]
         plan += [(f"{r}:thread", r, "echo_thread") for r in LADDER]
         plan += [(f"{v}:naive_echo_thread", v, "naive_echo_thread") for v in VARIANTS]
-        plan += [(h.removesuffix("_dispatcher"), h, "echo") for h in (*HANDOFF, *DIRECT)]
+        multi = [k for k, v in DERIVED.items() if v[2] != "single_thread"]
+        plan += [(h.removesuffix("_dispatcher"), h, "echo") for h in (*HANDOFF, *multi)]
         plan += [("cooperative_grid@8_blocks", "cooperative_grid_8", "echo")]
         # issue #12's naive-handler goal, paired round by round with its floor
         naive_label = "single_thread:naive_echo_thread"
@@ -869,6 +895,7 @@ def main(argv: list[str] | None = None) -> int:
                 *VARIANTS,
                 "single_thread",
                 *PLACEMENT,
+                *(k for k, v in DERIVED.items() if v[2] == "single_thread"),
             )
         )
         measure(Library.from_cubin(cubin), plan, pairs)

@@ -44,6 +44,7 @@ KNOWN = (
     "build_overhead",
     "build_compilers",
     "switch_link",
+    "issue_rate",
 )
 HOW_TO = {
     "dispatch": "`python bench/dispatch.py` on a GPU (needs example_app installed; "
@@ -63,6 +64,7 @@ HOW_TO = {
     "build_compilers": "`python bench/build_overhead.py --compilers OUT.json` (no GPU needed)",
     "switch_link": "`bash tools/gpu-check.sh` on a GPU (builds example_app without the handler "
     "switch and runs `bench/switch_link.py`)",
+    "issue_rate": "`python bench/issue_rate.py` on a GPU (`bash tools/gpu-check.sh` runs it)",
 }
 
 
@@ -1121,6 +1123,38 @@ def switch_link_section(path: Path, data: dict[str, Any], page_dir: Path, fig_di
     return Section(lines, [])
 
 
+def issue_rate_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Path) -> Section:
+    lines = ["## What an instruction costs a one-thread round trip", ""]
+    lines += _provenance_md("issue_rate", path, data, page_dir)
+    kernels = _mapping(data, "kernels")
+    if not kernels:
+        return Section([*lines, "No figures in this file.", ""], [])
+    lines += [
+        "The ping-pong floor with W multiply-adds (8 independent chains) between seeing a "
+        "request's flag and loading it, straight-line (unrolled) or in a loop, each paired "
+        "round by round with the bare floor: the round trip's p50 over the floor's (µs, the "
+        "median over rounds). A one-thread kernel issues every instruction of its round trip "
+        "in turn, so what a dispatcher adds over a bare kernel is, to first order, the "
+        "instructions it adds; straight-line code shows no instruction-fetch penalty.",
+        "",
+    ]
+    rows = [
+        [
+            f"`{name}`",
+            str(_get(entry, "work")),
+            "yes" if _get(entry, "unrolled") else "no",
+            _fmt(_num(_get(entry, "over_floor_us")), 3),
+            _fmt(_num(_get(entry, "over_floor_random_arrival_us")), 3),
+            _fmt(_num(_get(entry, "ns_per_multiply_add")), 2),
+        ]
+        for name, entry in kernels.items()
+    ]
+    lines += _table(
+        ["kernel", "multiply-adds", "unrolled", "back to back", "random arrival", "ns each"], rows
+    )
+    return Section(lines, [])
+
+
 SECTIONS: dict[str, tuple[str, Callable[[Path, dict[str, Any], Path, Path], Section]]] = {
     "dispatch": ("Dispatch: round trip and throughput", dispatch_section),
     "phases": ("Dispatch phases: where a round trip's microseconds go", dispatch_phases_section),
@@ -1136,6 +1170,7 @@ SECTIONS: dict[str, tuple[str, Callable[[Path, dict[str, Any], Path, Path], Sect
     "startup_phases": ("Start-up phases: where the time goes", phases_section),
     "switch_link": ("The handler switch at link time", switch_link_section),
     "build_overhead": ("Build overhead", build_section),
+    "issue_rate": ("What an instruction costs a one-thread round trip", issue_rate_section),
 }
 
 

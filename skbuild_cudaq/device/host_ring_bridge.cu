@@ -179,32 +179,13 @@ __device__ __forceinline__ void load_request(LoadedRequest &r, const uint8_t *sl
   r.slot_size = slot_size;
   const uint32_t slot_words = slot_size / 8;
   r.first = slot_words < kStageWords ? slot_words : kStageWords;
+#pragma unroll
+  for (uint32_t i = 0; i < 4; ++i)
+    r.v[i] = r.src[i];
   // A word past the slot is 0, not left as it was: a word a predicated load
   // may leave unwritten is live around the dispatch kernel's loop, and in a
   // kernel that needs its registers for other things (the built-in, the
   // cluster) those words were spilled and refilled every round trip.
-  if (((reinterpret_cast<uintptr_t>(slot) | slot_size) & 15u) == 0) {
-    // 16-byte slots (the host ring's: a page-aligned ring, slot sizes a multiple
-    // of 16 in practice): half the loads, and half the tests. A one-thread
-    // kernel issues each in turn (bench/issue_rate.py), and each is one PCIe read
-    // request instead of two. (r.first is even here.)
-    struct __attribute__((__may_alias__, __aligned__(16))) Pair {
-      uint64_t lo, hi;
-    };
-    const Pair *src2 = reinterpret_cast<const Pair *>(slot);
-#pragma unroll
-    for (uint32_t i = 0; i < kStageWords / 2; ++i) {
-      Pair w{0, 0};
-      if (i < 2 || 2 * i < r.first)
-        w = src2[i];
-      r.v[2 * i] = w.lo;
-      r.v[2 * i + 1] = w.hi;
-    }
-    return;
-  }
-#pragma unroll
-  for (uint32_t i = 0; i < 4; ++i)
-    r.v[i] = r.src[i];
 #pragma unroll
   for (uint32_t i = 4; i < kStageWords; ++i)
     r.v[i] = i < r.first ? r.src[i] : 0;
@@ -234,25 +215,11 @@ __device__ __forceinline__ uint8_t *store_request(const LoadedRequest &r, uint8_
       if (base + i < need)
         dst[base + i] = t[i];
   }
-  if (mine && own_bytes >= kStageWords * 8) {
-    // The caller's buffer takes the whole first batch: store every word, with no
-    // test a word (a one-thread kernel issues every instruction of its round trip
-    // in turn, a test and a predicated-off store included: bench/issue_rate.py).
-    // The words past the request are the slot's next
-    // bytes or zero; the buffer is the caller's. Stored through `own` (not `dst`,
-    // which may be either buffer): after inlining, the compiler knows its address
-    // space (the caller's __shared__ array) and uses shared-memory stores.
-    cudaq_detail_word_t *to = static_cast<cudaq_detail_word_t *>(own);
+  const uint32_t stored = mine ? need : r.first;
 #pragma unroll
-    for (uint32_t i = 4; i < kStageWords; ++i)
-      to[i] = r.v[i];
-  } else {
-    const uint32_t stored = mine ? need : r.first;
-#pragma unroll
-    for (uint32_t i = 4; i < kStageWords; ++i)
-      if (i < stored)
-        dst[i] = r.v[i];
-  }
+  for (uint32_t i = 4; i < kStageWords; ++i)
+    if (i < stored)
+      dst[i] = r.v[i];
 #pragma unroll
   for (uint32_t i = 0; i < 4; ++i)
     dst[i] = r.v[i];

@@ -3,8 +3,8 @@
     python bench/issue_rate.py [--out bench/results/issue_rate.json]
 
 A persistent kernel served by one thread issues every instruction of a round trip in
-turn, so the dispatcher's cost over a bare kernel is, to first order, the instructions it
-adds between seeing a request and publishing its answer. This measures it: the ping-pong
+turn, so each instruction a dispatcher adds between seeing a request and publishing its
+answer costs it something. This measures what: the ping-pong
 floor of ``bench/dispatch.py`` with W multiply-adds (8 independent chains) between seeing
 the flag and loading the request, fully unrolled (W instructions of straight-line code, so
 instruction fetch would show) or in a loop (a few instructions, W/8 times), each paired

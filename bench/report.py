@@ -1134,8 +1134,9 @@ def issue_rate_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir
         "request's flag and loading it, straight-line (unrolled) or in a loop, each paired "
         "round by round with the bare floor: the round trip's p50 over the floor's (µs, the "
         "median over rounds). A one-thread kernel issues every instruction of its round trip "
-        "in turn, so what a dispatcher adds over a bare kernel is, to first order, the "
-        "instructions it adds; straight-line code shows no instruction-fetch penalty.",
+        "in turn: this is what each costs it (straight-line code shows no instruction-fetch "
+        "penalty). Memory operations weigh more than their count (see the guide for kernel "
+        "authors).",
         "",
     ]
     rows = [

@@ -1,0 +1,116 @@
+"""The benchmarks' derived probes and generated kernels, without a GPU.
+
+``bench/phases.py`` derives some probes from example_app's kernel sources at build time
+(``DERIVED``: the kernel renamed, one call replaced, globals renamed), so that each stays the
+example but for what it varies; ``bench/issue_rate.py`` generates floors with added work. A
+change to an example that the derivation no longer matches must stop the benchmark with a
+message naming what to update, not measure something else; and the generated sources must
+compile. (The round trips themselves are GPU work: ``tools/gpu-check.sh``.)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+INCLUDE = Path(__file__).resolve().parent.parent / "skbuild_cudaq" / "include"
+
+
+def _bench(name: str) -> ModuleType:
+    """bench/<name>.py as a module (the benchmarks import nothing from CUDA at import)."""
+    pytest.importorskip("numpy")
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))  # they import bench/dispatch.py as `dispatch`
+    spec = importlib.util.spec_from_file_location(f"_bench_{name}", BENCH / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_each_derived_probe_is_its_example_renamed_with_its_changes() -> None:
+    phases = _bench("phases")
+    assert phases.DERIVED, "no derived probes to check"
+    for kernel, (source, _, _, example_kernel, replacements, renames) in phases.DERIVED.items():
+        text = phases.derived_source(kernel)
+        example = (phases.EXAMPLE / source).read_text(encoding="utf-8")
+        assert f'extern "C" __global__ void {kernel}(' in text
+        assert f"void {example_kernel}(" not in text  # renamed, or two kernels of one name
+        for old, new in replacements:
+            # each text to replace is gone but where a replacement (re)inserts it (a move)
+            assert text.count(old) == sum(n.count(old) for _, n in replacements), (kernel, old)
+            assert new in text, (kernel, new)
+        for old in renames:
+            assert old not in text, (kernel, old)
+        # everything else is the example's: same number of lines but for what was changed
+        assert abs(len(text.splitlines()) - len(example.splitlines())) < 40, kernel
+
+
+def test_direct_call_probes_call_the_handler_by_name() -> None:
+    phases = _bench("phases")
+    direct = [k for k in phases.DERIVED if k.endswith("_direct_dispatcher")]
+    assert direct
+    for kernel in direct:
+        text = phases.derived_source(kernel)
+        assert "cudaq_bench_direct_echo(request, response, max_result, &result_len)" in text
+        assert "cudaq_call_handler(" not in text.split(f"void {kernel}(", 1)[1]
+
+
+def test_a_derivation_that_no_longer_matches_stops_with_what_to_update(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    phases = _bench("phases")
+    kernel = "cluster_direct_dispatcher"
+    source = phases.DERIVED[kernel][0]
+    changed = (
+        (phases.EXAMPLE / source)
+        .read_text(encoding="utf-8")
+        .replace("cudaq_call_handler(box->entry->handler", "cudaq_call_handler(box->entry->fn")
+    )
+    (tmp_path / source).write_text(changed, encoding="utf-8")
+    monkeypatch.setattr(phases, "EXAMPLE", tmp_path)
+    with pytest.raises(SystemExit, match=r"cluster_dispatcher\.cu has not one .*update DERIVED"):
+        phases.derived_source(kernel)
+
+
+@pytest.mark.toolchain
+def test_derived_probes_compile(nvcc: Path, tmp_path: Path) -> None:
+    phases = _bench("phases")
+    for kernel, (_, arch, *_rest) in phases.DERIVED.items():
+        src = tmp_path / f"{kernel}.cu"
+        src.write_text(phases.derived_source(kernel), encoding="utf-8")
+        cmd = [str(nvcc), "-fatbin", "-rdc=true", "-std=c++17", f"-I{INCLUDE}"]
+        cmd += [f"-gencode=arch=compute_{arch},code=lto_{arch}", "-o", str(tmp_path / "x.fatbin")]
+        done = subprocess.run([*cmd, str(src)], capture_output=True, text=True, check=False)
+        assert done.returncode == 0, f"{kernel}:\n{done.stderr}"
+
+
+@pytest.mark.toolchain
+def test_issue_rate_kernels_compile_with_their_work(nvcc: Path, tmp_path: Path) -> None:
+    issue_rate = _bench("issue_rate")
+    text = issue_rate.source()
+    names = [name for name, _, _ in issue_rate.kernels()]
+    assert len(names) == 2 * len(issue_rate.WORK)
+    for name, work, unrolled in issue_rate.kernels():
+        assert f"void {name}(" in text
+        assert ("unrolled" in name) == unrolled and str(work) in name
+    src = tmp_path / "issue_rate.cu"
+    src.write_text(text, encoding="utf-8")
+    out = tmp_path / "issue_rate.ptx"
+    done = subprocess.run(
+        [str(nvcc), "-ptx", "-arch=sm_90", "-O3", "-o", str(out), str(src)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    ptx = out.read_text(encoding="utf-8")
+    for name in names:
+        assert f".entry {name}(" in ptx

@@ -68,12 +68,11 @@ def test_a_derivation_that_no_longer_matches_stops_with_what_to_update(
 ) -> None:
     phases = _bench("phases")
     kernel = "cluster_direct_dispatcher"
-    source = phases.DERIVED[kernel][0]
-    changed = (
-        (phases.EXAMPLE / source)
-        .read_text(encoding="utf-8")
-        .replace("cudaq_call_handler(box->entry->handler", "cudaq_call_handler(box->entry->fn")
-    )
+    source, *_, replacements, _ = phases.DERIVED[kernel]
+    needle = replacements[0][0]  # the example's call the probe replaces
+    text = (phases.EXAMPLE / source).read_text(encoding="utf-8")
+    assert text.count(needle) == 1
+    changed = text.replace(needle, needle.replace("request, response", "request,  response"))
     (tmp_path / source).write_text(changed, encoding="utf-8")
     monkeypatch.setattr(phases, "EXAMPLE", tmp_path)
     with pytest.raises(SystemExit, match=r"cluster_dispatcher\.cu has not one .*update DERIVED"):

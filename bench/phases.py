@@ -146,7 +146,9 @@ def derived_source(kernel: str) -> str:
     needles = [include, signature, *(old for old, _ in replacements)]
     for needle in needles:
         if text.count(needle) != 1:
-            msg = f"bench/phases.py: {source} has not one `{needle.strip()}`: update DERIVED"
+            lines = needle.strip().splitlines()
+            shown = lines[0] + (" ..." if len(lines) > 1 else "")
+            msg = f"bench/phases.py: {source} has not one `{shown}`: update DERIVED"
             raise SystemExit(msg)
     for old, new in replacements:
         text = text.replace(old, new)

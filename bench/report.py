@@ -45,6 +45,7 @@ KNOWN = (
     "build_compilers",
     "switch_link",
     "issue_rate",
+    "shape_floors",
 )
 HOW_TO = {
     "dispatch": "`python bench/dispatch.py` on a GPU (needs example_app installed; "
@@ -65,6 +66,8 @@ HOW_TO = {
     "switch_link": "`bash tools/gpu-check.sh` on a GPU (builds example_app without the handler "
     "switch and runs `bench/switch_link.py`)",
     "issue_rate": "`python bench/issue_rate.py` on a GPU (`bash tools/gpu-check.sh` runs it)",
+    "shape_floors": "`python bench/shape_floors.py` on an sm_90+ GPU (`bash tools/gpu-check.sh` "
+    "runs it)",
 }
 
 
@@ -1156,6 +1159,40 @@ def issue_rate_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir
     return Section(lines, [])
 
 
+def shape_floors_section(
+    path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Path
+) -> Section:
+    lines = ["## Bare floors of the launch-wide shapes", ""]
+    lines += _provenance_md("shape_floors", path, data, page_dir)
+    kernels = _mapping(data, "kernels")
+    if not kernels:
+        return Section([*lines, "No figures in this file.", ""], [])
+    config = _mapping(data, "config")
+    lines += [
+        "Bare kernels (no run time) that serve the ring the way the cluster and cooperative "
+        "examples do, the request's words echoed by the whole launch "
+        f"({config.get('cluster_blocks', '?')} blocks a cluster, "
+        f"{config.get('coop_blocks', '?')} cooperative blocks, {config.get('block', '?')} "
+        "threads a block): `*_handoff_floor` hands the request from one polling thread to the "
+        "launch as the examples do, `*_allpoll_floor` has every block poll and load it itself. "
+        "Each paired round by round with the one-thread ping-pong floor: the median over rounds "
+        "of the p50 ratio. What no dispatcher of the shape can go below.",
+        "",
+    ]
+    rows = [
+        [
+            f"`{name}`",
+            str(_get(entry, "shape")),
+            _fmt(_num(_get(entry, "p50_over_floor")), 3),
+            _fmt(_num(_get(entry, "p50_over_floor_random_arrival")), 3),
+        ]
+        for name, entry in kernels.items()
+    ]
+    lines += _table(["kernel", "shape", "p50 / floor", "random arrival"], rows)
+    lines += _errors(data.get("errors"))
+    return Section(lines, [])
+
+
 SECTIONS: dict[str, tuple[str, Callable[[Path, dict[str, Any], Path, Path], Section]]] = {
     "dispatch": ("Dispatch: round trip and throughput", dispatch_section),
     "phases": ("Dispatch phases: where a round trip's microseconds go", dispatch_phases_section),
@@ -1172,6 +1209,7 @@ SECTIONS: dict[str, tuple[str, Callable[[Path, dict[str, Any], Path, Path], Sect
     "switch_link": ("The handler switch at link time", switch_link_section),
     "build_overhead": ("Build overhead", build_section),
     "issue_rate": ("What an instruction costs a one-thread round trip", issue_rate_section),
+    "shape_floors": ("Bare floors of the launch-wide shapes", shape_floors_section),
 }
 
 

@@ -113,3 +113,22 @@ def test_issue_rate_kernels_compile_with_their_work(nvcc: Path, tmp_path: Path) 
     ptx = out.read_text(encoding="utf-8")
     for name in names:
         assert f".entry {name}(" in ptx
+
+
+@pytest.mark.toolchain
+def test_shape_floors_compile_for_sm90(nvcc: Path, tmp_path: Path) -> None:
+    shape_floors = _bench("shape_floors")
+    src = tmp_path / "shape_floors.cu"
+    src.write_text(shape_floors.source(), encoding="utf-8")
+    out = tmp_path / "shape_floors.ptx"
+    done = subprocess.run(
+        [str(nvcc), "-ptx", "-arch=sm_90", "-O3", "-std=c++17", "-o", str(out), str(src)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    ptx = out.read_text(encoding="utf-8")
+    for name in shape_floors.KERNELS:
+        assert f".entry {name}(" in ptx
+    assert "barrier.cluster.arrive.release" in ptx  # the split barriers survived

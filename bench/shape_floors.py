@@ -1,0 +1,511 @@
+"""Bare floors of the launch-wide shapes: what a cluster or a cooperative grid costs an echo.
+
+    python bench/shape_floors.py [--out bench/results/shape_floors.json]
+
+Issue #12 asks the cluster and cooperative-grid dispatchers, serving a launch-wide handler,
+to come within 1.15x and 1.30x of the one-thread ping-pong floor. This measures what the
+hardware gives those shapes with no run time at all: bare kernels (no hooks, no function
+table, no validation, no stats) that serve ``bench/dispatch.py``'s ring the way the
+examples' kernels do, the request's words echoed by the threads of the whole launch:
+
+- ``cluster_handoff_floor`` (a cluster of ``--cluster`` blocks, sm_90+): thread 0 of block 0
+  polls and stages the request in its shared memory, hands it to the cluster with a split
+  cluster barrier (one releasing thread), every thread echoes its share of the words from
+  there (distributed shared memory), a second split barrier collects the blocks, and the
+  leader writes the header and publishes: the example's hand-off, bare;
+- ``cluster_allpoll_floor``: every block's thread 0 polls the ring and loads the request
+  itself (no hand-off), then the same collection: what a contract in which every block may
+  poll would give;
+- ``coop_handoff_floor`` (a cooperative grid, one block per SM): the leader stages the
+  request in device memory and raises a generation counter (a GPU-scope release) that
+  thread 0 of each block waits for; every thread echoes its share; each block's thread 0
+  adds to one of 32 done counters (a release) that the leader's warp waits for: the
+  example's hand-off, bare;
+- ``coop_allpoll_floor``: every block's thread 0 polls and loads the request itself, then
+  the same done counters.
+
+Each is paired round by round with the ping-pong floor on the same ring (the median over
+rounds of the p50 ratio; see ``bench/dispatch.py``). If a bare hand-off already costs more
+than a goal allows, no dispatcher of that shape can meet it; the all-poll rows say what
+polling from every block would buy. Needs nvcc and gcc, and skbuild-cudaq's run time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import dispatch as bench  # bench/dispatch.py: load generator, floors, versions
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "shape_floors.json"
+
+SHAPES_CU = r"""
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+namespace {
+constexpr uint32_t kWords = 32; // up to 256 bytes of request, as the floor
+__device__ __forceinline__ uint32_t ld_acquire_gpu(const uint32_t *p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_release_gpu(uint32_t *p, uint32_t v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" : : "l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void red_release_gpu_add(uint32_t *p, uint32_t v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" : : "l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ void cluster_arrive(bool release) {
+  if (release)
+    asm volatile("barrier.cluster.arrive.release;" : : : "memory");
+  else
+    asm volatile("barrier.cluster.arrive.relaxed;" : : : "memory");
+}
+__device__ __forceinline__ void cluster_wait() {
+  asm volatile("barrier.cluster.wait.acquire;" : : : "memory");
+}
+// Loads a request's words (every load before the first use: one PCIe round trip) into
+// `to`; returns its argument words.
+__device__ __forceinline__ uint32_t load_words(const uint8_t *rx, uint32_t slot_size,
+                                               uint64_t *to) {
+  const uint64_t *src = reinterpret_cast<const uint64_t *>(rx);
+  const uint32_t words = slot_size / 8 < kWords ? slot_size / 8 : kWords;
+  uint64_t v[kWords];
+#pragma unroll
+  for (uint32_t i = 0; i < kWords; ++i)
+    v[i] = i < words ? src[i] : 0;
+#pragma unroll
+  for (uint32_t i = 0; i < kWords; ++i)
+    to[i] = v[i];
+  uint32_t arg_len = static_cast<uint32_t>(v[1]);
+  if (arg_len > words * 8 - 24)
+    arg_len = 0;
+  return (arg_len + 7) / 8;
+}
+__device__ __forceinline__ void write_header(uint64_t *dst, const uint64_t *req) {
+  const uint64_t w1 = req[1];
+  uint32_t arg_len = static_cast<uint32_t>(w1);
+  dst[0] = 0x43555153ull; // magic, status 0
+  dst[1] = (w1 & 0xffffffff00000000ull) | arg_len;
+  dst[2] = req[2];
+}
+struct Box {
+  uint32_t slot, seq, arg_words;
+  int running;
+};
+} // namespace
+
+// The cluster examples' hand-off, bare (see the module doc). Grid = one cluster.
+extern "C" __global__ void cluster_handoff_floor(const uint8_t *rx, uint8_t *tx,
+                                                 volatile uint32_t *rx_flags,
+                                                 volatile uint32_t *tx_flags, uint32_t num_slots,
+                                                 uint32_t slot_size, volatile int *shutdown) {
+  __shared__ __align__(16) uint64_t stage[kWords];
+  __shared__ Box box;
+  cg::cluster_group cluster = cg::this_cluster();
+  const bool block_leader = threadIdx.x == 0;
+  const bool leader = cluster.block_rank() == 0 && block_leader;
+  const uint64_t *st = cluster.map_shared_rank(stage, 0);
+  volatile Box *b = cluster.map_shared_rank(&box, 0);
+  uint32_t slot = 0, seq = 1;
+  const uint32_t rank = cluster.block_rank() * blockDim.x + threadIdx.x;
+  for (;;) {
+    if (leader) {
+      int running = 1;
+      for (uint32_t polls = 0;; ++polls) {
+        if (ld_acquire_sys(&rx_flags[slot]) == seq)
+          break;
+        if ((polls & 15u) == 15u && *shutdown != 0) {
+          running = 0;
+          break;
+        }
+      }
+      if (running)
+        b->arg_words = load_words(rx + static_cast<size_t>(slot) * slot_size, slot_size, stage);
+      b->slot = slot;
+      b->running = running;
+    }
+    cluster_arrive(leader);
+    cluster_wait();
+    if (!b->running) {
+      cluster.sync(); // block 0's shared memory outlives the other blocks' reads
+      return;
+    }
+    const uint32_t my_slot = b->slot;
+    uint64_t *dst = reinterpret_cast<uint64_t *>(tx + static_cast<size_t>(my_slot) * slot_size);
+    if (rank < b->arg_words)
+      dst[3 + rank] = st[3 + rank];
+    __syncthreads();
+    cluster_arrive(block_leader);
+    cluster_wait();
+    if (leader) {
+      write_header(dst, stage);
+      st_release_sys(&tx_flags[my_slot], seq);
+      if (++slot == num_slots) {
+        slot = 0;
+        ++seq;
+      }
+    }
+  }
+}
+
+// Every block polls and loads the request itself; one cluster barrier collects.
+extern "C" __global__ void cluster_allpoll_floor(const uint8_t *rx, uint8_t *tx,
+                                                 volatile uint32_t *rx_flags,
+                                                 volatile uint32_t *tx_flags, uint32_t num_slots,
+                                                 uint32_t slot_size, volatile int *shutdown) {
+  __shared__ __align__(16) uint64_t stage[kWords];
+  __shared__ Box box;
+  cg::cluster_group cluster = cg::this_cluster();
+  const bool block_leader = threadIdx.x == 0;
+  const bool leader = cluster.block_rank() == 0 && block_leader;
+  uint32_t slot = 0, seq = 1;
+  const uint32_t rank = cluster.block_rank() * blockDim.x + threadIdx.x;
+  for (;;) {
+    if (block_leader) {
+      int running = 1;
+      for (uint32_t polls = 0;; ++polls) {
+        if (ld_acquire_sys(&rx_flags[slot]) == seq)
+          break;
+        if ((polls & 15u) == 15u && *shutdown != 0) {
+          running = 0;
+          break;
+        }
+      }
+      if (running)
+        box.arg_words = load_words(rx + static_cast<size_t>(slot) * slot_size, slot_size, stage);
+      box.running = running;
+    }
+    __syncthreads();
+    if (!box.running)
+      return; // every block sees the shutdown flag on its own (no request is in flight)
+    uint64_t *dst = reinterpret_cast<uint64_t *>(tx + static_cast<size_t>(slot) * slot_size);
+    if (rank < box.arg_words)
+      dst[3 + rank] = stage[3 + rank];
+    __syncthreads();
+    cluster_arrive(block_leader);
+    cluster_wait();
+    if (leader) {
+      write_header(dst, stage);
+      st_release_sys(&tx_flags[slot], seq);
+    }
+    if (++slot == num_slots) {
+      slot = 0;
+      ++seq;
+    }
+  }
+}
+
+__device__ uint64_t g_shape_stage[kWords];
+__device__ Box g_shape_box;
+__device__ uint32_t g_shape_go;
+__device__ uint32_t g_shape_done[32 * 32]; // block b adds to counter b % 32 (a line each)
+
+// Done counters: thread 0 of each block but the leader's adds 1 to counter b % 32 after its
+// block's barrier; lane l of the leader's warp waits until counter l has had every block's
+// addition for request `gen` (blocks with b % 32 == l, block 0 excluded).
+__device__ __forceinline__ void collect(uint32_t gen) {
+  const uint32_t blocks = gridDim.x;
+  if (blockIdx.x != 0) {
+    if (threadIdx.x == 0)
+      red_release_gpu_add(&g_shape_done[(blockIdx.x % 32) * 32], 1);
+  } else if (threadIdx.x < 32) {
+    const uint32_t l = threadIdx.x;
+    uint32_t per = blocks / 32 + (l < blocks % 32 ? 1 : 0);
+    if (l == 0)
+      per -= 1; // block 0
+    const uint32_t want = per * gen;
+    while (ld_acquire_gpu(&g_shape_done[l * 32]) < want) {
+    }
+    __syncwarp();
+  }
+}
+
+// The cooperative example's hand-off, bare (see the module doc). Launch cooperatively.
+extern "C" __global__ void coop_handoff_floor(const uint8_t *rx, uint8_t *tx,
+                                              volatile uint32_t *rx_flags,
+                                              volatile uint32_t *tx_flags, uint32_t num_slots,
+                                              uint32_t slot_size, volatile int *shutdown) {
+  __shared__ Box box;
+  cg::grid_group grid = cg::this_grid();
+  if (threadIdx.x == 0 && blockIdx.x == 0) {
+    g_shape_go = 0;
+    for (uint32_t i = 0; i < 32; ++i)
+      g_shape_done[i * 32] = 0;
+  }
+  grid.sync();
+  const bool leader = blockIdx.x == 0 && threadIdx.x == 0;
+  const uint32_t rank = blockIdx.x * blockDim.x + threadIdx.x;
+  uint32_t slot = 0, seq = 1;
+  for (uint32_t gen = 1;; ++gen) {
+    if (leader) {
+      int running = 1;
+      for (uint32_t polls = 0;; ++polls) {
+        if (ld_acquire_sys(&rx_flags[slot]) == seq)
+          break;
+        if ((polls & 15u) == 15u && *shutdown != 0) {
+          running = 0;
+          break;
+        }
+      }
+      if (running)
+        g_shape_box.arg_words =
+            load_words(rx + static_cast<size_t>(slot) * slot_size, slot_size, g_shape_stage);
+      g_shape_box.slot = slot;
+      g_shape_box.running = running;
+      st_release_gpu(&g_shape_go, gen);
+    }
+    if (threadIdx.x == 0) {
+      while (ld_acquire_gpu(&g_shape_go) < gen) {
+      }
+      box = *const_cast<const Box *>(&g_shape_box);
+    }
+    __syncthreads();
+    if (!box.running)
+      return;
+    uint64_t *dst = reinterpret_cast<uint64_t *>(tx + static_cast<size_t>(box.slot) * slot_size);
+    if (rank < box.arg_words)
+      dst[3 + rank] = g_shape_stage[3 + rank];
+    __syncthreads();
+    collect(gen);
+    if (leader) {
+      write_header(dst, g_shape_stage);
+      st_release_sys(&tx_flags[box.slot], seq);
+      if (++slot == num_slots) {
+        slot = 0;
+        ++seq;
+      }
+    }
+  }
+}
+
+// Every block polls and loads the request itself, then the done counters. Cooperative.
+extern "C" __global__ void coop_allpoll_floor(const uint8_t *rx, uint8_t *tx,
+                                              volatile uint32_t *rx_flags,
+                                              volatile uint32_t *tx_flags, uint32_t num_slots,
+                                              uint32_t slot_size, volatile int *shutdown) {
+  __shared__ __align__(16) uint64_t stage[kWords];
+  __shared__ Box box;
+  cg::grid_group grid = cg::this_grid();
+  if (threadIdx.x == 0 && blockIdx.x == 0) {
+    for (uint32_t i = 0; i < 32; ++i)
+      g_shape_done[i * 32] = 0;
+  }
+  grid.sync();
+  const bool leader = blockIdx.x == 0 && threadIdx.x == 0;
+  const uint32_t rank = blockIdx.x * blockDim.x + threadIdx.x;
+  uint32_t slot = 0, seq = 1;
+  for (uint32_t gen = 1;; ++gen) {
+    if (threadIdx.x == 0) {
+      int running = 1;
+      for (uint32_t polls = 0;; ++polls) {
+        if (ld_acquire_sys(&rx_flags[slot]) == seq)
+          break;
+        if ((polls & 15u) == 15u && *shutdown != 0) {
+          running = 0;
+          break;
+        }
+      }
+      if (running)
+        box.arg_words = load_words(rx + static_cast<size_t>(slot) * slot_size, slot_size, stage);
+      box.running = running;
+    }
+    __syncthreads();
+    if (!box.running)
+      return;
+    uint64_t *dst = reinterpret_cast<uint64_t *>(tx + static_cast<size_t>(slot) * slot_size);
+    if (rank < box.arg_words)
+      dst[3 + rank] = stage[3 + rank];
+    __syncthreads();
+    collect(gen);
+    if (leader) {
+      write_header(dst, stage);
+      st_release_sys(&tx_flags[slot], seq);
+    }
+    if (++slot == num_slots) {
+      slot = 0;
+      ++seq;
+    }
+  }
+}
+"""
+
+#: kernel -> shape ("cluster" or "coop")
+KERNELS = {
+    "cluster_handoff_floor": "cluster",
+    "cluster_allpoll_floor": "cluster",
+    "coop_handoff_floor": "coop",
+    "coop_allpoll_floor": "coop",
+}
+
+
+def source() -> str:
+    """bench/dispatch.py's floors (the ping-pong floor, ``ld_acquire_sys``, ...) and these."""
+    return bench.FLOOR_CU + SHAPES_CU
+
+
+def build(workdir: Path, arch: str) -> tuple[Path, bytes]:
+    """The load generator and the cubin of every floor (``arch``: 90 or newer)."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        raise SystemExit("the benchmark needs gcc and nvcc on PATH")
+    so = bench.build_loadgen(workdir)
+    src = workdir / "shape_floors.cu"
+    src.write_text(source())
+    cubin = workdir / "shape_floors.cubin"
+    subprocess.run(
+        [nvcc, "-cubin", f"-arch=sm_{arch}", "-O3", "-std=c++17", "-o", str(cubin), str(src)],
+        check=True,
+    )
+    return so, cubin.read_bytes()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--samples", type=int, default=3000, help="round trips a round")
+    parser.add_argument("--cluster", type=int, default=4, help="blocks a cluster (the example's)")
+    parser.add_argument("--block", type=int, default=128, help="threads a block (the examples')")
+    opts = parser.parse_args(argv)
+    if opts.rounds < 1 or opts.samples < 1 or not 1 <= opts.cluster <= 8:
+        parser.error("--rounds and --samples must be at least 1, --cluster 1..8")
+
+    from skbuild_cudaq.realtime import HostRingBridge, LaunchConfig, Library, launch_kernel
+
+    drv = bench._drv()
+    dev = bench.primary_context_current(drv, 0)
+    device_name, major, minor = bench.device_identity(drv, dev)
+    if major < 9:
+        raise SystemExit(
+            f"thread-block clusters need sm_90 or newer; this GPU is sm_{major}{minor}"
+        )
+    sms = int(
+        bench.ok(
+            drv.cuDeviceGetAttribute(
+                drv.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev
+            ),
+            "cuDeviceGetAttribute",
+        )
+    )
+    results: dict[str, Any] = {
+        "benchmark": "shape_floors",
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": device_name,
+        "compute_capability": f"{major}.{minor}",
+        "versions": bench.versions(),
+        "gpu_state": bench.gpu_state(0),
+        "config": {
+            "rounds": opts.rounds,
+            "samples": opts.samples,
+            "gap_ns": bench.GAP_NS,
+            "cluster_blocks": opts.cluster,
+            "coop_blocks": sms,
+            "block": opts.block,
+            "num_slots": bench.NUM_SLOTS,
+            "slot_size": bench.SLOT_SIZE,
+            "arg_len": bench.ARG_LEN,
+        },
+        "kernels": {},
+        "errors": {},
+    }
+    configs = {
+        "cluster": LaunchConfig(
+            grid=(opts.cluster, 1, 1), block=(opts.block, 1, 1), cluster=(opts.cluster, 1, 1)
+        ),
+        "coop": LaunchConfig(grid=(sms, 1, 1), block=(opts.block, 1, 1), cooperative=True),
+    }
+    with tempfile.TemporaryDirectory(prefix="cudaq-shapes-") as tmp:
+        so, cubin = build(Path(tmp), f"{major}{minor}")
+        gen = bench.LoadGen(so)
+        bridge = HostRingBridge(bench.NUM_SLOTS, bench.SLOT_SIZE).open()
+        ring = bridge.host_address
+        library = Library.from_cubin(cubin)
+        floors = bench.Floors(Path(tmp) / "shape_floors.cubin", bridge)
+        stream = floors.stream
+        fid = bench.fnv1a("echo")
+
+        @contextmanager
+        def running(name: str) -> Iterator[None]:
+            """``name`` launched with its shape's configuration on the floors' ring."""
+            bridge.reset()
+            ctypes.c_int32.from_address(floors.flag).value = 0
+            base = bridge.device_ring
+            slots = bench.NUM_SLOTS * bench.SLOT_SIZE
+            args = (
+                ctypes.c_void_p(base),
+                ctypes.c_void_p(base + slots),
+                ctypes.c_void_p(base + 2 * slots),
+                ctypes.c_void_p(base + 2 * slots + 4 * bench.NUM_SLOTS),
+                ctypes.c_uint32(bench.NUM_SLOTS),
+                ctypes.c_uint32(bench.SLOT_SIZE),
+                ctypes.c_void_p(floors.flag_dev),
+            )
+            launch_kernel(library.get_kernel(name), configs[KERNELS[name]], stream, *args)
+            try:
+                yield
+            finally:
+                ctypes.c_int32.from_address(floors.flag).value = 1
+                bench.wait_idle(stream)
+
+        def p50s() -> tuple[float, float]:
+            gen.rewind()
+            gen.latency(ring, fid, max(1, opts.samples // 10))
+            b2b = float(np.median(gen.latency(ring, fid, opts.samples)))
+            gap = float(np.median(gen.latency(ring, fid, opts.samples, gap_ns=bench.GAP_NS)))
+            return b2b, gap
+
+        def serve(label: str, start: Callable[[], Any]) -> None:
+            rows = []
+            for _ in range(opts.rounds):
+                with floors.running("pingpong_floor", 1):
+                    f_b2b, f_gap = p50s()
+                with start():
+                    b2b, gap = p50s()
+                rows.append(
+                    {"floor_p50": f_b2b, "p50": b2b, "floor_gap_p50": f_gap, "gap_p50": gap}
+                )
+            ratio = float(np.median([r["p50"] / r["floor_p50"] for r in rows]))
+            ratio_gap = float(np.median([r["gap_p50"] / r["floor_gap_p50"] for r in rows]))
+            results["kernels"][label] = {
+                "shape": KERNELS[label],
+                "p50_over_floor": ratio,
+                "p50_over_floor_random_arrival": ratio_gap,
+                "rounds": rows,
+            }
+            print(
+                f"{label:>24}: {ratio:.3f}x the floor (random arrival {ratio_gap:.3f}x)",
+                file=sys.stderr,
+            )
+
+        for name in KERNELS:
+            try:
+                serve(name, lambda name=name: running(name))  # type: ignore[misc]
+            except Exception as exc:  # keep measuring the others; report it
+                results["errors"][name] = f"{type(exc).__name__}: {exc}"
+                print(f"{name}: {exc}", file=sys.stderr)
+        library.close()
+        floors.close()
+        bridge.close()
+    bench.ok(drv.cuDevicePrimaryCtxRelease(dev), "cuDevicePrimaryCtxRelease")
+    opts.out.parent.mkdir(parents=True, exist_ok=True)
+    opts.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {opts.out}", file=sys.stderr)
+    return 0 if not results["errors"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -279,6 +279,15 @@ class LoadGen:
             raise RuntimeError(msg)
         return out / 1000.0  # microseconds
 
+    def p50s(self, ring: int, function_id: int, samples: int) -> tuple[float, float]:
+        """The p50 (us) of ``samples`` round trips back to back and of as many with random
+        arrival, after a tenth as many to warm up."""
+        self.rewind()
+        self.latency(ring, function_id, max(1, samples // 10))
+        b2b = float(np.median(self.latency(ring, function_id, samples)))
+        gap = float(np.median(self.latency(ring, function_id, samples, gap_ns=GAP_NS)))
+        return b2b, gap
+
     def throughput(self, ring: int, function_id: int, count: int, in_flight: int) -> float:
         seconds = ctypes.c_double(0)
         rc = self.lib.lg_throughput(
@@ -469,6 +478,26 @@ def gpu_state(ordinal: int) -> dict[str, str] | None:
     if q.returncode != 0 or len(values) != len(GPU_STATE_FIELDS):
         return None
     return dict(zip(GPU_STATE_FIELDS, values, strict=True))
+
+
+def result_header(benchmark: str, ordinal: int, drv: Any, dev: Any) -> dict[str, Any]:
+    """What every results file of the GPU benchmarks starts with: the benchmark, the date,
+    the device and its state, the versions."""
+    device_name, major, minor = device_identity(drv, dev)
+    return {
+        "benchmark": benchmark,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": device_name,
+        "compute_capability": f"{major}.{minor}",
+        "versions": versions(),
+        "gpu_state": gpu_state(ordinal),
+    }
+
+
+def write_results(path: Path, results: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {path}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:

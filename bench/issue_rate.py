@@ -15,8 +15,6 @@ difference). Needs nvcc and gcc; no package beyond skbuild-cudaq's run time.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import sys
 import tempfile
 from pathlib import Path
@@ -90,14 +88,9 @@ def main(argv: list[str] | None = None) -> int:
 
     drv = bench._drv()
     dev = bench.primary_context_current(drv, 0)
-    device_name, major, minor = bench.device_identity(drv, dev)
+    _, major, minor = bench.device_identity(drv, dev)
     results: dict[str, Any] = {
-        "benchmark": "issue_rate",
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "device": device_name,
-        "compute_capability": f"{major}.{minor}",
-        "versions": bench.versions(),
-        "gpu_state": bench.gpu_state(0),
+        **bench.result_header("issue_rate", 0, drv, dev),
         "config": {"rounds": opts.rounds, "samples": opts.samples, "gap_ns": bench.GAP_NS},
         "kernels": {},
     }
@@ -111,11 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         fid = bench.fnv1a("echo")
 
         def p50s() -> tuple[float, float]:
-            gen.rewind()
-            gen.latency(ring, fid, max(1, opts.samples // 10))
-            b2b = float(np.median(gen.latency(ring, fid, opts.samples)))
-            gap = float(np.median(gen.latency(ring, fid, opts.samples, gap_ns=bench.GAP_NS)))
-            return b2b, gap
+            return gen.p50s(ring, fid, opts.samples)
 
         for name, work, unrolled in kernels():
             rows = []
@@ -145,9 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         floors.close()
         bridge.close()
     bench.ok(drv.cuDevicePrimaryCtxRelease(dev), "cuDevicePrimaryCtxRelease")
-    opts.out.parent.mkdir(parents=True, exist_ok=True)
-    opts.out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {opts.out}", file=sys.stderr)
+    bench.write_results(opts.out, results)
     return 0
 
 

@@ -34,8 +34,6 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import datetime
-import json
 import shutil
 import subprocess
 import sys
@@ -102,6 +100,27 @@ __device__ __forceinline__ void write_header(uint64_t *dst, const uint64_t *req)
   dst[1] = (w1 & 0xffffffff00000000ull) | arg_len;
   dst[2] = req[2];
 }
+// Waits for the request in `slot` (sequence `seq`): 1, or 0 once shutdown is set (looked at
+// every 16 polls, as the floor does).
+__device__ __forceinline__ int wait_request(volatile uint32_t *rx_flags, uint32_t slot,
+                                            uint32_t seq, volatile int *shutdown) {
+  for (uint32_t polls = 0;; ++polls) {
+    if (ld_acquire_sys(&rx_flags[slot]) == seq)
+      return 1;
+    if ((polls & 15u) == 15u && *shutdown != 0)
+      return 0;
+  }
+}
+__device__ __forceinline__ void advance(uint32_t &slot, uint32_t &seq, uint32_t num_slots) {
+  if (++slot == num_slots) {
+    slot = 0;
+    ++seq;
+  }
+}
+// Every floor's parameters: bench/dispatch.py's Floors launch them all the same way.
+#define SHAPE_FLOOR_PARAMS                                                                       \
+  const uint8_t *rx, uint8_t *tx, volatile uint32_t *rx_flags, volatile uint32_t *tx_flags,      \
+      uint32_t num_slots, uint32_t slot_size, volatile int *shutdown
 struct Box {
   uint32_t slot, seq, arg_words;
   int running;
@@ -109,10 +128,7 @@ struct Box {
 } // namespace
 
 // The cluster examples' hand-off, bare (see the module doc). Grid = one cluster.
-extern "C" __global__ void cluster_handoff_floor(const uint8_t *rx, uint8_t *tx,
-                                                 volatile uint32_t *rx_flags,
-                                                 volatile uint32_t *tx_flags, uint32_t num_slots,
-                                                 uint32_t slot_size, volatile int *shutdown) {
+extern "C" __global__ void cluster_handoff_floor(SHAPE_FLOOR_PARAMS) {
   __shared__ __align__(16) uint64_t stage[kWords];
   __shared__ Box box;
   cg::cluster_group cluster = cg::this_cluster();
@@ -124,15 +140,7 @@ extern "C" __global__ void cluster_handoff_floor(const uint8_t *rx, uint8_t *tx,
   const uint32_t rank = cluster.block_rank() * blockDim.x + threadIdx.x;
   for (;;) {
     if (leader) {
-      int running = 1;
-      for (uint32_t polls = 0;; ++polls) {
-        if (ld_acquire_sys(&rx_flags[slot]) == seq)
-          break;
-        if ((polls & 15u) == 15u && *shutdown != 0) {
-          running = 0;
-          break;
-        }
-      }
+      const int running = wait_request(rx_flags, slot, seq, shutdown);
       if (running)
         b->arg_words = load_words(rx + static_cast<size_t>(slot) * slot_size, slot_size, stage);
       b->slot = slot;
@@ -154,19 +162,13 @@ extern "C" __global__ void cluster_handoff_floor(const uint8_t *rx, uint8_t *tx,
     if (leader) {
       write_header(dst, stage);
       st_release_sys(&tx_flags[my_slot], seq);
-      if (++slot == num_slots) {
-        slot = 0;
-        ++seq;
-      }
+      advance(slot, seq, num_slots);
     }
   }
 }
 
 // Every block polls and loads the request itself; one cluster barrier collects.
-extern "C" __global__ void cluster_allpoll_floor(const uint8_t *rx, uint8_t *tx,
-                                                 volatile uint32_t *rx_flags,
-                                                 volatile uint32_t *tx_flags, uint32_t num_slots,
-                                                 uint32_t slot_size, volatile int *shutdown) {
+extern "C" __global__ void cluster_allpoll_floor(SHAPE_FLOOR_PARAMS) {
   __shared__ __align__(16) uint64_t stage[kWords];
   __shared__ Box box;
   cg::cluster_group cluster = cg::this_cluster();
@@ -176,15 +178,7 @@ extern "C" __global__ void cluster_allpoll_floor(const uint8_t *rx, uint8_t *tx,
   const uint32_t rank = cluster.block_rank() * blockDim.x + threadIdx.x;
   for (;;) {
     if (block_leader) {
-      int running = 1;
-      for (uint32_t polls = 0;; ++polls) {
-        if (ld_acquire_sys(&rx_flags[slot]) == seq)
-          break;
-        if ((polls & 15u) == 15u && *shutdown != 0) {
-          running = 0;
-          break;
-        }
-      }
+      const int running = wait_request(rx_flags, slot, seq, shutdown);
       if (running)
         box.arg_words = load_words(rx + static_cast<size_t>(slot) * slot_size, slot_size, stage);
       box.running = running;
@@ -202,10 +196,7 @@ extern "C" __global__ void cluster_allpoll_floor(const uint8_t *rx, uint8_t *tx,
       write_header(dst, stage);
       st_release_sys(&tx_flags[slot], seq);
     }
-    if (++slot == num_slots) {
-      slot = 0;
-      ++seq;
-    }
+    advance(slot, seq, num_slots);
   }
 }
 
@@ -235,10 +226,7 @@ __device__ __forceinline__ void collect(uint32_t gen) {
 }
 
 // The cooperative example's hand-off, bare (see the module doc). Launch cooperatively.
-extern "C" __global__ void coop_handoff_floor(const uint8_t *rx, uint8_t *tx,
-                                              volatile uint32_t *rx_flags,
-                                              volatile uint32_t *tx_flags, uint32_t num_slots,
-                                              uint32_t slot_size, volatile int *shutdown) {
+extern "C" __global__ void coop_handoff_floor(SHAPE_FLOOR_PARAMS) {
   __shared__ Box box;
   cg::grid_group grid = cg::this_grid();
   if (threadIdx.x == 0 && blockIdx.x == 0) {
@@ -252,15 +240,7 @@ extern "C" __global__ void coop_handoff_floor(const uint8_t *rx, uint8_t *tx,
   uint32_t slot = 0, seq = 1;
   for (uint32_t gen = 1;; ++gen) {
     if (leader) {
-      int running = 1;
-      for (uint32_t polls = 0;; ++polls) {
-        if (ld_acquire_sys(&rx_flags[slot]) == seq)
-          break;
-        if ((polls & 15u) == 15u && *shutdown != 0) {
-          running = 0;
-          break;
-        }
-      }
+      const int running = wait_request(rx_flags, slot, seq, shutdown);
       if (running)
         g_shape_box.arg_words =
             load_words(rx + static_cast<size_t>(slot) * slot_size, slot_size, g_shape_stage);
@@ -284,19 +264,13 @@ extern "C" __global__ void coop_handoff_floor(const uint8_t *rx, uint8_t *tx,
     if (leader) {
       write_header(dst, g_shape_stage);
       st_release_sys(&tx_flags[box.slot], seq);
-      if (++slot == num_slots) {
-        slot = 0;
-        ++seq;
-      }
+      advance(slot, seq, num_slots);
     }
   }
 }
 
 // Every block polls and loads the request itself, then the done counters. Cooperative.
-extern "C" __global__ void coop_allpoll_floor(const uint8_t *rx, uint8_t *tx,
-                                              volatile uint32_t *rx_flags,
-                                              volatile uint32_t *tx_flags, uint32_t num_slots,
-                                              uint32_t slot_size, volatile int *shutdown) {
+extern "C" __global__ void coop_allpoll_floor(SHAPE_FLOOR_PARAMS) {
   __shared__ __align__(16) uint64_t stage[kWords];
   __shared__ Box box;
   cg::grid_group grid = cg::this_grid();
@@ -310,15 +284,7 @@ extern "C" __global__ void coop_allpoll_floor(const uint8_t *rx, uint8_t *tx,
   uint32_t slot = 0, seq = 1;
   for (uint32_t gen = 1;; ++gen) {
     if (threadIdx.x == 0) {
-      int running = 1;
-      for (uint32_t polls = 0;; ++polls) {
-        if (ld_acquire_sys(&rx_flags[slot]) == seq)
-          break;
-        if ((polls & 15u) == 15u && *shutdown != 0) {
-          running = 0;
-          break;
-        }
-      }
+      const int running = wait_request(rx_flags, slot, seq, shutdown);
       if (running)
         box.arg_words = load_words(rx + static_cast<size_t>(slot) * slot_size, slot_size, stage);
       box.running = running;
@@ -335,10 +301,7 @@ extern "C" __global__ void coop_allpoll_floor(const uint8_t *rx, uint8_t *tx,
       write_header(dst, stage);
       st_release_sys(&tx_flags[slot], seq);
     }
-    if (++slot == num_slots) {
-      slot = 0;
-      ++seq;
-    }
+    advance(slot, seq, num_slots);
   }
 }
 """
@@ -388,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
 
     drv = bench._drv()
     dev = bench.primary_context_current(drv, 0)
-    device_name, major, minor = bench.device_identity(drv, dev)
+    _, major, minor = bench.device_identity(drv, dev)
     if major < 9:
         raise SystemExit(
             f"thread-block clusters need sm_90 or newer; this GPU is sm_{major}{minor}"
@@ -402,12 +365,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     results: dict[str, Any] = {
-        "benchmark": "shape_floors",
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "device": device_name,
-        "compute_capability": f"{major}.{minor}",
-        "versions": bench.versions(),
-        "gpu_state": bench.gpu_state(0),
+        **bench.result_header("shape_floors", 0, drv, dev),
         "config": {
             "rounds": opts.rounds,
             "samples": opts.samples,
@@ -462,11 +420,7 @@ def main(argv: list[str] | None = None) -> int:
                 bench.wait_idle(stream)
 
         def p50s() -> tuple[float, float]:
-            gen.rewind()
-            gen.latency(ring, fid, max(1, opts.samples // 10))
-            b2b = float(np.median(gen.latency(ring, fid, opts.samples)))
-            gap = float(np.median(gen.latency(ring, fid, opts.samples, gap_ns=bench.GAP_NS)))
-            return b2b, gap
+            return gen.p50s(ring, fid, opts.samples)
 
         def serve(label: str, start: Callable[[], Any]) -> None:
             rows = []
@@ -501,9 +455,7 @@ def main(argv: list[str] | None = None) -> int:
         floors.close()
         bridge.close()
     bench.ok(drv.cuDevicePrimaryCtxRelease(dev), "cuDevicePrimaryCtxRelease")
-    opts.out.parent.mkdir(parents=True, exist_ok=True)
-    opts.out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {opts.out}", file=sys.stderr)
+    bench.write_results(opts.out, results)
     return 0 if not results["errors"] else 1
 
 

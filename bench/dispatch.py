@@ -480,6 +480,17 @@ def gpu_state(ordinal: int) -> dict[str, str] | None:
     return dict(zip(GPU_STATE_FIELDS, values, strict=True))
 
 
+def paired_ratio(values: list[float], floors: list[float]) -> dict[str, Any]:
+    """Rounds of a measurement each paired with a round of its floor measured right before it:
+    the per-round ratios and their median (what the goals use; see the module doc). A drift
+    over the run moves a value and its floor together and cancels in each ratio."""
+    if not values or len(values) != len(floors):
+        msg = f"paired_ratio: {len(values)} values for {len(floors)} floors"
+        raise ValueError(msg)
+    ratios = [v / f for v, f in zip(values, floors, strict=True)]
+    return {"ratio": float(np.median(ratios)), "ratios": ratios}
+
+
 def result_header(benchmark: str, ordinal: int, drv: Any, dev: Any) -> dict[str, Any]:
     """What every results file of the GPU benchmarks starts with: the benchmark, the date,
     the device and its state, the versions."""
@@ -626,28 +637,26 @@ def main(argv: list[str] | None = None) -> int:
             lat[label] = percentiles(np.concatenate([g["b2b"] for g in got]))
             lat_random[label] = percentiles(np.concatenate([g["random"] for g in got]))
 
-            def p50s(rows: list[dict[str, Any]], key: str) -> list[float]:
-                return [float(np.median(r[key])) for r in rows]
-
             pair: dict[str, Any] = {}
             for key in ("b2b", "random"):
-                mine, floors_p50 = p50s(got, key), p50s(floor, key)
-                ratios = [m / f for m, f in zip(mine, floors_p50, strict=True)]
+                mine = [float(np.median(g[key])) for g in got]
+                under = [float(np.median(f[key])) for f in floor]
+                paired = paired_ratio(mine, under)
                 pair[key] = {
-                    "p50_over_floor": float(np.median(ratios)),
-                    "ratios": ratios,
+                    "p50_over_floor": paired["ratio"],
+                    "ratios": paired["ratios"],
                     "p50": mine,
-                    "floor_p50": floors_p50,
+                    "floor_p50": under,
                 }
             if serial:
-                mine_s = [g["serial"] for g in got]
-                floor_s = [f["serial"] for f in floor]
-                ratios = [m / f for m, f in zip(mine_s, floor_s, strict=True)]
+                mine = [g["serial"] for g in got]
+                under = [f["serial"] for f in floor]
+                paired = paired_ratio(mine, under)
                 pair["serial"] = {
-                    "over_floor": float(np.median(ratios)),
-                    "ratios": ratios,
-                    "mrps": mine_s,
-                    "floor_mrps": floor_s,
+                    "over_floor": paired["ratio"],
+                    "ratios": paired["ratios"],
+                    "mrps": mine,
+                    "floor_mrps": under,
                 }
             results["paired"][label] = pair
             print(

@@ -132,3 +132,19 @@ def test_shape_floors_compile_for_sm90(nvcc: Path, tmp_path: Path) -> None:
     for name in shape_floors.KERNELS:
         assert f".entry {name}(" in ptx
     assert "barrier.cluster.arrive.release" in ptx  # the split barriers survived
+
+
+def test_paired_ratios_cancel_a_drift_that_a_first_floor_does_not() -> None:
+    """bench/dispatch.py's goals divide each round by the floor measured right before it: a
+    drift over the run (the floor's p50 rose 0.27 us in a dozen seconds on a lent H200)
+    cancels, where dividing by one floor measured first would not."""
+    dispatch = _bench("dispatch")
+    floors = [4.30 + 0.05 * i for i in range(5)]  # the host drifts up
+    values = [f * 1.07 for f in floors]  # a kernel 7 % over its floor in every round
+    paired = dispatch.paired_ratio(values, floors)
+    assert paired["ratio"] == pytest.approx(1.07)
+    assert paired["ratios"] == pytest.approx([1.07] * 5)
+    first_floor = sorted(v / floors[0] for v in values)[2]
+    assert first_floor > 1.09  # what an unpaired figure would have said: 0.025 over
+    with pytest.raises(ValueError, match="3 values for 2 floors"):
+        dispatch.paired_ratio([1.0, 2.0, 3.0], [1.0, 2.0])

@@ -15,9 +15,9 @@ the SM clock on the device:
     0 seen -> 1 staged -> 2 looked up -> 3 handler done -> 4 header written -> 5 published
 
 (the floor has no lookup or handler: its 2 and 3 are the end of its loads).
-Other designs of the cluster and cooperative kernels' hand-off (bench/handoff/)
-are served launch-wide next to the example's (``cluster_barrier``, ``coop_counter``: the
-examples' earlier hand-offs). Two
+Other designs of the cluster and cooperative kernels' hand-off are served launch-wide
+next to the example's (``cluster_barrier``, derived from the example at build time, and
+``coop_counter`` in bench/handoff/: the examples' earlier hand-offs). Two
 probes, compiled here too, say what parts of a phase cost: ``probe_noread_thread``
 (a thread-shaped handler that writes its result without reading its arguments)
 and ``probe_smem_table_dispatcher`` (the single-thread loop with a hand-written
@@ -69,7 +69,6 @@ LADDER = ("ladder_bridge", "ladder_validate", "ladder_stats")
 #: the example's launch rule of the shape they vary, side by side with the example:
 #: kernel -> (source, architecture, example shape).
 HANDOFF = {
-    "cluster_barrier_dispatcher": ("cluster_barrier.cu", "90", "cluster"),
     "coop_counter_dispatcher": ("coop_counter.cu", "80", "cooperative_grid"),
 }
 HANDOFF_DIR = Path(__file__).resolve().parent / "handoff"
@@ -81,6 +80,9 @@ HANDOFF_DIR = Path(__file__).resolve().parent / "handoff"
 #:    -- ``echo``, a direct call LTO inlines -- instead of through the function table's
 #:    pointer (launch-wide handlers are not in the module's handler switch): what a direct
 #:    call would save them. They serve ``echo`` only.
+#:  - ``cluster_barrier``: the cluster example with its earlier hand-off, two
+#:    ``cluster.sync()`` a request (every thread arrives with release) instead of the split
+#:    barriers (one releasing thread);
 #:  - ``single_thread_rebuilt``: the single-thread example unchanged but for its name (a
 #:    control: the same source compiled again); ``single_thread_stage_first``: with its
 #:    stage declared first in the kernel (another shared-memory layout).
@@ -89,6 +91,26 @@ _DIRECT = "cudaq_bench_direct_echo(request, response, max_result, &result_len)"
 _STAGE = "  __shared__ __align__(16) uint8_t stage[256];\n"
 _ONE_THREAD = "  if (threadIdx.x != 0 || blockIdx.x != 0)\n    return;\n"
 DERIVED: dict[str, tuple[str, str, str, str, list[tuple[str, str]], dict[str, str]]] = {
+    "cluster_barrier_dispatcher": (
+        "cluster_dispatcher.cu",
+        "90",
+        "cluster",
+        "cluster_dispatcher",
+        [
+            (
+                "    cluster_arrive(leader); // only the mailbox's writer releases\n"
+                "    cluster_wait();         // acquire: the mailbox is visible\n",
+                "    cluster.sync(); // every thread arrives with release\n",
+            ),
+            (
+                "    __syncthreads();\n"
+                "    cluster_arrive(block_leader);\n"
+                "    cluster_wait(); // every block is done with the request\n",
+                "    cluster.sync(); // every block is done with the request\n",
+            ),
+        ],
+        {},
+    ),
     "cluster_direct_dispatcher": (
         "cluster_dispatcher.cu",
         "90",

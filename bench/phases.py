@@ -80,16 +80,31 @@ HANDOFF_DIR = Path(__file__).resolve().parent / "handoff"
 #:    -- ``echo``, a direct call LTO inlines -- instead of through the function table's
 #:    pointer (launch-wide handlers are not in the module's handler switch): what a direct
 #:    call would save them. They serve ``echo`` only.
+#:  - ``*_launch_switch``: the same with the call through a switch over every launch-wide
+#:    handler example_app exports (a direct call each, the pointer for anything else), the
+#:    design of a launch-wide handler switch: what it keeps of ``*_direct``'s saving once
+#:    all of them are inlined into the kernel (a switch over every export, one hook for
+#:    both shapes, measured slower for the cluster kernel in session 6, unpaired).
 #:  - ``cluster_barrier``: the cluster example with its earlier hand-off, two
 #:    ``cluster.sync()`` a request (every thread arrives with release) instead of the split
 #:    barriers (one releasing thread);
 #:  - ``single_thread_rebuilt``: the single-thread example unchanged but for its name (a
-#:    control: the same source compiled again); ``single_thread_stage_first``: with its
-#:    stage declared first in the kernel (another shared-memory layout).
+#:    control: the same source compiled again); ``single_thread_late_max``: with its
+#:    ``max_result`` computed after entering the session, as until session 9. That order
+#:    made nvcc schedule the claim's loads of the request otherwise than in
+#:    ``variant_aligned`` (the same code through ``probe_loop``, measured 0.12 us faster in
+#:    session 8), and, with it first, the loads are issued as there; what remains between
+#:    the example and ``variant_aligned`` is the shared-memory layout (the stage first, the
+#:    bridge's sessions last, against the other way round).
 _CALL = "cudaq_call_handler({}, request, response, max_result, &result_len)"
 _DIRECT = "cudaq_bench_direct_echo(request, response, max_result, &result_len)"
-_STAGE = "  __shared__ __align__(16) uint8_t stage[256];\n"
-_ONE_THREAD = "  if (threadIdx.x != 0 || blockIdx.x != 0)\n    return;\n"
+_LAUNCH_SWITCH = "cudaq_bench_launch_switch({}, request, response, max_result, &result_len)"
+_MAX_RESULT = "  const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;\n"
+_MAX_FIRST = (
+    "  // First, before anything else: computed later, it moved nvcc's schedule of the\n"
+    "  // request's loads in the poll (bench/phases.py, single_thread_late_max).\n" + _MAX_RESULT
+)
+_SESSION_CHECK = "  if (session == nullptr)\n    return;\n"
 DERIVED: dict[str, tuple[str, str, str, str, list[tuple[str, str]], dict[str, str]]] = {
     "cluster_barrier_dispatcher": (
         "cluster_dispatcher.cu",
@@ -119,6 +134,22 @@ DERIVED: dict[str, tuple[str, str, str, str, list[tuple[str, str]], dict[str, st
         [(_CALL.format("box->entry->handler"), _DIRECT)],
         {},
     ),
+    "cluster_launch_switch_dispatcher": (
+        "cluster_dispatcher.cu",
+        "90",
+        "cluster",
+        "cluster_dispatcher",
+        [(_CALL.format("box->entry->handler"), _LAUNCH_SWITCH.format("box->entry->handler"))],
+        {},
+    ),
+    "coop_launch_switch_dispatcher": (
+        "cooperative_grid_dispatcher.cu",
+        "80",
+        "cooperative_grid",
+        "cooperative_grid_dispatcher",
+        [(_CALL.format("s_box.entry->handler"), _LAUNCH_SWITCH.format("s_box.entry->handler"))],
+        {"g_coop_": "g_coopls_"},
+    ),
     "coop_direct_dispatcher": (
         "cooperative_grid_dispatcher.cu",
         "80",
@@ -135,12 +166,15 @@ DERIVED: dict[str, tuple[str, str, str, str, list[tuple[str, str]], dict[str, st
         [],
         {},
     ),
-    "single_thread_stage_first_dispatcher": (
+    "single_thread_late_max_dispatcher": (
         "single_thread_dispatcher.cu",
         "80",
         "single_thread",
         "single_thread_dispatcher",
-        [(_STAGE, ""), (_ONE_THREAD, _STAGE + _ONE_THREAD)],
+        [
+            (_MAX_FIRST, ""),
+            (_SESSION_CHECK, _SESSION_CHECK + _MAX_RESULT),
+        ],
         {},
     ),
 }
@@ -156,6 +190,51 @@ cudaq_bench_direct_echo(const void *request, void *response, uint32_t max_result
   *result_len = len < max_result ? len : max_result;
   return status;
 }
+"""
+
+
+_HANDLER_PARAMS = "const void *, uint32_t, void *, uint32_t, uint32_t *"
+
+
+def launch_switch_prelude() -> str:
+    """``cudaq_bench_launch_switch``: ``cudaq_call_handler`` with a direct call for each
+    launch-wide handler example_app's sources export (found as the build's handler switch
+    finds the thread-shaped ones), the pointer for any other."""
+    from skbuild_cudaq.build._handler_switch import exported_handlers
+
+    names: list[str] = []
+    for source in ("handlers.cu", "block_handlers.cu"):
+        text = (EXAMPLE / source).read_text(encoding="utf-8")
+        names += [n for n in exported_handlers(text, shape="launch") if n not in names]
+    decls = "".join(f'extern "C" __device__ int {n}({_HANDLER_PARAMS});\n' for n in names)
+    cases = "".join(
+        f"    {'else ' if i else ''}if (handler == {n})\n"
+        f"      status = {n}(args, arg_len, result, max_result_len, &len);\n"
+        for i, n in enumerate(names)
+    )
+    return f"""
+{decls}// bench/phases.py: the launch-wide handlers called directly (see DERIVED there).
+static __device__ __forceinline__ int32_t
+cudaq_bench_launch_switch(cudaq_device_handler_t handler, const void *request, void *response,
+                          uint32_t max_result_len, uint32_t *result_len) {{
+  const uint8_t *req = static_cast<const uint8_t *>(__builtin_assume_aligned(request, 8));
+  uint8_t *resp = static_cast<uint8_t *>(__builtin_assume_aligned(response, 8));
+  const uint32_t arg_len = cudaq_request_arg_len(req);
+  const void *args = req + CUDAQ_RPC_HEADER_SIZE;
+  void *result = resp + CUDAQ_RPC_HEADER_SIZE;
+  uint32_t len = 0;
+  int32_t status;
+  if (__isShared(req) && __isGlobal(resp)) {{
+    __builtin_assume(__isShared(req));
+    __builtin_assume(__isGlobal(resp));
+{cases}    else
+      status = cudaq_detail_call_direct(handler, args, arg_len, result, max_result_len, &len);
+  }} else {{
+    status = cudaq_detail_call_direct(handler, args, arg_len, result, max_result_len, &len);
+  }}
+  *result_len = len < max_result_len ? len : max_result_len;
+  return status;
+}}
 """
 
 
@@ -176,7 +255,8 @@ def derived_source(kernel: str) -> str:
         text = text.replace(old, new)
     for old, new in renames.items():
         text = text.replace(old, new)
-    text = text.replace(include, include + _DIRECT_ECHO)
+    prelude = launch_switch_prelude() if "cudaq_bench_launch_switch(" in text else ""
+    text = text.replace(include, include + _DIRECT_ECHO + prelude)
     return text.replace(signature, f'extern "C" __global__ void {kernel}(')
 
 
@@ -921,6 +1001,11 @@ def main(argv: list[str] | None = None) -> int:
                 *PLACEMENT,
                 *(k for k, v in DERIVED.items() if v[2] == "single_thread"),
             )
+        )
+        # The multi-block kernels' launch-wide call and hand-off, each design paired too.
+        pairs += tuple(
+            (f"{k}:echo", "pingpong_floor", k, "echo")
+            for k in ("cluster", "cooperative_grid", *multi)
         )
         measure(Library.from_cubin(cubin), plan, pairs)
         # The same module without the handler switch: every handler through the pointer.

@@ -50,7 +50,13 @@ def test_each_derived_probe_is_its_example_renamed_with_its_changes() -> None:
         for old in renames:
             assert old not in text, (kernel, old)
         # everything else is the example's: same number of lines but for what was changed
-        assert abs(len(text.splitlines()) - len(example.splitlines())) < 40, kernel
+        # and the helpers the probes call
+        helpers = phases._DIRECT_ECHO
+        if "cudaq_bench_launch_switch(" in text:
+            helpers += phases.launch_switch_prelude()
+        assert helpers in text
+        lines = len(text.replace(helpers, "").splitlines())
+        assert abs(lines - len(example.splitlines())) < 12, kernel
 
 
 def test_direct_call_probes_call_the_handler_by_name() -> None:
@@ -61,6 +67,42 @@ def test_direct_call_probes_call_the_handler_by_name() -> None:
         text = phases.derived_source(kernel)
         assert "cudaq_bench_direct_echo(request, response, max_result, &result_len)" in text
         assert "cudaq_call_handler(" not in text.split(f"void {kernel}(", 1)[1]
+
+
+def test_launch_switch_probes_call_each_launch_wide_export_directly() -> None:
+    phases = _bench("phases")
+    from skbuild_cudaq.build._handler_switch import exported_handlers
+
+    names = [
+        name
+        for source in ("handlers.cu", "block_handlers.cu")
+        for name in exported_handlers(
+            (phases.EXAMPLE / source).read_text(encoding="utf-8"), shape="launch"
+        )
+    ]
+    assert {"echo", "block_reverse"} <= set(names)
+    probes = [k for k in phases.DERIVED if k.endswith("_launch_switch_dispatcher")]
+    assert sorted(probes) == ["cluster_launch_switch_dispatcher", "coop_launch_switch_dispatcher"]
+    for kernel in probes:
+        text = phases.derived_source(kernel)
+        body = text.split(f"void {kernel}(", 1)[1]
+        assert "cudaq_bench_launch_switch(" in body
+        assert "cudaq_call_handler(" not in body
+        for name in names:
+            assert f"if (handler == {name})\n      status = {name}(args, arg_len" in text, name
+        # anything else through the pointer, as the run time's default form
+        assert text.count("cudaq_detail_call_direct(handler") == 2
+
+
+def test_single_thread_example_computes_max_result_first_and_the_probe_late() -> None:
+    phases = _bench("phases")
+    max_line = "const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;"
+    check = "if (threadIdx.x != 0 || blockIdx.x != 0)"
+    example = (phases.EXAMPLE / "single_thread_dispatcher.cu").read_text(encoding="utf-8")
+    assert example.index(max_line) < example.index(check)
+    late = phases.derived_source("single_thread_late_max_dispatcher")
+    assert late.count(max_line) == 1
+    assert late.index(max_line) > late.index("if (session == nullptr)") > late.index(check)
 
 
 def test_a_derivation_that_no_longer_matches_stops_with_what_to_update(

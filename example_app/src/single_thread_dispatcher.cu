@@ -8,13 +8,15 @@ extern "C" __global__ void single_thread_dispatcher(void *transport_ctx, uint32_
                                                     uint32_t table_count,
                                                     volatile int *shutdown_flag,
                                                     unsigned long long *stats) {
+  // First, before anything else: computed later, it moved nvcc's schedule of the
+  // request's loads in the poll (bench/phases.py, single_thread_late_max).
+  const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
   if (threadIdx.x != 0 || blockIdx.x != 0)
     return;
   table = cudaq_table_to_shared(table, table_count); // lookups without a memory round trip
   void *session = cudaq_dev_enter_kernel(transport_ctx, shutdown_flag);
   if (session == nullptr)
     return;
-  const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
   // Requests that fit land in shared memory: the handler reads its arguments
   // there instead of from device memory (a round trip after the poll).
   __shared__ __align__(16) uint8_t stage[256];

@@ -46,6 +46,7 @@ KNOWN = (
     "switch_link",
     "issue_rate",
     "shape_floors",
+    "sass",
 )
 HOW_TO = {
     "dispatch": "`python bench/dispatch.py` on a GPU (needs example_app installed; "
@@ -68,6 +69,7 @@ HOW_TO = {
     "issue_rate": "`python bench/issue_rate.py` on a GPU (`bash tools/gpu-check.sh` runs it)",
     "shape_floors": "`python bench/shape_floors.py` on an sm_90+ GPU (`bash tools/gpu-check.sh` "
     "runs it)",
+    "sass": "`python bench/sass.py` (nvcc, nvJitLink and nvdisasm; no GPU needed)",
 }
 
 
@@ -1193,6 +1195,42 @@ def shape_floors_section(
     return Section(lines, [])
 
 
+def sass_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Path) -> Section:
+    lines = ["## The measured kernels' SASS side by side", ""]
+    lines += [f"From `{_rel(path, ROOT)}` (built and disassembled, no GPU):", ""]
+    versions = _mapping(data, "versions")
+    lines += [
+        f"- **Date:** {data.get('date', 'not recorded')}",
+        f"- **Target:** {data.get('arch', 'not recorded')}",
+        f"- **nvcc:** {versions.get('nvcc', 'not recorded')}",
+        f"- **nvdisasm:** {versions.get('nvdisasm', 'not recorded')}",
+        "",
+    ]
+    pairs = data.get("pairs")
+    if not isinstance(pairs, list) or not pairs:
+        return Section([*lines, "No figures in this file.", ""], [])
+    lines += [
+        "The module `bench/phases.py` measures, linked without the stamps: for each pair, how "
+        "many instructions differ once register numbers, labels and the kernel's name are set "
+        "aside, and whether the poll issues the loads of a request in the same order (the "
+        "offsets are in the JSON).",
+        "",
+    ]
+    rows = [
+        [
+            f"`{_get(pair, 'kernel')}`",
+            f"`{_get(pair, 'reference')}`",
+            str(_get(pair, "differing_lines")),
+            "same" if _get(pair, "same_request_load_order") else "other",
+            str(_get(pair, "what")),
+        ]
+        for pair in pairs
+        if isinstance(pair, Mapping)
+    ]
+    lines += _table(["kernel", "against", "lines differing", "request loads", "what"], rows)
+    return Section(lines, [])
+
+
 SECTIONS: dict[str, tuple[str, Callable[[Path, dict[str, Any], Path, Path], Section]]] = {
     "dispatch": ("Dispatch: round trip and throughput", dispatch_section),
     "phases": ("Dispatch phases: where a round trip's microseconds go", dispatch_phases_section),
@@ -1210,6 +1248,7 @@ SECTIONS: dict[str, tuple[str, Callable[[Path, dict[str, Any], Path, Path], Sect
     "build_overhead": ("Build overhead", build_section),
     "issue_rate": ("What an instruction costs a one-thread round trip", issue_rate_section),
     "shape_floors": ("Bare floors of the launch-wide shapes", shape_floors_section),
+    "sass": ("The measured kernels' SASS side by side", sass_section),
 }
 
 

@@ -11,6 +11,7 @@ compile. (The round trips themselves are GPU work: ``tools/gpu-check.sh``.)
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -190,3 +191,70 @@ def test_paired_ratios_cancel_a_drift_that_a_first_floor_does_not() -> None:
     assert first_floor > 1.09  # what an unpaired figure would have said: 0.025 over
     with pytest.raises(ValueError, match="3 values for 2 floors"):
         dispatch.paired_ratio([1.0, 2.0, 3.0], [1.0, 2.0])
+
+
+_SASS = """
+\t.section\t.text.k_one,"ax",@progbits
+        /*0000*/                   LDC R1, c[0x0][0x28] ;                /* 0x00000a00ff017b82 */
+                                                                          /* 0x000fe40000000800 */
+        /*0010*/                   LDG.E.STRONG.SYS R3, desc[UR4][R8.64] ;
+        /*0020*/                   LD.E.64 R10, desc[UR4][R12.64+0x8] ;
+        /*0030*/               @P0 LD.E.64 R14, desc[UR4][R12.64+0x20] ;
+        /*0040*/                   LD.E.64 R16, desc[UR4][R20.64+0x10] ;
+        /*0050*/                   LD.E.64 R18, desc[UR4][R12.64] ;
+        /*0060*/                   BRA `(.L_x_12) ;
+        /*0070*/                   LD.E.64 R18, desc[UR4][R12.64+0x30] ;
+        /*0080*/                   CALL.REL.NOINC `(k_one) ;
+.L_x_12:
+\t.section\t.text.k_two,"ax",@progbits
+        /*0000*/                   LDC R7, c[0x0][0x28] ;
+        /*0010*/                   LDG.E.STRONG.SYS R2, desc[UR6][R4.64] ;
+        /*0020*/                   LD.E.64 R22, desc[UR6][R24.64+0x8] ;
+        /*0030*/               @P3 LD.E.64 R26, desc[UR6][R24.64+0x20] ;
+        /*0040*/                   LD.E.64 R16, desc[UR6][R20.64+0x10] ;
+        /*0050*/                   LD.E.64 R28, desc[UR6][R24.64] ;
+        /*0060*/                   BRA `(.L_x_99) ;
+        /*0070*/                   LD.E.64 R18, desc[UR6][R24.64+0x38] ;
+        /*0080*/                   CALL.REL.NOINC `(k_two) ;
+"""
+
+
+def test_sass_listing_is_parsed_and_compared_modulo_registers_labels_and_names() -> None:
+    sass = _bench("sass")
+    kernels = sass.parse(_SASS)
+    assert sorted(kernels) == ["k_one", "k_two"]
+    assert [i.offset for i in kernels["k_one"]] == list(range(0, 0x90, 0x10))
+    assert kernels["k_one"][0].text == "LDC R1, c[0x0][0x28]"  # -hex encodings dropped
+    # the request's loads: off the first load's base, after the acquire, up to a branch
+    assert sass.request_loads(kernels["k_one"]) == [8, 32, 0]
+    a = sass.normalize(kernels["k_one"], "k_one")
+    b = sass.normalize(kernels["k_two"], "k_two")
+    assert a[:7] == b[:7]  # registers, predicates, labels and the names set aside
+    assert sass.differing(a, b) == 2  # +0x30 against +0x38: one line each way
+    assert sass.differing(a, a) == 0
+    assert sass.request_loads(sass.parse("\t.section\t.text.k,\n  /*0000*/ EXIT ;\n")["k"]) == []
+
+
+@pytest.mark.toolchain
+def test_single_thread_example_issues_the_request_loads_as_variant_aligned(
+    nvcc: Path, tmp_path: Path
+) -> None:
+    """The one change of session 9 to the single-thread example (max_result first) is there
+    to make nvcc issue the poll's loads as in variant_aligned, measured 0.12 us faster."""
+    sass = _bench("sass")
+    nvdisasm = sass.find_nvdisasm()
+    if nvdisasm is None:
+        pytest.skip("no nvdisasm (the test extra installs nvidia-cuda-nvdisasm)")
+    out = tmp_path / "sass.json"
+    assert sass.main(["--out", str(out), "--nvdisasm", nvdisasm]) == 0
+    results = json.loads(out.read_text())
+    pairs = {(p["kernel"], p["reference"]): p for p in results["pairs"]}
+    example = pairs[("single_thread_dispatcher", "variant_aligned_copy")]
+    assert example["same_request_load_order"], results["kernels"]["single_thread_dispatcher"]
+    assert len(results["kernels"]["single_thread_dispatcher"]["request_loads"]) == 32
+    # the controls: the same code under two names, the same source compiled twice
+    assert pairs[("variant_aligned_copy", "variant_aligned")]["differing_lines"] == 0
+    assert (
+        pairs[("single_thread_rebuilt_dispatcher", "single_thread_dispatcher")]["differing_lines"]
+        == 0
+    )

@@ -1,0 +1,251 @@
+"""The SASS of the measured kernels side by side, without a GPU.
+
+One run (nvcc, nvJitLink and nvdisasm; no GPU)::
+
+    python bench/sass.py [--out bench/results/sass.json] [--arch 90]
+
+Builds the module ``bench/phases.py`` measures, without the stamps (the production code:
+example_app's kernels and handlers, the run time, the floors, the probes and the handler
+switch), links it with nvJitLink and disassembles it with nvdisasm. For each kernel it
+reports the instruction count and the order in which the poll issues the loads of a
+request (byte offsets in the slot, from the first system-scope acquire on), and, for each
+pair of ``PAIRS``, how many instructions differ once register numbers, labels and the
+kernel's own name are set aside: two kernels that differ in nothing but registers count
+0. That is how session 9 found that the single-thread example and ``variant_aligned``
+(measured 0.12 us apart in session 8) differed in the schedule of those loads and in the
+shared-memory layout, and nothing else.
+
+nvdisasm: ``--nvdisasm``, else on ``PATH``, else the ``nvidia-cuda-nvdisasm`` wheel
+(``pip install nvidia-cuda-nvdisasm``; a newer one reads older cubins).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import difflib
+import json
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "sass.json"
+
+#: (kernel, reference): what each pair says.
+PAIRS: tuple[tuple[str, str, str], ...] = (
+    (
+        "single_thread_dispatcher",
+        "variant_aligned_copy",
+        "the shipped single-thread kernel against the same code through bench/phases.py's "
+        "probe_loop, measured 0.12 us faster in session 8",
+    ),
+    (
+        "single_thread_late_max_dispatcher",
+        "variant_aligned_copy",
+        "the single-thread kernel as before session 9 (max_result computed after entering "
+        "the session)",
+    ),
+    (
+        "single_thread_rebuilt_dispatcher",
+        "single_thread_dispatcher",
+        "control: the same source compiled twice (0 expected)",
+    ),
+    (
+        "variant_aligned_copy",
+        "variant_aligned",
+        "control: the same code under two names (0 expected)",
+    ),
+    (
+        "cluster_launch_switch_dispatcher",
+        "cluster_dispatcher",
+        "the cluster kernel with a switch over the launch-wide exports against the pointer",
+    ),
+    (
+        "cluster_direct_dispatcher",
+        "cluster_dispatcher",
+        "the cluster kernel with echo called by name against the pointer",
+    ),
+)
+
+_INSTR = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s*(.*?)\s*;?\s*(?:/\* 0x[0-9a-f]+ \*/)?\s*$")
+_SECTION = re.compile(r"^\s*\.section\s+\.text\.([A-Za-z_$][A-Za-z0-9_$]*),", re.MULTILINE)
+_ACQUIRE = re.compile(r"\bLDG\.E(?:\.\d+)?\.STRONG\.SYS\b")
+_LOAD64 = re.compile(r"\bLDG?\.E\.64\s+R\d+,\s*desc\[[^\]]*\]\[(R\d+)\.64(?:\+(-?0x[0-9a-f]+))?\]")
+_BRANCH = re.compile(r"\b(?:BRA|EXIT|CALL|RET|BRX)\b")
+
+
+@dataclass(frozen=True)
+class Instruction:
+    offset: int
+    text: str
+
+
+def find_nvdisasm(given: str | None = None) -> str | None:
+    """``given``, else nvdisasm on ``PATH``, else the one of the ``nvidia-cuda-nvdisasm``
+    wheel in this environment; None where there is none."""
+    if given:
+        return given
+    found = shutil.which("nvdisasm")
+    if found:
+        return found
+    purelib = Path(sysconfig.get_paths()["purelib"])
+    for candidate in sorted(purelib.glob("nvidia/cu*/bin/nvdisasm"), reverse=True):
+        if candidate.is_file():
+            return str(candidate)
+    return None
+
+
+def parse(sass: str) -> dict[str, list[Instruction]]:
+    """nvdisasm's listing (``-c``, with or without ``-hex``) as each kernel's instructions."""
+    parts = _SECTION.split(sass)
+    kernels: dict[str, list[Instruction]] = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        instrs = []
+        for line in body.splitlines():
+            match = _INSTR.match(line)
+            if match and match.group(2):
+                instrs.append(Instruction(int(match.group(1), 16), match.group(2).rstrip(" ;")))
+        kernels[name] = instrs
+    return kernels
+
+
+def normalize(instrs: list[Instruction], kernel: str) -> list[str]:
+    """The instructions with register and predicate numbers, labels, absolute branch
+    targets and the kernel's own name set aside."""
+    out = []
+    for ins in instrs:
+        text = ins.text.replace(kernel, "<kernel>")
+        text = re.sub(r"\bU?R(?:[0-9]+|Z)\b", "R", text)
+        text = re.sub(r"\bU?P(?:[0-9]|T)\b", "P", text)
+        text = re.sub(r"\.L_x_[0-9]+", "L", text)
+        text = re.sub(r"\bMOV R, 0x[0-9a-f]{3,}\b", "MOV R, <address>", text)
+        out.append(text)
+    return out
+
+
+def differing(a: list[str], b: list[str]) -> int:
+    """How many lines of ``a`` and ``b`` are not in their longest common alignment."""
+    return sum(
+        1
+        for line in difflib.unified_diff(a, b, n=0, lineterm="")
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    )
+
+
+def request_loads(instrs: list[Instruction]) -> list[int]:
+    """The byte offsets of the 8-byte loads off one base register that follow the kernel's
+    first system-scope acquire (the poll's flag), up to the first branch after them: the
+    claim's loads of the request, in the order they are issued. Empty if none."""
+    start = next((i for i, ins in enumerate(instrs) if _ACQUIRE.search(ins.text)), None)
+    if start is None:
+        return []
+    base: str | None = None
+    offsets: list[int] = []
+    for ins in instrs[start : start + 400]:
+        if offsets and _BRANCH.search(ins.text):
+            break
+        match = _LOAD64.search(ins.text)
+        if not match:
+            continue
+        if base is None:
+            base = match.group(1)
+        if match.group(1) == base:
+            offsets.append(int(match.group(2) or "0", 16))
+    return offsets
+
+
+def disassemble(nvdisasm: str, cubin: Path) -> dict[str, list[Instruction]]:
+    done = subprocess.run([nvdisasm, "-c", str(cubin)], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        msg = f"nvdisasm failed on {cubin}:\n{done.stderr.strip()}"
+        raise SystemExit(msg)
+    return parse(done.stdout)
+
+
+def build_module(work: Path, arch: str) -> Path:
+    """bench/phases.py's module without the stamps, linked for ``sm_<arch>``."""
+    import phases
+
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        raise SystemExit("bench/sass.py needs nvcc on PATH")
+    inputs, switch = phases.compile_all(nvcc, work, stamps=False)
+    cubin = work / "phases.cubin"
+    cubin.write_bytes(phases.nvjitlink_link([*inputs, switch], arch))
+    return cubin
+
+
+def report(kernels: dict[str, list[Instruction]]) -> dict[str, Any]:
+    rows = {
+        name: {"instructions": len(instrs), "request_loads": request_loads(instrs)}
+        for name, instrs in sorted(kernels.items())
+    }
+    pairs = []
+    for kernel, reference, what in PAIRS:
+        if kernel not in kernels or reference not in kernels:
+            continue
+        a = normalize(kernels[kernel], kernel)
+        b = normalize(kernels[reference], reference)
+        pairs.append(
+            {
+                "kernel": kernel,
+                "reference": reference,
+                "what": what,
+                "differing_lines": differing(a, b),
+                "same_request_load_order": rows[kernel]["request_loads"]
+                == rows[reference]["request_loads"],
+            }
+        )
+    return {"kernels": rows, "pairs": pairs}
+
+
+def _version(tool: str) -> str:
+    done = subprocess.run([tool, "--version"], capture_output=True, text=True, check=False)
+    lines = done.stdout.strip().splitlines()
+    return lines[-1] if lines else "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--arch", default="90", help="link for sm_<arch> (default: 90, H200)")
+    parser.add_argument("--nvdisasm", default=None, help="nvdisasm to use (see the module doc)")
+    opts = parser.parse_args(argv)
+    nvdisasm = find_nvdisasm(opts.nvdisasm)
+    if nvdisasm is None:
+        parser.error("no nvdisasm: pass --nvdisasm, or pip install nvidia-cuda-nvdisasm")
+    with tempfile.TemporaryDirectory(prefix="cudaq-sass-") as tmp:
+        print(f"building the phases module for sm_{opts.arch} ...", file=sys.stderr)
+        cubin = build_module(Path(tmp), opts.arch)
+        kernels = disassemble(nvdisasm, cubin)
+    nvcc = shutil.which("nvcc") or "nvcc"
+    results = {
+        "benchmark": "sass",
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "arch": f"sm_{opts.arch}",
+        "versions": {"nvcc": _version(nvcc), "nvdisasm": _version(nvdisasm)},
+        **report(kernels),
+    }
+    for pair in results["pairs"]:
+        order = "same" if pair["same_request_load_order"] else "other"
+        print(
+            f"{pair['kernel']:>36} vs {pair['reference']:<26} "
+            f"{pair['differing_lines']:>4} lines differ, {order} request-load order",
+            file=sys.stderr,
+        )
+    opts.out.parent.mkdir(parents=True, exist_ok=True)
+    opts.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {opts.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

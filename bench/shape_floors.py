@@ -13,6 +13,9 @@ examples' kernels do, the request's words echoed by the threads of the whole lau
   cluster barrier (one releasing thread), every thread echoes its share of the words from
   there (distributed shared memory), a second split barrier collects the blocks, and the
   leader writes the header and publishes: the example's hand-off, bare;
+- ``cluster_push_floor``: the same hand-off with the leader storing the box (slot, length,
+  running) into every block's own shared memory before the barrier instead of each block
+  reading the leader's after it: what pushing the example's mailbox would buy;
 - ``cluster_allpoll_floor``: every block's thread 0 polls the ring and loads the request
   itself (no hand-off), then the same collection: what a contract in which every block may
   poll would give;
@@ -167,6 +170,52 @@ extern "C" __global__ void cluster_handoff_floor(SHAPE_FLOOR_PARAMS) {
   }
 }
 
+// The same hand-off pushed instead of pulled: the leader stores the box into every block's
+// own shared memory (distributed shared memory stores, ordered by its release) before the
+// barrier, so that no thread reads another block's memory after it.
+extern "C" __global__ void cluster_push_floor(SHAPE_FLOOR_PARAMS) {
+  __shared__ __align__(16) uint64_t stage[kWords];
+  __shared__ Box box;
+  cg::cluster_group cluster = cg::this_cluster();
+  const bool block_leader = threadIdx.x == 0;
+  const bool leader = cluster.block_rank() == 0 && block_leader;
+  const uint32_t blocks = cluster.num_blocks();
+  const uint64_t *st = cluster.map_shared_rank(stage, 0);
+  uint32_t slot = 0, seq = 1;
+  const uint32_t rank = cluster.block_rank() * blockDim.x + threadIdx.x;
+  for (;;) {
+    if (leader) {
+      const int running = wait_request(rx_flags, slot, seq, shutdown);
+      const uint32_t arg_words =
+          running ? load_words(rx + static_cast<size_t>(slot) * slot_size, slot_size, stage) : 0;
+      for (uint32_t b = 0; b < blocks; ++b) {
+        Box *to = cluster.map_shared_rank(&box, b);
+        to->slot = slot;
+        to->arg_words = arg_words;
+        to->running = running;
+      }
+    }
+    cluster_arrive(leader);
+    cluster_wait();
+    if (!box.running) {
+      cluster.sync(); // block 0's shared memory outlives the other blocks' reads
+      return;
+    }
+    const uint32_t my_slot = box.slot;
+    uint64_t *dst = reinterpret_cast<uint64_t *>(tx + static_cast<size_t>(my_slot) * slot_size);
+    if (rank < box.arg_words)
+      dst[3 + rank] = st[3 + rank];
+    __syncthreads();
+    cluster_arrive(block_leader);
+    cluster_wait();
+    if (leader) {
+      write_header(dst, stage);
+      st_release_sys(&tx_flags[my_slot], seq);
+      advance(slot, seq, num_slots);
+    }
+  }
+}
+
 // Every block polls and loads the request itself; one cluster barrier collects.
 extern "C" __global__ void cluster_allpoll_floor(SHAPE_FLOOR_PARAMS) {
   __shared__ __align__(16) uint64_t stage[kWords];
@@ -309,6 +358,7 @@ extern "C" __global__ void coop_allpoll_floor(SHAPE_FLOOR_PARAMS) {
 #: kernel -> shape ("cluster" or "coop")
 KERNELS = {
     "cluster_handoff_floor": "cluster",
+    "cluster_push_floor": "cluster",
     "cluster_allpoll_floor": "cluster",
     "coop_handoff_floor": "coop",
     "coop_allpoll_floor": "coop",

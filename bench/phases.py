@@ -61,8 +61,12 @@ ABLATIONS = ("ablation_nostats", "ablation_direct")
 #: Candidate calls of the handler (FLOOR_CU), measured with echo_thread and naive_echo_thread.
 VARIANTS = ("variant_aligned", "variant_stage")
 #: variant_aligned's code under another name (another address in the module): a control
-#: for the paired rows, whether the same instructions measure the same (FLOOR_CU).
-PLACEMENT = ("variant_aligned_copy",)
+#: for the paired rows, whether the same instructions measure the same; and
+#: ``variant_aligned_solo``, the same loop instantiated for it alone, so that its stage is
+#: its own (declared in the kernel, laid out first in its shared memory, as the examples'
+#: are) where the other two share one (declared in the module, laid out after the
+#: bridge's sessions): whether that layout is what the examples pay (FLOOR_CU).
+PLACEMENT = ("variant_aligned_copy", "variant_aligned_solo")
 #: From stage_floor to the single-thread dispatcher, one feature a rung (FLOOR_CU).
 LADDER = ("ladder_bridge", "ladder_validate", "ladder_stats")
 #: Other designs of the multi-block kernels' hand-off (bench/handoff/*.cu), served with
@@ -594,6 +598,10 @@ extern "C" __global__ void variant_aligned(CUDAQ_DISPATCH_KERNEL_PARAMS) {
 }
 extern "C" __global__ void variant_aligned_copy(CUDAQ_DISPATCH_KERNEL_PARAMS) {
   variant_loop<1>(transport_ctx, slot_size, table, table_count, shutdown_flag, stats);
+}
+// variant_aligned's code, its own instantiation (kVariant 3 is 1): its own stage.
+extern "C" __global__ void variant_aligned_solo(CUDAQ_DISPATCH_KERNEL_PARAMS) {
+  variant_loop<3>(transport_ctx, slot_size, table, table_count, shutdown_flag, stats);
 }
 extern "C" __global__ void variant_stage(CUDAQ_DISPATCH_KERNEL_PARAMS) {
   variant_loop<2>(transport_ctx, slot_size, table, table_count, shutdown_flag, stats);

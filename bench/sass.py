@@ -64,6 +64,17 @@ PAIRS: tuple[tuple[str, str, str], ...] = (
         "control: the same code under two names (0 expected)",
     ),
     (
+        "variant_aligned_solo",
+        "variant_aligned_copy",
+        "variant_aligned's loop instantiated for it alone: its own stage, laid out first in "
+        "its shared memory as the examples' are",
+    ),
+    (
+        "variant_aligned_solo",
+        "single_thread_dispatcher",
+        "the same, against the shipped single-thread kernel",
+    ),
+    (
         "cluster_launch_switch_dispatcher",
         "cluster_dispatcher",
         "the cluster kernel with a switch over the launch-wide exports against the pointer",

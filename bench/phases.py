@@ -89,6 +89,10 @@ HANDOFF_DIR = Path(__file__).resolve().parent / "handoff"
 #:    design of a launch-wide handler switch: what it keeps of ``*_direct``'s saving once
 #:    all of them are inlined into the kernel (a switch over every export, one hook for
 #:    both shapes, measured slower for the cluster kernel in session 6, unpaired).
+#:  - ``cluster_push``: the cluster example with the leader pushing the mailbox into every
+#:    block's own shared memory before the barrier, instead of every thread of the other
+#:    blocks reading it from the leader's (distributed shared memory) after it, as
+#:    bench/shape_floors.py's ``cluster_push_floor`` does bare;
 #:  - ``cluster_barrier``: the cluster example with its earlier hand-off, two
 #:    ``cluster.sync()`` a request (every thread arrives with release) instead of the split
 #:    barriers (one releasing thread);
@@ -103,6 +107,18 @@ HANDOFF_DIR = Path(__file__).resolve().parent / "handoff"
 _CALL = "cudaq_call_handler({}, request, response, max_result, &result_len)"
 _DIRECT = "cudaq_bench_direct_echo(request, response, max_result, &result_len)"
 _LAUNCH_SWITCH = "cudaq_bench_launch_switch({}, request, response, max_result, &result_len)"
+_LEADER_END = "      box->result_len = 0;\n    }\n"
+# cluster_push: the leader copies the mailbox into every other block's own (remote stores,
+# ordered by its release at the barrier); every block then reads its own shared memory.
+_PUSH = """\
+      for (unsigned int b = 1; b < cluster.num_blocks(); ++b) {
+        volatile Mailbox *to = cluster.map_shared_rank(&local_box, b);
+        to->running = box->running;
+        to->entry = box->entry;
+        to->request = box->request;
+        to->response = box->response;
+      }
+"""
 _MAX_RESULT = "  const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;\n"
 _MAX_FIRST = (
     "  // First, before anything else: computed later, it moved nvcc's schedule of the\n"
@@ -144,6 +160,20 @@ DERIVED: dict[str, tuple[str, str, str, str, list[tuple[str, str]], dict[str, st
         "cluster",
         "cluster_dispatcher",
         [(_CALL.format("box->entry->handler"), _LAUNCH_SWITCH.format("box->entry->handler"))],
+        {},
+    ),
+    "cluster_push_dispatcher": (
+        "cluster_dispatcher.cu",
+        "90",
+        "cluster",
+        "cluster_dispatcher",
+        [
+            (_LEADER_END, _LEADER_END.replace("    }\n", _PUSH + "    }\n")),
+            ("const int running = box->running;", "const int running = local_box.running;"),
+            ("const void *request = box->request;", "const void *request = local_box.request;"),
+            ("void *response = box->response;", "void *response = local_box.response;"),
+            (_CALL.format("box->entry->handler"), _CALL.format("local_box.entry->handler")),
+        ],
         {},
     ),
     "coop_launch_switch_dispatcher": (

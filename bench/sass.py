@@ -80,6 +80,11 @@ PAIRS: tuple[tuple[str, str, str], ...] = (
         "the cluster kernel with a switch over the launch-wide exports against the pointer",
     ),
     (
+        "cluster_push_dispatcher",
+        "cluster_dispatcher",
+        "the cluster kernel with its mailbox pushed into every block before the barrier",
+    ),
+    (
         "cluster_direct_dispatcher",
         "cluster_dispatcher",
         "the cluster kernel with echo called by name against the pointer",

@@ -233,7 +233,10 @@ _HANDLER_PARAMS = "const void *, uint32_t, void *, uint32_t, uint32_t *"
 def launch_switch_prelude() -> str:
     """``cudaq_bench_launch_switch``: ``cudaq_call_handler`` with a direct call for each
     launch-wide handler example_app's sources export (found as the build's handler switch
-    finds the thread-shaped ones), the pointer for any other."""
+    finds the thread-shaped ones), the pointer for any other. With no test of the address
+    spaces: a launch-wide request is in another block's shared memory (the cluster's other
+    blocks) or in device memory (the cooperative grid), where ``cudaq_call_handler``'s test
+    would send every call through the pointer."""
     from skbuild_cudaq.build._handler_switch import exported_handlers
 
     names: list[str] = []
@@ -242,8 +245,8 @@ def launch_switch_prelude() -> str:
         names += [n for n in exported_handlers(text, shape="launch") if n not in names]
     decls = "".join(f'extern "C" __device__ int {n}({_HANDLER_PARAMS});\n' for n in names)
     cases = "".join(
-        f"    {'else ' if i else ''}if (handler == {n})\n"
-        f"      status = {n}(args, arg_len, result, max_result_len, &len);\n"
+        f"  {'else ' if i else ''}if (handler == {n})\n"
+        f"    status = {n}(args, arg_len, result, max_result_len, &len);\n"
         for i, n in enumerate(names)
     )
     return f"""
@@ -258,14 +261,8 @@ cudaq_bench_launch_switch(cudaq_device_handler_t handler, const void *request, v
   void *result = resp + CUDAQ_RPC_HEADER_SIZE;
   uint32_t len = 0;
   int32_t status;
-  if (__isShared(req) && __isGlobal(resp)) {{
-    __builtin_assume(__isShared(req));
-    __builtin_assume(__isGlobal(resp));
-{cases}    else
-      status = cudaq_detail_call_direct(handler, args, arg_len, result, max_result_len, &len);
-  }} else {{
+{cases}  else
     status = cudaq_detail_call_direct(handler, args, arg_len, result, max_result_len, &len);
-  }}
   *result_len = len < max_result_len ? len : max_result_len;
   return status;
 }}

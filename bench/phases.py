@@ -93,6 +93,11 @@ HANDOFF_DIR = Path(__file__).resolve().parent / "handoff"
 #:    block's own shared memory before the barrier, instead of every thread of the other
 #:    blocks reading it from the leader's (distributed shared memory) after it, as
 #:    bench/shape_floors.py's ``cluster_push_floor`` does bare;
+#:  - ``coop_stage``: the cooperative example with its leader polling into a stage in its
+#:    block's shared memory, as the other examples do (the example polls into device memory,
+#:    so that every block can read a launch-wide request, and ``cudaq_call_handler`` then
+#:    calls thread-shaped handlers through the pointer, not the switch), a launch-wide
+#:    request copied out to device memory before the hand-off; served with both shapes;
 #:  - ``cluster_barrier``: the cluster example with its earlier hand-off, two
 #:    ``cluster.sync()`` a request (every thread arrives with release) instead of the split
 #:    barriers (one releasing thread);
@@ -107,6 +112,16 @@ HANDOFF_DIR = Path(__file__).resolve().parent / "handoff"
 _CALL = "cudaq_call_handler({}, request, response, max_result, &result_len)"
 _DIRECT = "cudaq_bench_direct_echo(request, response, max_result, &result_len)"
 _LAUNCH_SWITCH = "cudaq_bench_launch_switch({}, request, response, max_result, &result_len)"
+# coop_stage: a launch-wide request that the leader's poll staged in its block's shared
+# memory goes to the grid from device memory (one copy, ordered by the hand-off's release).
+_COOP_COPY_OUT = """\
+      if (running && request != nullptr && __isShared(request)) {
+        const uint32_t words = (CUDAQ_RPC_HEADER_SIZE + cudaq_request_arg_len(request) + 7) / 8;
+        for (uint32_t i = 0; i < words; ++i)
+          g_coop_request[i] = static_cast<const uint64_t *>(request)[i];
+        request = g_coop_request;
+      }
+"""
 _LEADER_END = "      box->result_len = 0;\n    }\n"
 # cluster_push: the leader copies the mailbox into every other block's own (remote stores,
 # ordered by its release at the barrier); every block then reads its own shared memory.
@@ -183,6 +198,26 @@ DERIVED: dict[str, tuple[str, str, str, str, list[tuple[str, str]], dict[str, st
         "cooperative_grid_dispatcher",
         [(_CALL.format("s_box.entry->handler"), _LAUNCH_SWITCH.format("s_box.entry->handler"))],
         {"g_coop_": "g_coopls_"},
+    ),
+    "coop_stage_dispatcher": (
+        "cooperative_grid_dispatcher.cu",
+        "80",
+        "cooperative_grid",
+        "cooperative_grid_dispatcher",
+        [
+            (
+                "  __shared__ Mailbox s_box; // this block's copy of the request's mailbox\n",
+                "  __shared__ Mailbox s_box; // this block's copy of the request's mailbox\n"
+                "  __shared__ __align__(16) uint8_t s_stage[256];\n",
+            ),
+            ("stats, nullptr, 0, &request,", "stats, s_stage, 256, &request,"),
+            ("      box->entry = entry;\n", _COOP_COPY_OUT + "      box->entry = entry;\n"),
+            (
+                "__device__ Mailbox g_coop_mailbox;\n",
+                "__device__ Mailbox g_coop_mailbox;\n__device__ uint64_t g_coop_request[32];\n",
+            ),
+        ],
+        {"g_coop_": "g_coopst_"},
     ),
     "coop_direct_dispatcher": (
         "cooperative_grid_dispatcher.cu",
@@ -1024,6 +1059,7 @@ def main(argv: list[str] | None = None) -> int:
             ("single_thread:naive_echo_thread", "single_thread", "naive_echo_thread"),
             ("single_thread:probe_noread_thread", "single_thread", "probe_noread_thread"),
             ("single_thread:lean_echo_thread", "single_thread", "lean_echo_thread"),
+            ("coop_stage:thread", "coop_stage_dispatcher", "echo_thread"),
             (
                 "probe_smem_table:probe_noread_thread",
                 "probe_smem_table_dispatcher",
@@ -1056,6 +1092,11 @@ def main(argv: list[str] | None = None) -> int:
                 *PLACEMENT,
                 *(k for k, v in DERIVED.items() if v[2] == "single_thread"),
             )
+        )
+        # The cooperative kernel's thread-shaped call, staged in shared memory or not.
+        pairs += tuple(
+            (f"{k}:echo_thread", "pingpong_floor", k, "echo_thread")
+            for k in ("cooperative_grid", "coop_stage_dispatcher")
         )
         # The multi-block kernels' launch-wide call and hand-off, each design paired too.
         pairs += tuple(

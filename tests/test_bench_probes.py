@@ -44,9 +44,17 @@ def test_each_derived_probe_is_its_example_renamed_with_its_changes() -> None:
         example = (phases.EXAMPLE / source).read_text(encoding="utf-8")
         assert f'extern "C" __global__ void {kernel}(' in text
         assert f"void {example_kernel}(" not in text  # renamed, or two kernels of one name
-        for old, new in replacements:
+
+        def renamed(part: str, renames: dict[str, str] = renames) -> str:
+            for before, after in renames.items():
+                part = part.replace(before, after)
+            return part
+
+        for before, after in replacements:
             # each text to replace is gone but where a replacement (re)inserts it (a move)
-            assert text.count(old) == sum(n.count(old) for _, n in replacements), (kernel, old)
+            old, new = renamed(before), renamed(after)
+            moved = sum(renamed(n).count(old) for _, n in replacements)
+            assert text.count(old) == moved, (kernel, old)
             assert new in text, (kernel, new)
         for old in renames:
             assert old not in text, (kernel, old)

@@ -128,6 +128,24 @@ struct Box {
   uint32_t slot, seq, arg_words;
   int running;
 };
+// The cluster floors' end of a request: each thread echoes its word (from `from`), a split
+// cluster barrier collects the blocks (one releasing thread a block), the leader writes the
+// header and publishes.
+__device__ __forceinline__ void echo_and_publish(uint64_t *dst, const uint64_t *from,
+                                                 const uint64_t *header, uint32_t rank,
+                                                 uint32_t arg_words, bool block_leader,
+                                                 bool leader, volatile uint32_t *tx_flag,
+                                                 uint32_t seq) {
+  if (rank < arg_words)
+    dst[3 + rank] = from[3 + rank];
+  __syncthreads();
+  cluster_arrive(block_leader);
+  cluster_wait();
+  if (leader) {
+    write_header(dst, header);
+    st_release_sys(tx_flag, seq);
+  }
+}
 } // namespace
 
 // The cluster examples' hand-off, bare (see the module doc). Grid = one cluster.
@@ -157,16 +175,10 @@ extern "C" __global__ void cluster_handoff_floor(SHAPE_FLOOR_PARAMS) {
     }
     const uint32_t my_slot = b->slot;
     uint64_t *dst = reinterpret_cast<uint64_t *>(tx + static_cast<size_t>(my_slot) * slot_size);
-    if (rank < b->arg_words)
-      dst[3 + rank] = st[3 + rank];
-    __syncthreads();
-    cluster_arrive(block_leader);
-    cluster_wait();
-    if (leader) {
-      write_header(dst, stage);
-      st_release_sys(&tx_flags[my_slot], seq);
+    echo_and_publish(dst, st, stage, rank, b->arg_words, block_leader, leader,
+                     &tx_flags[my_slot], seq);
+    if (leader)
       advance(slot, seq, num_slots);
-    }
   }
 }
 
@@ -203,16 +215,10 @@ extern "C" __global__ void cluster_push_floor(SHAPE_FLOOR_PARAMS) {
     }
     const uint32_t my_slot = box.slot;
     uint64_t *dst = reinterpret_cast<uint64_t *>(tx + static_cast<size_t>(my_slot) * slot_size);
-    if (rank < box.arg_words)
-      dst[3 + rank] = st[3 + rank];
-    __syncthreads();
-    cluster_arrive(block_leader);
-    cluster_wait();
-    if (leader) {
-      write_header(dst, stage);
-      st_release_sys(&tx_flags[my_slot], seq);
+    echo_and_publish(dst, st, stage, rank, box.arg_words, block_leader, leader,
+                     &tx_flags[my_slot], seq);
+    if (leader)
       advance(slot, seq, num_slots);
-    }
   }
 }
 
@@ -236,15 +242,8 @@ extern "C" __global__ void cluster_allpoll_floor(SHAPE_FLOOR_PARAMS) {
     if (!box.running)
       return; // every block sees the shutdown flag on its own (no request is in flight)
     uint64_t *dst = reinterpret_cast<uint64_t *>(tx + static_cast<size_t>(slot) * slot_size);
-    if (rank < box.arg_words)
-      dst[3 + rank] = stage[3 + rank];
-    __syncthreads();
-    cluster_arrive(block_leader);
-    cluster_wait();
-    if (leader) {
-      write_header(dst, stage);
-      st_release_sys(&tx_flags[slot], seq);
-    }
+    echo_and_publish(dst, stage, stage, rank, box.arg_words, block_leader, leader,
+                     &tx_flags[slot], seq);
     advance(slot, seq, num_slots);
   }
 }

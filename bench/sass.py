@@ -29,7 +29,6 @@ import re
 import shutil
 import subprocess
 import sys
-import sysconfig
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,11 +111,10 @@ def find_nvdisasm(given: str | None = None) -> str | None:
     found = shutil.which("nvdisasm")
     if found:
         return found
-    purelib = Path(sysconfig.get_paths()["purelib"])
-    for candidate in sorted(purelib.glob("nvidia/cu*/bin/nvdisasm"), reverse=True):
-        if candidate.is_file():
-            return str(candidate)
-    return None
+    from skbuild_cudaq.build._toolchain import tool_from_wheel
+
+    wheel = tool_from_wheel("nvdisasm", ("nvidia-cuda-nvdisasm",))
+    return str(wheel) if wheel else None
 
 
 def parse(sass: str) -> dict[str, list[Instruction]]:

@@ -31,6 +31,7 @@ __all__ = [
     "find_nvcc",
     "nvcc_from_wheel",
     "search_order",
+    "tool_from_wheel",
     "wheel_names",
 ]
 
@@ -94,6 +95,12 @@ def wheel_names(first: str) -> tuple[str, ...]:
 
 def nvcc_from_wheel(names: tuple[str, ...] = _WHEELS) -> Path | None:
     """nvcc of the ``nvidia-cuda-nvcc`` wheel installed in this environment, if any."""
+    return tool_from_wheel("nvcc", names)
+
+
+def tool_from_wheel(tool: str, names: tuple[str, ...]) -> Path | None:
+    """The executable ``bin/<tool>`` of the first of the distributions ``names`` installed in
+    this environment that has one (the NVIDIA wheels: ``nvidia-cuda-nvcc``, ...), if any."""
     for dist_name in names:
         try:
             dist = importlib.metadata.distribution(dist_name)
@@ -101,7 +108,7 @@ def nvcc_from_wheel(names: tuple[str, ...] = _WHEELS) -> Path | None:
             continue
         for file in dist.files or ():
             parts = Path(str(file)).parts
-            if len(parts) >= 2 and parts[-1] == "nvcc" and parts[-2] == "bin":
+            if len(parts) >= 2 and parts[-1] == tool and parts[-2] == "bin":
                 path = Path(str(dist.locate_file(file))).resolve()
                 if path.is_file() and os.access(path, os.X_OK):
                     return path

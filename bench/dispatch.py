@@ -34,6 +34,10 @@ than the goals' margins over a run (on an H200 host the floor's p50 went from 4.
 to 4.58 us over a dozen launches, session 8): a floor measured once at the start
 and a label measured a minute later differ by that drift, not by what the kernels
 do. The latency tables pool every round's samples (the floor's over the whole run).
+The load generator's thread is pinned to one CPU near the GPU (not CPU 0; ``--no-pin``
+leaves it free; ``config.load_generator_cpu`` in the JSON): a migration in the middle of
+a round trip lands in the p99 (session 10's unpinned run had three launch-wide rows with
+a p99 over 1.25 x their p50, none in session 8's).
 
 Several GPUs (one dispatcher per GPU in this process, each with its own ring and
 its own load-generator thread)::
@@ -526,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
         "--no-pin",
         dest="pin",
         action="store_false",
-        help="--devices: do not pin each GPU's load generator to a CPU near it",
+        help="do not pin the load generator (each GPU's, with --devices) to a CPU near its GPU",
     )
     parser.add_argument("--module", default="example_app._core")
     parser.add_argument("--samples", type=int, default=20_000)
@@ -557,6 +561,11 @@ def main(argv: list[str] | None = None) -> int:
     drv = _drv()
     dev = primary_context_current(drv, opts.device)
     device_name, major, minor = device_identity(drv, dev)
+    # The load generator runs on this thread: pinned to one CPU near the GPU (not CPU 0),
+    # before the ring is allocated, so that no migration lands in a round trip's tail.
+    load_cpu = pick_cpus([device_info(opts.device)]).get(opts.device) if opts.pin else None
+    if load_cpu is not None:
+        os.sched_setaffinity(0, {load_cpu})
     core = importlib.import_module(opts.module)
     echo = fnv1a("echo")
     echo_thread = fnv1a("echo_thread")
@@ -579,6 +588,7 @@ def main(argv: list[str] | None = None) -> int:
             "requests_per_throughput_point": opts.requests,
             "in_flight": list(IN_FLIGHT),
             "load_generator": "bench/loadgen.c (gcc -O2, ctypes, clock_gettime)",
+            "load_generator_cpu": load_cpu,
             "random_arrival_gap_ns": GAP_NS,
         },
         "latency_us": {},

@@ -1176,9 +1176,13 @@ def shape_floors_section(
         f"({config.get('cluster_blocks', '?')} blocks a cluster, "
         f"{config.get('coop_blocks', '?')} cooperative blocks, {config.get('block', '?')} "
         "threads a block): `*_handoff_floor` hands the request from one polling thread to the "
-        "launch as the examples do, `*_allpoll_floor` has every block poll and load it itself. "
-        "Each paired round by round with the one-thread ping-pong floor: the median over rounds "
-        "of the p50 ratio. What no dispatcher of the shape can go below.",
+        "launch as the examples do; `cluster_mbarrier_floor` does it with one-way mbarrier "
+        "signals instead of cluster barriers, `coop_lines_floor` with a go flag a block on a "
+        "line of its own, `cluster_push_floor` with the box pushed into every block before the "
+        "barrier, and `coop_allpoll_floor` has every block poll and load the request itself "
+        "(`bench/shape_floors.py`'s module doc has each design). Each paired round by round "
+        "with the one-thread ping-pong floor: the median over rounds of the p50 ratio. The "
+        "lowest row of a shape is what a dispatcher with that hand-off cannot go below.",
         "",
     ]
     rows = [

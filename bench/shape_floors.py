@@ -16,16 +16,22 @@ examples' kernels do, the request's words echoed by the threads of the whole lau
 - ``cluster_push_floor``: the same hand-off with the leader storing the box (slot, length,
   running) into every block's own shared memory before the barrier instead of each block
   reading the leader's after it: what pushing the example's mailbox would buy;
-- ``cluster_allpoll_floor``: every block's thread 0 polls the ring and loads the request
-  itself (no hand-off), then the same collection: what a contract in which every block may
-  poll would give;
+- ``cluster_mbarrier_floor``: the same work with one-way signals instead of the two cluster
+  barriers: the leader stores the box into every block's shared memory and arrives on each
+  block's mbarrier; each other block arrives on the leader block's mbarrier when it is done
+  (sm_90 ``mbarrier.arrive.release.cluster`` / ``try_wait.acquire.cluster``);
 - ``coop_handoff_floor`` (a cooperative grid, one block per SM): the leader stages the
   request in device memory and raises a generation counter (a GPU-scope release) that
   thread 0 of each block waits for; every thread echoes its share; each block's thread 0
   adds to one of 32 done counters (a release) that the leader's warp waits for: the
   example's hand-off, bare;
+- ``coop_lines_floor``: the same with one go flag a block on a line of its own (the leader's
+  warp raises them) instead of one flag polled by every block;
 - ``coop_allpoll_floor``: every block's thread 0 polls and loads the request itself, then
   the same done counters.
+
+(A cluster all-poll floor, every block's thread 0 polling the ring, never answered its first
+request in two runs on the H200 of session 10: removed, the cause not found.)
 
 Each is paired round by round with the ping-pong floor on the same ring (the median over
 rounds of the p50 ratio; see ``bench/dispatch.py``). If a bare hand-off already costs more
@@ -223,30 +229,97 @@ extern "C" __global__ void cluster_push_floor(SHAPE_FLOOR_PARAMS) {
   }
 }
 
-// Every block polls and loads the request itself; one cluster barrier collects.
-extern "C" __global__ void cluster_allpoll_floor(SHAPE_FLOOR_PARAMS) {
+// The cluster hand-off through mbarriers instead of cluster barriers: one-way signals
+// (sm_90). The leader stores the box into every block's own shared memory and arrives
+// (release, cluster scope) on each block's `go` barrier, which that block's threads wait on
+// (acquire); each other block, once its threads are done (__syncthreads), arrives remotely on
+// the leader block's `done` barrier, which the leader waits on before it publishes. No
+// thread waits for the whole cluster to arrive, as both cluster barriers a request make it.
+__device__ __forceinline__ uint32_t smem_addr(const void *p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ uint32_t cluster_addr(uint32_t local, uint32_t rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+  return remote;
+}
+__device__ __forceinline__ void mbar_init(uint64_t *bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" : : "r"(smem_addr(bar)), "r"(count)
+               : "memory");
+}
+// Arrives on the barrier at shared::cluster address `remote` (any block's, this one's too).
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t remote) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" : : "r"(remote)
+               : "memory");
+}
+// Waits until the phase of parity `parity` of this block's barrier `bar` has completed.
+__device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
+  const uint32_t addr = smem_addr(bar);
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile("{\n .reg .pred p;\n"
+                 " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+                 " selp.u32 %0, 1, 0, p;\n}"
+                 : "=r"(done)
+                 : "r"(addr), "r"(parity)
+                 : "memory");
+  }
+}
+
+extern "C" __global__ void cluster_mbarrier_floor(SHAPE_FLOOR_PARAMS) {
   __shared__ __align__(16) uint64_t stage[kWords];
   __shared__ Box box;
+  __shared__ uint64_t go;   // one arrival a phase: the leader's
+  __shared__ uint64_t done; // block 0's: one arrival a phase from each other block
   cg::cluster_group cluster = cg::this_cluster();
-  const bool block_leader = threadIdx.x == 0;
-  const bool leader = cluster.block_rank() == 0 && block_leader;
-  uint32_t slot = 0, seq = 1;
-  const uint32_t rank = cluster.block_rank() * blockDim.x + threadIdx.x;
-  for (;;) {
-    if (block_leader) {
-      const int running = wait_request(rx_flags, slot, seq, shutdown);
-      if (running)
-        box.arg_words = load_words(rx + static_cast<size_t>(slot) * slot_size, slot_size, stage);
-      box.running = running;
-    }
-    __syncthreads();
-    if (!box.running)
-      return; // every block sees the shutdown flag on its own (no request is in flight)
-    uint64_t *dst = reinterpret_cast<uint64_t *>(tx + static_cast<size_t>(slot) * slot_size);
-    echo_and_publish(dst, stage, stage, rank, box.arg_words, block_leader, leader,
-                     &tx_flags[slot], seq);
-    advance(slot, seq, num_slots);
+  const uint32_t blocks = cluster.num_blocks();
+  const uint32_t me = cluster.block_rank();
+  const bool leader = me == 0 && threadIdx.x == 0;
+  if (threadIdx.x == 0) {
+    mbar_init(&go, 1);
+    if (me == 0 && blocks > 1)
+      mbar_init(&done, blocks - 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" : : : "memory");
   }
+  cluster.sync(); // every barrier initialized before anyone arrives on it
+  const uint64_t *st = cluster.map_shared_rank(stage, 0);
+  const uint32_t done0 = cluster_addr(smem_addr(&done), 0);
+  const uint32_t rank = me * blockDim.x + threadIdx.x;
+  uint32_t slot = 0, seq = 1, parity = 0;
+  for (;;) {
+    if (leader) {
+      const int running = wait_request(rx_flags, slot, seq, shutdown);
+      const uint32_t arg_words =
+          running ? load_words(rx + static_cast<size_t>(slot) * slot_size, slot_size, stage) : 0;
+      for (uint32_t b = 0; b < blocks; ++b) {
+        Box *to = cluster.map_shared_rank(&box, b);
+        to->slot = slot;
+        to->arg_words = arg_words;
+        to->running = running;
+      }
+      for (uint32_t b = 0; b < blocks; ++b) // the release orders the stores above
+        mbar_arrive_cluster(cluster_addr(smem_addr(&go), b));
+    }
+    mbar_wait(&go, parity);
+    const Box mine = box; // after the acquire (mbar_wait clobbers memory)
+    if (!mine.running)
+      break;
+    uint64_t *dst = reinterpret_cast<uint64_t *>(tx + static_cast<size_t>(mine.slot) * slot_size);
+    if (rank < mine.arg_words)
+      dst[3 + rank] = st[3 + rank];
+    __syncthreads(); // this block's stores (and reads of box and stage) are done
+    if (me != 0 && threadIdx.x == 0)
+      mbar_arrive_cluster(done0); // release: covers the block's stores (after the barrier)
+    if (leader) {
+      if (blocks > 1)
+        mbar_wait(&done, parity);
+      write_header(dst, stage);
+      st_release_sys(&tx_flags[mine.slot], seq);
+      advance(slot, seq, num_slots);
+    }
+    parity ^= 1u;
+  }
+  cluster.sync(); // no block leaves while the leader may still reach into its memory
 }
 
 __device__ uint64_t g_shape_stage[kWords];
@@ -318,6 +391,63 @@ extern "C" __global__ void coop_handoff_floor(SHAPE_FLOOR_PARAMS) {
   }
 }
 
+__device__ uint32_t g_shape_go_lines[1024 * 32]; // block b waits on its own line, b * 32
+
+// The cooperative hand-off with one go flag a block, each on its own 128-byte line, instead
+// of one flag that every block's thread 0 polls (131 pollers of one L2 line): the leader's
+// warp raises them (each lane one fence, then relaxed stores of its blocks' flags), thread 0
+// of block b waits on line b. Collection as coop_handoff_floor. Cooperative, up to 1024 blocks.
+extern "C" __global__ void coop_lines_floor(SHAPE_FLOOR_PARAMS) {
+  __shared__ Box box;
+  cg::grid_group grid = cg::this_grid();
+  const uint32_t blocks = gridDim.x;
+  if (blockIdx.x == 0) {
+    for (uint32_t i = threadIdx.x; i < blocks; i += blockDim.x)
+      g_shape_go_lines[i * 32] = 0;
+    if (threadIdx.x < 32)
+      g_shape_done[threadIdx.x * 32] = 0;
+  }
+  grid.sync();
+  const bool leader = blockIdx.x == 0 && threadIdx.x == 0;
+  const uint32_t rank = blockIdx.x * blockDim.x + threadIdx.x;
+  uint32_t slot = 0, seq = 1;
+  for (uint32_t gen = 1;; ++gen) {
+    if (blockIdx.x == 0 && threadIdx.x < 32) {
+      if (leader) {
+        const int running = wait_request(rx_flags, slot, seq, shutdown);
+        if (running)
+          g_shape_box.arg_words =
+              load_words(rx + static_cast<size_t>(slot) * slot_size, slot_size, g_shape_stage);
+        g_shape_box.slot = slot;
+        g_shape_box.running = running;
+      }
+      __syncwarp(); // the leader's stores, then every lane's release
+      asm volatile("fence.acq_rel.gpu;" : : : "memory");
+      for (uint32_t b = threadIdx.x; b < blocks; b += 32)
+        asm volatile("st.relaxed.gpu.global.u32 [%0], %1;"
+                     : : "l"(&g_shape_go_lines[b * 32]), "r"(gen) : "memory");
+    }
+    if (threadIdx.x == 0) {
+      while (ld_acquire_gpu(&g_shape_go_lines[blockIdx.x * 32]) < gen) {
+      }
+      box = *const_cast<const Box *>(&g_shape_box);
+    }
+    __syncthreads();
+    if (!box.running)
+      return;
+    uint64_t *dst = reinterpret_cast<uint64_t *>(tx + static_cast<size_t>(box.slot) * slot_size);
+    if (rank < box.arg_words)
+      dst[3 + rank] = g_shape_stage[3 + rank];
+    __syncthreads();
+    collect(gen);
+    if (leader) {
+      write_header(dst, g_shape_stage);
+      st_release_sys(&tx_flags[box.slot], seq);
+      advance(slot, seq, num_slots);
+    }
+  }
+}
+
 // Every block polls and loads the request itself, then the done counters. Cooperative.
 extern "C" __global__ void coop_allpoll_floor(SHAPE_FLOOR_PARAMS) {
   __shared__ __align__(16) uint64_t stage[kWords];
@@ -360,9 +490,10 @@ extern "C" __global__ void coop_allpoll_floor(SHAPE_FLOOR_PARAMS) {
 KERNELS = {
     "cluster_handoff_floor": "cluster",
     "coop_handoff_floor": "coop",
+    "cluster_mbarrier_floor": "cluster",
+    "coop_lines_floor": "coop",
     "cluster_push_floor": "cluster",
     "coop_allpoll_floor": "coop",
-    "cluster_allpoll_floor": "cluster",
 }
 
 

@@ -185,6 +185,9 @@ def test_shape_floors_compile_for_sm90(nvcc: Path, tmp_path: Path) -> None:
     for name in shape_floors.KERNELS:
         assert f".entry {name}(" in ptx
     assert "barrier.cluster.arrive.release" in ptx  # the split barriers survived
+    # the one-way hand-off's remote arrive and cluster-scope wait
+    assert "mbarrier.arrive.release.cluster.shared::cluster.b64" in ptx
+    assert "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64" in ptx
 
 
 def test_paired_ratios_cancel_a_drift_that_a_first_floor_does_not() -> None:

@@ -549,6 +549,7 @@ def main(argv: list[str] | None = None) -> int:
         return main_devices(opts)
     if opts.out is None:
         opts.out = DEFAULT_OUT
+    started = time.monotonic()
 
     from example_app import launchers
     from skbuild_cudaq.realtime import (
@@ -833,6 +834,7 @@ def main(argv: list[str] | None = None) -> int:
     results["goals"] = goals
     ok(drv.cuDevicePrimaryCtxRelease(dev), "cuDevicePrimaryCtxRelease")
 
+    results["elapsed_s"] = round(time.monotonic() - started, 1)  # to plan a lease's minutes
     opts.out.parent.mkdir(parents=True, exist_ok=True)
     opts.out.write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(goals, indent=2), file=sys.stderr)

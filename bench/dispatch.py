@@ -35,9 +35,11 @@ to 4.58 us over a dozen launches, session 8): a floor measured once at the start
 and a label measured a minute later differ by that drift, not by what the kernels
 do. The latency tables pool every round's samples (the floor's over the whole run).
 The load generator's thread is pinned to one CPU near the GPU (not CPU 0; ``--no-pin``
-leaves it free; ``config.load_generator_cpu`` in the JSON): a migration in the middle of
-a round trip lands in the p99 (session 10's unpinned run had three launch-wide rows with
-a p99 over 1.25 x their p50, none in session 8's).
+leaves it free; ``config.load_generator_cpu`` in the JSON), as a realtime client would
+be: a migration in the middle of a round trip would land in the tails. (Session 10's
+first, unpinned run had three launch-wide rows with a p99 over 1.25 x their p50; on a
+later lease, pinned and unpinned runs alternated two by two gave tails of 1.10-1.17 and
+the same p50 ratios within their run-to-run spread: no effect shown either way.)
 
 Several GPUs (one dispatcher per GPU in this process, each with its own ring and
 its own load-generator thread)::

@@ -190,6 +190,23 @@ def test_shape_floors_compile_for_sm90(nvcc: Path, tmp_path: Path) -> None:
     assert "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64" in ptx
 
 
+def test_shape_floors_measure_the_examples_hand_offs_first_and_refuse_unknown_floors(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The goals are judged by the examples' hand-offs: those run first, before designs that
+    may misbehave on a GPU (a floor that never exits stops the run). An unknown floor is a
+    usage error before anything touches CUDA."""
+    shape_floors = _bench("shape_floors")
+    names = list(shape_floors.KERNELS)
+    assert names[:2] == ["cluster_handoff_floor", "coop_handoff_floor"]
+    assert set(shape_floors.KERNELS.values()) == {"cluster", "coop"}
+    with pytest.raises(SystemExit) as stopped:
+        shape_floors.main(["--kernels", "cluster_handoff_floor,cluster_allpoll_floor"])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert "cluster_allpoll_floor" in err and "cluster_handoff_floor" in err
+
+
 def test_paired_ratios_cancel_a_drift_that_a_first_floor_does_not() -> None:
     """bench/dispatch.py's goals divide each round by the floor measured right before it: a
     drift over the run (the floor's p50 rose 0.27 us in a dozen seconds on a lent H200)

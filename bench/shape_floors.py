@@ -347,6 +347,35 @@ __device__ __forceinline__ void collect(uint32_t gen) {
   }
 }
 
+// The cooperative hand-offs' side of request `gen` once the leader has raised `go` for it:
+// thread 0 of each block waits for the flag and copies the box into the block's `box`, every
+// thread echoes its word, the blocks are collected, and the leader publishes and advances.
+// Returns 0 once the box says the kernel stops.
+__device__ __forceinline__ int coop_serve(const uint32_t *go, uint32_t gen, Box &box,
+                                          uint32_t rank, bool leader, uint8_t *tx,
+                                          volatile uint32_t *tx_flags, uint32_t num_slots,
+                                          uint32_t slot_size, uint32_t &slot, uint32_t &seq) {
+  if (threadIdx.x == 0) {
+    while (ld_acquire_gpu(go) < gen) {
+    }
+    box = *const_cast<const Box *>(&g_shape_box);
+  }
+  __syncthreads();
+  if (!box.running)
+    return 0;
+  uint64_t *dst = reinterpret_cast<uint64_t *>(tx + static_cast<size_t>(box.slot) * slot_size);
+  if (rank < box.arg_words)
+    dst[3 + rank] = g_shape_stage[3 + rank];
+  __syncthreads();
+  collect(gen);
+  if (leader) {
+    write_header(dst, g_shape_stage);
+    st_release_sys(&tx_flags[box.slot], seq);
+    advance(slot, seq, num_slots);
+  }
+  return 1;
+}
+
 // The cooperative example's hand-off, bare (see the module doc). Launch cooperatively.
 extern "C" __global__ void coop_handoff_floor(SHAPE_FLOOR_PARAMS) {
   __shared__ Box box;
@@ -370,24 +399,9 @@ extern "C" __global__ void coop_handoff_floor(SHAPE_FLOOR_PARAMS) {
       g_shape_box.running = running;
       st_release_gpu(&g_shape_go, gen);
     }
-    if (threadIdx.x == 0) {
-      while (ld_acquire_gpu(&g_shape_go) < gen) {
-      }
-      box = *const_cast<const Box *>(&g_shape_box);
-    }
-    __syncthreads();
-    if (!box.running)
+    if (!coop_serve(&g_shape_go, gen, box, rank, leader, tx, tx_flags, num_slots, slot_size,
+                    slot, seq))
       return;
-    uint64_t *dst = reinterpret_cast<uint64_t *>(tx + static_cast<size_t>(box.slot) * slot_size);
-    if (rank < box.arg_words)
-      dst[3 + rank] = g_shape_stage[3 + rank];
-    __syncthreads();
-    collect(gen);
-    if (leader) {
-      write_header(dst, g_shape_stage);
-      st_release_sys(&tx_flags[box.slot], seq);
-      advance(slot, seq, num_slots);
-    }
   }
 }
 
@@ -427,24 +441,9 @@ extern "C" __global__ void coop_lines_floor(SHAPE_FLOOR_PARAMS) {
         asm volatile("st.relaxed.gpu.global.u32 [%0], %1;"
                      : : "l"(&g_shape_go_lines[b * 32]), "r"(gen) : "memory");
     }
-    if (threadIdx.x == 0) {
-      while (ld_acquire_gpu(&g_shape_go_lines[blockIdx.x * 32]) < gen) {
-      }
-      box = *const_cast<const Box *>(&g_shape_box);
-    }
-    __syncthreads();
-    if (!box.running)
+    if (!coop_serve(&g_shape_go_lines[blockIdx.x * 32], gen, box, rank, leader, tx, tx_flags,
+                    num_slots, slot_size, slot, seq))
       return;
-    uint64_t *dst = reinterpret_cast<uint64_t *>(tx + static_cast<size_t>(box.slot) * slot_size);
-    if (rank < box.arg_words)
-      dst[3 + rank] = g_shape_stage[3 + rank];
-    __syncthreads();
-    collect(gen);
-    if (leader) {
-      write_header(dst, g_shape_stage);
-      st_release_sys(&tx_flags[box.slot], seq);
-      advance(slot, seq, num_slots);
-    }
   }
 }
 

@@ -289,23 +289,38 @@ def _table(header: list[str], rows: Iterable[list[str]]) -> list[str]:
     return [*out, ""]
 
 
-def _goals(goals: Any) -> list[str]:
+def _goals(goals: Any, repeat: Any = None) -> list[str]:
+    """The goals table; with ``repeat`` (``bench/dispatch.py --repeat``) each value is the median
+    over the runs and the spread is shown next to it."""
     if not isinstance(goals, Mapping) or not goals:
         return []
+    spread = isinstance(repeat, int) and repeat > 1
     rows = []
     for key, value in goals.items():
         if isinstance(value, Mapping):
             met = value.get("met")
-            rows.append(
-                [
-                    f"`{key}`",
-                    _fmt(value.get("value"), 3),
-                    str(value.get("goal", "—")),
-                    "yes" if met else ("no" if met is not None else "—"),
+            row = [
+                f"`{key}`",
+                _fmt(value.get("value"), 3),
+                str(value.get("goal", "—")),
+                "yes" if met else ("no" if met is not None else "—"),
+            ]
+            if spread:
+                row += [
+                    _fmt(value.get("min"), 3),
+                    _fmt(value.get("max"), 3),
+                    f"{value.get('met_runs', '—')} of {repeat}",
                 ]
-            )
+            rows.append(row)
         else:
             rows.append([f"`{key}`", "—", "—", "yes" if value is True else "no"])
+    if spread:
+        return [
+            f"Goals, as the benchmark checked them: each the median of {repeat} whole runs in one "
+            "process, met or not on that median, with the runs' spread:",
+            "",
+            *_table(["Goal", "Median", "Target", "Met", "min", "max", "runs met"], rows),
+        ]
     return [
         "Goals, as the benchmark checked them:",
         "",
@@ -513,7 +528,14 @@ def dispatch_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: 
             "than the goals' margins). The tables above pool every round's samples.",
             "",
         ]
-    lines += _goals(data.get("goals"))
+    repeat = data.get("repeat")
+    if isinstance(repeat, int) and repeat > 1:
+        lines += [
+            f"This file holds {repeat} whole runs of the benchmark in one process; the tables "
+            "above are the last run's.",
+            "",
+        ]
+    lines += _goals(data.get("goals"), repeat)
     lines += _errors(data.get("errors"))
     return Section(lines, figures)
 

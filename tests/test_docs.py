@@ -408,6 +408,42 @@ def test_report_tables_and_figures_come_from_the_json(tmp_path: Path) -> None:
         )
 
 
+def test_report_shows_the_spread_of_repeated_dispatch_runs(tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    results.mkdir()
+    goal = {
+        "value": 1.063,
+        "goal": "<= 1.05",
+        "met": False,
+        "handler_shape": "thread",
+        "min": 1.0471,
+        "max": 1.0822,
+        "values": [1.0471, 1.0822, 1.063],
+        "met_runs": 1,
+    }
+    (results / "dispatch.json").write_text(
+        json.dumps(
+            {
+                "benchmark": "dispatch",
+                "date": "2031-02-03T04:05:06+00:00",
+                "device": "GPU-X17",
+                "versions": {"cuda-bindings": "13.3.7"},
+                "repeat": 3,
+                "goals": {"single_thread:thread_p50_over_floor": goal},
+            }
+        ),
+        encoding="utf-8",
+    )
+    out = tmp_path / "docs" / "performance.md"
+    _report(results, out, "--no-figures")
+    page = out.read_text(encoding="utf-8")
+    assert "each the median of 3 whole runs" in page
+    assert (
+        "| `single_thread:thread_p50_over_floor` | 1.063 | <= 1.05 | no | 1.047 | 1.082 | 1 of 3 |"
+        in page
+    )
+
+
 def test_committed_performance_page_is_fresh(tmp_path: Path) -> None:
     out = tmp_path / "docs" / "performance.md"
     _report(ROOT / "bench" / "results", out, "--no-figures")

@@ -20,7 +20,9 @@ OUT=${OUT:-bench/results/gpu-run}
 mkdir -p "$OUT"
 PY=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1
-log() { echo "== $*" | tee -a "$OUT/gpu-check.log"; }
+START=$(date +%s)
+# Each step with the seconds since the start: what a lease's minutes go to.
+log() { echo "== [$(($(date +%s) - START))s] $*" | tee -a "$OUT/gpu-check.log"; }
 
 if compgen -G ".whl/*.whl" >/dev/null; then
   log "installing carried wheels"

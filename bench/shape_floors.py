@@ -35,7 +35,7 @@ request in two runs on the H200 of session 10: removed, the cause not found.)
 
 Each is paired round by round with the ping-pong floor on the same ring (the median over
 rounds of the p50 ratio; see ``bench/dispatch.py``). If a bare hand-off already costs more
-than a goal allows, no dispatcher of that shape can meet it; the all-poll rows say what
+than a goal allows, no dispatcher of that shape can meet it; the all-poll row says what
 polling from every block would buy. Needs nvcc and gcc, and skbuild-cudaq's run time.
 """
 

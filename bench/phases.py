@@ -84,11 +84,15 @@ HANDOFF_DIR = Path(__file__).resolve().parent / "handoff"
 #:    -- ``echo``, a direct call LTO inlines -- instead of through the function table's
 #:    pointer (launch-wide handlers are not in the module's handler switch): what a direct
 #:    call would save them. They serve ``echo`` only.
-#:  - ``*_launch_switch``: the same with the call through a switch over every launch-wide
-#:    handler example_app exports (a direct call each, the pointer for anything else), the
-#:    design of a launch-wide handler switch: what it keeps of ``*_direct``'s saving once
-#:    all of them are inlined into the kernel (a switch over every export, one hook for
-#:    both shapes, measured slower for the cluster kernel in session 6, unpaired).
+#:  - ``*_launch_pointer``: the examples as before session 11, their launch-wide call
+#:    through ``cudaq_call_handler`` (the thread-shaped switch, then the function table's
+#:    pointer) instead of ``cudaq_call_launch_handler`` (the module's launch-wide switch, a
+#:    direct call LTO inlines); ``single_thread_launch_pointer`` the same for the
+#:    single-thread example's launch-wide handlers: what the launch-wide switch saves.
+#:  - ``single_thread_generic``: the single-thread example with its thread-shaped call
+#:    through the switch with no test of the request's address space (as the launch-wide call
+#:    is): in session 11 the launch-wide ``echo`` through it measured 0.05-0.08 us faster than
+#:    ``echo_thread`` through ``cudaq_call_handler``'s tested, shared-memory path;
 #:  - ``cluster_push``: the cluster example with the leader pushing the mailbox into every
 #:    block's own shared memory before the barrier, instead of every thread of the other
 #:    blocks reading it from the leader's (distributed shared memory) after it, as
@@ -110,8 +114,15 @@ HANDOFF_DIR = Path(__file__).resolve().parent / "handoff"
 #:    the example and ``variant_aligned`` is the shared-memory layout (the stage first, the
 #:    bridge's sessions last, against the other way round).
 _CALL = "cudaq_call_handler({}, request, response, max_result, &result_len)"
+_LAUNCH_CALL = "cudaq_call_launch_handler({}, request, response, max_result, &result_len)"
 _DIRECT = "cudaq_bench_direct_echo(request, response, max_result, &result_len)"
-_LAUNCH_SWITCH = "cudaq_bench_launch_switch({}, request, response, max_result, &result_len)"
+# The single-thread example's call of either shape, and its form before session 11.
+_SHAPED_CALL = """      status = cache.shape == CUDAQ_HANDLER_SHAPE_THREAD
+                   ? cudaq_call_handler(cache.handler, request, response, max_result, &result_len)
+                   : cudaq_call_launch_handler(cache.handler, request, response, max_result,
+                                               &result_len);
+"""
+_ONE_CALL = "      status = " + _CALL.format("cache.handler") + ";\n"
 # coop_stage: a launch-wide request that the leader's poll staged in its block's shared
 # memory goes to the grid from device memory (one copy, ordered by the hand-off's release).
 _COOP_COPY_OUT = """\
@@ -166,15 +177,15 @@ DERIVED: dict[str, tuple[str, str, str, str, list[tuple[str, str]], dict[str, st
         "90",
         "cluster",
         "cluster_dispatcher",
-        [(_CALL.format("box->entry->handler"), _DIRECT)],
+        [(_LAUNCH_CALL.format("box->entry->handler"), _DIRECT)],
         {},
     ),
-    "cluster_launch_switch_dispatcher": (
+    "cluster_launch_pointer_dispatcher": (
         "cluster_dispatcher.cu",
         "90",
         "cluster",
         "cluster_dispatcher",
-        [(_CALL.format("box->entry->handler"), _LAUNCH_SWITCH.format("box->entry->handler"))],
+        [(_LAUNCH_CALL.format("box->entry->handler"), _CALL.format("box->entry->handler"))],
         {},
     ),
     "cluster_push_dispatcher": (
@@ -187,17 +198,20 @@ DERIVED: dict[str, tuple[str, str, str, str, list[tuple[str, str]], dict[str, st
             ("const int running = box->running;", "const int running = local_box.running;"),
             ("const void *request = box->request;", "const void *request = local_box.request;"),
             ("void *response = box->response;", "void *response = local_box.response;"),
-            (_CALL.format("box->entry->handler"), _CALL.format("local_box.entry->handler")),
+            (
+                _LAUNCH_CALL.format("box->entry->handler"),
+                _LAUNCH_CALL.format("local_box.entry->handler"),
+            ),
         ],
         {},
     ),
-    "coop_launch_switch_dispatcher": (
+    "coop_launch_pointer_dispatcher": (
         "cooperative_grid_dispatcher.cu",
         "80",
         "cooperative_grid",
         "cooperative_grid_dispatcher",
-        [(_CALL.format("s_box.entry->handler"), _LAUNCH_SWITCH.format("s_box.entry->handler"))],
-        {"g_coop_": "g_coopls_"},
+        [(_LAUNCH_CALL.format("s_box.entry->handler"), _CALL.format("s_box.entry->handler"))],
+        {"g_coop_": "g_cooplp_"},
     ),
     "coop_stage_dispatcher": (
         "cooperative_grid_dispatcher.cu",
@@ -224,8 +238,24 @@ DERIVED: dict[str, tuple[str, str, str, str, list[tuple[str, str]], dict[str, st
         "80",
         "cooperative_grid",
         "cooperative_grid_dispatcher",
-        [(_CALL.format("s_box.entry->handler"), _DIRECT)],
+        [(_LAUNCH_CALL.format("s_box.entry->handler"), _DIRECT)],
         {"g_coop_": "g_coopd_"},
+    ),
+    "single_thread_launch_pointer_dispatcher": (
+        "single_thread_dispatcher.cu",
+        "80",
+        "single_thread",
+        "single_thread_dispatcher",
+        [(_SHAPED_CALL, _ONE_CALL)],
+        {},
+    ),
+    "single_thread_generic_dispatcher": (
+        "single_thread_dispatcher.cu",
+        "80",
+        "single_thread",
+        "single_thread_dispatcher",
+        [(_SHAPED_CALL, _SHAPED_CALL.replace("cudaq_call_handler(", "cudaq_bench_call_generic("))],
+        {},
     ),
     "single_thread_rebuilt_dispatcher": (
         "single_thread_dispatcher.cu",
@@ -248,6 +278,20 @@ DERIVED: dict[str, tuple[str, str, str, str, list[tuple[str, str]], dict[str, st
     ),
 }
 _DIRECT_ECHO = """
+// bench/phases.py: a thread-shaped call through the module's switch with no test of the
+// request's address space (see DERIVED there: single_thread_generic).
+static __device__ __forceinline__ int32_t
+cudaq_bench_call_generic(cudaq_device_handler_t handler, const void *request, void *response,
+                         uint32_t max_result_len, uint32_t *result_len) {
+  const uint8_t *req = static_cast<const uint8_t *>(__builtin_assume_aligned(request, 8));
+  uint8_t *resp = static_cast<uint8_t *>(__builtin_assume_aligned(response, 8));
+  uint32_t len = 0;
+  const int32_t status =
+      cudaq_dev_call_handler(handler, req + CUDAQ_RPC_HEADER_SIZE, cudaq_request_arg_len(req),
+                             resp + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
+  *result_len = len < max_result_len ? len : max_result_len;
+  return status;
+}
 extern "C" __device__ int echo(const void *, uint32_t, void *, uint32_t, uint32_t *);
 // bench/phases.py: the launch-wide handler called by name (see DERIVED there).
 static __device__ __forceinline__ int32_t
@@ -259,48 +303,6 @@ cudaq_bench_direct_echo(const void *request, void *response, uint32_t max_result
   *result_len = len < max_result ? len : max_result;
   return status;
 }
-"""
-
-
-_HANDLER_PARAMS = "const void *, uint32_t, void *, uint32_t, uint32_t *"
-
-
-def launch_switch_prelude() -> str:
-    """``cudaq_bench_launch_switch``: ``cudaq_call_handler`` with a direct call for each
-    launch-wide handler example_app's sources export (found as the build's handler switch
-    finds the thread-shaped ones), the pointer for any other. With no test of the address
-    spaces: a launch-wide request is in another block's shared memory (the cluster's other
-    blocks) or in device memory (the cooperative grid), where ``cudaq_call_handler``'s test
-    would send every call through the pointer."""
-    from skbuild_cudaq.build._handler_switch import exported_handlers
-
-    names: list[str] = []
-    for source in ("handlers.cu", "block_handlers.cu"):
-        text = (EXAMPLE / source).read_text(encoding="utf-8")
-        names += [n for n in exported_handlers(text, shape="launch") if n not in names]
-    decls = "".join(f'extern "C" __device__ int {n}({_HANDLER_PARAMS});\n' for n in names)
-    cases = "".join(
-        f"  {'else ' if i else ''}if (handler == {n})\n"
-        f"    status = {n}(args, arg_len, result, max_result_len, &len);\n"
-        for i, n in enumerate(names)
-    )
-    return f"""
-{decls}// bench/phases.py: the launch-wide handlers called directly (see DERIVED there).
-static __device__ __forceinline__ int32_t
-cudaq_bench_launch_switch(cudaq_device_handler_t handler, const void *request, void *response,
-                          uint32_t max_result_len, uint32_t *result_len) {{
-  const uint8_t *req = static_cast<const uint8_t *>(__builtin_assume_aligned(request, 8));
-  uint8_t *resp = static_cast<uint8_t *>(__builtin_assume_aligned(response, 8));
-  const uint32_t arg_len = cudaq_request_arg_len(req);
-  const void *args = req + CUDAQ_RPC_HEADER_SIZE;
-  void *result = resp + CUDAQ_RPC_HEADER_SIZE;
-  uint32_t len = 0;
-  int32_t status;
-{cases}  else
-    status = cudaq_detail_call_direct(handler, args, arg_len, result, max_result_len, &len);
-  *result_len = len < max_result_len ? len : max_result_len;
-  return status;
-}}
 """
 
 
@@ -321,8 +323,7 @@ def derived_source(kernel: str) -> str:
         text = text.replace(old, new)
     for old, new in renames.items():
         text = text.replace(old, new)
-    prelude = launch_switch_prelude() if "cudaq_bench_launch_switch(" in text else ""
-    text = text.replace(include, include + _DIRECT_ECHO + prelude)
+    text = text.replace(include, include + _DIRECT_ECHO)
     return text.replace(signature, f'extern "C" __global__ void {kernel}(')
 
 
@@ -1079,6 +1080,14 @@ def main(argv: list[str] | None = None) -> int:
         # plan's one-off rows drift apart by more than a rung costs); "<label>" below is the
         # plan's row of the same kernel and handler.
         pairs = ((naive_label, "naive_floor", "single_thread", "naive_echo_thread"),)
+        pairs += (
+            (
+                "single_thread_generic:naive_echo_thread",
+                "naive_floor",
+                "single_thread_generic_dispatcher",
+                "naive_echo_thread",
+            ),
+        )
         lean = "lean_echo_thread"
         pairs += ((f"single_thread:{lean}", "pingpong_floor", "single_thread", lean),)
         pairs += tuple(
@@ -1092,6 +1101,11 @@ def main(argv: list[str] | None = None) -> int:
                 *PLACEMENT,
                 *(k for k, v in DERIVED.items() if v[2] == "single_thread"),
             )
+        )
+        # The single-thread kernel's launch-wide call, through the launch-wide switch or not.
+        pairs += tuple(
+            (f"{k}:echo", "pingpong_floor", k, "echo")
+            for k in ("single_thread", "single_thread_launch_pointer_dispatcher")
         )
         # The cooperative kernel's thread-shaped call, staged in shared memory or not.
         pairs += tuple(
@@ -1143,6 +1157,8 @@ def main(argv: list[str] | None = None) -> int:
             "back_to_back": p50("single_thread:naive_echo_thread") - p50("naive_floor"),
             "random_arrival": gap50("single_thread:naive_echo_thread") - gap50("naive_floor"),
         }
+        # which handlers the switch calls directly (since session 11: both shapes)
+        results["switch_shapes"] = ["thread", "launch"]
         results["switch_vs_pointer_us"] = {
             label: p50(f"{label}@pointer") - p50(label)
             for label in (

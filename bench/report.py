@@ -807,13 +807,22 @@ def _phases_extras(data: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     switch = _mapping(data, "switch_vs_pointer_us")
     if switch:
+        if "launch" in data.get("switch_shapes", ["thread"]):
+            shapes = (
+                ". The switch calls the handlers of both shapes directly (the launch-wide "
+                "`echo` of the `single_thread` row through `cudaq_dev_call_launch_handler`)."
+            )
+        else:
+            shapes = (
+                ". The switch calls thread-shaped handlers directly; the launch-wide `echo` of "
+                "the `single_thread` row goes through the pointer in both modules, so that row "
+                "shows what two links of the same code differ by."
+            )
         lines += [
             "**The handler switch**: round trip p50 through the pointer minus through the "
             "switch, same module otherwise (µs): "
             + ", ".join(f"`{k}` {_fmt(v)}" for k, v in switch.items())
-            + ". The switch calls thread-shaped handlers directly; the launch-wide `echo` of "
-            "the `single_thread` row goes through the pointer in both modules, so that row "
-            "shows what two links of the same code differ by.",
+            + shapes,
             "",
         ]
     goals = _mapping(data, "goals")
@@ -1138,9 +1147,14 @@ def switch_link_section(path: Path, data: dict[str, Any], page_dir: Path, fig_di
         ]
         for k, v in results.items()
     ]
+    shapes = (
+        "thread-shaped and launch-wide"
+        if "launch" in data.get("switch_shapes", ["thread"])
+        else "thread-shaped"
+    )
     lines += [
         "example_app linked by nvJitLink with the link cache off (a cold start), built with "
-        "and without its handler switch (the direct, inlined calls to its thread-shaped "
+        f"and without its handler switch (the direct, inlined calls to its {shapes} "
         "handlers): what the switch costs once per machine and version; the cache serves "
         "every later start.",
         "",

@@ -74,9 +74,10 @@ PAIRS: tuple[tuple[str, str, str], ...] = (
         "the same, against the shipped single-thread kernel",
     ),
     (
-        "cluster_launch_switch_dispatcher",
+        "cluster_launch_pointer_dispatcher",
         "cluster_dispatcher",
-        "the cluster kernel with a switch over the launch-wide exports against the pointer",
+        "the cluster kernel with its launch-wide call through the pointer (as before session "
+        "11) against the launch-wide switch",
     ),
     (
         "cluster_push_dispatcher",

@@ -27,8 +27,9 @@ in-process medians).
 
 With --many-kernels N (default 32; 0 skips it) the same figures are taken for
 a module carrying N dispatch kernels (example_app's single-thread kernel
-compiled N times under other names, plus its handlers), built here with nvcc +
-gcc, and its cold link is timed in this process with and without nvJitLink's
+compiled N times under other names, plus its handlers and the handler switch
+over them, as the build makes it: since session 11 every kernel inlines every
+handler of both shapes), built here with nvcc + gcc, and its cold link is timed in this process with and without nvJitLink's
 -split-compile=0 (cubins compared byte for byte): "many_kernels" in the JSON.
 
 Context creation alone varies by +-20 ms from process to process (on some
@@ -276,10 +277,13 @@ def _default_binary(work: Path) -> tuple[Path, str]:
 
 
 def _many_kernel_binary(work: Path, count: int) -> tuple[Path, str]:
-    """A module with ``count`` dispatch kernels (example_app's single-thread one, renamed)."""
+    """A module with ``count`` dispatch kernels (example_app's single-thread one, renamed),
+    example_app's handlers and the handler switch over them, as the build makes it (every
+    kernel then inlines every handler of both shapes: what the switch costs the link)."""
     import shutil
 
     from skbuild_cudaq import include_dir
+    from skbuild_cudaq.build._handler_switch import write_switch
     from skbuild_cudaq.build._toolchain import find_nvcc
 
     nvcc, gcc = str(find_nvcc()), shutil.which("gcc") or "cc"
@@ -288,10 +292,13 @@ def _many_kernel_binary(work: Path, count: int) -> tuple[Path, str]:
     root.mkdir()
     inc = f"-I{include_dir()}"
     lto = "-gencode=arch=compute_80,code=lto_80"
+    switch = root / "handler_switch.cu"
+    write_switch(switch, "many", [src / "handlers.cu"])
     objects = []
-    for i in range(count):
+    for i in range(count + 1):  # the kernels, then the switch
         fatbin = root / f"k{i:02d}.fatbin"
         name = f"-Dsingle_thread_dispatcher=many_dispatcher_{i:02d}"
+        source = src / "single_thread_dispatcher.cu" if i < count else switch
         subprocess.run(
             [
                 nvcc,
@@ -303,7 +310,7 @@ def _many_kernel_binary(work: Path, count: int) -> tuple[Path, str]:
                 name,
                 "-o",
                 str(fatbin),
-                str(src / "single_thread_dispatcher.cu"),
+                str(source),
             ],
             check=True,
         )
@@ -510,6 +517,7 @@ def main() -> int:
             many = {
                 "inputs": {
                     "kernels": args.many_kernels,
+                    "handler_switch": True,
                     "binary_bytes": many_binary.stat().st_size,
                     "cubin_bytes": many_cubin,
                     "runs": max(runs // 2, 7),

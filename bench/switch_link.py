@@ -68,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     ratio = results["with_switch"]["median_ms"] / results["without_switch"]["median_ms"]
     doc = {
         "benchmark": "switch_link",
+        # the shapes whose handlers the switch calls directly (both since session 11)
+        "switch_shapes": ["thread", "launch"],
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "device": device_name,
         "compute_capability": f"{major}.{minor}",

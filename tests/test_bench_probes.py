@@ -61,8 +61,6 @@ def test_each_derived_probe_is_its_example_renamed_with_its_changes() -> None:
         # everything else is the example's: same number of lines but for what was changed
         # and the helpers the probes call
         helpers = phases._DIRECT_ECHO
-        if "cudaq_bench_launch_switch(" in text:
-            helpers += phases.launch_switch_prelude()
         assert helpers in text
         lines = len(text.replace(helpers, "").splitlines())
         assert abs(lines - len(example.splitlines())) < 12, kernel
@@ -78,31 +76,27 @@ def test_direct_call_probes_call_the_handler_by_name() -> None:
         assert "cudaq_call_handler(" not in text.split(f"void {kernel}(", 1)[1]
 
 
-def test_launch_switch_probes_call_each_launch_wide_export_directly() -> None:
+def test_launch_pointer_probes_are_the_examples_without_the_launch_wide_switch() -> None:
+    """Each ``*_launch_pointer`` probe calls its launch-wide handlers as the example did before
+    the launch-wide switch (cudaq_call_handler: the thread-shaped switch, then the pointer);
+    the examples call cudaq_call_launch_handler (the module's launch-wide switch)."""
     phases = _bench("phases")
-    from skbuild_cudaq.build._handler_switch import exported_handlers
-
-    names = [
-        name
-        for source in ("handlers.cu", "block_handlers.cu")
-        for name in exported_handlers(
-            (phases.EXAMPLE / source).read_text(encoding="utf-8"), shape="launch"
-        )
+    probes = sorted(k for k in phases.DERIVED if k.endswith("_launch_pointer_dispatcher"))
+    assert probes == [
+        "cluster_launch_pointer_dispatcher",
+        "coop_launch_pointer_dispatcher",
+        "single_thread_launch_pointer_dispatcher",
     ]
-    assert {"echo", "block_reverse"} <= set(names)
-    probes = [k for k in phases.DERIVED if k.endswith("_launch_switch_dispatcher")]
-    assert sorted(probes) == ["cluster_launch_switch_dispatcher", "coop_launch_switch_dispatcher"]
     for kernel in probes:
-        text = phases.derived_source(kernel)
-        body = text.split(f"void {kernel}(", 1)[1]
-        assert "cudaq_bench_launch_switch(" in body
-        assert "cudaq_call_handler(" not in body
-        for name in names:
-            assert f"if (handler == {name})\n    status = {name}(args, arg_len" in text, name
-        # anything else through the pointer, as the run time's default form; and no test of
-        # the address spaces (the other blocks' requests are not in their shared memory)
-        assert text.count("cudaq_detail_call_direct(handler") == 1
-        assert "__isShared" not in phases.launch_switch_prelude()
+        source = phases.DERIVED[kernel][0]
+        example = (phases.EXAMPLE / source).read_text(encoding="utf-8")
+        body = phases.derived_source(kernel).split(f"void {kernel}(", 1)[1]
+        assert "cudaq_call_launch_handler(" in example
+        assert "cudaq_call_launch_handler(" not in body
+        # the call the launch-wide one was: cudaq_call_handler, for handlers of either shape
+        (old, new), *_ = phases.DERIVED[kernel][4]
+        assert "cudaq_call_launch_handler(" in old and example.count(old) == 1
+        assert new.count("cudaq_call_handler(") == 1 and new in body
 
 
 def test_single_thread_example_computes_max_result_first_and_the_probe_late() -> None:

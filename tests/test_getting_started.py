@@ -254,8 +254,9 @@ def test_following_the_page_builds_installs_and_links(followed: Followed) -> Non
     assert module.startswith(str(where / ".venv")), module  # installed, not the source tree
     assert ours.startswith(str(where / ".venv")), ours  # our wheel, not this checkout
     assert "skbuild-cudaq[runtime]" in requires
-    # the module carries the kernel and the handler, each in a container of its own
-    assert len(relfatbin_containers(Path(module))) == 2
+    # the module carries the kernel, the handler and the handler switch over its launch-wide
+    # export, each in a container of its own
+    assert len(relfatbin_containers(Path(module))) == 3
     cubin = (where / "my_app.cubin").read_bytes()
     assert cubin[:4] == b"\x7fELF"
     for symbol in (b"my_dispatcher", b"cudaq_handler_rpc_increment"):

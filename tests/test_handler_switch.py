@@ -33,36 +33,53 @@ CUDAQ_REALTIME_EXPORT_OTHER_FUNCTION(not_an_export);
     assert hs.exported_handlers(text, shape="launch") == ["first", "_under_score9"]
 
 
+def _switch_body(text: str, hook: str) -> str:
+    """The body of the generated definition of ``hook``."""
+    start = text.index(f"__device__ int {hook}(")
+    return text[start : text.index("\n}\n", start) + 3]
+
+
 def test_switch_source_calls_each_export_through_its_global_weakly() -> None:
-    text = hs.switch_source("_core", [("src/a.cu", ["echo", "add"]), ("src/b.cu", ["add", "rev"])])
+    text = hs.switch_source(
+        "_core",
+        [("src/a.cu", ["echo", "add"]), ("src/b.cu", ["add", "rev"])],
+        [("src/a.cu", ["wide"]), ("src/b.cu", ["sum", "wide"])],
+    )
     calls = r"^    return cudaq_detail_call_direct\(cudaq_handler_(\w+), args,"
-    assert re.findall(calls, text, flags=re.MULTILINE) == [
-        "echo",
-        "add",
-        "rev",
-    ]
-    for name in ("echo", "add", "rev"):
+    thread = _switch_body(text, "cudaq_dev_call_handler")
+    launch = _switch_body(text, "cudaq_dev_call_launch_handler")
+    # each hook calls the exports of its shape, once each, in order
+    assert re.findall(calls, thread, flags=re.MULTILINE) == ["echo", "add", "rev"]
+    assert re.findall(calls, launch, flags=re.MULTILINE) == ["wide", "sum"]
+    for name in ("echo", "add", "rev", "wide", "sum"):
         decl = (
             "extern __device__ __attribute__((weak)) const cudaq_device_handler_t "
             f"cudaq_handler_{name};"
         )
         assert text.count(decl) == 1
-        assert f"if (&cudaq_handler_{name} != nullptr && handler == cudaq_handler_{name})" in text
+        body = launch if name in ("wide", "sum") else thread
+        test = f"if (&cudaq_handler_{name} != nullptr && handler == cudaq_handler_{name})"
+        assert text.count(test) == 1 and test in body
     assert " *   src/a.cu: echo, add\n" in text
     assert " *   src/b.cu: add, rev\n" in text
-    assert "__device__ int cudaq_dev_call_handler(" in text
+    assert " *   src/b.cu: sum, wide\n" in text
     assert "#include <cudaq/realtime/unified_dispatch_device.cuh>" in text
     # any other address: the pointer; every call with a length of its own
-    assert (
+    pointer = (
         "  return cudaq_detail_call_direct(handler, args, arg_len, result, max_result_len, "
-        "result_len);\n}" in text
+        "result_len);\n}"
     )
+    assert pointer in thread and pointer in launch
 
 
 def test_switch_without_exports_is_the_pointer_alone() -> None:
     text = hs.switch_source("t", [("src/kernel.cu", [])])
     assert "cudaq_handler_" not in text.split('extern "C"', 1)[1]
     assert "(no source exports a thread-shaped handler)" in text
+    assert "(no source exports a launch-wide handler)" in text
+    # both hooks are still defined: the switch replaces both default forms
+    for hook in ("cudaq_dev_call_handler", "cudaq_dev_call_launch_handler"):
+        assert "return cudaq_detail_call_direct(handler, " in _switch_body(text, hook)
 
 
 def test_comment_cannot_be_closed_by_a_path() -> None:
@@ -78,8 +95,11 @@ def test_write_switch_writes_only_when_the_text_changes(tmp_path: Path) -> None:
         "CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION(one);\nCUDAQ_REALTIME_EXPORT_DEVICE_FUNCTION(wide);\n"
     )
     out = tmp_path / "build" / "cudaq_realtime" / "mod" / hs.SWITCH_FILE
-    assert hs.write_switch(out, "mod", [src, src], tmp_path / "project") == 1
+    assert hs.write_switch(out, "mod", [src, src], tmp_path / "project") == 2
     assert " *   src/h.cu: one\n" in out.read_text()  # relative to the project
+    assert " *   src/h.cu: wide\n" in out.read_text()
+    launch = _switch_body(out.read_text(), "cudaq_dev_call_launch_handler")
+    assert "cudaq_detail_call_direct(cudaq_handler_wide, " in launch
     stamp = out.stat().st_mtime_ns
     hs.write_switch(out, "mod", [src], tmp_path / "project")
     assert out.stat().st_mtime_ns == stamp
@@ -118,7 +138,7 @@ def test_cmake_counts_the_direct_calls_the_generator_writes() -> None:
     found = re.search(r'file\(STRINGS "\$\{_switch\}" _calls REGEX "([^"]+)"\)', cmake)
     assert found is not None
     pattern = found.group(1).replace("\\\\", "\\")  # CMake string escapes, then a regex
-    text = hs.switch_source("t", [("a.cu", ["one", "two"]), ("b.cu", ["three"])])
-    assert sum(1 for line in text.splitlines() if re.search(pattern, line)) == 3
+    text = hs.switch_source("t", [("a.cu", ["one", "two"]), ("b.cu", ["three"])], [("b.cu", ["w"])])
+    assert sum(1 for line in text.splitlines() if re.search(pattern, line)) == 4
     none = hs.switch_source("t", [("a.cu", [])])
     assert not any(re.search(pattern, line) for line in none.splitlines())

@@ -62,7 +62,11 @@ PROJECTS = {
             Kernel("src/cluster_dispatcher.cu", archs=("90",)),
         ),
         nvcc_objects=2,  # handlers.cu, block_handlers.cu
-        switch=("_core", ("rpc_increment_thread", "echo_thread")),  # the thread-shaped ones
+        # the thread-shaped ones (cudaq_dev_call_handler), then the launch-wide ones
+        switch=(
+            "_core",
+            ("rpc_increment_thread", "echo_thread", "rpc_increment", "echo", "block_reverse"),
+        ),
         check=(
             "assert example_app.HANDLERS == ('rpc_increment', 'echo', 'block_reverse'),"
             " example_app.HANDLERS"
@@ -102,17 +106,18 @@ PROJECTS = {
         PACKAGES / "plain_backend",
         "plain_backend",
         (Kernel("src/plain_dispatcher.cu"), Kernel("src/handlers.cu")),
-        # its one handler is launch-wide: no switch (the pointer, as before)
+        # its one handler is launch-wide: the launch-wide switch calls it
+        switch=("plain_backend", ("echo",)),
     ),
     # one handler the switch calls directly, one it cannot see (a macro of the project's own:
-    # the pointer), one under #if 0 (referred to weakly), one launch-wide (the pointer: the
-    # switch calls thread-shaped handlers only); the kernel from pyproject
+    # the pointer), one under #if 0 (referred to weakly), one launch-wide (the launch-wide
+    # switch's); the kernel from pyproject
     "handler_switch": Project(
         "handler_switch",
         PACKAGES / "handler_switch",
         "_hs",
         (Kernel("src/dispatcher.cu"), Kernel("src/handlers.cu")),
-        switch=("_hs", ("hs_add_one", "hs_never")),
+        switch=("_hs", ("hs_add_one", "hs_never", "hs_sum")),
     ),
     # its own kernels and device link (sm_90 SASS) next to LTO-IR handlers
     # (docs/guides/dispatcher.md)
@@ -441,24 +446,25 @@ def test_handler_switch_links_past_a_name_under_if_0(built: dict[str, Built]) ->
     cubin = link_device_code(the_module(built["handler_switch"]), "sm_90", cache=LinkCache(None))
     symbols = cubin_symbols(cubin)
     assert "hs_dispatcher" in symbols.kernels
-    assert set(symbols.handlers) == {"hs_add_one", "hs_reverse", "hs_sum"}
+    assert set(symbols.handlers) == {"hs_add_one", "hs_reverse", "hs_sum", "hs_xor"}
 
 
 @pytest.mark.gpu
 def test_handler_switch_serves_seen_and_unseen_handlers(built: dict[str, Built]) -> None:
-    """A mixed table through one dispatch kernel: hs_add_one through the switch's direct call,
-    hs_reverse (the switch does not know it) and the launch-wide hs_sum through the pointer;
-    every answer byte-checked."""
+    """A mixed table through one dispatch kernel: hs_add_one through the thread switch's direct
+    call, hs_reverse (the switch does not know it) through the pointer, the launch-wide hs_sum
+    through the launch-wide switch's direct call and hs_xor (not seen either) through its
+    pointer; every answer byte-checked."""
     b = built["handler_switch"]
     code = f"""
-import random, sys
+import functools, operator, random, sys
 sys.path.insert(0, {str(b.target)!r})
 import _hs
 from skbuild_cudaq.realtime import (Dispatcher, DispatcherConfig, LaunchConfig,
                                     get_device_handler, get_device_kernel, launch_kernel)
 kernel = get_device_kernel(_hs, "hs_dispatcher")
 with Dispatcher(DispatcherConfig(num_slots=16, slot_size=128), module=_hs) as d:
-    for name in ("hs_add_one", "hs_reverse", "hs_sum"):
+    for name in ("hs_add_one", "hs_reverse", "hs_sum", "hs_xor"):
         d.function_table.add_device(name, get_device_handler(_hs, name))
     d.set_unified_launch(
         lambda a: launch_kernel(kernel, LaunchConfig(grid=1, block=1), a.stream, *a.kernel_args()))
@@ -470,6 +476,7 @@ with Dispatcher(DispatcherConfig(num_slots=16, slot_size=128), module=_hs) as d:
         assert client.call("hs_add_one", data) == (0, bytes((x + 1) % 256 for x in data)), i
         assert client.call("hs_reverse", data) == (0, data[::-1]), i
         assert client.call("hs_sum", data) == (0, (sum(data) % 2**32).to_bytes(4, "little")), i
+        assert client.call("hs_xor", data) == (0, bytes([functools.reduce(operator.xor, data)])), i
     client.close()
 print("ok")
 """

@@ -368,13 +368,13 @@ def test_auto_compiler_without_nvcc_builds_with_nvrtc(nvrtc: _nvrtc.Nvrtc, tmp_p
     version = f"{nvrtc.version[0]}.{nvrtc.version[1]}"
     assert f"skbuild-cudaq: device compiler: NVRTC {version}" in log
     assert "nvcc (LTO-IR" not in log
-    assert log.count("-m skbuild_cudaq nvrtc") == 2, log[-4000:]
+    assert log.count("-m skbuild_cudaq nvrtc") == 3, log[-4000:]  # and the handler switch
     with zipfile.ZipFile(wheel) as zf:
         zf.extractall(tmp_path / "site")
     (module,) = (tmp_path / "site").glob("plain_backend*.so")
     (section,) = read_relfatbin_sections(module)
     entries = [e for c in section.containers for e in c.entries]
-    assert len(section.containers) == 2  # the kernel and the side-compiled handlers
+    assert len(section.containers) == 3  # the kernel, the handlers and the handler switch
     assert {(e.kind, e.arch) for e in entries} == {("lto-ir", 80)}
     proc = subprocess.run(
         [sys.executable, "-c", "import plain_backend"],
@@ -386,7 +386,7 @@ def test_auto_compiler_without_nvcc_builds_with_nvrtc(nvrtc: _nvrtc.Nvrtc, tmp_p
     assert "-m skbuild_cudaq nvrtc" not in again
     header = include_dir() / "cudaq" / "realtime" / "unified_dispatch_device.cuh"
     depfiles = list(build_dir.rglob("*.fatbin.d"))
-    assert len(depfiles) == 2 and all(str(header) in d.read_text() for d in depfiles)
+    assert len(depfiles) == 3 and all(str(header) in d.read_text() for d in depfiles)
 
 
 # --- the run time picks the device run-time set of the installed nvJitLink ----------

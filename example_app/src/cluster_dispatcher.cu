@@ -114,7 +114,7 @@ extern "C" __global__ void cluster_dispatcher(void *transport_ctx, uint32_t slot
     void *response = box->response;
     uint32_t result_len = 0;
     const int32_t status =
-        cudaq_call_handler(box->entry->handler, request, response, max_result, &result_len);
+        cudaq_call_launch_handler(box->entry->handler, request, response, max_result, &result_len);
     if (result_len != 0)
       box->result_len = result_len; // the one thread that wrote it (remote store to block 0)
     // Every thread's result bytes reach the host before the publish with no fence of

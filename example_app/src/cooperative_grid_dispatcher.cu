@@ -132,7 +132,7 @@ extern "C" __global__ void cooperative_grid_dispatcher(void *transport_ctx, uint
     void *response = s_box.response;
     uint32_t result_len = 0;
     const int32_t status =
-        cudaq_call_handler(s_box.entry->handler, request, response, max_result, &result_len);
+        cudaq_call_launch_handler(s_box.entry->handler, request, response, max_result, &result_len);
     if (result_len != 0)
       box->result_len = result_len; // the one thread that wrote it
     __syncthreads(); // this block is done with the request

@@ -1,6 +1,6 @@
 // One thread drives the transport and runs every handler: no block barriers,
 // no shared-memory hand-off. Launch with grid (1,1,1) and block (1,1,1).
-// (A launch-wide and a thread-shaped handler are the same call here.)
+// (A launch-wide handler is called by the one thread of the launch: rank 0 of 1.)
 #include <cudaq/realtime/unified_dispatch_device.cuh>
 
 extern "C" __global__ void single_thread_dispatcher(void *transport_ctx, uint32_t slot_size,
@@ -31,10 +31,14 @@ extern "C" __global__ void single_thread_dispatcher(void *transport_ctx, uint32_
     // this one has. Still counted before the host can see the response.
     atomicAdd(stats, 1ull);
     uint32_t result_len = 0;
-    // A direct, inlined call for the module's handlers (the request is in
-    // shared memory, the response in global memory: see cudaq_call_handler).
+    // A direct, inlined call for the module's handlers, each through the switch
+    // of its shape (the thread-shaped with the request in shared memory and the
+    // response in global memory known to the compiler: see cudaq_call_handler).
     if (status == CUDAQ_RPC_STATUS_SUCCESS)
-      status = cudaq_call_handler(cache.handler, request, response, max_result, &result_len);
+      status = cache.shape == CUDAQ_HANDLER_SHAPE_THREAD
+                   ? cudaq_call_handler(cache.handler, request, response, max_result, &result_len)
+                   : cudaq_call_launch_handler(cache.handler, request, response, max_result,
+                                               &result_len);
     write_response_header(response, request, status, result_len);
     cudaq_dev_tx_publish(session, response);
   }

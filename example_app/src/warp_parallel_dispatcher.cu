@@ -110,7 +110,7 @@ extern "C" __global__ void warp_parallel_dispatcher(void *transport_ctx, uint32_
       void *resp = reinterpret_cast<void *>(
           __shfl_sync(kFull, reinterpret_cast<unsigned long long>(response), r));
       uint32_t len = 0;
-      const int32_t hs = cudaq_call_handler(h, req, resp, max_result, &len);
+      const int32_t hs = cudaq_call_launch_handler(h, req, resp, max_result, &len);
       __syncwarp();
       len = __reduce_max_sync(kFull, len); // the one thread that wrote *result_len
       if (lane == static_cast<uint32_t>(r)) {

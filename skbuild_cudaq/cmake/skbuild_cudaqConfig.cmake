@@ -133,11 +133,13 @@ Variables
 
 ``SKBUILD_CUDAQ_HANDLER_SWITCH``
   ``ON`` (default) or ``OFF``: whether each target with device sources gets a
-  *handler switch*, a generated definition of the device hook
-  ``cudaq_dev_call_handler`` that calls each thread-shaped handler its device
-  sources export directly (LTO inlines it into the dispatch kernel) and any
-  other through the pointer. Exports are the lines starting with
-  ``CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION(<name>)``; the switch is written by
+  *handler switch*, a generated definition of the device hooks
+  ``cudaq_dev_call_handler`` and ``cudaq_dev_call_launch_handler`` that call
+  each thread-shaped (the first) and launch-wide (the second) handler its
+  device sources export directly (LTO inlines it into the dispatch kernel) and
+  any other through the pointer. Exports are the lines starting with
+  ``CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION(<name>)`` or
+  ``CUDAQ_REALTIME_EXPORT_DEVICE_FUNCTION(<name>)``; the switch is written by
   ``SKBUILD_CUDAQ_PYTHON`` at the end of the top-level directory into
   ``cudaq_realtime/<target>/handler_switch.cu`` of the build tree and embedded
   like a dispatch kernel. Results are the same without it; only the calls cost
@@ -801,12 +803,13 @@ endfunction()
 _cudaq_realtime_handler_switch(<target>)
 
 Deferred (see _cudaq_realtime_note_device_sources). Writes and side-compiles the
-target's *handler switch*: a definition of the device hook cudaq_dev_call_handler
-that compares the handler address a dispatch kernel is about to call with each
-thread-shaped handler the target's device sources export and calls a match
-directly -- LTO inlines it into the kernel -- and calls any other address
-through the pointer. Without a switch the run time's default form (the
-pointer) is linked: same results, a slower call. The source is written by
+target's *handler switch*: a definition of the device hooks cudaq_dev_call_handler
+and cudaq_dev_call_launch_handler, each of which compares the handler address a
+dispatch kernel is about to call with each handler of its shape (thread-shaped,
+launch-wide) the target's device sources export and calls a match directly --
+LTO inlines it into the kernel -- and calls any other address through the
+pointer. Without a switch the run time's default forms (the pointer) are
+linked: same results, a slower call. The source is written by
 skbuild_cudaq.build._handler_switch (one generator for every front door) with
 SKBUILD_CUDAQ_PYTHON; without a Python, or with SKBUILD_CUDAQ_HANDLER_SWITCH set
 OFF, there is no switch. The sources become configure dependencies, so that an
@@ -848,7 +851,7 @@ function(_cudaq_realtime_handler_switch target)
   set(_caller "skbuild-cudaq (the handler switch of ${target})")
   _cudaq_realtime_find_device_compiler("${_caller}")
   _cudaq_realtime_embed_fatbins("${_caller}" ${target} "${_switch}" "${_arch}")
-  message(STATUS "skbuild-cudaq: ${target}: handler switch over ${_count} thread-shaped handlers")
+  message(STATUS "skbuild-cudaq: ${target}: handler switch over ${_count} exported handlers")
 endfunction()
 
 #[=[

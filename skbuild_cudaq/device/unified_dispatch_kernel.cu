@@ -11,10 +11,11 @@
 //
 // This file also holds the default forms of the optional hooks (cudaq_dev_enter_lane,
 // cudaq_dev_rx_try_poll, cudaq_dev_rx_poll_into) for bridges that define only
-// the three transport hooks, and of cudaq_dev_call_handler for modules without a
-// handler switch. They are `inline` with external linkage: a bridge's (or the
-// module's) own definition replaces them at link time (nvJitLink keeps a strong
-// definition over an inline one), and without one they are what kernels link against.
+// the three transport hooks, and of cudaq_dev_call_handler and
+// cudaq_dev_call_launch_handler for modules without a handler switch. They are
+// `inline` with external linkage: a bridge's (or the module's) own definition
+// replaces them at link time (nvJitLink keeps a strong definition over an inline
+// one), and without one they are what kernels link against.
 #include <cudaq/realtime/unified_dispatch_device.cuh>
 
 extern "C" {
@@ -57,6 +58,14 @@ __device__ inline __attribute__((used)) int
 cudaq_dev_call_handler(cudaq_device_handler_t handler, const void *args, uint32_t arg_len,
                        void *result, uint32_t max_result_len, uint32_t *result_len) {
   // No handler switch in the module: the pointer, with a length of its own.
+  return cudaq_detail_call_direct(handler, args, arg_len, result, max_result_len, result_len);
+}
+
+__device__ inline __attribute__((used)) int
+cudaq_dev_call_launch_handler(cudaq_device_handler_t handler, const void *args, uint32_t arg_len,
+                              void *result, uint32_t max_result_len, uint32_t *result_len) {
+  // No handler switch in the module (or one from a release without this hook):
+  // the pointer, with a length of its own.
   return cudaq_detail_call_direct(handler, args, arg_len, result, max_result_len, result_len);
 }
 }
@@ -106,8 +115,8 @@ cudaq_realtime_unified_dispatch(void *transport_ctx, uint32_t slot_size,
     if (!s_running)
       break;
     uint32_t result_len = 0;
-    const int32_t status = cudaq_call_handler(s_entry->handler, s_request, s_response,
-                                              max_result, &result_len);
+    const int32_t status = cudaq_call_launch_handler(s_entry->handler, s_request, s_response,
+                                                     max_result, &result_len);
     if (result_len != 0)
       s_result_len = result_len; // handlers have one thread write *result_len
     // Every thread's result bytes reach the host before the publish with no fence of

@@ -154,8 +154,8 @@ __device__ int cudaq_dev_rx_try_poll(void *session, void **request, void **respo
 __device__ int cudaq_dev_rx_poll_into(void *session, void **request, void **response,
                                       void *stage, uint32_t stage_bytes, int wait);
 
-// Calling a handler: the call every dispatch kernel of the run time makes
-// (cudaq_call_handler below). Defined at link time, by one of:
+// Calling a handler: the call a dispatch kernel makes where one thread serves
+// a request (cudaq_call_handler below). Defined at link time, by one of:
 //  - the module's handler switch, which skbuild-cudaq's build generates for each
 //    target from the thread-shaped handlers its device sources export: a direct
 //    call per such handler, chosen by comparing addresses, which LTO inlines
@@ -168,6 +168,19 @@ __device__ int cudaq_dev_rx_poll_into(void *session, void **request, void **resp
 __device__ int cudaq_dev_call_handler(cudaq_device_handler_t handler, const void *args,
                                       uint32_t arg_len, void *result, uint32_t max_result_len,
                                       uint32_t *result_len);
+// The same for launch-wide handlers: the call a dispatch kernel makes where
+// every thread of its launch serves one request (cudaq_call_launch_handler
+// below). The module's handler switch defines it with a direct call per
+// launch-wide handler its device sources export; the default form is the
+// pointer. A second hook rather than one switch over every export: each call
+// site then inlines only the handlers it can call, so the leader's path of a
+// launch-wide kernel keeps its registers (one switch over both shapes made the
+// cluster kernel's launch-wide round trip slower on an H200, 1.16x -> 1.42x of
+// the floor), and the launch-wide call of the cluster example got 0.16-0.22 us
+// faster (bench/phases.py, cluster_launch_switch).
+__device__ int cudaq_dev_call_launch_handler(cudaq_device_handler_t handler, const void *args,
+                                             uint32_t arg_len, void *result,
+                                             uint32_t max_result_len, uint32_t *result_len);
 }
 
 // Calls `handler` with a result length of the call's own: a handler that is not
@@ -475,6 +488,30 @@ static __device__ __forceinline__ int32_t cudaq_call_handler(cudaq_device_handle
     status = cudaq_detail_call_direct(handler, req + CUDAQ_RPC_HEADER_SIZE, arg_len,
                                       resp + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
   }
+  *result_len = len < max_result_len ? len : max_result_len;
+  return status;
+}
+
+// Calls the launch-wide `handler` for `request`: every thread of the launch (or
+// of the group the kernel gives the request) calls it with the same request;
+// *result_len as cudaq_call_handler's. Goes through cudaq_dev_call_launch_handler
+// -- the module's handler switch over its launch-wide exports, whose direct
+// calls LTO inlines, or the pointer -- with no test of address spaces: a
+// launch-wide request may be in another block's shared memory (a cluster) or in
+// device memory (a cooperative grid), and a test would compile every handler
+// twice into the kernel.
+static __device__ __forceinline__ int32_t cudaq_call_launch_handler(cudaq_device_handler_t handler,
+                                                                    const void *request,
+                                                                    void *response,
+                                                                    uint32_t max_result_len,
+                                                                    uint32_t *result_len) {
+  const uint8_t *req = static_cast<const uint8_t *>(__builtin_assume_aligned(request, 8));
+  uint8_t *resp = static_cast<uint8_t *>(__builtin_assume_aligned(response, 8));
+  const uint32_t arg_len = static_cast<uint32_t>(cudaq_detail_request_header(req).w1);
+  uint32_t len = 0;
+  const int32_t status = cudaq_dev_call_launch_handler(
+      handler, req + CUDAQ_RPC_HEADER_SIZE, arg_len, resp + CUDAQ_RPC_HEADER_SIZE, max_result_len,
+      &len);
   *result_len = len < max_result_len ? len : max_result_len;
   return status;
 }

@@ -19,7 +19,14 @@ Measured (p50/p99 of ``--samples`` round trips after a warm-up, microseconds):
 - ``call_private_ids``: ``call_pure`` with the request-id source moved out of the ring into
   process memory (tests whether the id source's cache line costs the round trip);
 - ``python_floor``: the least Python that can do a round trip on this ring (``pack_into``,
-  flag store, spin, ``unpack_from``, one ``bytes`` copy): what any Python client pays.
+  flag store, spin, ``unpack_from``, one ``bytes`` copy): what any Python client pays;
+- ``call_python_prelude``: the compiled round trip as ``call()`` drove it until session 11,
+  its bookkeeping (next request, collected, the slot's ticket, the last function's id) in
+  Python attributes around ``Ring.call``, against ``call``, where ``Ring.call_next`` keeps it;
+- ``native_random``, ``call_random``, ``call_python_prelude_random``: the same with random
+  arrival (a think time uniform in [0, ``GAP_NS``] before each request, not timed), as
+  ``bench/dispatch.py``'s second figures: back to back, each client's own period meets the
+  kernel's poll loop at a phase of its own, which can cost or save up to a poll.
 
 The goal of issue #12 is ``call`` p50 within 0.4 us of ``native``.
 """
@@ -102,6 +109,74 @@ def _segments(client: Any, payload: bytes, count: int) -> dict[str, Any]:
         "read_us": _bench.percentiles(read * us),
         "spins": _bench.percentiles(spins),
     }
+
+
+class _PythonPrelude:
+    """``RingClient.call``'s fast path as it was until session 11: the bookkeeping in Python
+    attributes around the compiled ``Ring.call`` (general path left out: a benchmark)."""
+
+    def __init__(self, client: Any) -> None:
+        self._next = client.submitted
+        self._num_slots = client.layout.num_slots
+        self._compiled = client._compiled
+        self._pending = client._pending
+        self._last_function: object = None
+        self._last_fid = 0
+        self._spin_ns = client._spin_ns
+        self._mem = client._mem
+        self._tx_base = client.layout.tx_slots_offset
+        self._slot_size = client.layout.slot_size
+        self.collected = 0
+
+    def call(self, function: Any, payload: bytes = b"", *, timeout: float = 5.0) -> Any:
+        k = self._next
+        n = self._num_slots
+        slot = k % n
+        ring = self._compiled
+        out = None
+        if ring is not None and self._pending[slot] is None:
+            if function is self._last_function:
+                fid = self._last_fid
+            else:
+                from skbuild_cudaq.realtime.wire import function_id
+
+                fid = function_id(function)
+                self._last_function, self._last_fid = function, fid
+            out = ring.call(k, fid, payload, self._spin_ns)
+            if out.__class__ is tuple:
+                self._next = k + 1
+                self.collected += 1
+                return out
+            if isinstance(out, int):  # published, not answered within the spin: wait
+                self._next = k + 1
+                seq = (k // n + 1) & 0xFFFFFFFF
+                mem = self._mem
+                while mem.tx_flags[slot] != seq:
+                    pass
+                off = self._tx_base + slot * self._slot_size
+                status, rlen = struct.unpack_from("<iI", mem.mv, off + 4)
+                self.collected += 1
+                return status, bytes(mem.mv[off + 24 : off + 24 + rlen])
+        msg = f"the benchmark's old fast path did not publish request {k}: {out!r}"
+        raise RuntimeError(msg)
+
+
+def _timed_calls(call: Any, payload: bytes, count: int, gaps: np.ndarray | None) -> np.ndarray:
+    """``count`` timed ``call("echo", payload)`` (us), each after its think time in ``gaps``
+    (ns, spun, not timed) if given; every answer checked."""
+    samples = np.empty(count)
+    ns = time.perf_counter_ns
+    for i in range(count):
+        if gaps is not None:
+            end = ns() + int(gaps[i])
+            while ns() < end:
+                pass
+        t0 = ns()
+        status, result = call("echo", payload)
+        samples[i] = ns() - t0
+        if status != 0 or result != payload:
+            raise RuntimeError("wrong answer")
+    return samples * 1e-3
 
 
 def _floor(client: Any, payload: bytes, count: int) -> np.ndarray:
@@ -200,10 +275,20 @@ def main(argv: list[str] | None = None) -> int:
 
             res["config"]["compiled"] = fresh().compiled
 
-            def native() -> dict[str, float]:
+            def native(gap_ns: int = 0) -> dict[str, float]:
                 gen.next.value = fresh().submitted  # continue at the ring's position
                 gen.latency(bridge.host_address, echo, opts.warmup)
-                return _bench.percentiles(gen.latency(bridge.host_address, echo, opts.samples))
+                samples = gen.latency(bridge.host_address, echo, opts.samples, gap_ns=gap_ns)
+                return _bench.percentiles(samples)
+
+            gaps = np.random.default_rng(7).integers(0, _bench.GAP_NS + 1, size=opts.samples)
+
+            def compiled_call(old: bool, random: bool) -> dict[str, float]:
+                client = fresh(True)
+                call = _PythonPrelude(client).call if old else client.call
+                _timed_calls(call, payload, opts.warmup, None)
+                samples = _timed_calls(call, payload, opts.samples, gaps if random else None)
+                return _bench.percentiles(samples)
 
             def call(private_ids: bool = False, compiled: bool | None = None) -> dict[str, float]:
                 client = fresh(False if private_ids else compiled)
@@ -226,6 +311,12 @@ def main(argv: list[str] | None = None) -> int:
             for _ in range(3):
                 rounds.setdefault("native", []).append(native())
                 rounds.setdefault("call", []).append(call())
+                if res["config"]["compiled"]:
+                    rounds.setdefault("native_random", []).append(native(_bench.GAP_NS))
+                    for old, random in ((False, True), (True, True), (True, False)):
+                        key = "call" + ("_python_prelude" if old else "")
+                        key += "_random" if random else ""
+                        rounds.setdefault(key, []).append(compiled_call(old, random))
                 rounds.setdefault("call_pure", []).append(call(compiled=False))
                 rounds.setdefault("call_private_ids", []).append(call(private_ids=True))
                 client = fresh(False)
@@ -257,6 +348,19 @@ def main(argv: list[str] | None = None) -> int:
     summary["call_over_native_us"] = summary["call_p50_us"] - summary["native_p50_us"]
     summary["pure_over_native_us"] = summary["call_pure_p50_us"] - summary["native_p50_us"]
     summary["floor_over_native_us"] = summary["python_floor_p50_us"] - summary["native_p50_us"]
+    if "native_random" in rounds:
+        for key in (
+            "native_random",
+            "call_random",
+            "call_python_prelude",
+            "call_python_prelude_random",
+        ):
+            summary[f"{key}_p50_us"] = med(key)
+        summary["call_over_native_random_arrival_us"] = med("call_random") - med("native_random")
+        summary["python_prelude_over_call_us"] = med("call_python_prelude") - med("call")
+        summary["python_prelude_over_call_random_arrival_us"] = med(
+            "call_python_prelude_random"
+        ) - med("call_random")
     res["summary"] = summary
     res["goal"] = {
         "python_call_over_native_client_us": summary["call_over_native_us"],

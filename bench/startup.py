@@ -29,8 +29,9 @@ With --many-kernels N (default 32; 0 skips it) the same figures are taken for
 a module carrying N dispatch kernels (example_app's single-thread kernel
 compiled N times under other names, plus its handlers and the handler switch
 over them, as the build makes it: since session 11 every kernel inlines every
-handler of both shapes), built here with nvcc + gcc, and its cold link is timed in this process with and without nvJitLink's
--split-compile=0 (cubins compared byte for byte): "many_kernels" in the JSON.
+handler of both shapes), built here with nvcc + gcc, and its cold link is timed
+in this process with and without nvJitLink's -split-compile=0 (cubins compared
+byte for byte): "many_kernels" in the JSON.
 
 Context creation alone varies by +-20 ms from process to process (on some
 hosts it is bimodal), so each variant also reports the median of its per-round

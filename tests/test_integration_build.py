@@ -425,10 +425,13 @@ def test_build_generates_the_handler_switch(built: dict[str, Built], key: str) -
         r"^    return cudaq_detail_call_direct\(cudaq_handler_(\w+),", text, flags=re.MULTILINE
     )
     assert tuple(called) == b.project.switch[1]
+    # each referred to weakly, under nvcc (the attribute) and under NVRTC (the pragma)
     weak = re.findall(
         r"__attribute__\(\(weak\)\) const cudaq_device_handler_t cudaq_handler_(\w+);", text
     )
     assert tuple(weak) == b.project.switch[1]
+    pragma = re.findall(r"^#pragma weak cudaq_handler_(\w+)$", text, flags=re.MULTILINE)
+    assert tuple(pragma) == b.project.switch[1]
     # the pointer, for every other address
     assert "  return cudaq_detail_call_direct(handler, args, " in text
     assert f"skbuild-cudaq: {b.project.switch[0]}: handler switch over" in b.log

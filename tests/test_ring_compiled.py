@@ -250,3 +250,40 @@ def test_the_compiled_ring_refuses_what_is_not_a_ring(args: tuple[int, ...], err
     with pytest.raises(ValueError, match="k must be an integer"):
         ring.call(-1, 1, b"", 0)
     assert bytes(buf) == bytes(lay.total_bytes)  # nothing was written
+
+
+@pytest.mark.parametrize("compiled", PATHS)
+def test_counters_agree_across_calls_submits_and_function_changes(
+    echo_ring: tuple[bytearray, RingLayout], compiled: bool
+) -> None:
+    """The compiled ring keeps call()'s bookkeeping (next request, collected, the last
+    function's id): the general path, submit/wait and another function in between must
+    see and leave the same counters as the pure path."""
+    buf, layout = echo_ring
+    client = RingClient(buf, layout, spin=16, compiled=compiled)
+    assert client.call("a", b"xy") == (2, b"yx")
+    ticket = client.submit("b", b"123")  # a ticket in the next slot
+    assert client.call("a", b"q") == (1, b"q")  # another slot: the fast path
+    assert client.wait(ticket).result == b"321"
+    assert client.call(7, b"") == (0, b"")  # another function: its id, then the fast path
+    assert client.call("a", b"zz") == (2, b"zz")
+    for _ in range(layout.num_slots):  # a ticket in the slot call() wants: the general path
+        client.wait(client.submit("a", b"w"))
+    t2 = client.submit("b", b"ab")
+    for _ in range(layout.num_slots - 1):
+        client.call("a", b"k")
+    assert client.call("a", b"ab") == (2, b"ba")  # its slot held t2: collected first
+    assert client.wait(t2).result == b"ba"
+    total = 5 + layout.num_slots + 1 + layout.num_slots
+    assert client.submitted == total and client.collected == total and client.in_flight == 0
+    client.close()
+    assert client.submitted == total and client.collected == total  # readable after close
+
+
+@needs_compiled
+def test_reset_keeps_the_list_the_compiled_ring_reads() -> None:
+    lay = RingLayout(2, 64)
+    client = RingClient(bytearray(lay.total_bytes), lay, compiled=True)
+    pending = client._pending
+    client.reset()
+    assert client._pending is pending and client.submitted == 0 and client.collected == 0

@@ -241,13 +241,14 @@ def test_wheel_imports_and_embeds_one_container_per_kernel(built: Built) -> None
     assert proc.stdout.strip() == EXT
 
     containers = relfatbin_containers(built.extension)
-    # one container for the kernel, one for the .cu handler object
-    assert len(containers) == 2
+    # one container for the kernel, one for the .cu handler object, one for the handler
+    # switch over its (launch-wide) export
+    assert len(containers) == 3
     for container in containers:
         assert container_entries(container) == [(KIND_LTO_IR, 80)]
     fatbins = list(built.project.glob("build/temp*/cudaq/setuptools_pkg._core/kernels/*.fatbin"))
-    assert len(fatbins) == 1
-    assert fatbins[0].read_bytes() in containers  # the kernel, byte for byte
+    assert len(fatbins) == 2  # the kernel and the switch
+    assert all(f.read_bytes() in containers for f in fatbins)  # byte for byte
 
 
 @pytest.mark.integration
@@ -275,13 +276,15 @@ def test_inspect_cli_lists_the_containers(built: Built) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads(proc.stdout)
     containers = [c for section in data["sections"] for c in section["containers"]]
-    assert len(containers) == 2
+    assert len(containers) == 3
     for container in containers:
         assert [e["kind"] for e in container["entries"]] == ["lto-ir"]
         assert container["entries"][0]["arch"] == "sm_80"
     # the build records name what each container holds (the same as the CMake path)
     records = {c["record"]["source"]: c["record"] for c in containers}
-    assert set(records) == {KERNEL, "src/handlers.cu"}
+    switch = "<handler switch of setuptools_pkg._core>"
+    assert set(records) == {KERNEL, "src/handlers.cu", switch}
+    assert records[switch]["compiled"] == "side" and records[switch]["handlers"] == []
     assert records[KERNEL]["compiled"] == "side"
     assert records[KERNEL]["kernels"] == ["single_thread_dispatcher"]
     assert records["src/handlers.cu"]["compiled"] == "nvcc"

@@ -129,8 +129,18 @@ def switch_source(
     """
     thread, where = _merged(exports)
     launch, launch_where = _merged(launch_exports)
+    # Under NVRTC `#pragma weak`: NVRTC (13.x) gives the attribute's form a linkage its
+    # own verifier rejects ("Global is external, but doesn't have external or weak
+    # linkage"). Under nvcc the attribute, the form measured on the GPU (the pragma
+    # compiles to other code there: the null test goes; nvJitLink's zero-filled stand-in
+    # for a name never defined keeps either form correct).
     decls = "".join(
+        "#ifdef __CUDACC_RTC__\n"
+        f"extern __device__ const cudaq_device_handler_t cudaq_handler_{n};\n"
+        f"#pragma weak cudaq_handler_{n}\n"
+        "#else\n"
         f"extern __device__ __attribute__((weak)) const cudaq_device_handler_t cudaq_handler_{n};\n"
+        "#endif\n"
         for n in thread + [n for n in launch if n not in thread]
     )
     shown_target = target.replace("*/", "* /")

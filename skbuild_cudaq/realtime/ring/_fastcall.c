@@ -9,6 +9,18 @@
  *   Ring(address, num_slots, slot_size, max_payload)
  *       a view of one ring allocation at `address` (the caller keeps the memory
  *       alive and stops using the Ring before it goes; RingClient does both).
+ *   Ring.call_next(function, payload) -> (status, result) | int | None | False
+ *       what RingClient.call runs first: Ring.call for request `next` (an attribute:
+ *       the client's next request number, kept here) with the function id of
+ *       `function` as remember() last gave it and the spin of `spin_ns` (an
+ *       attribute), if the slot holds no ticket of the client (the list given to
+ *       attach()). A tuple counts the response in `collected` (an attribute); a
+ *       tuple or an int advances `next`. False: `function` is not the one
+ *       remembered (nothing was written: the caller computes its id, remembers it
+ *       and calls again); None as below, and also before attach().
+ *   Ring.remember(function, function_id), Ring.attach(pending)
+ *       the function id call_next() uses for `function` (compared by identity),
+ *       and the client's list of tickets (one item a slot, None where free).
  *   Ring.call(k, function_id, payload, spin_ns) -> (status, result) | int | None
  *       None:   slot k % num_slots is not free for request k (its flags are not
  *               both seq - 1) or the payload does not fit: nothing was written;
@@ -34,6 +46,7 @@
 #endif
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 
 #include <stdint.h>
 #include <string.h>
@@ -53,6 +66,15 @@ typedef struct {
   uint32_t *tx_flags;
   uint64_t *ids;
   uint8_t *tx_slots;
+  /* call_next()'s state: the client's next request number and its count of
+   * responses read, its tickets (a list, one item a slot), the last function and
+   * its id, the spin bound. */
+  unsigned long long next;
+  unsigned long long collected;
+  unsigned long long spin_ns;
+  PyObject *pending;
+  PyObject *last_function;
+  uint32_t last_fid;
 } RingObject;
 
 static uint64_t now_ns(void) {
@@ -104,28 +126,13 @@ static int ring_init(PyObject *self_obj, PyObject *args, PyObject *kwds) {
   return 0;
 }
 
-/* Ring.call(k, function_id, payload, spin_ns) (METH_FASTCALL: no argument tuple). */
-static PyObject *ring_call(PyObject *self_obj, PyObject *const *args, Py_ssize_t nargs) {
-  RingObject *self = (RingObject *)self_obj;
-  unsigned long long k, fid, spin_ns;
-  if (nargs != 4) {
-    PyErr_SetString(PyExc_TypeError, "Ring.call(k, function_id, payload, spin_ns)");
-    return NULL;
-  }
-  if (self->base == NULL) {
-    PyErr_SetString(PyExc_ValueError, "Ring: not initialised");
-    return NULL;
-  }
-  if (as_u64(args[0], "k", &k) < 0 || as_u64(args[1], "function_id", &fid) < 0 ||
-      as_u64(args[3], "spin_ns", &spin_ns) < 0)
-    return NULL;
-  if (fid > 0xFFFFFFFFull) {
-    PyErr_SetString(PyExc_ValueError, "function_id must fit in 32 bits");
-    return NULL;
-  }
+/* The round trip of request k (see Ring.call in the header comment). *published
+ * is set to 1 once the request was written and published (a tuple or an int comes
+ * back), else left 0 (None, or NULL with an exception set). */
+static PyObject *round_trip(RingObject *self, unsigned long long k, uint32_t fid,
+                            PyObject *payload, unsigned long long spin_ns, int *published) {
   const char *data;
   Py_ssize_t size;
-  PyObject *payload = args[2];
   if (PyBytes_Check(payload)) {
     data = PyBytes_AsString(payload);
     size = PyBytes_Size(payload);
@@ -161,6 +168,7 @@ static PyObject *ring_call(PyObject *self_obj, PyObject *const *args, Py_ssize_t
   memcpy(req + 16, &timestamp, sizeof timestamp);
   memcpy(req + HEADER_SIZE, data, (size_t)size);
   __atomic_store_n(rx_flag, seq, __ATOMIC_RELEASE);
+  *published = 1;
 
   uint64_t deadline = 0;
   uint32_t spins = 0;
@@ -201,7 +209,97 @@ static PyObject *ring_call(PyObject *self_obj, PyObject *const *args, Py_ssize_t
   return out;
 }
 
+/* Ring.call(k, function_id, payload, spin_ns) (METH_FASTCALL: no argument tuple). */
+static PyObject *ring_call(PyObject *self_obj, PyObject *const *args, Py_ssize_t nargs) {
+  RingObject *self = (RingObject *)self_obj;
+  unsigned long long k, fid, spin_ns;
+  int published = 0;
+  if (nargs != 4) {
+    PyErr_SetString(PyExc_TypeError, "Ring.call(k, function_id, payload, spin_ns)");
+    return NULL;
+  }
+  if (self->base == NULL) {
+    PyErr_SetString(PyExc_ValueError, "Ring: not initialised");
+    return NULL;
+  }
+  if (as_u64(args[0], "k", &k) < 0 || as_u64(args[1], "function_id", &fid) < 0 ||
+      as_u64(args[3], "spin_ns", &spin_ns) < 0)
+    return NULL;
+  if (fid > 0xFFFFFFFFull) {
+    PyErr_SetString(PyExc_ValueError, "function_id must fit in 32 bits");
+    return NULL;
+  }
+  return round_trip(self, k, (uint32_t)fid, args[2], spin_ns, &published);
+}
+
+/* Ring.call_next(function, payload): RingClient.call's first step, every bit of
+ * its bookkeeping here (see the header comment). */
+static PyObject *ring_call_next(PyObject *self_obj, PyObject *const *args, Py_ssize_t nargs) {
+  RingObject *self = (RingObject *)self_obj;
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "Ring.call_next(function, payload)");
+    return NULL;
+  }
+  if (self->base == NULL || self->pending == NULL)
+    Py_RETURN_NONE; /* not attached: the general path */
+  if (args[0] != self->last_function)
+    Py_RETURN_FALSE; /* the caller remembers its id and calls again */
+  const unsigned long long k = self->next;
+  PyObject *ticket = PyList_GetItem(self->pending, (Py_ssize_t)(k % self->num_slots));
+  if (ticket == NULL)
+    return NULL;
+  if (ticket != Py_None)
+    Py_RETURN_NONE; /* the slot holds a ticket: the general path collects it first */
+  int published = 0;
+  PyObject *out = round_trip(self, k, self->last_fid, args[1], self->spin_ns, &published);
+  if (published) {
+    self->next = k + 1;
+    if (out != NULL && PyTuple_Check(out))
+      self->collected += 1;
+  }
+  return out;
+}
+
+/* Ring.remember(function, function_id) */
+static PyObject *ring_remember(PyObject *self_obj, PyObject *const *args, Py_ssize_t nargs) {
+  RingObject *self = (RingObject *)self_obj;
+  unsigned long long fid;
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "Ring.remember(function, function_id)");
+    return NULL;
+  }
+  if (as_u64(args[1], "function_id", &fid) < 0)
+    return NULL;
+  if (fid > 0xFFFFFFFFull) {
+    PyErr_SetString(PyExc_ValueError, "function_id must fit in 32 bits");
+    return NULL;
+  }
+  PyObject *old = self->last_function;
+  Py_INCREF(args[0]);
+  self->last_function = args[0];
+  self->last_fid = (uint32_t)fid;
+  Py_XDECREF(old);
+  Py_RETURN_NONE;
+}
+
+/* Ring.attach(pending): the client's list of tickets, one item a slot. */
+static PyObject *ring_attach(PyObject *self_obj, PyObject *pending) {
+  RingObject *self = (RingObject *)self_obj;
+  if (!PyList_Check(pending) || PyList_Size(pending) != (Py_ssize_t)self->num_slots) {
+    PyErr_SetString(PyExc_TypeError, "Ring.attach: a list with one item a slot");
+    return NULL;
+  }
+  PyObject *old = self->pending;
+  Py_INCREF(pending);
+  self->pending = pending;
+  Py_XDECREF(old);
+  Py_RETURN_NONE;
+}
+
 static void ring_dealloc(PyObject *self) {
+  RingObject *ring = (RingObject *)self;
+  Py_CLEAR(ring->pending);
+  Py_CLEAR(ring->last_function);
   PyTypeObject *tp = Py_TYPE(self);
   freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
   tp_free(self);
@@ -212,7 +310,23 @@ static PyMethodDef ring_methods[] = {
     {"call", (PyCFunction)(void (*)(void))ring_call, METH_FASTCALL,
      "call(k, function_id, payload, spin_ns) -> (status, result) | request id | None\n\n"
      "One round trip of request k (see the module docstring)."},
+    {"call_next", (PyCFunction)(void (*)(void))ring_call_next, METH_FASTCALL,
+     "call_next(function, payload) -> (status, result) | request id | None | False\n\n"
+     "RingClient.call's round trip of request `next` (see the module docstring)."},
+    {"remember", (PyCFunction)(void (*)(void))ring_remember, METH_FASTCALL,
+     "remember(function, function_id): the id call_next() uses for `function`."},
+    {"attach", (PyCFunction)ring_attach, METH_O,
+     "attach(pending): the client's tickets, one item a slot (None where free)."},
     {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef ring_members[] = {
+    {"next", T_ULONGLONG, offsetof(RingObject, next), 0, "the client's next request number"},
+    {"collected", T_ULONGLONG, offsetof(RingObject, collected), 0,
+     "responses call_next() read (the client adds the rest)"},
+    {"spin_ns", T_ULONGLONG, offsetof(RingObject, spin_ns), 0,
+     "call_next()'s spin bound in nanoseconds"},
+    {NULL, 0, 0, 0, NULL},
 };
 
 static PyType_Slot ring_slots[] = {
@@ -222,6 +336,7 @@ static PyType_Slot ring_slots[] = {
     {Py_tp_new, (void *)PyType_GenericNew},
     {Py_tp_dealloc, (void *)ring_dealloc},
     {Py_tp_methods, (void *)ring_methods},
+    {Py_tp_members, (void *)ring_members},
     {0, NULL},
 };
 

@@ -103,9 +103,12 @@ class RingClient(_BatchPath):
         self._max_sleep = max_sleep
         self._pending: list[Ticket | None] = [None] * layout.num_slots
         self._completed: dict[int, Response] = {}
-        self._next = self._ring_position()
+        self._compiled: _fastcall.Ring | None = None
+        # the next request number and the responses read: the compiled ring's own
+        # (call_next() keeps them) where there is one, else these
+        self._next_py = self._ring_position()
+        self._collected_py = 0
         self._generation = 0
-        self.collected = 0  #: responses read out of the ring
         # call()'s fast path reads these instead of the layout's properties
         self._num_slots = layout.num_slots
         self._slot_size = layout.slot_size
@@ -123,14 +126,45 @@ class RingClient(_BatchPath):
                 "cmake/FastClient.cmake and SKBUILD_CUDAQ_FAST_CLIENT)"
             )
             raise RingError(msg)
-        self._compiled: _fastcall.Ring | None = None
         self._spin_ns = min(max(0, spin) * _NS_PER_SPIN, _MAX_SPIN_NS)
         if compiled:
             assert _CompiledRing is not None
-            self._compiled = _CompiledRing(
+            ring = _CompiledRing(
                 _buffer_address(self._mem.mv), layout.num_slots, layout.slot_size,
                 layout.max_payload,
             )  # fmt: skip
+            ring.next = self._next_py
+            ring.spin_ns = self._spin_ns
+            ring.attach(self._pending)  # the same list for the client's life (reset keeps it)
+            self._compiled = ring
+
+    # -- counters (the compiled ring's where there is one) ---------------------
+    @property
+    def _next(self) -> int:
+        ring = self._compiled
+        return self._next_py if ring is None else ring.next
+
+    @_next.setter
+    def _next(self, value: int) -> None:
+        ring = self._compiled
+        if ring is None:
+            self._next_py = value
+        else:
+            ring.next = value
+
+    @property
+    def collected(self) -> int:
+        """Responses read out of the ring."""
+        ring = self._compiled
+        return self._collected_py if ring is None else ring.collected
+
+    @collected.setter
+    def collected(self, value: int) -> None:
+        ring = self._compiled
+        if ring is None:
+            self._collected_py = value
+        else:
+            ring.collected = value
 
     # -- properties --------------------------------------------------------
     @property
@@ -404,31 +438,35 @@ class RingClient(_BatchPath):
         """
         # Every step inline, every value local: on the H200 host each Python-level call
         # or attribute costs tens of ns, and the ring's memory is the device's too.
-        k = self._next
-        n = self._num_slots
-        slot = k % n
         ring = self._compiled
-        if ring is not None and self._pending[slot] is None:
-            # The compiled round trip: claim, write, publish, spin, check, copy out. None:
-            # nothing was written (the general path below); an int: the request id of a
-            # request published but not answered within the spin, or answered wrongly.
-            if function is self._last_function:
-                fid = self._last_fid
-            else:
-                fid = function_id(function)
-                self._last_function, self._last_fid = function, fid
-            out = ring.call(k, fid, payload, self._spin_ns)
+        if ring is not None:
+            # The compiled round trip: claim, write, publish, spin, check, copy out, and
+            # the bookkeeping (next request, collected, whether the slot holds a ticket,
+            # the function id of the last function). False: another function than the
+            # last (nothing written); None: nothing was written (the general path
+            # below); an int: the request id of a request published but not answered
+            # within the spin, or answered wrongly.
+            out = ring.call_next(function, payload)
             if out.__class__ is tuple:
-                self._next = k + 1
-                self.collected += 1
                 return out
+            if out is False:
+                ring.remember(function, function_id(function))
+                out = ring.call_next(function, payload)
+                if out.__class__ is tuple:
+                    return out
             if out is not None:
                 assert isinstance(out, int)
-                self._next = k + 1
-                ticket = Ticket(k, slot, (k // n + 1) & _U32, out, 0, fid, self._generation)
+                k = ring.next - 1
+                slot = k % self._num_slots
+                fid = function_id(function)
+                seq = (k // self._num_slots + 1) & _U32
+                ticket = Ticket(k, slot, seq, out, 0, fid, self._generation)
                 self._pending[slot] = ticket
                 response = self._wait_slot(ticket, timeout, reason="wait")
                 return response.status, response.result
+        k = self._next
+        n = self._num_slots
+        slot = k % n
         seq = (k // n + 1) & _U32
         prev = (seq - 1) & _U32
         mem = self._mem
@@ -497,7 +535,7 @@ class RingClient(_BatchPath):
         lay = self._layout
         mv = self._mem.mv
         mv[lay.rx_flags_offset : lay.ids_offset] = bytes(lay.ids_offset - lay.rx_flags_offset)
-        self._pending = [None] * lay.num_slots
+        self._pending[:] = [None] * lay.num_slots  # the same list: the compiled ring reads it
         self._completed.clear()
         self._next = 0
         self._generation += 1
@@ -505,6 +543,9 @@ class RingClient(_BatchPath):
 
     def close(self) -> None:
         """Release the views over the buffer (the buffer itself belongs to its owner)."""
+        ring = self._compiled
+        if ring is not None:  # its counters stay readable
+            self._next_py, self._collected_py = ring.next, ring.collected
         self._compiled = None
         self._mem.release()
 

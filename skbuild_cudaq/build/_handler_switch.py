@@ -205,8 +205,9 @@ def write_switch(
             continue
         seen.add(path)
         text = path.read_text(encoding="utf-8", errors="replace")
-        exports.append((_shown(path, project_dir), exported_handlers(text)))
-        launch.append((_shown(path, project_dir), exported_handlers(text, shape="launch")))
+        shown = _shown(path, project_dir)
+        exports.append((shown, exported_handlers(text)))
+        launch.append((shown, exported_handlers(text, shape="launch")))
     content = switch_source(target, exports, launch)
     if not output.is_file() or output.read_text(encoding="utf-8") != content:
         output.parent.mkdir(parents=True, exist_ok=True)

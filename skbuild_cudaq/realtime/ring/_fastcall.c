@@ -93,6 +93,19 @@ static int as_u64(PyObject *obj, const char *what, unsigned long long *out) {
   return 0;
 }
 
+/* A wire function id: an integer that fits in 32 bits. */
+static int as_fid(PyObject *obj, uint32_t *out) {
+  unsigned long long v;
+  if (as_u64(obj, "function_id", &v) < 0)
+    return -1;
+  if (v > 0xFFFFFFFFull) {
+    PyErr_SetString(PyExc_ValueError, "function_id must fit in 32 bits");
+    return -1;
+  }
+  *out = (uint32_t)v;
+  return 0;
+}
+
 static int ring_init(PyObject *self_obj, PyObject *args, PyObject *kwds) {
   RingObject *self = (RingObject *)self_obj;
   unsigned long long address = 0;
@@ -212,7 +225,8 @@ static PyObject *round_trip(RingObject *self, unsigned long long k, uint32_t fid
 /* Ring.call(k, function_id, payload, spin_ns) (METH_FASTCALL: no argument tuple). */
 static PyObject *ring_call(PyObject *self_obj, PyObject *const *args, Py_ssize_t nargs) {
   RingObject *self = (RingObject *)self_obj;
-  unsigned long long k, fid, spin_ns;
+  unsigned long long k, spin_ns;
+  uint32_t fid;
   int published = 0;
   if (nargs != 4) {
     PyErr_SetString(PyExc_TypeError, "Ring.call(k, function_id, payload, spin_ns)");
@@ -222,14 +236,10 @@ static PyObject *ring_call(PyObject *self_obj, PyObject *const *args, Py_ssize_t
     PyErr_SetString(PyExc_ValueError, "Ring: not initialised");
     return NULL;
   }
-  if (as_u64(args[0], "k", &k) < 0 || as_u64(args[1], "function_id", &fid) < 0 ||
+  if (as_u64(args[0], "k", &k) < 0 || as_fid(args[1], &fid) < 0 ||
       as_u64(args[3], "spin_ns", &spin_ns) < 0)
     return NULL;
-  if (fid > 0xFFFFFFFFull) {
-    PyErr_SetString(PyExc_ValueError, "function_id must fit in 32 bits");
-    return NULL;
-  }
-  return round_trip(self, k, (uint32_t)fid, args[2], spin_ns, &published);
+  return round_trip(self, k, fid, args[2], spin_ns, &published);
 }
 
 /* Ring.call_next(function, payload): RingClient.call's first step, every bit of
@@ -263,21 +273,17 @@ static PyObject *ring_call_next(PyObject *self_obj, PyObject *const *args, Py_ss
 /* Ring.remember(function, function_id) */
 static PyObject *ring_remember(PyObject *self_obj, PyObject *const *args, Py_ssize_t nargs) {
   RingObject *self = (RingObject *)self_obj;
-  unsigned long long fid;
+  uint32_t fid;
   if (nargs != 2) {
     PyErr_SetString(PyExc_TypeError, "Ring.remember(function, function_id)");
     return NULL;
   }
-  if (as_u64(args[1], "function_id", &fid) < 0)
+  if (as_fid(args[1], &fid) < 0)
     return NULL;
-  if (fid > 0xFFFFFFFFull) {
-    PyErr_SetString(PyExc_ValueError, "function_id must fit in 32 bits");
-    return NULL;
-  }
   PyObject *old = self->last_function;
   Py_INCREF(args[0]);
   self->last_function = args[0];
-  self->last_fid = (uint32_t)fid;
+  self->last_fid = fid;
   Py_XDECREF(old);
   Py_RETURN_NONE;
 }

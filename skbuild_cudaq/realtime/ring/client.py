@@ -460,10 +460,8 @@ class RingClient(_BatchPath):
             if out is not None:
                 assert isinstance(out, int)
                 k = ring.next - 1
-                slot = k % self._num_slots
-                fid = function_id(function)
-                seq = (k // self._num_slots + 1) & _U32
-                ticket = Ticket(k, slot, seq, out, 0, fid, self._generation)
+                slot, seq = self._layout.position(k)
+                ticket = Ticket(k, slot, seq, out, 0, function_id(function), self._generation)
                 self._pending[slot] = ticket
                 response = self._wait_slot(ticket, timeout, reason="wait")
                 return response.status, response.result

@@ -268,7 +268,8 @@ class LoadGen:
         lib.lg_latency_gap.argtypes = [u8p, u32, u32, u32, u8p, u32, u64, u64]
         lib.lg_latency_gap.argtypes += [ctypes.POINTER(u64), ctypes.POINTER(ctypes.c_double)]
         lib.lg_latency.restype = lib.lg_throughput.restype = ctypes.c_int
-        lib.lg_latency_gap.restype = ctypes.c_int
+        lib.lg_latency_read.argtypes = lib.lg_latency_gap.argtypes
+        lib.lg_latency_gap.restype = lib.lg_latency_read.restype = ctypes.c_int
         self.lib = lib
         self.args = (ctypes.c_uint8 * ARG_LEN)(*range(ARG_LEN))
         self.next = ctypes.c_uint64(0)
@@ -276,13 +277,19 @@ class LoadGen:
     def rewind(self) -> None:
         self.next.value = 0
 
-    def latency(self, ring: int, function_id: int, count: int, gap_ns: int = 0) -> np.ndarray:
+    def latency(
+        self, ring: int, function_id: int, count: int, gap_ns: int = 0, read: bool = False
+    ) -> np.ndarray:
         """Serial round trips (us); ``gap_ns``: a random think time in [0, gap_ns] before
-        each request (not timed; see lg_latency_gap in bench/loadgen.c)."""
+        each request (not timed; see lg_latency_gap in bench/loadgen.c); ``read``: the
+        clock stops once the response is checked and its result copied out, not when its
+        flag is seen (lg_latency_read)."""
         out = np.zeros(count, dtype=np.float64)
         head = (ring, NUM_SLOTS, SLOT_SIZE, function_id, ctypes.addressof(self.args), ARG_LEN)
         tail = (ctypes.byref(self.next), out.ctypes.data_as(ctypes.POINTER(ctypes.c_double)))
-        if gap_ns:
+        if read:
+            rc = self.lib.lg_latency_read(*head, count, gap_ns, *tail)
+        elif gap_ns:
             rc = self.lib.lg_latency_gap(*head, count, gap_ns, *tail)
         else:
             rc = self.lib.lg_latency(*head, count, *tail)

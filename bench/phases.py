@@ -105,6 +105,11 @@ HANDOFF_DIR = Path(__file__).resolve().parent / "handoff"
 #:  - ``cluster_barrier``: the cluster example with its earlier hand-off, two
 #:    ``cluster.sync()`` a request (every thread arrives with release) instead of the split
 #:    barriers (one releasing thread);
+#:  - ``*_stageout``: the multi-block examples with a launch-wide handler's result staged on
+#:    chip -- in the leader block's shared memory (cluster, through distributed shared
+#:    memory) or a device-memory buffer (cooperative) -- and copied to the response slot by
+#:    the leader after the collection, so that the blocks' releases (``MEMBAR.ALL.GPU``) wait
+#:    for no stores to host memory; bench/shape_floors.py's ``*_stageout_floor`` bare;
 #:  - ``single_thread_rebuilt``: the single-thread example unchanged but for its name (a
 #:    control: the same source compiled again); ``single_thread_late_max``: with its
 #:    ``max_result`` computed after entering the session, as until session 9. That order
@@ -145,6 +150,21 @@ _PUSH = """\
         to->response = box->response;
       }
 """
+# *_stageout: the handler writes its result into an on-chip copy of the response when it
+# fits, and the leader copies the result out before it writes the header.
+_RESULT_LEN = "    uint32_t result_len = 0;\n"
+_STAGED = (
+    _RESULT_LEN
+    + "    void *staged = max_result <= sizeof({0}) - CUDAQ_RPC_HEADER_SIZE\n"
+    + "                       ? static_cast<void *>({1})\n"
+    + "                       : response;\n"
+)
+_COPY_OUT = (
+    "if (staged != response)\n{0}  cudaq_bench_copy_result(response, staged, box->result_len);\n{0}"
+)
+_HEADER = (
+    "write_response_header(response, request, status, box->result_len); // at most max_result\n"
+)
 _MAX_RESULT = "  const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;\n"
 _MAX_FIRST = (
     "  // First, before anything else: computed later, it moved nvcc's schedule of the\n"
@@ -204,6 +224,45 @@ DERIVED: dict[str, tuple[str, str, str, str, list[tuple[str, str]], dict[str, st
             ),
         ],
         {},
+    ),
+    "cluster_stageout_dispatcher": (
+        "cluster_dispatcher.cu",
+        "90",
+        "cluster",
+        "cluster_dispatcher",
+        [
+            (
+                "  __shared__ __align__(16) uint8_t s_stage[256];\n",
+                "  __shared__ __align__(16) uint8_t s_stage[256];\n"
+                "  __shared__ __align__(16) uint8_t s_result[256];\n",
+            ),
+            (_RESULT_LEN, _STAGED.format("s_result", "cluster.map_shared_rank(s_result, 0)")),
+            (
+                _LAUNCH_CALL.format("box->entry->handler"),
+                _LAUNCH_CALL.format("box->entry->handler").replace("response", "staged"),
+            ),
+            ("      " + _HEADER, "      " + _COPY_OUT.format("      ") + _HEADER),
+        ],
+        {},
+    ),
+    "coop_stageout_dispatcher": (
+        "cooperative_grid_dispatcher.cu",
+        "80",
+        "cooperative_grid",
+        "cooperative_grid_dispatcher",
+        [
+            (
+                "__device__ Mailbox g_coop_mailbox;\n",
+                "__device__ Mailbox g_coop_mailbox;\n__device__ uint64_t g_coop_result[32];\n",
+            ),
+            (_RESULT_LEN, _STAGED.format("g_coop_result", "g_coop_result")),
+            (
+                _LAUNCH_CALL.format("s_box.entry->handler"),
+                _LAUNCH_CALL.format("s_box.entry->handler").replace("response", "staged"),
+            ),
+            ("        " + _HEADER, "        " + _COPY_OUT.format("        ") + _HEADER),
+        ],
+        {"g_coop_": "g_coopso_"},
     ),
     "coop_launch_pointer_dispatcher": (
         "cooperative_grid_dispatcher.cu",
@@ -291,6 +350,23 @@ cudaq_bench_call_generic(cudaq_device_handler_t handler, const void *request, vo
                              resp + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
   *result_len = len < max_result_len ? len : max_result_len;
   return status;
+}
+// bench/phases.py: a staged result's `len` bytes copied into the response slot, every load
+// before the first store (see DERIVED there: *_stageout).
+static __device__ __forceinline__ void cudaq_bench_copy_result(void *response, const void *staged,
+                                                               uint32_t len) {
+  constexpr uint32_t kMaxWords = (256 - CUDAQ_RPC_HEADER_SIZE) / 8;
+  const uint64_t *from = static_cast<const uint64_t *>(staged) + CUDAQ_RPC_HEADER_SIZE / 8;
+  uint64_t *to = static_cast<uint64_t *>(response) + CUDAQ_RPC_HEADER_SIZE / 8;
+  const uint32_t words = (len + 7) / 8; // the slot's size is a multiple of 8
+  uint64_t v[kMaxWords];
+#pragma unroll
+  for (uint32_t i = 0; i < kMaxWords; ++i)
+    v[i] = i < words ? from[i] : 0;
+#pragma unroll
+  for (uint32_t i = 0; i < kMaxWords; ++i)
+    if (i < words)
+      to[i] = v[i];
 }
 extern "C" __device__ int echo(const void *, uint32_t, void *, uint32_t, uint32_t *);
 // bench/phases.py: the launch-wide handler called by name (see DERIVED there).

@@ -26,7 +26,14 @@ Measured (p50/p99 of ``--samples`` round trips after a warm-up, microseconds):
 - ``native_random``, ``call_random``, ``call_python_prelude_random``: the same with random
   arrival (a think time uniform in [0, ``GAP_NS``] before each request, not timed), as
   ``bench/dispatch.py``'s second figures: back to back, each client's own period meets the
-  kernel's poll loop at a phase of its own, which can cost or save up to a poll.
+  kernel's poll loop at a phase of its own, which can cost or save up to a poll;
+- ``native_read``, ``native_read_random``: the native client with the response's header
+  checked and its result copied out inside the timed part (``lg_latency_read``), as every
+  client that returns the answer must: the response's cache line, written by the device,
+  misses the host's caches (``native`` stops the clock when the flag is seen);
+- ``call_tx_claim``, ``call_tx_claim_random``: ``call`` with the compiled ring's run of
+  answers ended before each call (untimed), so that its claim loads the slot's response
+  flag again (as until session 12): what skipping that load saves.
 
 The goal of issue #12 is ``call`` p50 within 0.4 us of ``native``.
 """
@@ -161,12 +168,17 @@ class _PythonPrelude:
         raise RuntimeError(msg)
 
 
-def _timed_calls(call: Any, payload: bytes, count: int, gaps: np.ndarray | None) -> np.ndarray:
+def _timed_calls(
+    call: Any, payload: bytes, count: int, gaps: np.ndarray | None, before: Any = None
+) -> np.ndarray:
     """``count`` timed ``call("echo", payload)`` (us), each after its think time in ``gaps``
-    (ns, spun, not timed) if given; every answer checked."""
+    (ns, spun, not timed) if given and ``before()`` (not timed) if given; every answer
+    checked."""
     samples = np.empty(count)
     ns = time.perf_counter_ns
     for i in range(count):
+        if before is not None:
+            before()
         if gaps is not None:
             end = ns() + int(gaps[i])
             while ns() < end:
@@ -275,19 +287,30 @@ def main(argv: list[str] | None = None) -> int:
 
             res["config"]["compiled"] = fresh().compiled
 
-            def native(gap_ns: int = 0) -> dict[str, float]:
+            def native(gap_ns: int = 0, read: bool = False) -> dict[str, float]:
                 gen.next.value = fresh().submitted  # continue at the ring's position
                 gen.latency(bridge.host_address, echo, opts.warmup)
-                samples = gen.latency(bridge.host_address, echo, opts.samples, gap_ns=gap_ns)
+                samples = gen.latency(
+                    bridge.host_address, echo, opts.samples, gap_ns=gap_ns, read=read
+                )
                 return _bench.percentiles(samples)
 
             gaps = np.random.default_rng(7).integers(0, _bench.GAP_NS + 1, size=opts.samples)
 
-            def compiled_call(old: bool, random: bool) -> dict[str, float]:
+            def compiled_call(old: bool, random: bool, tx_claim: bool = False) -> dict[str, float]:
                 client = fresh(True)
                 call = _PythonPrelude(client).call if old else client.call
-                _timed_calls(call, payload, opts.warmup, None)
-                samples = _timed_calls(call, payload, opts.samples, gaps if random else None)
+                before = None
+                if tx_claim:  # setting `next` ends the run: the claim loads the tx flag
+                    ring = client._compiled
+
+                    def before() -> None:
+                        ring.next = ring.next
+
+                _timed_calls(call, payload, opts.warmup, None, before)
+                samples = _timed_calls(
+                    call, payload, opts.samples, gaps if random else None, before
+                )
                 return _bench.percentiles(samples)
 
             def call(private_ids: bool = False, compiled: bool | None = None) -> dict[str, float]:
@@ -317,6 +340,12 @@ def main(argv: list[str] | None = None) -> int:
                         key = "call" + ("_python_prelude" if old else "")
                         key += "_random" if random else ""
                         rounds.setdefault(key, []).append(compiled_call(old, random))
+                    for random in (False, True):
+                        key = "call_tx_claim" + ("_random" if random else "")
+                        rounds.setdefault(key, []).append(compiled_call(False, random, True))
+                        key = "native_read" + ("_random" if random else "")
+                        gap = _bench.GAP_NS if random else 0
+                        rounds.setdefault(key, []).append(native(gap, read=True))
                 rounds.setdefault("call_pure", []).append(call(compiled=False))
                 rounds.setdefault("call_private_ids", []).append(call(private_ids=True))
                 client = fresh(False)
@@ -361,6 +390,19 @@ def main(argv: list[str] | None = None) -> int:
         summary["python_prelude_over_call_random_arrival_us"] = med(
             "call_python_prelude_random"
         ) - med("call_random")
+        for key in ("native_read", "native_read_random", "call_tx_claim", "call_tx_claim_random"):
+            summary[f"{key}_p50_us"] = med(key)
+        summary["native_read_over_native_us"] = med("native_read") - med("native")
+        summary["native_read_over_native_random_arrival_us"] = med("native_read_random") - med(
+            "native_random"
+        )
+        summary["call_over_native_read_random_arrival_us"] = med("call_random") - med(
+            "native_read_random"
+        )
+        summary["tx_claim_over_call_us"] = med("call_tx_claim") - med("call")
+        summary["tx_claim_over_call_random_arrival_us"] = med("call_tx_claim_random") - med(
+            "call_random"
+        )
     res["summary"] = summary
     res["goal"] = {
         "python_call_over_native_client_us": summary["call_over_native_us"],

@@ -29,6 +29,13 @@ examples' kernels do, the request's words echoed by the threads of the whole lau
   warp raises them) instead of one flag polled by every block;
 - ``coop_allpoll_floor``: every block's thread 0 polls and loads the request itself, then
   the same done counters.
+- ``cluster_stageout_floor`` / ``coop_stageout_floor``: the examples' hand-offs with the
+  result staged on chip -- every thread echoes into the leader block's shared memory
+  (cluster) or a device-memory buffer (cooperative) instead of the mapped response slot,
+  and the leader copies the result out after the collection -- so that the blocks'
+  releases order no stores to host memory (a release compiles to ``MEMBAR.ALL.GPU``, which
+  waits for the block's outstanding stores, across PCIe for mapped memory); the one
+  system-scope release left is the leader's publish, as in the one-thread floor.
 
 (A cluster all-poll floor, every block's thread 0 polling the ring, never answered its first
 request in two runs on the H200 of session 10: removed, the cause not found.)
@@ -109,6 +116,18 @@ __device__ __forceinline__ void write_header(uint64_t *dst, const uint64_t *req)
   dst[0] = 0x43555153ull; // magic, status 0
   dst[1] = (w1 & 0xffffffff00000000ull) | arg_len;
   dst[2] = req[2];
+}
+// Copies `words` result words (after the header) from on-chip `from` to the response
+// `dst`: every load before the first store.
+__device__ __forceinline__ void copy_out(uint64_t *dst, const uint64_t *from, uint32_t words) {
+  uint64_t v[kWords - 3];
+#pragma unroll
+  for (uint32_t i = 0; i < kWords - 3; ++i)
+    v[i] = i < words ? from[3 + i] : 0;
+#pragma unroll
+  for (uint32_t i = 0; i < kWords - 3; ++i)
+    if (i < words)
+      dst[3 + i] = v[i];
 }
 // Waits for the request in `slot` (sequence `seq`): 1, or 0 once shutdown is set (looked at
 // every 16 polls, as the floor does).
@@ -226,6 +245,53 @@ extern "C" __global__ void cluster_push_floor(SHAPE_FLOOR_PARAMS) {
                      &tx_flags[my_slot], seq);
     if (leader)
       advance(slot, seq, num_slots);
+  }
+}
+
+// The example's hand-off with the result staged on chip: every thread echoes its word into
+// the leader block's shared memory (distributed shared memory stores) instead of the mapped
+// response slot, and the leader copies the result out after the collection barrier. The
+// blocks' releases then order only on-chip stores; the one system-scope release is the
+// leader's publish, as in the one-thread floor.
+extern "C" __global__ void cluster_stageout_floor(SHAPE_FLOOR_PARAMS) {
+  __shared__ __align__(16) uint64_t stage[kWords];
+  __shared__ __align__(16) uint64_t result[kWords];
+  __shared__ Box box;
+  cg::cluster_group cluster = cg::this_cluster();
+  const bool block_leader = threadIdx.x == 0;
+  const bool leader = cluster.block_rank() == 0 && block_leader;
+  const uint64_t *st = cluster.map_shared_rank(stage, 0);
+  uint64_t *res = cluster.map_shared_rank(result, 0);
+  volatile Box *b = cluster.map_shared_rank(&box, 0);
+  uint32_t slot = 0, seq = 1;
+  const uint32_t rank = cluster.block_rank() * blockDim.x + threadIdx.x;
+  for (;;) {
+    if (leader) {
+      const int running = wait_request(rx_flags, slot, seq, shutdown);
+      if (running)
+        b->arg_words = load_words(rx + static_cast<size_t>(slot) * slot_size, slot_size, stage);
+      b->slot = slot;
+      b->running = running;
+    }
+    cluster_arrive(leader);
+    cluster_wait();
+    if (!b->running) {
+      cluster.sync(); // block 0's shared memory outlives the other blocks' reads
+      return;
+    }
+    const uint32_t arg_words = b->arg_words;
+    if (rank < arg_words)
+      res[3 + rank] = st[3 + rank];
+    __syncthreads();
+    cluster_arrive(block_leader);
+    cluster_wait();
+    if (leader) {
+      uint64_t *dst = reinterpret_cast<uint64_t *>(tx + static_cast<size_t>(slot) * slot_size);
+      copy_out(dst, result, arg_words);
+      write_header(dst, stage);
+      st_release_sys(&tx_flags[slot], seq);
+      advance(slot, seq, num_slots);
+    }
   }
 }
 
@@ -405,6 +471,56 @@ extern "C" __global__ void coop_handoff_floor(SHAPE_FLOOR_PARAMS) {
   }
 }
 
+__device__ uint64_t g_shape_result[kWords];
+
+// The cooperative example's hand-off with the result staged in device memory: every thread
+// echoes its word there instead of the mapped response slot, and the leader copies the
+// result out once every block is collected. The blocks' releases order only device-memory
+// stores; the one system-scope release is the leader's publish. Launch cooperatively.
+extern "C" __global__ void coop_stageout_floor(SHAPE_FLOOR_PARAMS) {
+  __shared__ Box box;
+  cg::grid_group grid = cg::this_grid();
+  if (threadIdx.x == 0 && blockIdx.x == 0) {
+    g_shape_go = 0;
+    for (uint32_t i = 0; i < 32; ++i)
+      g_shape_done[i * 32] = 0;
+  }
+  grid.sync();
+  const bool leader = blockIdx.x == 0 && threadIdx.x == 0;
+  const uint32_t rank = blockIdx.x * blockDim.x + threadIdx.x;
+  uint32_t slot = 0, seq = 1;
+  for (uint32_t gen = 1;; ++gen) {
+    if (leader) {
+      const int running = wait_request(rx_flags, slot, seq, shutdown);
+      if (running)
+        g_shape_box.arg_words =
+            load_words(rx + static_cast<size_t>(slot) * slot_size, slot_size, g_shape_stage);
+      g_shape_box.slot = slot;
+      g_shape_box.running = running;
+      st_release_gpu(&g_shape_go, gen);
+    }
+    if (threadIdx.x == 0) {
+      while (ld_acquire_gpu(&g_shape_go) < gen) {
+      }
+      box = *const_cast<const Box *>(&g_shape_box);
+    }
+    __syncthreads();
+    if (!box.running)
+      return;
+    if (rank < box.arg_words)
+      g_shape_result[3 + rank] = g_shape_stage[3 + rank];
+    __syncthreads();
+    collect(gen);
+    if (leader) {
+      uint64_t *dst = reinterpret_cast<uint64_t *>(tx + static_cast<size_t>(box.slot) * slot_size);
+      copy_out(dst, g_shape_result, box.arg_words);
+      write_header(dst, g_shape_stage);
+      st_release_sys(&tx_flags[box.slot], seq);
+      advance(slot, seq, num_slots);
+    }
+  }
+}
+
 __device__ uint32_t g_shape_go_lines[1024 * 32]; // block b waits on its own line, b * 32
 
 // The cooperative hand-off with one go flag a block, each on its own 128-byte line, instead
@@ -492,6 +608,8 @@ KERNELS = {
     "cluster_mbarrier_floor": "cluster",
     "coop_lines_floor": "coop",
     "cluster_push_floor": "cluster",
+    "cluster_stageout_floor": "cluster",
+    "coop_stageout_floor": "coop",
     "coop_allpoll_floor": "coop",
 }
 

@@ -287,3 +287,88 @@ def test_reset_keeps_the_list_the_compiled_ring_reads() -> None:
     pending = client._pending
     client.reset()
     assert client._pending is pending and client.submitted == 0 and client.collected == 0
+
+
+_ECHO_PROCESS = """
+import mmap, sys, time
+from skbuild_cudaq.realtime.ring import RingLayout, RingServer
+path, num_slots, slot_size, stop_at = sys.argv[1], *map(int, sys.argv[2:5])
+with open(path, "r+b") as f:
+    buf = mmap.mmap(f.fileno(), 0)
+layout = RingLayout(num_slots, slot_size)
+server = RingServer(buf, layout)
+stop = memoryview(buf)[stop_at : stop_at + 1]
+while stop[0] == 0:  # a spinning consumer: the client holds the GIL while it spins
+    req = server.poll()
+    if req is not None:
+        server.publish(len(req.args), req.args[::-1])
+"""
+
+
+@needs_compiled
+def test_a_run_of_answers_skips_only_the_response_flag_it_knows(tmp_path: Path) -> None:
+    """call_next()'s claim skips loading the response flag of a slot whose previous request
+    it answered in its current run (that flag's line is the device's: a cache miss on the
+    round trip's path); the request flag is checked in a run too, and setting ``next``, a
+    ticket or an unanswered request ends the run. The consumer is another process: the
+    compiled spin holds the GIL."""
+    import mmap
+    import subprocess
+    import sys
+
+    layout = RingLayout(4, 64)
+    stop_at = layout.total_bytes
+    path = tmp_path / "ring"
+    path.write_bytes(bytes(layout.total_bytes + 8))
+    with open(path, "r+b") as f:
+        buf = mmap.mmap(f.fileno(), 0)
+    args = [str(path), str(layout.num_slots), str(layout.slot_size), str(stop_at)]
+    proc = subprocess.Popen([sys.executable, "-c", _ECHO_PROCESS, *args])
+    mv = memoryview(buf)
+    ring_view = mv[: layout.total_bytes]
+    client = RingClient(ring_view, layout, compiled=True)
+    ring = client._compiled
+    assert ring is not None
+    ring.spin_ns = 20_000_000_000  # the consumer's start-up is not a missed answer
+    n = layout.num_slots
+
+    def tx(slot: int) -> int:
+        return int(struct.unpack_from("<I", buf, layout.tx_flags_offset + 4 * slot)[0])
+
+    def set_flag(offset: int, slot: int, value: int) -> None:
+        struct.pack_into("<I", buf, offset + 4 * slot, value)
+
+    try:
+        for i in range(2 * n):  # a run longer than the ring
+            assert client.call("f", bytes([i, 1])) == (2, bytes([1, i]))
+        # In the run: slot 0's response flag is known (seq 2), not loaded, so a forged one
+        # goes unseen and the request is served.
+        set_flag(layout.tx_flags_offset, 0, 7)
+        assert client.call("f", b"abc") == (3, b"cba")
+        assert tx(0) == 3
+        # ... but the request flag is loaded: another producer's is seen, nothing written.
+        set_flag(layout.rx_flags_offset, 1, 9)
+        before = bytes(buf[: layout.total_bytes])
+        assert ring.call_next("f", b"zz") is None
+        assert bytes(buf[: layout.total_bytes]) == before and ring.next == 2 * n + 1
+        set_flag(layout.rx_flags_offset, 1, 2)  # put back
+        assert client.call("f", b"zz") == (2, b"zz")
+        # Setting `next` ends the run: the response flag is loaded again.
+        ring.next = ring.next
+        set_flag(layout.tx_flags_offset, 2, 7)
+        before = bytes(buf[: layout.total_bytes])
+        assert ring.call_next("f", b"q") is None
+        assert bytes(buf[: layout.total_bytes]) == before
+        set_flag(layout.tx_flags_offset, 2, 2)
+        assert client.call("f", b"q") == (1, b"q")  # a new run from here
+        for i in range(n):
+            assert client.call("f", bytes([i])) == (1, bytes([i]))
+        assert client.submitted == client.collected == 3 * n + 3 and client.in_flight == 0
+    finally:
+        buf[stop_at] = 1
+        proc.wait(timeout=30)
+        client.close()
+        ring_view.release()
+        mv.release()
+        buf.close()
+    assert proc.returncode == 0

@@ -320,7 +320,7 @@ def test_a_run_of_answers_skips_only_the_response_flag_it_knows(tmp_path: Path) 
     stop_at = layout.total_bytes
     path = tmp_path / "ring"
     path.write_bytes(bytes(layout.total_bytes + 8))
-    with open(path, "r+b") as f:
+    with path.open("r+b") as f:
         buf = mmap.mmap(f.fileno(), 0)
     args = [str(path), str(layout.num_slots), str(layout.slot_size), str(stop_at)]
     proc = subprocess.Popen([sys.executable, "-c", _ECHO_PROCESS, *args])

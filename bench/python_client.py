@@ -31,9 +31,6 @@ Measured (p50/p99 of ``--samples`` round trips after a warm-up, microseconds):
   checked and its result copied out inside the timed part (``lg_latency_read``), as every
   client that returns the answer must: the response's cache line, written by the device,
   misses the host's caches (``native`` stops the clock when the flag is seen);
-- ``call_tx_claim``, ``call_tx_claim_random``: ``call`` with the compiled ring's run of
-  answers ended before each call (untimed), so that its claim loads the slot's response
-  flag again (as until session 12): what skipping that load saves.
 
 The goal of issue #12 is ``call`` p50 within 0.4 us of ``native``.
 """
@@ -168,17 +165,12 @@ class _PythonPrelude:
         raise RuntimeError(msg)
 
 
-def _timed_calls(
-    call: Any, payload: bytes, count: int, gaps: np.ndarray | None, before: Any = None
-) -> np.ndarray:
+def _timed_calls(call: Any, payload: bytes, count: int, gaps: np.ndarray | None) -> np.ndarray:
     """``count`` timed ``call("echo", payload)`` (us), each after its think time in ``gaps``
-    (ns, spun, not timed) if given and ``before()`` (not timed) if given; every answer
-    checked."""
+    (ns, spun, not timed) if given; every answer checked."""
     samples = np.empty(count)
     ns = time.perf_counter_ns
     for i in range(count):
-        if before is not None:
-            before()
         if gaps is not None:
             end = ns() + int(gaps[i])
             while ns() < end:
@@ -297,20 +289,11 @@ def main(argv: list[str] | None = None) -> int:
 
             gaps = np.random.default_rng(7).integers(0, _bench.GAP_NS + 1, size=opts.samples)
 
-            def compiled_call(old: bool, random: bool, tx_claim: bool = False) -> dict[str, float]:
+            def compiled_call(old: bool, random: bool) -> dict[str, float]:
                 client = fresh(True)
                 call = _PythonPrelude(client).call if old else client.call
-                before = None
-                if tx_claim:  # setting `next` ends the run: the claim loads the tx flag
-                    ring = client._compiled
-
-                    def before() -> None:
-                        ring.next = ring.next
-
-                _timed_calls(call, payload, opts.warmup, None, before)
-                samples = _timed_calls(
-                    call, payload, opts.samples, gaps if random else None, before
-                )
+                _timed_calls(call, payload, opts.warmup, None)
+                samples = _timed_calls(call, payload, opts.samples, gaps if random else None)
                 return _bench.percentiles(samples)
 
             def call(private_ids: bool = False, compiled: bool | None = None) -> dict[str, float]:
@@ -341,8 +324,6 @@ def main(argv: list[str] | None = None) -> int:
                         key += "_random" if random else ""
                         rounds.setdefault(key, []).append(compiled_call(old, random))
                     for random in (False, True):
-                        key = "call_tx_claim" + ("_random" if random else "")
-                        rounds.setdefault(key, []).append(compiled_call(False, random, True))
                         key = "native_read" + ("_random" if random else "")
                         gap = _bench.GAP_NS if random else 0
                         rounds.setdefault(key, []).append(native(gap, read=True))
@@ -390,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         summary["python_prelude_over_call_random_arrival_us"] = med(
             "call_python_prelude_random"
         ) - med("call_random")
-        for key in ("native_read", "native_read_random", "call_tx_claim", "call_tx_claim_random"):
+        for key in ("native_read", "native_read_random"):
             summary[f"{key}_p50_us"] = med(key)
         summary["native_read_over_native_us"] = med("native_read") - med("native")
         summary["native_read_over_native_random_arrival_us"] = med("native_read_random") - med(
@@ -398,10 +379,6 @@ def main(argv: list[str] | None = None) -> int:
         )
         summary["call_over_native_read_random_arrival_us"] = med("call_random") - med(
             "native_read_random"
-        )
-        summary["tx_claim_over_call_us"] = med("call_tx_claim") - med("call")
-        summary["tx_claim_over_call_random_arrival_us"] = med("call_tx_claim_random") - med(
-            "call_random"
         )
     res["summary"] = summary
     res["goal"] = {

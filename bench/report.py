@@ -1215,7 +1215,9 @@ def shape_floors_section(
         "launch as the examples do; `cluster_mbarrier_floor` does it with one-way mbarrier "
         "signals instead of cluster barriers, `coop_lines_floor` with a go flag a block on a "
         "line of its own, `cluster_push_floor` with the box pushed into every block before the "
-        "barrier, and `coop_allpoll_floor` has every block poll and load the request itself "
+        "barrier, `*_stageout_floor` with the result staged on chip (the leader block's shared "
+        "memory, device memory) and copied out by the leader after the collection, and "
+        "`coop_allpoll_floor` has every block poll and load the request itself "
         "(`bench/shape_floors.py`'s module doc has each design). Each paired round by round "
         "with the one-thread ping-pong floor: the median over rounds of the p50 ratio. The "
         "lowest row of a shape is what a dispatcher with that hand-off cannot go below.",

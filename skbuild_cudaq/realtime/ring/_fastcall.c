@@ -18,12 +18,6 @@
  *       tuple or an int advances `next`. False: `function` is not the one
  *       remembered (nothing was written: the caller computes its id, remembers it
  *       and calls again); None as below, and also before attach().
- *       Its claim skips the load of the response flag where the slot's previous
- *       request was answered in call_next()'s current run (answers back to back
- *       with `next` set by nothing else: setting it, attach() or a request left
- *       unanswered end the run): that flag is then known, and its line, written
- *       by the device a request ago, would miss the host's caches on the round
- *       trip's path. The request flag (the client's own line) is still checked.
  *   Ring.remember(function, function_id), Ring.attach(pending)
  *       the function id call_next() uses for `function` (compared by identity),
  *       and the client's list of tickets (one item a slot, None where free).
@@ -81,14 +75,7 @@ typedef struct {
   PyObject *pending;
   PyObject *last_function;
   uint32_t last_fid;
-  /* The first request of call_next()'s current run of answered round trips (NO_RUN:
-   * none): every request from it on was answered through call_next() with `next` moved
-   * by nothing else, so the response flag of a slot whose previous request is in the
-   * run is known (that answer's sequence) and the claim need not load it. */
-  unsigned long long run_start;
 } RingObject;
-
-#define NO_RUN (~0ull)
 
 static uint64_t now_ns(void) {
   struct timespec ts;
@@ -149,7 +136,6 @@ static int ring_init(PyObject *self_obj, PyObject *args, PyObject *kwds) {
     self->tx_flags = (uint32_t *)(self->base + 2 * slots + 4u * (size_t)num_slots);
     self->ids = (uint64_t *)(self->base + 2 * slots + 8u * (size_t)num_slots);
   }
-  self->run_start = NO_RUN;
   return 0;
 }
 
@@ -157,8 +143,7 @@ static int ring_init(PyObject *self_obj, PyObject *args, PyObject *kwds) {
  * is set to 1 once the request was written and published (a tuple or an int comes
  * back), else left 0 (None, or NULL with an exception set). */
 static PyObject *round_trip(RingObject *self, unsigned long long k, uint32_t fid,
-                            PyObject *payload, unsigned long long spin_ns, int check_tx,
-                            int *published) {
+                            PyObject *payload, unsigned long long spin_ns, int *published) {
   const char *data;
   Py_ssize_t size;
   if (PyBytes_Check(payload)) {
@@ -180,11 +165,9 @@ static PyObject *round_trip(RingObject *self, unsigned long long k, uint32_t fid
   const uint32_t prev = seq - 1;
   uint32_t *rx_flag = &self->rx_flags[slot];
   uint32_t *tx_flag = &self->tx_flags[slot];
-  /* The claim. The response flag's line is the device's (it wrote a neighbour's flag
-   * a request ago): a load of it misses the host's caches, on the round trip's path. */
   if (__atomic_load_n(rx_flag, __ATOMIC_ACQUIRE) != prev ||
-      (check_tx && __atomic_load_n(tx_flag, __ATOMIC_ACQUIRE) != prev))
-    Py_RETURN_NONE; /* the general path waits for an older answer or raises */
+      __atomic_load_n(tx_flag, __ATOMIC_ACQUIRE) != prev)
+    Py_RETURN_NONE; /* claim: the general path waits for an older answer or raises */
 
   /* The ring's id source: one producer at a time, as in RingClient._new_request_id. */
   const uint64_t id64 = self->ids[0];
@@ -256,7 +239,7 @@ static PyObject *ring_call(PyObject *self_obj, PyObject *const *args, Py_ssize_t
   if (as_u64(args[0], "k", &k) < 0 || as_fid(args[1], &fid) < 0 ||
       as_u64(args[3], "spin_ns", &spin_ns) < 0)
     return NULL;
-  return round_trip(self, k, fid, args[2], spin_ns, 1, &published);
+  return round_trip(self, k, fid, args[2], spin_ns, &published);
 }
 
 /* Ring.call_next(function, payload): RingClient.call's first step, every bit of
@@ -278,21 +261,11 @@ static PyObject *ring_call_next(PyObject *self_obj, PyObject *const *args, Py_ss
   if (ticket != Py_None)
     Py_RETURN_NONE; /* the slot holds a ticket: the general path collects it first */
   int published = 0;
-  /* Slot k's previous request, k - num_slots, answered in this run: its response flag
-   * is that answer's sequence, seq - 1 (the rx flag, the client's own line, is still
-   * loaded: another producer would have moved it). */
-  const int known =
-      self->run_start != NO_RUN && k >= self->run_start + (unsigned long long)self->num_slots;
-  PyObject *out = round_trip(self, k, self->last_fid, args[1], self->spin_ns, !known, &published);
+  PyObject *out = round_trip(self, k, self->last_fid, args[1], self->spin_ns, &published);
   if (published) {
     self->next = k + 1;
-    if (out != NULL && PyTuple_Check(out)) {
+    if (out != NULL && PyTuple_Check(out))
       self->collected += 1;
-      if (self->run_start == NO_RUN)
-        self->run_start = k;
-    } else {
-      self->run_start = NO_RUN; /* a ticket (or an error): the slot's answer is not known */
-    }
   }
   return out;
 }
@@ -326,7 +299,6 @@ static PyObject *ring_attach(PyObject *self_obj, PyObject *pending) {
   Py_INCREF(pending);
   self->pending = pending;
   Py_XDECREF(old);
-  self->run_start = NO_RUN;
   Py_RETURN_NONE;
 }
 
@@ -355,38 +327,12 @@ static PyMethodDef ring_methods[] = {
 };
 
 static PyMemberDef ring_members[] = {
+    {"next", T_ULONGLONG, offsetof(RingObject, next), 0, "the client's next request number"},
     {"collected", T_ULONGLONG, offsetof(RingObject, collected), 0,
      "responses call_next() read (the client adds the rest)"},
     {"spin_ns", T_ULONGLONG, offsetof(RingObject, spin_ns), 0,
      "call_next()'s spin bound in nanoseconds"},
     {NULL, 0, 0, 0, NULL},
-};
-
-/* `next`: set by anything but call_next(), it ends call_next()'s run (see run_start). */
-static PyObject *ring_get_next(PyObject *self_obj, void *closure) {
-  (void)closure;
-  return PyLong_FromUnsignedLongLong(((RingObject *)self_obj)->next);
-}
-
-static int ring_set_next(PyObject *self_obj, PyObject *value, void *closure) {
-  RingObject *self = (RingObject *)self_obj;
-  unsigned long long v;
-  (void)closure;
-  if (value == NULL) {
-    PyErr_SetString(PyExc_AttributeError, "Ring.next cannot be deleted");
-    return -1;
-  }
-  if (as_u64(value, "next", &v) < 0)
-    return -1;
-  self->next = v;
-  self->run_start = NO_RUN;
-  return 0;
-}
-
-static PyGetSetDef ring_getset[] = {
-    {"next", ring_get_next, ring_set_next,
-     "the client's next request number (setting it ends call_next()'s run of answers)", NULL},
-    {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyType_Slot ring_slots[] = {
@@ -397,7 +343,6 @@ static PyType_Slot ring_slots[] = {
     {Py_tp_dealloc, (void *)ring_dealloc},
     {Py_tp_methods, (void *)ring_methods},
     {Py_tp_members, (void *)ring_members},
-    {Py_tp_getset, (void *)ring_getset},
     {0, NULL},
 };
 

@@ -83,10 +83,10 @@ static inline int await(const ring_t *r, uint64_t k, uint32_t arg_len, int check
  * seed; not timed) comes before each request, so that requests arrive at every
  * phase of the consumer's poll loop instead of at the one a back-to-back
  * ping-pong locks into (a poll of mapped host memory samples the flag once per
- * PCIe round trip). */
-/* With `read`, the timed part also checks the response's header and copies its result out
- * (what a client that returns the answer does: the response's line, written by the device,
- * misses the host's caches); without it, the clock stops when the flag is seen. */
+ * PCIe round trip). With `read`, the timed part also checks the response's header
+ * and copies its result out (what a client that returns the answer does: the
+ * response's line, written by the device, misses the host's caches); without it,
+ * the clock stops when the flag is seen. */
 static int serial_rounds(uint8_t *base, uint32_t num_slots, uint32_t slot_size,
                          uint32_t function_id, const uint8_t *args, uint32_t arg_len,
                          uint64_t count, uint64_t max_gap_ns, int read, uint64_t *next,

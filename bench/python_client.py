@@ -23,14 +23,18 @@ Measured (p50/p99 of ``--samples`` round trips after a warm-up, microseconds):
 - ``call_python_prelude``: the compiled round trip as ``call()`` drove it until session 11,
   its bookkeeping (next request, collected, the slot's ticket, the last function's id) in
   Python attributes around ``Ring.call``, against ``call``, where ``Ring.call_next`` keeps it;
-- ``native_random``, ``call_random``, ``call_python_prelude_random``: the same with random
+- ``call_python_frame``: ``call`` as it was until session 13, a Python method around
+  ``Ring.call_next`` (``RingClient._call_python`` over the compiled ring), against ``call``,
+  now compiled code itself (``_fastcall.call``: no Python frame on the answered path);
+- ``native_random``, ``call_random``, ``call_python_prelude_random``,
+  ``call_python_frame_random``: the same with random
   arrival (a think time uniform in [0, ``GAP_NS``] before each request, not timed), as
   ``bench/dispatch.py``'s second figures: back to back, each client's own period meets the
   kernel's poll loop at a phase of its own, which can cost or save up to a poll;
 - ``native_read``, ``native_read_random``: the native client with the response's header
   checked and its result copied out inside the timed part (``lg_latency_read``), as every
   client that returns the answer must: the response's cache line, written by the device,
-  misses the host's caches (``native`` stops the clock when the flag is seen);
+  misses the host's caches (``native`` stops the clock when the flag is seen).
 
 The goal of issue #12 is ``call`` p50 within 0.4 us of ``native``.
 """
@@ -165,24 +169,6 @@ class _PythonPrelude:
         raise RuntimeError(msg)
 
 
-def _timed_calls(call: Any, payload: bytes, count: int, gaps: np.ndarray | None) -> np.ndarray:
-    """``count`` timed ``call("echo", payload)`` (us), each after its think time in ``gaps``
-    (ns, spun, not timed) if given; every answer checked."""
-    samples = np.empty(count)
-    ns = time.perf_counter_ns
-    for i in range(count):
-        if gaps is not None:
-            end = ns() + int(gaps[i])
-            while ns() < end:
-                pass
-        t0 = ns()
-        status, result = call("echo", payload)
-        samples[i] = ns() - t0
-        if status != 0 or result != payload:
-            raise RuntimeError("wrong answer")
-    return samples * 1e-3
-
-
 def _floor(client: Any, payload: bytes, count: int) -> np.ndarray:
     """The least Python a round trip on this ring takes (no checks beyond the flag)."""
     from skbuild_cudaq.realtime.wire import HEADER_SIZE, REQUEST_MAGIC, function_id
@@ -289,11 +275,17 @@ def main(argv: list[str] | None = None) -> int:
 
             gaps = np.random.default_rng(7).integers(0, _bench.GAP_NS + 1, size=opts.samples)
 
-            def compiled_call(old: bool, random: bool) -> dict[str, float]:
+            def compiled_call(old: bool, random: bool, frame: bool = False) -> dict[str, float]:
+                """``old``: the Python prelude of session 9; ``frame``: the Python method
+                over the compiled ring (``call`` before it was compiled code itself)."""
                 client = fresh(True)
-                call = _PythonPrelude(client).call if old else client.call
-                _timed_calls(call, payload, opts.warmup, None)
-                samples = _timed_calls(call, payload, opts.samples, gaps if random else None)
+                call = client.call
+                if old:
+                    call = _PythonPrelude(client).call
+                elif frame:
+                    call = client._call_python
+                _bench.timed_calls(call, payload, opts.warmup, None)
+                samples = _bench.timed_calls(call, payload, opts.samples, gaps if random else None)
                 return _bench.percentiles(samples)
 
             def call(private_ids: bool = False, compiled: bool | None = None) -> dict[str, float]:
@@ -323,6 +315,9 @@ def main(argv: list[str] | None = None) -> int:
                         key = "call" + ("_python_prelude" if old else "")
                         key += "_random" if random else ""
                         rounds.setdefault(key, []).append(compiled_call(old, random))
+                    for random in (False, True):
+                        key = "call_python_frame" + ("_random" if random else "")
+                        rounds.setdefault(key, []).append(compiled_call(False, random, True))
                     for random in (False, True):
                         key = "native_read" + ("_random" if random else "")
                         gap = _bench.GAP_NS if random else 0
@@ -371,6 +366,12 @@ def main(argv: list[str] | None = None) -> int:
         summary["python_prelude_over_call_random_arrival_us"] = med(
             "call_python_prelude_random"
         ) - med("call_random")
+        for key in ("call_python_frame", "call_python_frame_random"):
+            summary[f"{key}_p50_us"] = med(key)
+        summary["python_frame_over_call_us"] = med("call_python_frame") - med("call")
+        summary["python_frame_over_call_random_arrival_us"] = med("call_python_frame_random") - med(
+            "call_random"
+        )
         for key in ("native_read", "native_read_random"):
             summary[f"{key}_p50_us"] = med(key)
         summary["native_read_over_native_us"] = med("native_read") - med("native")

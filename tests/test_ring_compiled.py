@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -287,3 +288,166 @@ def test_reset_keeps_the_list_the_compiled_ring_reads() -> None:
     pending = client._pending
     client.reset()
     assert client._pending is pending and client.submitted == 0 and client.collected == 0
+
+
+@needs_compiled
+def test_call_is_the_compiled_entry_and_keeps_the_python_signature(
+    echo_ring: tuple[bytearray, RingLayout],
+) -> None:
+    """RingClient.call is _fastcall.call where it is installed; every way of calling the
+    Python method still works (keywords go to it), and its TypeErrors are its own."""
+    from skbuild_cudaq.realtime.ring import _fastcall
+
+    assert RingClient.call is _fastcall.call
+    buf, layout = echo_ring
+    for round_, compiled in enumerate((True, False)):
+        client = RingClient(buf, layout, spin=16, compiled=compiled)  # continues the ring
+        assert client.call("echo", b"ab") == (2, b"ba")
+        assert client.call("echo") == (0, b"")  # the default payload
+        assert client.call("echo", b"xyz", timeout=2.0) == (3, b"zyx")
+        assert client.call(function="echo", payload=b"kw") == (2, b"wk")
+        assert client.call("echo", payload=b"p", timeout=2.0) == (1, b"p")
+        with pytest.raises(TypeError, match="missing 1 required positional argument"):
+            client.call()  # type: ignore[call-arg]
+        with pytest.raises(TypeError, match="unexpected keyword argument 'spin'"):
+            client.call("echo", b"", spin=3)  # type: ignore[call-arg]
+        with pytest.raises(TypeError, match="positional argument"):
+            client.call("echo", b"", 1.0)  # type: ignore[misc]
+        assert client.collected == 5 and client.submitted == 5 * (round_ + 1)
+
+
+@needs_compiled
+def test_a_subclass_call_and_a_held_call_keep_their_meaning(
+    echo_ring: tuple[bytearray, RingLayout],
+) -> None:
+    buf, layout = echo_ring
+
+    class Counting(RingClient):
+        calls = 0
+
+        def call(self, *args: object, **kwargs: object) -> tuple[int, bytes]:  # type: ignore[override]
+            Counting.calls += 1
+            return super().call(*args, **kwargs)  # type: ignore[arg-type]
+
+    sub = Counting(buf, layout, spin=16)
+    assert sub.call("echo", b"12") == (2, b"21") and Counting.calls == 1
+
+    # a bound call keeps its client alive (as a Python method does), and no cycle is made:
+    # the client goes with its last reference, without the cycle collector
+    import gc
+    import weakref
+
+    gc.disable()
+    try:
+        client = RingClient(buf, layout, spin=16)
+        client.call("echo", b"")  # continue after the subclass's request
+        ref = weakref.ref(client)
+        call = client.call
+        del client
+        assert ref() is not None and call("echo", b"held") == (4, b"dleh")
+        del call
+        assert ref() is None
+    finally:
+        gc.enable()
+
+
+_CONSUMER = """
+import mmap, sys
+from skbuild_cudaq.realtime.ring import RingLayout, RingServer
+lay = RingLayout(8, 96)
+with open(sys.argv[1], "r+b") as f:
+    mm = mmap.mmap(f.fileno(), lay.total_bytes)
+server = RingServer(mm, lay)
+print("ready", flush=True)
+while True:
+    req = server.poll()
+    if req is not None:
+        server.publish(len(req.args), req.args[::-1])
+"""
+
+
+@needs_compiled
+def test_an_answer_within_the_spin_runs_no_python_frame(tmp_path: Path) -> None:
+    """The point of the compiled entry: with a consumer in another process (it answers
+    while the call spins holding the GIL), a round trip answered within the spin runs
+    no Python code at all; only a spin that ran out enters Python (``_call_continue``)."""
+    import mmap
+    import subprocess
+    import sys
+
+    lay = RingLayout(8, 96)
+    path = tmp_path / "ring"
+    path.write_bytes(bytes(lay.total_bytes))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CONSUMER, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        with path.open("r+b") as f:
+            mm = mmap.mmap(f.fileno(), lay.total_bytes)
+        client = RingClient(mm, lay, spin=20_000)  # the longest spin: 1 ms
+        client.call("echo", b"warm")  # remembers the function id (a Python step)
+        frames: list[str] = []
+
+        def profile(frame: Any, event: str, arg: object) -> None:
+            if event == "call":
+                frames.append(frame.f_code.co_name)
+
+        n, frameless = 300, 0
+        for k in range(n):
+            payload = bytes([k & 0xFF]) * (k % 40)
+            frames.clear()
+            sys.setprofile(profile)
+            try:
+                out = client.call("echo", payload)
+            finally:
+                sys.setprofile(None)
+            assert out == (len(payload), payload[::-1])
+            assert "_call_python" not in frames and frames[:1] in ([], ["_call_continue"])
+            frameless += not frames
+        assert frameless >= n // 2, f"only {frameless} of {n} round trips were answered in the spin"
+        client.close()
+        mm.close()
+    finally:
+        proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+_WITHOUT_MODULE = """
+import sys, threading
+sys.modules["skbuild_cudaq.realtime.ring._fastcall"] = None  # as if built without a C compiler
+from skbuild_cudaq.realtime.ring import RingClient, RingLayout, RingServer, client
+assert not client.COMPILED and RingClient.call is RingClient._call_python
+lay = RingLayout(4, 64)
+buf = bytearray(lay.total_bytes)
+server, stop = RingServer(buf, lay), threading.Event()
+def serve():
+    while not stop.is_set():
+        req = server.poll()
+        if req is not None:
+            server.publish(len(req.args), req.args[::-1])
+thread = threading.Thread(target=serve)
+thread.start()
+c = RingClient(buf, lay, spin=16)
+out = [c.call("f", bytes([k]) * k) for k in range(9)] + [c.call("f", payload=b"kw", timeout=1.0)]
+stop.set()
+thread.join()
+assert out == [(k, bytes([k]) * k) for k in range(9)] + [(2, b"wk")], out
+print("ok")
+"""
+
+
+def test_without_the_compiled_module_call_is_the_python_method() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_MODULE],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0 and done.stdout == "ok\n", done.stderr

@@ -33,6 +33,16 @@
  *               came and failed a check; the caller makes a ticket of it and
  *               waits (or raises the protocol error) the general way.
  *
+ *   call(client, function, payload=b"", *, timeout=...)  (the module's `call`)
+ *       RingClient.call itself: a method descriptor the class takes as its `call`,
+ *       so that `client.call(...)` enters C with no Python frame. It runs
+ *       client._compiled.call_next(function, payload) where the client has a
+ *       compiled Ring, and returns its tuple; anything else (False, None or a
+ *       request id) goes to client._call_continue(function, payload, out[,
+ *       timeout]), and a client without a Ring (pure Python) or a call with other
+ *       arguments than these goes to client._call_python(*args, **kwargs), the
+ *       Python method of the same signature (which also raises its TypeErrors).
+ *
  * Memory order: the request bytes, then a release store of the request flag;
  * an acquire load of the response flag, then the response bytes (the device
  * pairs these with ld.acquire.sys / st.release.sys). Correct on any host CPU,
@@ -242,17 +252,11 @@ static PyObject *ring_call(PyObject *self_obj, PyObject *const *args, Py_ssize_t
   return round_trip(self, k, fid, args[2], spin_ns, &published);
 }
 
-/* Ring.call_next(function, payload): RingClient.call's first step, every bit of
- * its bookkeeping here (see the header comment). */
-static PyObject *ring_call_next(PyObject *self_obj, PyObject *const *args, Py_ssize_t nargs) {
-  RingObject *self = (RingObject *)self_obj;
-  if (nargs != 2) {
-    PyErr_SetString(PyExc_TypeError, "Ring.call_next(function, payload)");
-    return NULL;
-  }
+/* call_next() of `self` (see the header comment); NULL with an exception set on an error. */
+static PyObject *call_next(RingObject *self, PyObject *function, PyObject *payload) {
   if (self->base == NULL || self->pending == NULL)
     Py_RETURN_NONE; /* not attached: the general path */
-  if (args[0] != self->last_function)
+  if (function != self->last_function)
     Py_RETURN_FALSE; /* the caller remembers its id and calls again */
   const unsigned long long k = self->next;
   PyObject *ticket = PyList_GetItem(self->pending, (Py_ssize_t)(k % self->num_slots));
@@ -261,13 +265,23 @@ static PyObject *ring_call_next(PyObject *self_obj, PyObject *const *args, Py_ss
   if (ticket != Py_None)
     Py_RETURN_NONE; /* the slot holds a ticket: the general path collects it first */
   int published = 0;
-  PyObject *out = round_trip(self, k, self->last_fid, args[1], self->spin_ns, &published);
+  PyObject *out = round_trip(self, k, self->last_fid, payload, self->spin_ns, &published);
   if (published) {
     self->next = k + 1;
     if (out != NULL && PyTuple_Check(out))
       self->collected += 1;
   }
   return out;
+}
+
+/* Ring.call_next(function, payload): RingClient.call's first step, every bit of
+ * its bookkeeping here (see the header comment). */
+static PyObject *ring_call_next(PyObject *self_obj, PyObject *const *args, Py_ssize_t nargs) {
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "Ring.call_next(function, payload)");
+    return NULL;
+  }
+  return call_next((RingObject *)self_obj, args[0], args[1]);
 }
 
 /* Ring.remember(function, function_id) */
@@ -312,6 +326,95 @@ static void ring_dealloc(PyObject *self) {
   Py_DECREF(tp);
 }
 
+/* What client_call needs, made once by fastcall_exec: the Ring type and the names it
+ * looks up on the client. */
+static PyTypeObject *ring_type;
+static PyObject *str_compiled, *str_call_continue, *str_call_python;
+
+/* client._call_python(*args, **kwargs): the Python method, for every call the compiled
+ * path does not take (a pure-Python client, other arguments). */
+static PyObject *python_call(PyObject *client, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames) {
+  PyObject *method = PyObject_GetAttr(client, str_call_python);
+  if (method == NULL)
+    return NULL;
+  PyObject *pos = PyTuple_New(nargs);
+  PyObject *kw = NULL, *out = NULL;
+  if (pos == NULL)
+    goto done;
+  for (Py_ssize_t i = 0; i < nargs; ++i) {
+    Py_INCREF(args[i]);
+    PyTuple_SetItem(pos, i, args[i]); /* steals the reference */
+  }
+  if (kwnames != NULL) {
+    const Py_ssize_t nkw = PyTuple_Size(kwnames);
+    kw = PyDict_New();
+    if (kw == NULL)
+      goto done;
+    for (Py_ssize_t i = 0; i < nkw; ++i)
+      if (PyDict_SetItem(kw, PyTuple_GetItem(kwnames, i), args[nargs + i]) < 0)
+        goto done;
+  }
+  out = PyObject_Call(method, pos, kw);
+done:
+  Py_DECREF(method);
+  Py_XDECREF(pos);
+  Py_XDECREF(kw);
+  return out;
+}
+
+/* call(client, function, payload=b"", *, timeout=...): RingClient.call (see the header
+ * comment). METH_FASTCALL | METH_KEYWORDS: no argument tuple on the round trip's path. */
+static PyObject *client_call(PyObject *client, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames) {
+  PyObject *timeout = NULL;
+  if (kwnames != NULL) {
+    const Py_ssize_t nkw = PyTuple_Size(kwnames);
+    if (nkw > 1 || (nkw == 1 && PyUnicode_CompareWithASCIIString(
+                                    PyTuple_GetItem(kwnames, 0), "timeout") != 0))
+      return python_call(client, args, nargs, kwnames);
+    if (nkw == 1)
+      timeout = args[nargs];
+  }
+  if (nargs < 1 || nargs > 2)
+    return python_call(client, args, nargs, kwnames);
+  PyObject *ring = PyObject_GetAttr(client, str_compiled);
+  if (ring == NULL)
+    return NULL;
+  if (Py_TYPE(ring) != ring_type || ((RingObject *)ring)->base == NULL) {
+    Py_DECREF(ring); /* None: a pure-Python client, or a closed one */
+    return python_call(client, args, nargs, kwnames);
+  }
+  PyObject *payload = nargs == 2 ? args[1] : NULL;
+  if (payload == NULL && (payload = PyBytes_FromStringAndSize(NULL, 0)) == NULL) {
+    Py_DECREF(ring);
+    return NULL;
+  }
+  if (nargs == 2)
+    Py_INCREF(payload);
+  PyObject *out = call_next((RingObject *)ring, args[0], payload);
+  Py_DECREF(ring);
+  if (out != NULL && !PyTuple_Check(out)) {
+    /* False, None or a request id: the Python rest of the call (timeout last, if given) */
+    PyObject *rest =
+        PyObject_CallMethodObjArgs(client, str_call_continue, args[0], payload, out, timeout, NULL);
+    Py_DECREF(out);
+    out = rest;
+  }
+  Py_DECREF(payload);
+  return out;
+}
+
+static PyMethodDef client_call_def = {
+    "call", (PyCFunction)(void (*)(void))client_call, METH_FASTCALL | METH_KEYWORDS,
+    "call($self, function, payload=b'', *, timeout=10.0)\n--\n\n"
+    "Submit one request and wait for it: ``(status, result)``.\n\n"
+    "The round trip's own path: when the next slot is free it writes the request,\n"
+    "publishes it and spins on the response flag without creating a ticket (the same\n"
+    "checks as :meth:`wait`); otherwise it goes through :meth:`submit` and :meth:`wait`.\n"
+    "Compiled code with no Python frame where the client has the compiled ring\n"
+    "(:attr:`compiled`); the Python method ``_call_python`` otherwise."};
+
 static PyMethodDef ring_methods[] = {
     {"call", (PyCFunction)(void (*)(void))ring_call, METH_FASTCALL,
      "call(k, function_id, payload, spin_ns) -> (status, result) | request id | None\n\n"
@@ -355,11 +458,27 @@ static PyType_Spec ring_spec = {
 };
 
 static int fastcall_exec(PyObject *module) {
+  if (str_compiled == NULL) { /* once a process: the names client_call looks up */
+    str_compiled = PyUnicode_InternFromString("_compiled");
+    str_call_continue = PyUnicode_InternFromString("_call_continue");
+    str_call_python = PyUnicode_InternFromString("_call_python");
+    if (str_compiled == NULL || str_call_continue == NULL || str_call_python == NULL)
+      return -1;
+  }
   PyObject *type = PyType_FromSpec(&ring_spec);
   if (type == NULL)
     return -1;
   if (PyModule_AddObject(module, "Ring", type) < 0) {
     Py_DECREF(type);
+    return -1;
+  }
+  ring_type = (PyTypeObject *)type; /* the module keeps it; client_call compares with it */
+  /* a method of any object: RingClient takes it as its `call` */
+  PyObject *call = PyDescr_NewMethod(&PyBaseObject_Type, &client_call_def);
+  if (call == NULL)
+    return -1;
+  if (PyModule_AddObject(module, "call", call) < 0) {
+    Py_DECREF(call);
     return -1;
   }
   return 0;

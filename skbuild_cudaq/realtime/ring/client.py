@@ -11,9 +11,13 @@ The compiled round trip: where the package was built with a C compiler
 (``Ring.call_next``: the next request number, the responses collected, whether the slot
 holds a ticket, the last function's id; 0.22 us a call with random arrival on the H200
 host, ``bench/python_client.py``), and keeps only the general path (waits, errors,
-tickets) in Python. :data:`COMPILED` says whether it is
-there; ``RingClient(..., compiled=False)`` or ``SKBUILD_CUDAQ_PURE_CLIENT=1`` in the
-environment leave it unused.
+tickets) in Python. ``call`` itself is then compiled code (``_fastcall.call``, a method
+descriptor the class takes as its ``call``): ``client.call(...)`` enters C with no Python
+frame, and goes back to Python only for what is not a plain answered round trip
+(``_call_continue``) or for a client without the compiled ring (``_call_python``, the
+Python ``call``). A subclass overriding ``call`` keeps its own. :data:`COMPILED` says
+whether it is there; ``RingClient(..., compiled=False)`` or ``SKBUILD_CUDAQ_PURE_CLIENT=1``
+in the environment leave it unused.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import struct
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skbuild_cudaq.realtime.errors import RingError, RingProtocolError
 from skbuild_cudaq.realtime.wire import (
@@ -46,12 +50,15 @@ _U32 = 0xFFFFFFFF
 _U64 = 0xFFFFFFFFFFFFFFFF
 
 _CompiledRing: type[_fastcall.Ring] | None
+_compiled_call: Any  # RingClient.call as compiled code, or None
 try:
     from . import _fastcall
 
     _CompiledRing = _fastcall.Ring
+    _compiled_call = _fastcall.call
 except ImportError:  # built without a C compiler (cmake/FastClient.cmake): pure Python
     _CompiledRing = None
+    _compiled_call = None
 
 #: Whether this installation has the compiled round trip of :meth:`RingClient.call`.
 COMPILED: bool = _CompiledRing is not None
@@ -425,7 +432,51 @@ class RingClient(_BatchPath):
         deadline = time.monotonic() + timeout
         return [self.wait(t, max(0.0, deadline - time.monotonic())) for t in tickets]
 
-    def call(
+    if TYPE_CHECKING:
+
+        def call(
+            self,
+            function: str | bytes | int,
+            payload: bytes | bytearray | memoryview = b"",
+            *,
+            timeout: float = DEFAULT_TIMEOUT,
+        ) -> tuple[int, bytes]:
+            """Submit one request and wait for it: ``(status, result)`` (see ``_call_python``)."""
+            ...
+
+    def _call_continue(
+        self,
+        function: str | bytes | int,
+        payload: bytes | bytearray | memoryview,
+        out: object,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> tuple[int, bytes]:
+        """The rest of :meth:`call` after ``Ring.call_next`` gave ``out``, not a tuple.
+
+        False: another function than the last (nothing written): remember its id and
+        try again. An int: the request id of a request published but not answered
+        within the spin, or answered wrongly: wait for it as a ticket (or raise the
+        protocol error). None: nothing written (the slot holds a ticket or is not yet
+        free, the payload is no bytes or bytearray or does not fit, or the client is
+        closed): the general path, which waits or raises.
+        """
+        ring = self._compiled
+        if out is False and ring is not None:
+            ring.remember(function, function_id(function))
+            out = ring.call_next(function, payload)
+            if out.__class__ is tuple:
+                return out
+        if isinstance(out, int) and out is not False and ring is not None:
+            k = ring.next - 1
+            slot, seq = self._layout.position(k)
+            ticket = Ticket(k, slot, seq, out, 0, function_id(function), self._generation)
+            self._pending[slot] = ticket
+            response = self._wait_slot(ticket, timeout, reason="wait")
+            return response.status, response.result
+        response = self.wait(self.submit(function, payload, timeout=timeout), timeout)
+        return response.status, response.result
+
+    def _call_python(
         self,
         function: str | bytes | int,
         payload: bytes | bytearray | memoryview = b"",
@@ -437,7 +488,9 @@ class RingClient(_BatchPath):
         The round trip's own path: when the next slot is free it writes the
         request, publishes it and spins on the response flag without creating a
         ticket (the same checks as :meth:`wait`); otherwise it goes through
-        :meth:`submit` and :meth:`wait`.
+        :meth:`submit` and :meth:`wait`. This is :meth:`call` in Python: what
+        ``call`` is where the compiled ring is not installed, and what the compiled
+        ``call`` runs for a client without it.
         """
         # Every step inline, every value local: on the H200 host each Python-level call
         # or attribute costs tens of ns, and the ring's memory is the device's too.
@@ -445,26 +498,11 @@ class RingClient(_BatchPath):
         if ring is not None:
             # The compiled round trip: claim, write, publish, spin, check, copy out, and
             # the bookkeeping (next request, collected, whether the slot holds a ticket,
-            # the function id of the last function). False: another function than the
-            # last (nothing written); None: nothing was written (the general path
-            # below); an int: the request id of a request published but not answered
-            # within the spin, or answered wrongly.
+            # the function id of the last function); anything but an answer: the rest.
             out = ring.call_next(function, payload)
             if out.__class__ is tuple:
                 return out
-            if out is False:
-                ring.remember(function, function_id(function))
-                out = ring.call_next(function, payload)
-                if out.__class__ is tuple:
-                    return out
-            if out is not None:
-                assert isinstance(out, int)
-                k = ring.next - 1
-                slot, seq = self._layout.position(k)
-                ticket = Ticket(k, slot, seq, out, 0, function_id(function), self._generation)
-                self._pending[slot] = ticket
-                response = self._wait_slot(ticket, timeout, reason="wait")
-                return response.status, response.result
+            return self._call_continue(function, payload, out, timeout)
         k = self._next
         n = self._num_slots
         slot = k % n
@@ -517,6 +555,11 @@ class RingClient(_BatchPath):
             return response.status, response.result
         self.collected += 1
         return status, bytes(mv[off + HEADER_SIZE : off + HEADER_SIZE + rlen])
+
+    if not TYPE_CHECKING:
+        # the compiled call where it is installed (it goes back to _call_python for a client
+        # without the compiled ring), else the Python one
+        call = _call_python if _compiled_call is None else _compiled_call
 
     def drain(self, timeout: float = DEFAULT_TIMEOUT) -> None:
         """Read every outstanding response out of the ring (kept for ``poll``/``wait``)."""

@@ -96,7 +96,7 @@ IN_FLIGHT = (1, 8, 64, 256)
 LATENCY_ROUNDS = 5
 #: Rounds of the Python client against the native one (each back to back and with random
 #: arrival, alternating on one dispatcher).
-PYTHON_ROUNDS = 3
+PYTHON_ROUNDS = 5
 #: Random arrival: a think time drawn from [0, GAP_NS] ns before each request of a second
 #: latency pass (not timed). Back to back, a request is written as soon as the previous
 #: answer is seen, so it meets the kernel's poll loop (one flag load per PCIe round trip,
@@ -808,7 +808,7 @@ def measure_once(opts: argparse.Namespace) -> dict[str, Any]:
                 d.set_unified_launch(launchers.single_thread(core))
                 d.start()
                 payload = bytes(range(ARG_LEN))
-                n = max(1_000, opts.samples // 8)
+                n = max(1_000, opts.samples // 5)
                 warm = max(1, opts.warmup // 8)
                 gaps = np.random.default_rng(7).integers(0, GAP_NS + 1, size=n)
                 py_rounds: dict[str, list[np.ndarray]] = {}

@@ -1062,58 +1062,35 @@ def python_client_section(
         f"{config.get('samples', '?')} calls (µs).",
         "",
     ]
+
+    def row(label: str, key: str, native: str = "native_p50_us") -> list[str]:
+        """A client's p50 (``key``) and its difference from the native client's."""
+        return [label, _fmt(s.get(key), 2), _difference(s.get(key), s.get(native))]
+
+    compiled = {True: " (compiled round trip)", False: " (pure Python)"}.get(
+        config.get("compiled"), ""
+    )
     rows = [
         ["native client (C, `bench/loadgen.c`)", _fmt(s.get("native_p50_us"), 2), "—"],
-        [
-            "`RingClient.call`"
-            + {True: " (compiled round trip)", False: " (pure Python)"}.get(
-                config.get("compiled"), ""
-            ),
-            _fmt(s.get("call_p50_us"), 2),
-            _fmt(s.get("call_over_native_us"), 2),
-        ],
+        row("`RingClient.call`" + compiled, "call_p50_us"),
     ]
     if "call_pure_p50_us" in s:
-        rows.append(
-            [
-                "`RingClient(..., compiled=False).call` (pure Python)",
-                _fmt(s.get("call_pure_p50_us"), 2),
-                _fmt(s.get("pure_over_native_us"), 2),
-            ]
-        )
+        rows.append(row("`RingClient(..., compiled=False).call` (pure Python)", "call_pure_p50_us"))
     rows += [
-        [
-            "pure `call` with the id source in process memory",
-            _fmt(s.get("call_private_ids_p50_us"), 2),
-            _difference(s.get("call_private_ids_p50_us"), s.get("native_p50_us")),
-        ],
-        [
-            "least Python that does a round trip (floor)",
-            _fmt(s.get("python_floor_p50_us"), 2),
-            _fmt(s.get("floor_over_native_us"), 2),
-        ],
+        row("pure `call` with the id source in process memory", "call_private_ids_p50_us"),
+        row("least Python that does a round trip (floor)", "python_floor_p50_us"),
     ]
     lines += _table(["Client", "p50", "over native"], rows)
     if "call_random_p50_us" in s:
         # random arrival: no client's period locks onto a phase of the kernel's poll loop
+        native = "native_random_p50_us"
         random_rows = [
-            ["native client", _fmt(s.get("native_random_p50_us"), 2), "—"],
-            [
-                "`RingClient.call`",
-                _fmt(s.get("call_random_p50_us"), 2),
-                _fmt(s.get("call_over_native_random_arrival_us"), 2),
-            ],
+            ["native client", _fmt(s.get(native), 2), "—"],
+            row("`RingClient.call`", "call_random_p50_us", native),
         ]
         if "call_python_frame_random_p50_us" in s:
-            random_rows.append(
-                [
-                    "`call` as a Python method over the compiled ring (`_call_python`)",
-                    _fmt(s.get("call_python_frame_random_p50_us"), 2),
-                    _difference(
-                        s.get("call_python_frame_random_p50_us"), s.get("native_random_p50_us")
-                    ),
-                ]
-            )
+            label = "`call` as a Python method over the compiled ring (`_call_python`)"
+            random_rows.append(row(label, "call_python_frame_random_p50_us", native))
         lines += [
             "With random arrival (a think time uniform in [0, 3] µs before each request, not "
             "timed):",

@@ -26,7 +26,11 @@ Measured (p50/p99 of ``--samples`` round trips after a warm-up, microseconds):
 - ``call_python_frame``: ``call`` as it was until session 13, a Python method around
   ``Ring.call_next`` (``RingClient._call_python`` over the compiled ring), against ``call``,
   now compiled code itself (``_fastcall.call``: no Python frame on the answered path);
-- ``native_random``, ``call_random``, ``call_python_prelude_random``,
+- ``c_part``: the compiled round trip's C part, stamped in C (``Ring.call_next_stamped``: from
+  before the request is written to its response flag seen, as ``native`` is timed), and the
+  Python-timed rest of the call around it (``python_around``): whether a gap over ``native`` is
+  in the round trip itself or in Python around it;
+- ``native_random``, ``call_random``, ``call_python_prelude_random``, ``c_part_random``,
   ``call_python_frame_random``: the same with random
   arrival (a think time uniform in [0, ``GAP_NS``] before each request, not timed), as
   ``bench/dispatch.py``'s second figures: back to back, each client's own period meets the
@@ -288,6 +292,39 @@ def main(argv: list[str] | None = None) -> int:
                 samples = _bench.timed_calls(call, payload, opts.samples, gaps if random else None)
                 return _bench.percentiles(samples)
 
+            def stamped(random: bool) -> dict[str, float]:
+                """The compiled round trip's C part stamped in C (``call_next_stamped``: from
+                before the request is written to its response flag seen, as the native client
+                is timed) and the Python-timed call around it, per call."""
+                client = fresh(True)
+                ring = client._compiled
+                assert ring is not None
+                ring.remember("echo", echo)
+                go = ring.call_next_stamped
+                ns = time.perf_counter_ns  # CLOCK_MONOTONIC, the clock the C part reads
+                parts = np.full((2, opts.warmup + opts.samples), np.nan)
+                for i in range(parts.shape[1]):
+                    if random and i >= opts.warmup:
+                        end = ns() + int(gaps[i - opts.warmup])
+                        while ns() < end:
+                            pass
+                    t0 = ns()
+                    out, written, seen = go("echo", payload)
+                    t1 = ns()
+                    if out.__class__ is not tuple:  # a spin ran out: not stamped
+                        out = client._call_continue("echo", payload, out)
+                    elif seen:
+                        parts[:, i] = (seen - written, (written - t0) + (t1 - seen))
+                    if out != (0, payload):
+                        raise RuntimeError("wrong answer")
+                c_part, around = parts[:, opts.warmup :] * 1e-3
+                return {
+                    "p50": float(np.nanmedian(c_part)),
+                    "around_p50": float(np.nanmedian(around)),
+                    "whole_p50": float(np.nanmedian(c_part + around)),
+                    "unstamped": int(np.isnan(c_part).sum()),
+                }
+
             def call(private_ids: bool = False, compiled: bool | None = None) -> dict[str, float]:
                 client = fresh(False if private_ids else compiled)
                 if private_ids:
@@ -315,6 +352,9 @@ def main(argv: list[str] | None = None) -> int:
                         key = "call" + ("_python_prelude" if old else "")
                         key += "_random" if random else ""
                         rounds.setdefault(key, []).append(compiled_call(old, random))
+                    for random in (False, True):
+                        key = "c_part" + ("_random" if random else "")
+                        rounds.setdefault(key, []).append(stamped(random))
                     for random in (False, True):
                         key = "call_python_frame" + ("_random" if random else "")
                         rounds.setdefault(key, []).append(compiled_call(False, random, True))
@@ -371,6 +411,15 @@ def main(argv: list[str] | None = None) -> int:
         summary["python_frame_over_call_us"] = med("call_python_frame") - med("call")
         summary["python_frame_over_call_random_arrival_us"] = med("call_python_frame_random") - med(
             "call_random"
+        )
+        for key in ("c_part", "c_part_random"):
+            summary[f"{key}_p50_us"] = med(key)
+            summary[f"{key}_python_around_p50_us"] = float(
+                np.median([r["around_p50"] for r in rounds[key]])
+            )
+        summary["c_part_over_native_us"] = med("c_part") - med("native")
+        summary["c_part_over_native_random_arrival_us"] = med("c_part_random") - med(
+            "native_random"
         )
         for key in ("native_read", "native_read_random"):
             summary[f"{key}_p50_us"] = med(key)

@@ -1080,6 +1080,9 @@ def python_client_section(
         row("pure `call` with the id source in process memory", "call_private_ids_p50_us"),
         row("least Python that does a round trip (floor)", "python_floor_p50_us"),
     ]
+    c_part = "the compiled round trip's C part, stamped in C (write to flag seen)"
+    if "c_part_p50_us" in s:
+        rows.append(row(c_part, "c_part_p50_us"))
     lines += _table(["Client", "p50", "over native"], rows)
     if "call_random_p50_us" in s:
         # random arrival: no client's period locks onto a phase of the kernel's poll loop
@@ -1091,6 +1094,8 @@ def python_client_section(
         if "call_python_frame_random_p50_us" in s:
             label = "`call` as a Python method over the compiled ring (`_call_python`)"
             random_rows.append(row(label, "call_python_frame_random_p50_us", native))
+        if "c_part_random_p50_us" in s:
+            random_rows.append(row(c_part, "c_part_random_p50_us", native))
         lines += [
             "With random arrival (a think time uniform in [0, 3] µs before each request, not "
             "timed):",

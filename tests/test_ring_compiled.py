@@ -406,6 +406,20 @@ def test_an_answer_within_the_spin_runs_no_python_frame(tmp_path: Path) -> None:
             assert "_call_python" not in frames and frames[:1] in ([], ["_call_continue"])
             frameless += not frames
         assert frameless >= n // 2, f"only {frameless} of {n} round trips were answered in the spin"
+        # the benchmark's stamped round trip: the C part's two clock reads, in order
+        ring = client._compiled
+        assert ring is not None
+        stamped = 0
+        for _ in range(20):
+            before = time.monotonic_ns()
+            out, written, seen = ring.call_next_stamped("echo", b"st")
+            if out.__class__ is tuple:
+                assert out == (2, b"ts") and before <= written <= seen <= time.monotonic_ns()
+                stamped += 1
+            else:  # the spin ran out: written, not seen
+                assert written >= before and seen == 0
+                client._call_continue("echo", b"st", out)
+        assert stamped > 0
         client.close()
         mm.close()
     finally:

@@ -18,6 +18,9 @@
  *       tuple or an int advances `next`. False: `function` is not the one
  *       remembered (nothing was written: the caller computes its id, remembers it
  *       and calls again); None as below, and also before attach().
+ *   Ring.call_next_stamped(function, payload) -> (out, written_ns, seen_ns)
+ *       call_next() with two clock reads: before the request is written, after its
+ *       response flag is seen (for bench/python_client.py; call() never stamps).
  *   Ring.remember(function, function_id), Ring.attach(pending)
  *       the function id call_next() uses for `function` (compared by identity),
  *       and the client's list of tickets (one item a slot, None where free).
@@ -153,7 +156,8 @@ static int ring_init(PyObject *self_obj, PyObject *args, PyObject *kwds) {
  * is set to 1 once the request was written and published (a tuple or an int comes
  * back), else left 0 (None, or NULL with an exception set). */
 static PyObject *round_trip(RingObject *self, unsigned long long k, uint32_t fid,
-                            PyObject *payload, unsigned long long spin_ns, int *published) {
+                            PyObject *payload, unsigned long long spin_ns, int *published,
+                            uint64_t *stamps) {
   const char *data;
   Py_ssize_t size;
   if (PyBytes_Check(payload)) {
@@ -184,6 +188,8 @@ static PyObject *round_trip(RingObject *self, unsigned long long k, uint32_t fid
   self->ids[0] = id64 + 1;
   const uint32_t rid = (uint32_t)id64;
 
+  if (stamps != NULL) /* the benchmark's stamps: before the request is written */
+    stamps[0] = now_ns();
   uint8_t *req = self->base + (size_t)slot * self->slot_size;
   const uint32_t head[4] = {REQUEST_MAGIC, (uint32_t)fid, (uint32_t)size, rid};
   const uint64_t timestamp = 0;
@@ -205,6 +211,8 @@ static PyObject *round_trip(RingObject *self, unsigned long long k, uint32_t fid
       }
     }
   }
+  if (stamps != NULL) /* ... and once the response flag is seen */
+    stamps[1] = now_ns();
   const uint8_t *resp = self->tx_slots + (size_t)slot * self->slot_size;
   uint32_t rhead[4];
   uint64_t rts;
@@ -249,11 +257,13 @@ static PyObject *ring_call(PyObject *self_obj, PyObject *const *args, Py_ssize_t
   if (as_u64(args[0], "k", &k) < 0 || as_fid(args[1], &fid) < 0 ||
       as_u64(args[3], "spin_ns", &spin_ns) < 0)
     return NULL;
-  return round_trip(self, k, fid, args[2], spin_ns, &published);
+  return round_trip(self, k, fid, args[2], spin_ns, &published, NULL);
 }
 
-/* call_next() of `self` (see the header comment); NULL with an exception set on an error. */
-static PyObject *call_next(RingObject *self, PyObject *function, PyObject *payload) {
+/* call_next() of `self` (see the header comment); NULL with an exception set on an error.
+ * `stamps`: NULL, or where the benchmark's two clock reads go (see call_next_stamped). */
+static PyObject *call_next(RingObject *self, PyObject *function, PyObject *payload,
+                           uint64_t *stamps) {
   if (self->base == NULL || self->pending == NULL)
     Py_RETURN_NONE; /* not attached: the general path */
   if (function != self->last_function)
@@ -265,7 +275,8 @@ static PyObject *call_next(RingObject *self, PyObject *function, PyObject *paylo
   if (ticket != Py_None)
     Py_RETURN_NONE; /* the slot holds a ticket: the general path collects it first */
   int published = 0;
-  PyObject *out = round_trip(self, k, self->last_fid, payload, self->spin_ns, &published);
+  PyObject *out =
+      round_trip(self, k, self->last_fid, payload, self->spin_ns, &published, stamps);
   if (published) {
     self->next = k + 1;
     if (out != NULL && PyTuple_Check(out))
@@ -281,7 +292,25 @@ static PyObject *ring_call_next(PyObject *self_obj, PyObject *const *args, Py_ss
     PyErr_SetString(PyExc_TypeError, "Ring.call_next(function, payload)");
     return NULL;
   }
-  return call_next((RingObject *)self_obj, args[0], args[1]);
+  return call_next((RingObject *)self_obj, args[0], args[1], NULL);
+}
+
+/* Ring.call_next_stamped(function, payload) -> (out, written_ns, seen_ns): call_next() with
+ * the clock (CLOCK_MONOTONIC, ns) read right before the request is written and right after
+ * its response flag is seen (0, 0 where it was not): the C part of a round trip, timed as
+ * bench/loadgen.c times the native client's. For benchmarks; call() never stamps. */
+static PyObject *ring_call_next_stamped(PyObject *self_obj, PyObject *const *args,
+                                        Py_ssize_t nargs) {
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "Ring.call_next_stamped(function, payload)");
+    return NULL;
+  }
+  uint64_t stamps[2] = {0, 0};
+  PyObject *out = call_next((RingObject *)self_obj, args[0], args[1], stamps);
+  if (out == NULL)
+    return NULL;
+  return Py_BuildValue("(NKK)", out, (unsigned long long)stamps[0],
+                       (unsigned long long)stamps[1]);
 }
 
 /* Ring.remember(function, function_id) */
@@ -392,7 +421,7 @@ static PyObject *client_call(PyObject *client, PyObject *const *args, Py_ssize_t
   }
   if (nargs == 2)
     Py_INCREF(payload);
-  PyObject *out = call_next((RingObject *)ring, args[0], payload);
+  PyObject *out = call_next((RingObject *)ring, args[0], payload, NULL);
   Py_DECREF(ring);
   if (out != NULL && !PyTuple_Check(out)) {
     /* False, None or a request id: the Python rest of the call (timeout last, if given) */
@@ -422,6 +451,9 @@ static PyMethodDef ring_methods[] = {
     {"call_next", (PyCFunction)(void (*)(void))ring_call_next, METH_FASTCALL,
      "call_next(function, payload) -> (status, result) | request id | None | False\n\n"
      "RingClient.call's round trip of request `next` (see the module docstring)."},
+    {"call_next_stamped", (PyCFunction)(void (*)(void))ring_call_next_stamped, METH_FASTCALL,
+     "call_next_stamped(function, payload) -> (out, written_ns, seen_ns)\n\n"
+     "call_next() with the C part of the round trip stamped (benchmarks)."},
     {"remember", (PyCFunction)(void (*)(void))ring_remember, METH_FASTCALL,
      "remember(function, function_id): the id call_next() uses for `function`."},
     {"attach", (PyCFunction)ring_attach, METH_O,

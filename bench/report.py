@@ -1102,6 +1102,15 @@ def python_client_section(
             "",
             *_table(["Client", "p50", "over native"], random_rows),
         ]
+        if "c_part_random_p50_us" in s:
+            lines += [
+                "The C part's row splits a call into the round trip itself (timed as the native "
+                "client is) and the host-side Python work around it (entry, result objects, "
+                "the clock reads). That Python work has differed by 0.3 µs from one process to "
+                "the next on one lent host (`bench/results/history/README.md`, session 13): "
+                "judge the random-arrival goal over several runs, not this file alone.",
+                "",
+            ]
     seg = _mapping(s, "segments_p50_us")
     if seg:
         lines += [

@@ -414,13 +414,11 @@ static PyObject *client_call(PyObject *client, PyObject *const *args, Py_ssize_t
     Py_DECREF(ring); /* None: a pure-Python client, or a closed one */
     return python_call(client, args, nargs, kwnames);
   }
-  PyObject *payload = nargs == 2 ? args[1] : NULL;
-  if (payload == NULL && (payload = PyBytes_FromStringAndSize(NULL, 0)) == NULL) {
+  PyObject *payload = nargs == 2 ? Py_NewRef(args[1]) : PyBytes_FromStringAndSize(NULL, 0);
+  if (payload == NULL) {
     Py_DECREF(ring);
     return NULL;
   }
-  if (nargs == 2)
-    Py_INCREF(payload);
   PyObject *out = call_next((RingObject *)ring, args[0], payload, NULL);
   Py_DECREF(ring);
   if (out != NULL && !PyTuple_Check(out)) {

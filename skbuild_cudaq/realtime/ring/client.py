@@ -432,18 +432,6 @@ class RingClient(_BatchPath):
         deadline = time.monotonic() + timeout
         return [self.wait(t, max(0.0, deadline - time.monotonic())) for t in tickets]
 
-    if TYPE_CHECKING:
-
-        def call(
-            self,
-            function: str | bytes | int,
-            payload: bytes | bytearray | memoryview = b"",
-            *,
-            timeout: float = DEFAULT_TIMEOUT,
-        ) -> tuple[int, bytes]:
-            """Submit one request and wait for it: ``(status, result)`` (see ``_call_python``)."""
-            ...
-
     def _call_continue(
         self,
         function: str | bytes | int,
@@ -556,10 +544,9 @@ class RingClient(_BatchPath):
         self.collected += 1
         return status, bytes(mv[off + HEADER_SIZE : off + HEADER_SIZE + rlen])
 
-    if not TYPE_CHECKING:
-        # the compiled call where it is installed (it goes back to _call_python for a client
-        # without the compiled ring), else the Python one
-        call = _call_python if _compiled_call is None else _compiled_call
+    # the compiled call where it is installed (it goes back to _call_python for a client
+    # without the compiled ring), else the Python one; type checkers see the Python one
+    call = _call_python if TYPE_CHECKING or _compiled_call is None else _compiled_call
 
     def drain(self, timeout: float = DEFAULT_TIMEOUT) -> None:
         """Read every outstanding response out of the ring (kept for ``poll``/``wait``)."""

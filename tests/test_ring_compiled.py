@@ -312,7 +312,7 @@ def test_call_is_the_compiled_entry_and_keeps_the_python_signature(
         with pytest.raises(TypeError, match="unexpected keyword argument 'spin'"):
             client.call("echo", b"", spin=3)  # type: ignore[call-arg]
         with pytest.raises(TypeError, match="positional argument"):
-            client.call("echo", b"", 1.0)  # type: ignore[misc]
+            client.call("echo", b"", 1.0)  # type: ignore[call-arg]
         assert client.collected == 5 and client.submitted == 5 * (round_ + 1)
 
 
@@ -325,7 +325,7 @@ def test_a_subclass_call_and_a_held_call_keep_their_meaning(
     class Counting(RingClient):
         calls = 0
 
-        def call(self, *args: object, **kwargs: object) -> tuple[int, bytes]:  # type: ignore[override]
+        def call(self, *args: object, **kwargs: object) -> tuple[int, bytes]:
             Counting.calls += 1
             return super().call(*args, **kwargs)  # type: ignore[arg-type]
 

@@ -273,12 +273,30 @@ class LoadGen:
         lib.lg_latency.restype = lib.lg_throughput.restype = ctypes.c_int
         lib.lg_latency_read.argtypes = lib.lg_latency_gap.argtypes
         lib.lg_latency_gap.restype = lib.lg_latency_read.restype = ctypes.c_int
+        lib.lg_serve_start.argtypes = [u8p, u32, u32, u64, ctypes.c_int]
+        lib.lg_serve_start.restype = ctypes.c_int
+        lib.lg_serve_stop.argtypes = []
+        lib.lg_serve_stop.restype = None
         self.lib = lib
         self.args = (ctypes.c_uint8 * ARG_LEN)(*range(ARG_LEN))
         self.next = ctypes.c_uint64(0)
 
     def rewind(self) -> None:
         self.next.value = 0
+
+    @contextmanager
+    def serving(self, ring: int, first: int, cpu: int | None = None) -> Iterator[None]:
+        """A host echo consumer thread (lg_serve_start in bench/loadgen.c) on the ring at
+        ``ring`` from request ``first``, on ``cpu`` (None: anywhere): the dispatch kernel's
+        part played on the host, for measuring clients without a GPU."""
+        rc = self.lib.lg_serve_start(ring, NUM_SLOTS, SLOT_SIZE, first, -1 if cpu is None else cpu)
+        if rc != 0:
+            msg = f"lg_serve_start failed ({rc})"
+            raise RuntimeError(msg)
+        try:
+            yield
+        finally:
+            self.lib.lg_serve_stop()
 
     def latency(
         self, ring: int, function_id: int, count: int, gap_ns: int = 0, read: bool = False
@@ -337,7 +355,8 @@ def build_loadgen(workdir: Path) -> Path:
         raise SystemExit(msg)
     so = workdir / "loadgen.so"
     subprocess.run(
-        [gcc, "-O2", "-shared", "-fPIC", "-o", str(so), str(ROOT / "loadgen.c")], check=True
+        [gcc, "-O2", "-pthread", "-shared", "-fPIC", "-o", str(so), str(ROOT / "loadgen.c")],
+        check=True,
     )
     return so
 

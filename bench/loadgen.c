@@ -8,9 +8,12 @@
  * tx_flags[slot] == seq (acquire). `*next` is the ring's request counter, kept
  * by the caller across calls (0 after a reset). Times come from
  * clock_gettime(CLOCK_MONOTONIC) (vDSO, ~20 ns). Every wait has a deadline. */
+#define _GNU_SOURCE /* pthread_setaffinity_np, CPU_SET */
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
+#include <pthread.h>
+#include <sched.h>
 
 #define REQ_MAGIC 0x43555152u
 #define RESP_MAGIC 0x43555153u
@@ -174,4 +177,70 @@ int lg_throughput(uint8_t *base, uint32_t num_slots, uint32_t slot_size, uint32_
   *seconds = (double)(now_ns() - t0) * 1e-9;
   *next = sent;
   return 0;
+}
+
+/* A host echo consumer: a thread of this process playing the dispatch kernel's part
+ * (poll a request's flag, echo its arguments with status 0, publish the response), so
+ * that a client's host-side work can be measured without a GPU (bench/python_host.py):
+ * against it, a round trip is two cache-line hand-offs between CPUs, not two PCIe
+ * crossings. It starts at request `first` and serves in order until lg_serve_stop(). */
+
+static struct {
+  ring_t r;
+  uint64_t first;
+  int cpu;
+  volatile int stop;
+  pthread_t thread;
+  int running;
+} serve_state;
+
+static void *serve_loop(void *unused) {
+  (void)unused;
+  ring_t *r = &serve_state.r;
+  if (serve_state.cpu >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(serve_state.cpu, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+  }
+  for (uint64_t k = serve_state.first;; ++k) {
+    const uint32_t slot = (uint32_t)(k % r->num_slots);
+    const uint32_t seq = (uint32_t)(k / r->num_slots + 1);
+    while (__atomic_load_n(&r->rx_flags[slot], __ATOMIC_ACQUIRE) != seq)
+      if (serve_state.stop)
+        return NULL;
+    const uint8_t *req = r->rx + (size_t)slot * r->slot_size;
+    uint8_t *resp = r->tx + (size_t)slot * r->slot_size;
+    uint32_t head[4];
+    memcpy(head, req, 16);
+    uint32_t len = head[2] <= r->slot_size - HEADER ? head[2] : 0;
+    const uint32_t out[4] = {RESP_MAGIC, 0, len, head[3]};
+    memcpy(resp, out, 16);
+    memcpy(resp + 16, req + 16, 8);
+    memcpy(resp + HEADER, req + HEADER, len);
+    __atomic_store_n(&r->tx_flags[slot], seq, __ATOMIC_RELEASE);
+  }
+}
+
+/* Starts the consumer on `cpu` (-1: anywhere); 0 on success. */
+int lg_serve_start(uint8_t *base, uint32_t num_slots, uint32_t slot_size, uint64_t first,
+                   int cpu) {
+  if (serve_state.running)
+    return -1;
+  serve_state.r = ring_of(base, num_slots, slot_size);
+  serve_state.first = first;
+  serve_state.cpu = cpu;
+  serve_state.stop = 0;
+  if (pthread_create(&serve_state.thread, NULL, serve_loop, NULL) != 0)
+    return -2;
+  serve_state.running = 1;
+  return 0;
+}
+
+void lg_serve_stop(void) {
+  if (!serve_state.running)
+    return;
+  serve_state.stop = 1;
+  pthread_join(serve_state.thread, NULL);
+  serve_state.running = 0;
 }

@@ -207,6 +207,44 @@ def _floor(client: Any, payload: bytes, count: int) -> np.ndarray:
     return out * 1e-3
 
 
+def stamped_calls(
+    client: Any, function_id: int, payload: bytes, warmup: int, gaps: np.ndarray, *, random: bool
+) -> dict[str, float]:
+    """The compiled round trip's C part stamped in C (``Ring.call_next_stamped``: from before
+    the request is written to its response flag seen, as the native client is timed) and the
+    Python-timed call around it, per call: ``warmup`` calls, then one a think time of
+    ``gaps`` (ns, spun, not timed; only if ``random``). Medians in us; ``unstamped``: calls
+    whose spin ran out (finished by the Python path, not counted)."""
+    ring = client._compiled
+    if ring is None:
+        raise RuntimeError("stamped_calls needs the compiled ring")
+    ring.remember("echo", function_id)
+    go = ring.call_next_stamped
+    ns = time.perf_counter_ns  # CLOCK_MONOTONIC, the clock the C part reads
+    parts = np.full((2, warmup + gaps.size), np.nan)
+    for i in range(parts.shape[1]):
+        if random and i >= warmup:
+            end = ns() + int(gaps[i - warmup])
+            while ns() < end:
+                pass
+        t0 = ns()
+        out, written, seen = go("echo", payload)
+        t1 = ns()
+        if out.__class__ is not tuple:  # a spin ran out: not stamped
+            out = client._call_continue("echo", payload, out)
+        elif seen:
+            parts[:, i] = (seen - written, (written - t0) + (t1 - seen))
+        if out != (0, payload):
+            raise RuntimeError("wrong answer")
+    c_part, around = parts[:, warmup:] * 1e-3
+    return {
+        "p50": float(np.nanmedian(c_part)),
+        "around_p50": float(np.nanmedian(around)),
+        "whole_p50": float(np.nanmedian(c_part + around)),
+        "unstamped": int(np.isnan(c_part).sum()),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
@@ -293,37 +331,7 @@ def main(argv: list[str] | None = None) -> int:
                 return _bench.percentiles(samples)
 
             def stamped(random: bool) -> dict[str, float]:
-                """The compiled round trip's C part stamped in C (``call_next_stamped``: from
-                before the request is written to its response flag seen, as the native client
-                is timed) and the Python-timed call around it, per call."""
-                client = fresh(True)
-                ring = client._compiled
-                assert ring is not None
-                ring.remember("echo", echo)
-                go = ring.call_next_stamped
-                ns = time.perf_counter_ns  # CLOCK_MONOTONIC, the clock the C part reads
-                parts = np.full((2, opts.warmup + opts.samples), np.nan)
-                for i in range(parts.shape[1]):
-                    if random and i >= opts.warmup:
-                        end = ns() + int(gaps[i - opts.warmup])
-                        while ns() < end:
-                            pass
-                    t0 = ns()
-                    out, written, seen = go("echo", payload)
-                    t1 = ns()
-                    if out.__class__ is not tuple:  # a spin ran out: not stamped
-                        out = client._call_continue("echo", payload, out)
-                    elif seen:
-                        parts[:, i] = (seen - written, (written - t0) + (t1 - seen))
-                    if out != (0, payload):
-                        raise RuntimeError("wrong answer")
-                c_part, around = parts[:, opts.warmup :] * 1e-3
-                return {
-                    "p50": float(np.nanmedian(c_part)),
-                    "around_p50": float(np.nanmedian(around)),
-                    "whole_p50": float(np.nanmedian(c_part + around)),
-                    "unstamped": int(np.isnan(c_part).sum()),
-                }
+                return stamped_calls(fresh(True), echo, payload, opts.warmup, gaps, random=random)
 
             def call(private_ids: bool = False, compiled: bool | None = None) -> dict[str, float]:
                 client = fresh(False if private_ids else compiled)

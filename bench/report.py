@@ -22,6 +22,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -37,6 +38,8 @@ KNOWN = (
     "phases",
     "phases_nostamps",
     "python_client",
+    "host_cpu",
+    "python_host",
     "dispatch_multigpu",
     "startup",
     "startup_cu12",
@@ -62,6 +65,8 @@ HOW_TO = {
     "runs it)",
     "build_overhead": "`python bench/build_overhead.py` (no GPU needed)",
     "python_client": "`python bench/python_client.py` on a GPU (`bash tools/gpu-check.sh` runs it)",
+    "host_cpu": "`python bench/host_cpu.py` on a GPU (`bash tools/gpu-check.sh` runs it)",
+    "python_host": "`python bench/python_host.py` (gcc and two CPUs; no GPU needed)",
     "startup_cu12": "`bash tools/gpu-cu12.sh` on a GPU machine (after `--prepare` here)",
     "build_compilers": "`python bench/build_overhead.py --compilers OUT.json` (no GPU needed)",
     "switch_link": "`bash tools/gpu-check.sh` on a GPU (builds example_app without the handler "
@@ -204,7 +209,8 @@ def provenance(name: str, data: dict[str, Any]) -> dict[str, str]:
     if api:
         driver_parts.append(f"CUDA driver API {api}")
     if not driver_parts:
-        driver_parts.append("none (no GPU used)" if name == "build_overhead" else "not recorded")
+        no_gpu = name in {"build_overhead", "python_host"}
+        driver_parts.append("none (no GPU used)" if no_gpu else "not recorded")
     version_text = (
         ", ".join(
             f"{k} {v}"
@@ -1107,8 +1113,10 @@ def python_client_section(
                 "The C part's row splits a call into the round trip itself (timed as the native "
                 "client is) and the host-side Python work around it (entry, result objects, "
                 "the clock reads). That Python work has differed by 0.3 µs from one process to "
-                "the next on one lent host (`bench/results/history/README.md`, session 13): "
-                "judge the random-arrival goal over several runs, not this file alone.",
+                "the next on one lent host (`bench/results/history/README.md`, session 13) and "
+                "by 2x from one lent host to another (0.26-0.31 µs, 0.48-0.64 µs): it follows "
+                "the host CPU's speed, not the CPU the client runs on (the next section). Judge "
+                "the random-arrival goal over several runs and hosts, not this file alone.",
                 "",
             ]
     seg = _mapping(s, "segments_p50_us")
@@ -1132,6 +1140,130 @@ def python_client_section(
                 if "call_over_native_random_arrival_us" in s
                 else "."
             ),
+            "",
+        ]
+    return Section(lines, [])
+
+
+def host_cpu_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Path) -> Section:
+    lines = ["## The Python client CPU by CPU", ""]
+    lines += _provenance_md("host_cpu", path, data, page_dir)
+    summary = _mapping(data, "summary")
+    if not summary:
+        return Section([*lines, "No figures in this file.", ""], [])
+    config = _mapping(data, "config")
+    topology = _mapping(data, "topology")
+    alone = [c for c, t in topology.items() if _get(t, "siblings") == [int(c)]]
+    host = _mapping(data, "host")
+    lines += [
+        "`RingClient.call` against the native client on the single-thread dispatcher "
+        f"(`echo`, {config.get('arg_len', '?')}-byte arguments), the client thread unpinned "
+        "(`any`), pinned to each CPU, and with every thread of the process on "
+        f"`bench/dispatch.py`'s CPU (`all@N`, CPU {host.get('dispatch_py_cpu', '?')}); "
+        f"{config.get('rounds', '?')} rounds of {config.get('samples', '?')} calls a client, the "
+        "order rotated a round; the medians over rounds, µs. *Python around* is the Python "
+        "work around the compiled call's C part (stamped in C). "
+        + (
+            f"Every one of the {len(topology)} CPUs is a core of its own as the host shows it "
+            "(no SMT siblings)."
+            if topology and len(alone) == len(topology)
+            else ""
+        ),
+        "",
+    ]
+    rows = []
+    for name, row in summary.items():
+        rounds = _get(row, "over_native_random_each_round")
+        rows.append(
+            [
+                f"`{name}`",
+                _fmt(_get(row, "native_random"), 2),
+                _fmt(_get(row, "call_random"), 2),
+                _fmt(_get(row, "call_over_native_random"), 3),
+                ", ".join(_fmt(v, 2) for v in rounds) if isinstance(rounds, list) else "—",
+                _fmt(_get(row, "python_around_random"), 3),
+                _fmt(_get(row, "call_over_native"), 3),
+                _fmt(_get(row, "interrupts_on_cpu"), 0),
+            ]
+        )
+    header = [
+        "CPU",
+        "native, random: p50",
+        "call, random: p50",
+        "call over native, random",
+        "each round",
+        "Python around",
+        "call over native, back to back",
+        "interrupts a pass",
+    ]
+    lines += _table(header, rows)
+    medians = [
+        v for r in summary.values() if (v := _num(_get(r, "call_over_native_random"))) is not None
+    ]
+    spreads = [
+        max(rs) - min(rs)
+        for r in summary.values()
+        if isinstance(rs := _get(r, "over_native_random_each_round"), list) and rs
+    ]
+    if medians and spreads:
+        lines += [
+            f"Across CPUs the medians span {_fmt(min(medians), 2)}-{_fmt(max(medians), 2)} µs; "
+            f"one CPU's rounds span {_fmt(statistics.median(spreads), 2)} µs (the median over "
+            "CPUs of each CPU's max - min). Where the second is as wide as the first, where the "
+            "client runs does not explain how far `call` is over the native client.",
+            "",
+        ]
+    return Section(lines, [])
+
+
+def python_host_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Path) -> Section:
+    lines = ["## The Python client's host-side work, without a GPU", ""]
+    lines += _provenance_md("python_host", path, data, page_dir)
+    s = _mapping(data, "summary")
+    if not s:
+        return Section([*lines, "No figures in this file.", ""], [])
+    config = _mapping(data, "config")
+    lines += [
+        "A C thread of the benchmark's process plays the dispatch kernel on a ring in process "
+        "memory (`lg_serve_start` in `bench/loadgen.c`), on a CPU of its own: a round trip is "
+        "then two cache-line hand-offs between CPUs, and what each client adds on the host is "
+        f"most of what is timed. Medians over {config.get('rounds', '?')} alternating rounds "
+        f"of {config.get('samples', '?')} calls, back to back (µs):",
+        "",
+    ]
+    rows = [
+        [
+            "native client (clock stopped when the flag is seen)",
+            _fmt(s.get("native_p50_us"), 3),
+            "—",
+        ]
+    ]
+    labels = (
+        ("native_read_over_native_us", "native client, response checked and copied out"),
+        ("call_over_native_us", "`RingClient.call` (compiled entry)"),
+        ("call_python_over_native_us", "`_call_python` over the compiled ring (a Python frame)"),
+        ("call_pure_over_native_us", "pure-Python `call`"),
+    )
+    for key, label in labels:
+        if key in s:
+            base = _num(s.get("native_p50_us"))
+            over = _num(s.get(key))
+            total = base + over if base is not None and over is not None else None
+            rows.append([label, _fmt(total, 3), _fmt(over, 3)])
+    lines += _table(["Client", "p50", "over native"], rows)
+    if "python_call_floor_p50_us" in s:
+        lines += [
+            "The least a call from Python costs, timed the same way with no round trip (a C "
+            "method returning a ready answer, its two clock reads, the unpacking): "
+            f"{_fmt(s.get('python_call_floor_p50_us'), 3)} µs; `call` over the native client "
+            f"less that: {_fmt(s.get('call_over_native_and_call_floor_us'), 3)} µs.",
+            "",
+        ]
+    if "c_part_p50_us" in s:
+        lines += [
+            f"The compiled call's C part, stamped in C: {_fmt(s.get('c_part_p50_us'), 3)} µs; "
+            f"the Python work around it {_fmt(s.get('c_part_around_p50_us'), 3)} µs (its stamps' "
+            "own tuple included).",
             "",
         ]
     return Section(lines, [])
@@ -1324,6 +1456,8 @@ SECTIONS: dict[str, tuple[str, Callable[[Path, dict[str, Any], Path, Path], Sect
     "startup": ("Start-up: cold vs warm vs raw load", startup_section),
     "startup_cu12": ("Start-up with the CUDA 12 stack", startup_section),
     "python_client": ("The Python client: where a call's microseconds go", python_client_section),
+    "host_cpu": ("The Python client CPU by CPU", host_cpu_section),
+    "python_host": ("The Python client's host-side work, without a GPU", python_host_section),
     "build_compilers": ("Build time: NVRTC against nvcc", compilers_section),
     "startup_phases": ("Start-up phases: where the time goes", phases_section),
     "switch_link": ("The handler switch at link time", switch_link_section),

@@ -127,3 +127,46 @@ def test_a_wrong_answer_stops_the_generator(bench: Any) -> None:
         gen.latency(ctypes.addressof(memory), bench.fnv1a("echo"), 1, gap_ns=1000)
     thread.join()
     server.close()
+
+
+@pytest.mark.parametrize("compiled", [None, False], ids=["compiled", "pure"])
+def test_the_host_consumer_answers_every_client_in_order(bench: Any, compiled: bool | None) -> None:
+    """``lg_serve_start`` plays the dispatch kernel's part (bench/python_host.py measures the
+    clients' host-side work against it): RingClient.call and the native client take turns
+    on one ring, past its 256 slots, each continuing at the ring's position; every answer is
+    the echo of its own request (the native client checks its responses itself)."""
+    from skbuild_cudaq.realtime.ring import RingClient
+
+    layout = RingLayout(bench.NUM_SLOTS, bench.SLOT_SIZE)
+    memory = ctypes.create_string_buffer(layout.total_bytes)
+    ring = ctypes.addressof(memory)
+    gen = bench.LoadGen(bench.LOADGEN_SO)
+    fid = bench.fnv1a("echo")
+    with gen.serving(ring, 0):
+        for turn in range(3):
+            with RingClient(memory, layout, compiled=compiled) as client:
+                for k in range(100):
+                    payload = bytes([turn, k]) * (k % 17)
+                    assert client.call("echo", payload) == (0, payload)
+            gen.next.value = RingClient(memory, layout).submitted
+            assert gen.latency(ring, fid, 50).shape == (50,)
+        with RingClient(memory, layout) as client:
+            assert client.submitted == 450
+    # stopped: a request now stays unanswered (the client's spin runs out, then its wait)
+    with RingClient(memory, layout, compiled=compiled) as client, pytest.raises(TimeoutError):
+        client.call("echo", b"late", timeout=0.05)
+
+
+def test_the_host_consumer_refuses_a_second_start(bench: Any) -> None:
+    layout = RingLayout(bench.NUM_SLOTS, bench.SLOT_SIZE)
+    memory = ctypes.create_string_buffer(layout.total_bytes)
+    gen = bench.LoadGen(bench.LOADGEN_SO)
+    refused = pytest.raises(RuntimeError, match=r"lg_serve_start failed \(-1\)")
+    with (
+        gen.serving(ctypes.addressof(memory), 0),
+        refused,
+        gen.serving(ctypes.addressof(memory), 0),
+    ):
+        pass
+    with gen.serving(ctypes.addressof(memory), 0):  # and starts again once stopped
+        pass

@@ -334,3 +334,55 @@ def test_single_thread_example_issues_the_request_loads_as_variant_aligned(
         pairs[("single_thread_rebuilt_dispatcher", "single_thread_dispatcher")]["differing_lines"]
         == 0
     )
+
+
+_INTERRUPTS = """\
+           CPU0       CPU1       CPU2
+  0:         31          0          0   IO-APIC    2-edge      timer
+ 24:          5        100          7   PCI-MSI 1-edge      nvidia
+LOC:       1000       2000       3000   Local timer interrupts
+ERR:          4
+MIS:          0
+"""
+
+
+def test_host_cpu_reads_interrupts_clocks_and_what_to_pin() -> None:
+    host_cpu = _bench("host_cpu")
+    # every source summed a CPU; the one-column rows (ERR, MIS) count for none
+    assert host_cpu.interrupts(_INTERRUPTS) == {0: 1036, 1: 2100, 2: 3007}
+    assert host_cpu.interrupts("") == {}
+    cpuinfo = "processor\t: 0\ncpu MHz\t\t: 2100.5\n\nprocessor\t: 1\ncpu MHz\t\t: 3400.000\n"
+    assert host_cpu.cpu_mhz(cpuinfo) == {0: 2100.5, 1: 3400.0}
+    assert host_cpu.cpu_mhz("processor\t: 0\nmodel name\t: x\n") == {}  # no clock shown
+    assert host_cpu.configurations([1, 3], 1) == ["any", "1", "3", "all@1"]
+    assert host_cpu.configurations([2], None) == ["any", "2"]
+
+
+def test_host_cpu_summary_pairs_each_round_then_takes_the_median() -> None:
+    host_cpu = _bench("host_cpu")
+
+    def one(native: float, call: float, extra: float) -> dict[str, object]:
+        return {
+            "native": native,
+            "call": call + extra,
+            "native_random": native - 0.3,
+            "call_random": call,
+            "interrupts_on_cpu": 80,
+            "ran_on": [1],
+        }
+
+    passes = [one(4.0, 4.3, 0.0), one(4.5, 4.6, 0.1), one(4.2, 4.9, 0.0)]
+    row = host_cpu.summarize({"1": passes})["1"]
+    # per round: random 0.6, 0.4, 1.0 over native; the median of the differences (0.6),
+    # not the difference of the medians (4.6 - 3.9 = 0.7)
+    assert row["over_native_random_each_round"] == [0.6, 0.4, 1.0]
+    assert row["call_over_native_random"] == pytest.approx(0.6)
+    assert row["call_over_native"] == pytest.approx(0.3)
+    assert row["interrupts_on_cpu"] == 80 and "ran_on" not in row
+
+
+def test_python_host_puts_client_and_consumer_on_cpus_of_their_own() -> None:
+    python_host = _bench("python_host")
+    assert python_host.cpus_for({0, 1, 2, 3}) == (1, 2)  # CPU 0 left to interrupts
+    assert python_host.cpus_for({0, 1}) == (0, 1)
+    assert python_host.cpus_for({5}) == (None, None)

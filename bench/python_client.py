@@ -30,6 +30,11 @@ Measured (p50/p99 of ``--samples`` round trips after a warm-up, microseconds):
   before the request is written to its response flag seen, as ``native`` is timed), and the
   Python-timed rest of the call around it (``python_around``): whether a gap over ``native`` is
   in the round trip itself or in Python around it;
+- ``trace``, ``trace_random``: the compiled round trip with the clock read at each of its steps
+  (``Ring.call_next_traced``, ``TRACE_STEPS``): which step of the call holds the Python work;
+  ``trace_noprefetch*`` and ``call_noprefetch*`` the same without the spin fetching the
+  response's first line (``Ring.prefetch_response = 0``), against which ``prefetch_saves_*``
+  is measured;
 - ``native_random``, ``call_random``, ``call_python_prelude_random``, ``c_part_random``,
   ``call_python_frame_random``: the same with random
   arrival (a think time uniform in [0, ``GAP_NS``] before each request, not timed), as
@@ -245,6 +250,57 @@ def stamped_calls(
     }
 
 
+#: The steps of a traced call (``Ring.call_next_traced``), each the time from the point before:
+#: the call into C from Python's clock read (``enter``), the claim of the slot and its request id
+#: (``claim``), one clock read and nothing else (``clock``: what each step below includes of its
+#: own), the request written and its flag stored (``write``), the spin on the response flag
+#: (``wait``), the response header read and checked (``check``), the result objects built
+#: (``build``), and back to Python's clock read (``leave``, with the trace's own tuples).
+TRACE_STEPS = ("enter", "claim", "clock", "write", "wait", "check", "build", "leave")
+
+
+def traced_calls(
+    client: Any,
+    function_id: int,
+    payload: bytes,
+    warmup: int,
+    gaps: np.ndarray,
+    *,
+    random: bool,
+    prefetch: bool = True,
+) -> dict[str, Any]:
+    """The compiled round trip with the clock read at each of its steps
+    (``Ring.call_next_traced``), calls as in :func:`stamped_calls`: the median of each step
+    of ``TRACE_STEPS`` (us) over the calls answered within the spin. ``prefetch``: whether
+    the spin fetches the response's first line (``Ring.prefetch_response``)."""
+    ring = client._compiled
+    if ring is None:
+        raise RuntimeError("traced_calls needs the compiled ring")
+    ring.prefetch_response = int(prefetch)
+    ring.remember("echo", function_id)
+    go = ring.call_next_traced
+    ns = time.perf_counter_ns  # CLOCK_MONOTONIC, the clock the C part reads
+    steps = np.full((len(TRACE_STEPS), warmup + gaps.size), np.nan)
+    for i in range(steps.shape[1]):
+        if random and i >= warmup:
+            end = ns() + int(gaps[i - warmup])
+            while ns() < end:
+                pass
+        t0 = ns()
+        out, points = go("echo", payload)
+        t1 = ns()
+        if out.__class__ is not tuple:  # a spin ran out: not traced to the end
+            out = client._call_continue("echo", payload, out)
+        else:
+            steps[:, i] = np.diff((t0, *points, t1))
+        if out != (0, payload):
+            raise RuntimeError("wrong answer")
+    kept = steps[:, warmup:] * 1e-3
+    row: dict[str, Any] = {step: float(np.nanmedian(kept[j])) for j, step in enumerate(TRACE_STEPS)}
+    row["untraced"] = int(np.isnan(kept[0]).sum())
+    return row
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
@@ -317,10 +373,14 @@ def main(argv: list[str] | None = None) -> int:
 
             gaps = np.random.default_rng(7).integers(0, _bench.GAP_NS + 1, size=opts.samples)
 
-            def compiled_call(old: bool, random: bool, frame: bool = False) -> dict[str, float]:
+            def compiled_call(
+                old: bool, random: bool, frame: bool = False, prefetch: bool = True
+            ) -> dict[str, float]:
                 """``old``: the Python prelude of session 9; ``frame``: the Python method
-                over the compiled ring (``call`` before it was compiled code itself)."""
+                over the compiled ring (``call`` before it was compiled code itself);
+                ``prefetch``: whether the spin fetches the response's first line."""
                 client = fresh(True)
+                client._compiled.prefetch_response = int(prefetch)
                 call = client.call
                 if old:
                     call = _PythonPrelude(client).call
@@ -363,6 +423,25 @@ def main(argv: list[str] | None = None) -> int:
                     for random in (False, True):
                         key = "c_part" + ("_random" if random else "")
                         rounds.setdefault(key, []).append(stamped(random))
+                    for random in (False, True):
+                        for prefetch in (True, False):
+                            key = "trace" + ("" if prefetch else "_noprefetch")
+                            key += "_random" if random else ""
+                            rounds.setdefault(key, []).append(
+                                traced_calls(
+                                    fresh(True),
+                                    echo,
+                                    payload,
+                                    opts.warmup,
+                                    gaps,
+                                    random=random,
+                                    prefetch=prefetch,
+                                )
+                            )
+                        key = "call_noprefetch" + ("_random" if random else "")
+                        rounds.setdefault(key, []).append(
+                            compiled_call(False, random, prefetch=False)
+                        )
                     for random in (False, True):
                         key = "call_python_frame" + ("_random" if random else "")
                         rounds.setdefault(key, []).append(compiled_call(False, random, True))
@@ -425,6 +504,16 @@ def main(argv: list[str] | None = None) -> int:
             summary[f"{key}_python_around_p50_us"] = float(
                 np.median([r["around_p50"] for r in rounds[key]])
             )
+        for key in ("call_noprefetch", "call_noprefetch_random"):
+            summary[f"{key}_p50_us"] = med(key)
+        summary["prefetch_saves_us"] = med("call_noprefetch") - med("call")
+        summary["prefetch_saves_random_arrival_us"] = med("call_noprefetch_random") - med(
+            "call_random"
+        )
+        for key in ("trace", "trace_random", "trace_noprefetch", "trace_noprefetch_random"):
+            summary[f"{key}_us"] = {
+                step: float(np.median([r[step] for r in rounds[key]])) for step in TRACE_STEPS
+            }
         summary["c_part_over_native_us"] = med("c_part") - med("native")
         summary["c_part_over_native_random_arrival_us"] = med("c_part_random") - med(
             "native_random"

@@ -19,6 +19,8 @@ most of what is timed. In alternating rounds (medians of each round's p50, micro
   (``timed_calls``: the call and the unpacking of its answer between two clock reads);
 - ``c_part``: the compiled round trip's C part stamped in C (``Ring.call_next_stamped``) and the
   Python work around it (``around``);
+- ``trace``: the compiled round trip with the clock read at each of its steps
+  (``bench/python_client.py``'s ``TRACE_STEPS``);
 - ``call_python``: ``RingClient._call_python`` over the compiled ring (a Python frame first);
 - ``call_pure``: the pure-Python client (``compiled=False``);
 - ``python_call_floor``: no round trip at all, a C method that returns a ready answer
@@ -138,6 +140,19 @@ def main(argv: list[str] | None = None) -> int:
                             client, echo, payload, opts.warmup, no_gaps, random=False
                         )
                     rounds.setdefault("c_part", []).append(part)
+                    for prefetch in (True, False):
+                        with RingClient(memory, layout) as client:
+                            steps = _client.traced_calls(
+                                client,
+                                echo,
+                                payload,
+                                opts.warmup,
+                                no_gaps,
+                                random=False,
+                                prefetch=prefetch,
+                            )
+                        key = "trace" if prefetch else "trace_noprefetch"
+                        rounds.setdefault(key, []).append(steps)
                     rounds.setdefault("call_python", []).append(timed(None, python=True))
                 rounds.setdefault("call_pure", []).append(timed(False))
     res["rounds"] = rounds
@@ -160,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     if "c_part" in rounds:
         summary["c_part_p50_us"] = med("c_part", "p50")
         summary["c_part_around_p50_us"] = med("c_part", "around_p50")
+    for key in ("trace", "trace_noprefetch"):
+        if key in rounds:
+            summary[f"{key}_us"] = {s: med(key, s) for s in _client.TRACE_STEPS}  # type: ignore[assignment]
     res["summary"] = summary
     print(json.dumps(summary, indent=2))
     _bench.write_results(opts.out, res)

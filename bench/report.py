@@ -1051,6 +1051,36 @@ def build_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Pat
     return Section(lines, figures)
 
 
+#: The steps of a traced call (``TRACE_STEPS`` of bench/python_client.py), as the page names them.
+_TRACE_STEPS = {
+    "enter": "into C from Python's clock read",
+    "claim": "slot claimed, request id taken",
+    "clock": "one clock read, nothing else",
+    "write": "request written, flag stored",
+    "wait": "spin on the response flag",
+    "check": "response header read and checked",
+    "build": "result objects built",
+    "leave": "back to Python's clock read (with the trace's own tuples)",
+}
+
+
+def _trace_table(s: Mapping[str, Any], columns: Mapping[str, str]) -> list[str]:
+    """The traced call's steps (medians, µs), one column per summary key present."""
+    present = {key: label for key, label in columns.items() if isinstance(s.get(key), Mapping)}
+    if not present:
+        return []
+    rows = [
+        [f"`{step}`", what, *(_fmt(_get(s, key, step), 3) for key in present)]
+        for step, what in _TRACE_STEPS.items()
+    ]
+    return [
+        "The compiled round trip traced (`Ring.call_next_traced`: the clock read at each step; "
+        "each step includes one clock read, the `clock` row): medians, µs.",
+        "",
+        *_table(["step", "what", *present.values()], rows),
+    ]
+
+
 def python_client_section(
     path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Path
 ) -> Section:
@@ -1119,6 +1149,22 @@ def python_client_section(
                 "the random-arrival goal over several runs and hosts, not this file alone.",
                 "",
             ]
+    lines += _trace_table(
+        s,
+        {
+            "trace_us": "back to back",
+            "trace_random_us": "random arrival",
+            "trace_noprefetch_random_us": "random arrival, no prefetch",
+        },
+    )
+    if "prefetch_saves_random_arrival_us" in s:
+        lines += [
+            "The spin fetching the response's first line (`Ring.prefetch_response`, on by "
+            "default) against not: `call` "
+            f"{_fmt(s.get('prefetch_saves_us'), 3)} µs faster back to back, "
+            f"{_fmt(s.get('prefetch_saves_random_arrival_us'), 3)} µs with random arrival.",
+            "",
+        ]
     seg = _mapping(s, "segments_p50_us")
     if seg:
         lines += [
@@ -1259,6 +1305,9 @@ def python_host_section(path: Path, data: dict[str, Any], page_dir: Path, fig_di
             f"less that: {_fmt(s.get('call_over_native_and_call_floor_us'), 3)} µs.",
             "",
         ]
+    lines += _trace_table(
+        s, {"trace_us": "back to back", "trace_noprefetch_us": "back to back, no prefetch"}
+    )
     if "c_part_p50_us" in s:
         lines += [
             f"The compiled call's C part, stamped in C: {_fmt(s.get('c_part_p50_us'), 3)} µs; "

@@ -598,6 +598,72 @@ extern "C" __global__ void coop_allpoll_floor(SHAPE_FLOOR_PARAMS) {
     advance(slot, seq, num_slots);
   }
 }
+// One-thread polling, sampled k times a PCIe round trip: the ping-pong floor's server (lane 0
+// of warp 0) serves each request as pingpong_floor does, but the flag is polled by k poller
+// threads (lane 0 of warps 1..k, k = blockDim.x / 32 - 1), each with its own ld.acquire.sys
+// loop (one load in flight: one sample a round trip) started a k-th of a round trip after the
+// one before, so that a request's flag is seen within about a k-th of a round trip of landing
+// instead of half a round trip on average. The first poller to see request p raises `ready`
+// to p + 1 (a CTA-scope release on shared memory); the server waits for it (CTA-scope acquire:
+// by causality the poller's system-scope acquire orders the host's request bytes before the
+// server's loads), then loads and echoes the request and publishes. k = 1 is the control: the
+// hand-off between two threads with no extra samples.
+__device__ __forceinline__ uint32_t ld_acquire_cta_shared(const uint32_t *p) {
+  uint32_t v;
+  asm volatile("ld.acquire.cta.shared.u32 %0, [%1];"
+               : "=r"(v) : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(p))) : "memory");
+  return v;
+}
+__device__ __forceinline__ void red_release_cta_shared_max(uint32_t *p, uint32_t v) {
+  asm volatile("red.release.cta.shared.max.u32 [%0], %1;"
+               : : "r"(static_cast<uint32_t>(__cvta_generic_to_shared(p))), "r"(v) : "memory");
+}
+extern "C" __global__ void multipoll_floor(SHAPE_FLOOR_PARAMS) {
+  __shared__ uint32_t ready; // requests seen so far
+  __shared__ volatile uint32_t stop;
+  const uint32_t warp = threadIdx.x / 32;
+  const uint32_t pollers = blockDim.x / 32 - 1;
+  if (threadIdx.x == 0) {
+    ready = 0;
+    stop = 0;
+  }
+  __syncthreads();
+  if (threadIdx.x % 32 != 0 || pollers == 0)
+    return;
+  uint32_t slot = 0, seq = 1;
+  if (warp == 0) {
+    for (uint32_t p = 0;; ++p) {
+      for (uint32_t waits = 0; ld_acquire_cta_shared(&ready) <= p;)
+        if ((++waits & 255u) == 0 && stop != 0)
+          return;
+      const size_t off = static_cast<size_t>(slot) * slot_size;
+      serve(rx + off, tx + off, &tx_flags[slot], slot_size, seq);
+      advance(slot, seq, num_slots);
+    }
+  }
+  // Poller j: the period of its own loop (8 polls of the first flag, in SM cycles), then a
+  // j-th of it times 1/k of spin before its first poll.
+  const uint32_t j = warp - 1;
+  const long long t0 = clock64();
+  uint32_t sink = 0; // each poll waits for the one before (a value unused is no load at all)
+  for (int i = 0; i < 8; ++i)
+    sink += ld_acquire_sys(&rx_flags[0]) & 1u;
+  const long long period = (clock64() - t0) / 8 + (sink > 8u ? 1 : 0);
+  const long long start = clock64() + period * j / pollers;
+  while (clock64() < start) {
+  }
+  uint32_t polls = 0;
+  for (uint32_t p = 0;;) {
+    if (ld_acquire_sys(&rx_flags[slot]) == seq) {
+      red_release_cta_shared_max(&ready, p + 1);
+      ++p;
+      advance(slot, seq, num_slots);
+    } else if ((++polls & 15u) == 0 && *shutdown != 0) {
+      stop = 1;
+      return;
+    }
+  }
+}
 """
 
 #: kernel -> shape ("cluster" or "coop"), in the order measured: the examples' hand-offs
@@ -611,7 +677,16 @@ KERNELS = {
     "cluster_stageout_floor": "cluster",
     "coop_stageout_floor": "coop",
     "coop_allpoll_floor": "coop",
+    "multipoll_floor@1": "poll1",
+    "multipoll_floor@2": "poll2",
+    "multipoll_floor@4": "poll4",
+    "multipoll_floor@8": "poll8",
 }
+
+
+def symbol(label: str) -> str:
+    """The kernel a label launches: ``name@k`` is ``name`` with its k-poller configuration."""
+    return label.split("@", 1)[0]
 
 
 class KernelHung(RuntimeError):
@@ -698,6 +773,11 @@ def main(argv: list[str] | None = None) -> int:
             grid=(opts.cluster, 1, 1), block=(opts.block, 1, 1), cluster=(opts.cluster, 1, 1)
         ),
         "coop": LaunchConfig(grid=(sms, 1, 1), block=(opts.block, 1, 1), cooperative=True),
+        # one server warp and k poller warps (multipoll_floor)
+        **{
+            f"poll{k}": LaunchConfig(grid=(1, 1, 1), block=(32 * (1 + k), 1, 1))
+            for k in (1, 2, 4, 8)
+        },
     }
     with tempfile.TemporaryDirectory(prefix="cudaq-shapes-") as tmp:
         so, cubin = build(Path(tmp), f"{major}{minor}")
@@ -725,7 +805,7 @@ def main(argv: list[str] | None = None) -> int:
                 ctypes.c_uint32(bench.SLOT_SIZE),
                 ctypes.c_void_p(floors.flag_dev),
             )
-            launch_kernel(library.get_kernel(name), configs[KERNELS[name]], stream, *args)
+            launch_kernel(library.get_kernel(symbol(name)), configs[KERNELS[name]], stream, *args)
             failure: BaseException | None = None
             try:
                 yield

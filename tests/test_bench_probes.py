@@ -177,11 +177,13 @@ def test_shape_floors_compile_for_sm90(nvcc: Path, tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     ptx = out.read_text(encoding="utf-8")
     for name in shape_floors.KERNELS:
-        assert f".entry {name}(" in ptx
+        assert f".entry {shape_floors.symbol(name)}(" in ptx
     assert "barrier.cluster.arrive.release" in ptx  # the split barriers survived
     # the one-way hand-off's remote arrive and cluster-scope wait
     assert "mbarrier.arrive.release.cluster.shared::cluster.b64" in ptx
     assert "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64" in ptx
+    # the pollers' hand-off to the server: a CTA-scope release and acquire on shared memory
+    assert "red.release.cta.shared.max.u32" in ptx and "ld.acquire.cta.shared.u32" in ptx
 
 
 def test_shape_floors_measure_the_examples_hand_offs_first_and_refuse_unknown_floors(
@@ -193,7 +195,17 @@ def test_shape_floors_measure_the_examples_hand_offs_first_and_refuse_unknown_fl
     shape_floors = _bench("shape_floors")
     names = list(shape_floors.KERNELS)
     assert names[:2] == ["cluster_handoff_floor", "coop_handoff_floor"]
-    assert set(shape_floors.KERNELS.values()) == {"cluster", "coop"}
+    assert set(shape_floors.KERNELS.values()) == {
+        "cluster",
+        "coop",
+        "poll1",
+        "poll2",
+        "poll4",
+        "poll8",
+    }
+    # a k-poller label launches multipoll_floor with k poller warps
+    assert shape_floors.symbol("multipoll_floor@4") == "multipoll_floor"
+    assert shape_floors.symbol("coop_handoff_floor") == "coop_handoff_floor"
     with pytest.raises(SystemExit) as stopped:
         shape_floors.main(["--kernels", "cluster_handoff_floor,cluster_allpoll_floor"])
     assert stopped.value.code == 2

@@ -420,6 +420,26 @@ def test_an_answer_within_the_spin_runs_no_python_frame(tmp_path: Path) -> None:
                 assert written >= before and seen == 0
                 client._call_continue("echo", b"st", out)
         assert stamped > 0
+        # the traced round trip: a clock read at each step, in order, the answer unchanged;
+        # with the spin's prefetch of the response off, the same answers
+        assert ring.prefetch_response == 1  # on by default
+        traced = 0
+        for k in range(40):
+            ring.prefetch_response = k % 2
+            payload = bytes([k]) * 3
+            before = time.monotonic_ns()
+            out, points = ring.call_next_traced("echo", payload)
+            assert len(points) == 7
+            if out.__class__ is tuple:
+                assert out == (3, payload[::-1])
+                assert before <= points[0] and list(points) == sorted(points)
+                assert points[-1] <= time.monotonic_ns()
+                traced += 1
+            else:  # the spin ran out: published, never seen
+                assert 0 not in points[:4] and points[4:] == (0, 0, 0)
+                client._call_continue("echo", payload, out)
+        assert traced > 0
+        ring.prefetch_response = 1
         client.close()
         mm.close()
     finally:

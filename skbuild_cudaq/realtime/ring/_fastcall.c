@@ -21,6 +21,8 @@
  *   Ring.call_next_stamped(function, payload) -> (out, written_ns, seen_ns)
  *       call_next() with two clock reads: before the request is written, after its
  *       response flag is seen (for bench/python_client.py; call() never stamps).
+ *   Ring.call_next_traced(function, payload) -> (out, (entry, ..., built))
+ *       call_next() with a clock read at each of its steps (trace_t; benchmarks).
  *   Ring.remember(function, function_id), Ring.attach(pending)
  *       the function id call_next() uses for `function` (compared by identity),
  *       and the client's list of tickets (one item a slot, None where free).
@@ -88,6 +90,7 @@ typedef struct {
   PyObject *pending;
   PyObject *last_function;
   uint32_t last_fid;
+  int prefetch_response; /* 1: fetch the response's first line while spinning (the default) */
 } RingObject;
 
 static uint64_t now_ns(void) {
@@ -149,15 +152,40 @@ static int ring_init(PyObject *self_obj, PyObject *args, PyObject *kwds) {
     self->tx_flags = (uint32_t *)(self->base + 2 * slots + 4u * (size_t)num_slots);
     self->ids = (uint64_t *)(self->base + 2 * slots + 8u * (size_t)num_slots);
   }
+  self->prefetch_response = 1;
   return 0;
 }
+
+/* The benchmarks' clock reads of a round trip (Ring.call_next_stamped and
+ * call_next_traced): CLOCK_MONOTONIC ns at these points, 0 where not reached. A
+ * stamped call reads the clock at TRACE_WRITTEN and TRACE_SEEN only, a traced call at
+ * every point; call() reads it at none. */
+enum {
+  TRACE_ENTRY,     /* call_next() entered */
+  TRACE_CLAIMED,   /* the slot claimed, the request id taken */
+  TRACE_WRITTEN,   /* before the request is written */
+  TRACE_PUBLISHED, /* its flag stored */
+  TRACE_SEEN,      /* the response flag seen */
+  TRACE_CHECKED,   /* the response header read and checked */
+  TRACE_BUILT,     /* the result objects built */
+  TRACE_POINTS
+};
+typedef struct {
+  uint64_t t[TRACE_POINTS];
+  int every; /* 0: TRACE_WRITTEN and TRACE_SEEN only */
+} trace_t;
+#define TRACE(trace, point)                                                                     \
+  do {                                                                                           \
+    if ((trace) != NULL && ((trace)->every || (point) == TRACE_WRITTEN || (point) == TRACE_SEEN)) \
+      (trace)->t[(point)] = now_ns();                                                            \
+  } while (0)
 
 /* The round trip of request k (see Ring.call in the header comment). *published
  * is set to 1 once the request was written and published (a tuple or an int comes
  * back), else left 0 (None, or NULL with an exception set). */
 static PyObject *round_trip(RingObject *self, unsigned long long k, uint32_t fid,
                             PyObject *payload, unsigned long long spin_ns, int *published,
-                            uint64_t *stamps) {
+                            trace_t *trace) {
   const char *data;
   Py_ssize_t size;
   if (PyBytes_Check(payload)) {
@@ -188,8 +216,8 @@ static PyObject *round_trip(RingObject *self, unsigned long long k, uint32_t fid
   self->ids[0] = id64 + 1;
   const uint32_t rid = (uint32_t)id64;
 
-  if (stamps != NULL) /* the benchmark's stamps: before the request is written */
-    stamps[0] = now_ns();
+  TRACE(trace, TRACE_CLAIMED);
+  TRACE(trace, TRACE_WRITTEN);
   uint8_t *req = self->base + (size_t)slot * self->slot_size;
   const uint32_t head[4] = {REQUEST_MAGIC, (uint32_t)fid, (uint32_t)size, rid};
   const uint64_t timestamp = 0;
@@ -198,10 +226,19 @@ static PyObject *round_trip(RingObject *self, unsigned long long k, uint32_t fid
   memcpy(req + HEADER_SIZE, data, (size_t)size);
   __atomic_store_n(rx_flag, seq, __ATOMIC_RELEASE);
   *published = 1;
+  TRACE(trace, TRACE_PUBLISHED);
 
   uint64_t deadline = 0;
   uint32_t spins = 0;
+  const uint8_t *resp = self->tx_slots + (size_t)slot * self->slot_size;
+  const int prefetch = self->prefetch_response;
   while (__atomic_load_n(tx_flag, __ATOMIC_ACQUIRE) != seq) {
+    /* The response's first line (header and the first 40 result bytes) is written before
+     * its flag: fetched while spinning, the read after the flag finds it in cache instead
+     * of missing on it then. A prefetch orders nothing; the reads below come after the
+     * flag's acquire, and coherence gives them the device's bytes. */
+    if (prefetch)
+      __builtin_prefetch(resp, 0, 3);
     if ((++spins & 255u) == 0) {
       const uint64_t t = now_ns();
       if (deadline == 0) {
@@ -211,9 +248,7 @@ static PyObject *round_trip(RingObject *self, unsigned long long k, uint32_t fid
       }
     }
   }
-  if (stamps != NULL) /* ... and once the response flag is seen */
-    stamps[1] = now_ns();
-  const uint8_t *resp = self->tx_slots + (size_t)slot * self->slot_size;
+  TRACE(trace, TRACE_SEEN);
   uint32_t rhead[4];
   uint64_t rts;
   memcpy(rhead, resp, sizeof rhead);
@@ -221,6 +256,7 @@ static PyObject *round_trip(RingObject *self, unsigned long long k, uint32_t fid
   if (rhead[0] != RESPONSE_MAGIC || rhead[2] > self->max_payload || rhead[3] != rid ||
       rts != timestamp)
     return PyLong_FromUnsignedLong(rid); /* the general path raises with the details */
+  TRACE(trace, TRACE_CHECKED);
   PyObject *result = PyBytes_FromStringAndSize((const char *)resp + HEADER_SIZE, rhead[2]);
   if (result == NULL)
     return NULL;
@@ -237,6 +273,7 @@ static PyObject *round_trip(RingObject *self, unsigned long long k, uint32_t fid
   }
   PyTuple_SetItem(out, 0, status); /* steals the references */
   PyTuple_SetItem(out, 1, result);
+  TRACE(trace, TRACE_BUILT);
   return out;
 }
 
@@ -261,9 +298,10 @@ static PyObject *ring_call(PyObject *self_obj, PyObject *const *args, Py_ssize_t
 }
 
 /* call_next() of `self` (see the header comment); NULL with an exception set on an error.
- * `stamps`: NULL, or where the benchmark's two clock reads go (see call_next_stamped). */
+ * `trace`: NULL, or where the benchmarks' clock reads go (see trace_t). */
 static PyObject *call_next(RingObject *self, PyObject *function, PyObject *payload,
-                           uint64_t *stamps) {
+                           trace_t *trace) {
+  TRACE(trace, TRACE_ENTRY);
   if (self->base == NULL || self->pending == NULL)
     Py_RETURN_NONE; /* not attached: the general path */
   if (function != self->last_function)
@@ -276,7 +314,7 @@ static PyObject *call_next(RingObject *self, PyObject *function, PyObject *paylo
     Py_RETURN_NONE; /* the slot holds a ticket: the general path collects it first */
   int published = 0;
   PyObject *out =
-      round_trip(self, k, self->last_fid, payload, self->spin_ns, &published, stamps);
+      round_trip(self, k, self->last_fid, payload, self->spin_ns, &published, trace);
   if (published) {
     self->next = k + 1;
     if (out != NULL && PyTuple_Check(out))
@@ -305,12 +343,43 @@ static PyObject *ring_call_next_stamped(PyObject *self_obj, PyObject *const *arg
     PyErr_SetString(PyExc_TypeError, "Ring.call_next_stamped(function, payload)");
     return NULL;
   }
-  uint64_t stamps[2] = {0, 0};
-  PyObject *out = call_next((RingObject *)self_obj, args[0], args[1], stamps);
+  trace_t trace = {{0}, 0};
+  PyObject *out = call_next((RingObject *)self_obj, args[0], args[1], &trace);
   if (out == NULL)
     return NULL;
-  return Py_BuildValue("(NKK)", out, (unsigned long long)stamps[0],
-                       (unsigned long long)stamps[1]);
+  return Py_BuildValue("(NKK)", out, (unsigned long long)trace.t[TRACE_WRITTEN],
+                       (unsigned long long)trace.t[TRACE_SEEN]);
+}
+
+/* Ring.call_next_traced(function, payload) -> (out, (entry, claimed, written, published,
+ * seen, checked, built)): call_next() with the clock (CLOCK_MONOTONIC, ns) read at each of
+ * the points of trace_t (0 where not reached): where the compiled round trip's time goes,
+ * each step with one clock read of its own. For benchmarks; call() never traces. */
+static PyObject *ring_call_next_traced(PyObject *self_obj, PyObject *const *args,
+                                       Py_ssize_t nargs) {
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "Ring.call_next_traced(function, payload)");
+    return NULL;
+  }
+  trace_t trace = {{0}, 1};
+  PyObject *out = call_next((RingObject *)self_obj, args[0], args[1], &trace);
+  if (out == NULL)
+    return NULL;
+  PyObject *points = PyTuple_New(TRACE_POINTS);
+  if (points == NULL) {
+    Py_DECREF(out);
+    return NULL;
+  }
+  for (int i = 0; i < TRACE_POINTS; ++i) {
+    PyObject *t = PyLong_FromUnsignedLongLong((unsigned long long)trace.t[i]);
+    if (t == NULL) {
+      Py_DECREF(out);
+      Py_DECREF(points);
+      return NULL;
+    }
+    PyTuple_SetItem(points, i, t); /* steals the reference */
+  }
+  return Py_BuildValue("(NN)", out, points);
 }
 
 /* Ring.remember(function, function_id) */
@@ -452,6 +521,9 @@ static PyMethodDef ring_methods[] = {
     {"call_next_stamped", (PyCFunction)(void (*)(void))ring_call_next_stamped, METH_FASTCALL,
      "call_next_stamped(function, payload) -> (out, written_ns, seen_ns)\n\n"
      "call_next() with the C part of the round trip stamped (benchmarks)."},
+    {"call_next_traced", (PyCFunction)(void (*)(void))ring_call_next_traced, METH_FASTCALL,
+     "call_next_traced(function, payload) -> (out, (entry, claimed, written, published, seen,\n"
+     "checked, built))\n\ncall_next() with the clock read at each step (benchmarks)."},
     {"remember", (PyCFunction)(void (*)(void))ring_remember, METH_FASTCALL,
      "remember(function, function_id): the id call_next() uses for `function`."},
     {"attach", (PyCFunction)ring_attach, METH_O,
@@ -465,6 +537,8 @@ static PyMemberDef ring_members[] = {
      "responses call_next() read (the client adds the rest)"},
     {"spin_ns", T_ULONGLONG, offsetof(RingObject, spin_ns), 0,
      "call_next()'s spin bound in nanoseconds"},
+    {"prefetch_response", T_INT, offsetof(RingObject, prefetch_response), 0,
+     "1 (the default): fetch the response's first line while spinning; 0: not (benchmarks)"},
     {NULL, 0, 0, 0, NULL},
 };
 

@@ -6,6 +6,7 @@ class Ring:
     next: int
     collected: int
     spin_ns: int
+    prefetch_response: int
     def __init__(self, address: int, num_slots: int, slot_size: int, max_payload: int) -> None: ...
     def call(
         self, k: int, function_id: int, payload: object, spin_ns: int, /
@@ -14,6 +15,9 @@ class Ring:
     def call_next_stamped(
         self, function: object, payload: object, /
     ) -> tuple[tuple[int, bytes] | int | bool | None, int, int]: ...
+    def call_next_traced(
+        self, function: object, payload: object, /
+    ) -> tuple[tuple[int, bytes] | int | bool | None, tuple[int, int, int, int, int, int, int]]: ...
     def remember(self, function: object, function_id: int, /) -> None: ...
     def attach(self, pending: list[Any], /) -> None: ...
 

@@ -1438,8 +1438,10 @@ def shape_floors_section(
         "line of its own, `cluster_push_floor` with the box pushed into every block before the "
         "barrier, `*_stageout_floor` with the result staged on chip (the leader block's shared "
         "memory, device memory) and copied out by the leader after the collection, and "
-        "`coop_allpoll_floor` has every block poll and load the request itself "
-        "(`bench/shape_floors.py`'s module doc has each design). Each paired round by round "
+        "`coop_allpoll_floor` has every block poll and load the request itself; "
+        "`multipoll_floor@k` is the one-thread floor with its flag polled by k poller warps "
+        "instead of the serving thread (`bench/shape_floors.py`'s module doc has each design). "
+        "Each paired round by round "
         "with the one-thread ping-pong floor: the median over rounds of the p50 ratio. The "
         "lowest row of a shape is what a dispatcher with that hand-off cannot go below.",
         "",

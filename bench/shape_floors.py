@@ -37,6 +37,14 @@ examples' kernels do, the request's words echoed by the threads of the whole lau
   waits for the block's outstanding stores, across PCIe for mapped memory); the one
   system-scope release left is the leader's publish, as in the one-thread floor.
 
+- ``multipoll_floor@k`` (one block, k = 1, 2, 4, 8): not a launch-wide shape but the one-thread
+  floor's poll sampled k times a round trip: one serving thread and k poller warps, each polling
+  the flag with its own ``ld.acquire.sys`` loop started a k-th of its period after the one before;
+  the first to see a request hands it to the server through shared memory (a CTA-scope release
+  and acquire), which loads, echoes and publishes it as ``pingpong_floor`` does. k = 1 is the
+  hand-off alone. Whether sampling the flag more often shortens the wait for the poll that sees a
+  request (half a PCIe round trip on average).
+
 (A cluster all-poll floor, every block's thread 0 polling the ring, never answered its first
 request in two runs on the H200 of session 10: removed, the cause not found.)
 

@@ -60,6 +60,7 @@ import struct
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -212,36 +213,73 @@ def _floor(client: Any, payload: bytes, count: int) -> np.ndarray:
     return out * 1e-3
 
 
-def stamped_calls(
-    client: Any, function_id: int, payload: bytes, warmup: int, gaps: np.ndarray, *, random: bool
-) -> dict[str, float]:
-    """The compiled round trip's C part stamped in C (``Ring.call_next_stamped``: from before
-    the request is written to its response flag seen, as the native client is timed) and the
-    Python-timed call around it, per call: ``warmup`` calls, then one a think time of
-    ``gaps`` (ns, spun, not timed; only if ``random``). Medians in us; ``unstamped``: calls
-    whose spin ran out (finished by the Python path, not counted)."""
+def _ring_calls(
+    client: Any,
+    function_id: int,
+    payload: bytes,
+    warmup: int,
+    gaps: np.ndarray,
+    *,
+    random: bool,
+    method: str,
+    width: int,
+    record: Callable[[np.ndarray, int, Any, int], None],
+) -> np.ndarray:
+    """``warmup`` calls of the compiled ring's ``method`` (``call_next_stamped`` or
+    ``call_next_traced``), then one a think time of ``gaps`` (ns, spun, not timed; only if
+    ``random``), each between two Python clock reads; ``record(column, t0, got, t1)`` fills
+    a call's ``width`` figures (ns) from what it returned. A call whose spin ran out is
+    finished by the Python path and left NaN. Every answer checked. The figures after the
+    warm-up, in us."""
     ring = client._compiled
     if ring is None:
-        raise RuntimeError("stamped_calls needs the compiled ring")
+        raise RuntimeError(f"{method} needs the compiled ring")
     ring.remember("echo", function_id)
-    go = ring.call_next_stamped
+    go = getattr(ring, method)
     ns = time.perf_counter_ns  # CLOCK_MONOTONIC, the clock the C part reads
-    parts = np.full((2, warmup + gaps.size), np.nan)
-    for i in range(parts.shape[1]):
+    figures = np.full((width, warmup + gaps.size), np.nan)
+    for i in range(figures.shape[1]):
         if random and i >= warmup:
             end = ns() + int(gaps[i - warmup])
             while ns() < end:
                 pass
         t0 = ns()
-        out, written, seen = go("echo", payload)
+        got = go("echo", payload)
         t1 = ns()
-        if out.__class__ is not tuple:  # a spin ran out: not stamped
+        out = got[0]
+        if out.__class__ is not tuple:  # a spin ran out: not timed to the end
             out = client._call_continue("echo", payload, out)
-        elif seen:
-            parts[:, i] = (seen - written, (written - t0) + (t1 - seen))
+        else:
+            record(figures[:, i], t0, got, t1)
         if out != (0, payload):
             raise RuntimeError("wrong answer")
-    c_part, around = parts[:, warmup:] * 1e-3
+    return figures[:, warmup:] * 1e-3
+
+
+def stamped_calls(
+    client: Any, function_id: int, payload: bytes, warmup: int, gaps: np.ndarray, *, random: bool
+) -> dict[str, float]:
+    """The compiled round trip's C part stamped in C (``Ring.call_next_stamped``: from before
+    the request is written to its response flag seen, as the native client is timed) and the
+    Python-timed call around it, per call (calls as in :func:`_ring_calls`). Medians in us;
+    ``unstamped``: calls whose spin ran out (not counted)."""
+
+    def record(column: np.ndarray, t0: int, got: Any, t1: int) -> None:
+        _, written, seen = got
+        if seen:
+            column[:] = (seen - written, (written - t0) + (t1 - seen))
+
+    c_part, around = _ring_calls(
+        client,
+        function_id,
+        payload,
+        warmup,
+        gaps,
+        random=random,
+        method="call_next_stamped",
+        width=2,
+        record=record,
+    )
     return {
         "p50": float(np.nanmedian(c_part)),
         "around_p50": float(np.nanmedian(around)),
@@ -270,34 +308,30 @@ def traced_calls(
     prefetch: bool = True,
 ) -> dict[str, Any]:
     """The compiled round trip with the clock read at each of its steps
-    (``Ring.call_next_traced``), calls as in :func:`stamped_calls`: the median of each step
-    of ``TRACE_STEPS`` (us) over the calls answered within the spin. ``prefetch``: whether
-    the spin fetches the response's first line (``Ring.prefetch_response``)."""
-    ring = client._compiled
-    if ring is None:
-        raise RuntimeError("traced_calls needs the compiled ring")
-    ring.prefetch_response = int(prefetch)
-    ring.remember("echo", function_id)
-    go = ring.call_next_traced
-    ns = time.perf_counter_ns  # CLOCK_MONOTONIC, the clock the C part reads
-    steps = np.full((len(TRACE_STEPS), warmup + gaps.size), np.nan)
-    for i in range(steps.shape[1]):
-        if random and i >= warmup:
-            end = ns() + int(gaps[i - warmup])
-            while ns() < end:
-                pass
-        t0 = ns()
-        out, points = go("echo", payload)
-        t1 = ns()
-        if out.__class__ is not tuple:  # a spin ran out: not traced to the end
-            out = client._call_continue("echo", payload, out)
-        else:
-            steps[:, i] = np.diff((t0, *points, t1))
-        if out != (0, payload):
-            raise RuntimeError("wrong answer")
-    kept = steps[:, warmup:] * 1e-3
-    row: dict[str, Any] = {step: float(np.nanmedian(kept[j])) for j, step in enumerate(TRACE_STEPS)}
-    row["untraced"] = int(np.isnan(kept[0]).sum())
+    (``Ring.call_next_traced``; calls as in :func:`_ring_calls`): the median of each step of
+    ``TRACE_STEPS`` (us) over the calls answered within the spin. ``prefetch``: whether the
+    spin fetches the response's first line (``Ring.prefetch_response``)."""
+    if client._compiled is not None:
+        client._compiled.prefetch_response = int(prefetch)
+
+    def record(column: np.ndarray, t0: int, got: Any, t1: int) -> None:
+        column[:] = np.diff((t0, *got[1], t1))
+
+    steps = _ring_calls(
+        client,
+        function_id,
+        payload,
+        warmup,
+        gaps,
+        random=random,
+        method="call_next_traced",
+        width=len(TRACE_STEPS),
+        record=record,
+    )
+    row: dict[str, Any] = {
+        step: float(np.nanmedian(steps[j])) for j, step in enumerate(TRACE_STEPS)
+    }
+    row["untraced"] = int(np.isnan(steps[0]).sum())
     return row
 
 

@@ -155,7 +155,10 @@ __device__ __forceinline__ LaneState state_of(const HotSession *h) {
 // round trip) when the request fits its `own_bytes`. Two halves:
 //  - load_request issues the loads of the header and the first arguments (up
 //    to 256 bytes) back to back: one PCIe round trip, not one per word. Must
-//    follow the acquire load of the slot's flag in program order.
+//    follow the acquire load of the slot's flag in program order. Plain loads:
+//    a strong one (relaxed.sys, volatile) of host memory is a round trip of its
+//    own behind the one before (four of them made the single-thread kernel
+//    1.95x the floor on an H200, session 14); their order is ptxas's.
 //  - store_request stores them (a longer request's tail is loaded and stored
 //    once the header said how long it is, always into the device staging
 //    area) and returns where the request went. The first batch is stored last

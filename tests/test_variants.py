@@ -53,26 +53,33 @@ def test_the_ab_script_parses_and_refuses_to_run_without_a_patch(tmp_path: Path)
         assert done.returncode == 2 and "usage: bash tools/variant-ab.sh PATCH" in done.stderr
 
 
-def _fake_python(tmp_path: Path, fail_when_patched: bool) -> Path:
+def _fake_python(tmp_path: Path, fail_when_patched: bool, tests_fail: bool = False) -> Path:
     """A stand-in for python3 that records the bridge's state at each call (and fails, if asked,
-    once the patch is applied): the script's passes without a GPU."""
+    once the patch is applied, or as the GPU tests): the script's passes without a GPU."""
     log = tmp_path / "calls.log"
     fake = tmp_path / "fake-python"
     fail = "exit 3" if fail_when_patched else ":"
+    pytest_fails = 'case "$*" in "-m pytest "*) exit 5;; esac\n' if tests_fail else ""
     fake.write_text(
         "#!/usr/bin/env bash\n"
         # the patch's line (the shipped bridge prefetches its staging area, not the slot)
         "if grep -qF '\"l\"(slot)' skbuild_cudaq/device/host_ring_bridge.cu; then\n"
         f"  echo patched >> {log}; {fail}\n"
-        f"else echo base >> {log}; fi\n",
+        f"else echo base >> {log}; fi\n" + pytest_fails,
         encoding="utf-8",
     )
     fake.chmod(0o755)
     return fake
 
 
-@pytest.mark.parametrize("fail", [False, True], ids=["completes", "fails-while-patched"])
-def test_the_ab_script_alternates_and_always_restores_the_tree(tmp_path: Path, fail: bool) -> None:
+@pytest.mark.parametrize(
+    ("fail", "tests"),
+    [(False, "0"), (False, "1"), (False, "fail"), (True, "0")],
+    ids=["completes", "completes-with-tests", "tests-fail", "fails-while-patched"],
+)
+def test_the_ab_script_alternates_and_always_restores_the_tree(
+    tmp_path: Path, fail: bool, tests: str
+) -> None:
     """Passes alternate base / patched, and the tree is as it was afterwards, also when a pass
     fails while the patch is applied (in a clone: the script edits its own checkout)."""
     clone = tmp_path / "clone"
@@ -84,7 +91,7 @@ def test_the_ab_script_alternates_and_always_restores_the_tree(tmp_path: Path, f
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid"]
     subprocess.run([*git, "add", "-A"], cwd=clone, check=True)
     subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "t"], cwd=clone, check=True)
-    fake = _fake_python(tmp_path, fail)
+    fake = _fake_python(tmp_path, fail, tests_fail=tests == "fail")
     patch = clone / "bench" / "variants" / "bridge-slot-prefetch.patch"
     done = subprocess.run(
         ["bash", "tools/variant-ab.sh", str(patch)],
@@ -94,6 +101,7 @@ def test_the_ab_script_alternates_and_always_restores_the_tree(tmp_path: Path, f
             "PATH": "/usr/bin:/bin",
             "PYTHON": str(fake),
             "PASSES": "2",
+            "TESTS": "1" if tests == "fail" else tests,
             "OUT": str(tmp_path / "o"),
         },
         capture_output=True,
@@ -108,9 +116,13 @@ def test_the_ab_script_alternates_and_always_restores_the_tree(tmp_path: Path, f
     if fail:
         assert done.returncode != 0 and seen[-1] == "patched"
     else:
-        assert done.returncode == 0, done.stderr
+        # the GPU tests' status is the script's (after the summary and the reinstall)
+        assert done.returncode == (5 if tests == "fail" else 0), done.stderr
         # each pass: two installs and the benchmark; then the summary (base again)
         per_pass = 3
         labels = [seen[i * per_pass] for i in range(4)]
         assert labels == ["base", "patched", "base", "patched"]
-        assert seen[-1] == "base"
+        rest = seen[4 * per_pass :]
+        # with TESTS=1: an editable install of both and pytest, patched; then the shipped
+        # code installed again (two installs) and the summary
+        assert rest == ["patched"] * (0 if tests == "0" else 3) + ["base"] * 3

@@ -6,10 +6,12 @@
 #
 #   bash tools/variant-ab.sh bench/variants/bridge-slot-prefetch.patch        # 3 passes each
 #   PASSES=4 OUT=/tmp/ab bash tools/variant-ab.sh PATCH
+#   TESTS=1 bash tools/variant-ab.sh PATCH   # then every one-GPU test with the patch applied
 #
 # Each pass reinstalls skbuild-cudaq and example_app (regular installs, no build isolation)
 # from the working tree with the patch applied or not; the tree is restored on exit, however
-# the script ends. Results: ${OUT:-bench/results/ab}/ab-<pass>-<base|name>.json and logs.
+# the script ends, and the shipped code installed again once the passes are done. With
+# TESTS=1 the script exits with the GPU tests' status. Results: ${OUT:-bench/results/ab}/ab-<pass>-<base|name>.json and logs.
 # The patches in bench/variants/ are the experiments of bench/results/history/README.md.
 # Offline machines: put wheels of missing packages (e.g. pyelftools) in .whl/.
 set -euo pipefail
@@ -42,7 +44,22 @@ for ((pass = 1; pass <= 2 * PASSES; pass++)); do
     >"$OUT/ab-$pass-$label.log" 2>&1)
   echo "== [$(($(date +%s) - START))s] pass $pass ($label) done" >&2
 done
+if [ "${TESTS:-0}" = 1 ]; then
+  # the tests import the package from this tree: an editable install, as tools/gpu-check.sh does
+  if [ "$applied" = 0 ]; then git apply "$PATCH" && applied=1; fi
+  "$PY" -m pip install -q --no-build-isolation --no-deps -e . 2>&1 | tail -5
+  "$PY" -m pip install -q --no-build-isolation --no-deps ./example_app 2>&1 | tail -5
+  status=0
+  "$PY" -m pytest -m gpu -p no:cacheprovider -o addopts="" -q --strict-markers -W error \
+    --junitxml "$OUT/gpu-tests-$NAME.xml" --ignore tests/test_multigpu_gpu.py tests \
+    >"$OUT/gpu-tests-$NAME.log" 2>&1 || status=$?
+  tail -3 "$OUT/gpu-tests-$NAME.log" >&2
+  echo "== [$(($(date +%s) - START))s] GPU tests with $NAME: exit $status" >&2
+fi
 restore
+# leave the shipped code installed, as before the script
+"$PY" -m pip install -q --no-build-isolation --no-deps . 2>&1 | tail -5
+"$PY" -m pip install -q --no-build-isolation --no-deps ./example_app 2>&1 | tail -5
 "$PY" - "$OUT" "$NAME" <<'EOF'
 import json, sys
 from pathlib import Path
@@ -54,3 +71,4 @@ print(f"{'goal':52s} " + " ".join(f"{label[:8]:>8s}" for label in labels))
 for key in goals[0]:
     print(f"{key:52s} " + " ".join(f"{g[key]['value']:8.3f}" for g in goals))
 EOF
+exit "${status:-0}"

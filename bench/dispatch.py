@@ -377,6 +377,21 @@ def build_tools(workdir: Path, arch: str) -> tuple[Path, Path]:
 
 
 # -- measurements ------------------------------------------------------------------
+@contextmanager
+def single_thread_echo(core: Any, bridge: Any, device: int) -> Iterator[Any]:
+    """The single-thread dispatcher of ``core`` (example_app) serving ``echo`` (launch-wide)
+    on ``bridge``, started: the dispatcher, stopped and closed on exit."""
+    from example_app import launchers
+    from skbuild_cudaq.realtime import Dispatcher, DispatcherConfig, get_device_handler
+
+    config = DispatcherConfig(device=device, num_slots=NUM_SLOTS, slot_size=SLOT_SIZE)
+    with Dispatcher(config, bridge=bridge, module=core) as d:
+        d.function_table.add_device("echo", get_device_handler(core, "echo"))
+        d.set_unified_launch(launchers.single_thread(core))
+        d.start()
+        yield d
+
+
 def timed_calls(
     call: Callable[..., Any], payload: bytes, count: int, gaps: np.ndarray | None = None
 ) -> np.ndarray:
@@ -822,10 +837,7 @@ def measure_once(opts: argparse.Namespace) -> dict[str, Any]:
         # of its own, which can cost or save up to a poll (~1 us); random arrival does not
         # lock a phase.
         try:
-            with Dispatcher(config, bridge=bridge, module=core) as d:
-                d.function_table.add_device("echo", get_device_handler(core, "echo"))
-                d.set_unified_launch(launchers.single_thread(core))
-                d.start()
+            with single_thread_echo(core, bridge, opts.device):
                 payload = bytes(range(ARG_LEN))
                 n = max(1_000, opts.samples // 5)
                 warm = max(1, opts.warmup // 8)

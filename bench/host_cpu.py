@@ -170,14 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     opts = parser.parse_args(argv)
 
-    from example_app import launchers
-    from skbuild_cudaq.realtime import (
-        Dispatcher,
-        DispatcherConfig,
-        HostRingBridge,
-        RingClient,
-        get_device_handler,
-    )
+    from skbuild_cudaq.realtime import HostRingBridge, RingClient
 
     allowed = os.sched_getaffinity(0)
     cpus = sorted(allowed if opts.cpus is None else set(_bench._cpu_list(opts.cpus)) & allowed)
@@ -214,13 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="cudaq-bench-") as tmp:
         gen = _bench.LoadGen(_bench.build_loadgen(Path(tmp)))
         bridge = HostRingBridge(_bench.NUM_SLOTS, _bench.SLOT_SIZE).open()
-        config = DispatcherConfig(
-            device=opts.device, num_slots=_bench.NUM_SLOTS, slot_size=_bench.SLOT_SIZE
-        )
-        with Dispatcher(config, bridge=bridge, module=core) as d:
-            d.function_table.add_device("echo", get_device_handler(core, "echo"))
-            d.set_unified_launch(launchers.single_thread(core))
-            d.start()
+        with _bench.single_thread_echo(core, bridge, opts.device) as d:
             echo = _bench.fnv1a("echo")
             gaps = np.random.default_rng(7).integers(0, _bench.GAP_NS + 1, size=opts.samples)
             ring = bridge.host_address

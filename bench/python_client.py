@@ -344,14 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=2_000)
     opts = parser.parse_args(argv)
 
-    from example_app import launchers
-    from skbuild_cudaq.realtime import (
-        Dispatcher,
-        DispatcherConfig,
-        HostRingBridge,
-        RingClient,
-        get_device_handler,
-    )
+    from skbuild_cudaq.realtime import HostRingBridge, RingClient
 
     drv = _bench._drv()
     dev = _bench.primary_context_current(drv, opts.device)  # the ring's pinned memory needs it
@@ -382,13 +375,7 @@ def main(argv: list[str] | None = None) -> int:
         so = _bench.build_loadgen(Path(tmp))
         gen = _bench.LoadGen(so)
         bridge = HostRingBridge(_bench.NUM_SLOTS, _bench.SLOT_SIZE).open()
-        config = DispatcherConfig(
-            device=opts.device, num_slots=_bench.NUM_SLOTS, slot_size=_bench.SLOT_SIZE
-        )
-        with Dispatcher(config, bridge=bridge, module=core) as d:
-            d.function_table.add_device("echo", get_device_handler(core, "echo"))
-            d.set_unified_launch(launchers.single_thread(core))
-            d.start()
+        with _bench.single_thread_echo(core, bridge, opts.device) as d:
             echo = _bench.fnv1a("echo")
 
             def fresh(compiled: bool | None = None) -> Any:

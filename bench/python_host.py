@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     def med(key: str, sub: str | None = None) -> float:
         return float(np.median([r[sub] if sub else r for r in rounds[key]]))
 
-    summary: dict[str, float] = {"native_p50_us": med("native")}
+    summary: dict[str, Any] = {"native_p50_us": med("native")}
     summary["native_read_over_native_us"] = med("native_read") - med("native")
     for key in ("call", "call_python", "call_pure"):
         if key in rounds:
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         summary["c_part_around_p50_us"] = med("c_part", "around_p50")
     for key in ("trace", "trace_noprefetch"):
         if key in rounds:
-            summary[f"{key}_us"] = {s: med(key, s) for s in _client.TRACE_STEPS}  # type: ignore[assignment]
+            summary[f"{key}_us"] = {s: med(key, s) for s in _client.TRACE_STEPS}
     res["summary"] = summary
     print(json.dumps(summary, indent=2))
     _bench.write_results(opts.out, res)

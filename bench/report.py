@@ -91,6 +91,7 @@ class Results:
     others: list[tuple[Path, Any]] = field(default_factory=list)
     unreadable: list[tuple[Path, str]] = field(default_factory=list)
     superseded: list[Path] = field(default_factory=list)
+    variants: list[tuple[Path, dict[str, Any]]] = field(default_factory=list)
 
 
 def _rank(directory: Path, path: Path, data: dict[str, Any]) -> tuple[bool, str]:
@@ -111,6 +112,9 @@ def load_results(directory: Path) -> Results:
         name = data.get("benchmark") if isinstance(data, dict) else None
         if name == "phases" and _get(data, "config", "stamps") is False:
             name = "phases_nostamps"  # bench/phases.py --no-stamps: round trips only
+        if name == "variant_ab" and isinstance(data, dict):
+            found.variants.append((path, data))  # each experiment its own: none supersedes
+            continue
         if name not in KNOWN:
             found.others.append((path, data))
             continue
@@ -1103,8 +1107,11 @@ def python_client_section(
         """A client's p50 (``key``) and its difference from the native client's."""
         return [label, _fmt(s.get(key), 2), _difference(s.get(key), s.get(native))]
 
-    compiled = {True: " (compiled round trip)", False: " (pure Python)"}.get(
-        config.get("compiled"), ""
+    flag = config.get("compiled")
+    compiled = (
+        {True: " (compiled round trip)", False: " (pure Python)"}.get(flag, "")
+        if isinstance(flag, bool)
+        else ""
     )
     rows = [
         ["native client (C, `bench/loadgen.c`)", _fmt(s.get("native_p50_us"), 2), "—"],
@@ -1530,6 +1537,64 @@ def _not_measured(name: str) -> list[str]:
     ]
 
 
+def _as_mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _variants(variants: list[tuple[Path, dict[str, Any]]]) -> list[str]:
+    """The A/B experiments of ``tools/variant-ab.sh`` (``bench/ab_summary.py`` files), oldest
+    first: each goal's values pass by pass and its verdict."""
+    lines = [
+        "## Experiments measured against the shipped code (`tools/variant-ab.sh`)",
+        "",
+        "Each experiment is a patch of `bench/variants/`, measured by `bench/dispatch.py` in "
+        "passes alternated with the shipped code on one lease. A whole pass moves every row "
+        "together, so each patched pass is compared with the base passes next to it: *better* "
+        "where the patch won every comparison, *worse* where it lost every one, *mixed* "
+        "otherwise. What was decided is in `bench/results/history/README.md`.",
+        "",
+    ]
+    for path, data in sorted(variants, key=lambda item: str(item[1].get("date", ""))):
+        versions = _as_mapping(data.get("versions"))
+        lines += [
+            f"### `{data.get('variant', '?')}` (`{_rel(path, ROOT)}`)",
+            "",
+            f"- **Patch:** `{data.get('patch', '?')}`",
+            f"- **Date:** {data.get('first_pass_date', '?')} to {data.get('date', '?')}",
+            f"- **Device:** {data.get('device', '?')}, driver {versions.get('nvidia_driver', '?')}",
+        ]
+        tests = data.get("gpu_tests_with_patch")
+        if isinstance(tests, Mapping):
+            lines.append(
+                f"- **GPU tests with the patch:** {tests.get('tests', '?')} run, "
+                f"{tests.get('failures', '?')} failed, {tests.get('errors', '?')} errors"
+            )
+        lines.append("")
+        passes = [_as_mapping(p) for p in _as_list(data.get("passes"))]
+        labels = ["base" if p.get("label") == "base" else "patch" for p in passes]
+        header = ["Goal", "Target", *labels, "Verdict"]
+        rows = []
+        for key, goal in _as_mapping(data.get("goals")).items():
+            if not isinstance(goal, Mapping):
+                continue
+            values = _as_list(goal.get("values"))
+            rows.append(
+                [
+                    f"`{key}`",
+                    str(goal.get("target", "")),
+                    *[_fmt(v, 3) for v in values],
+                    f"{goal.get('verdict', '?')} ({goal.get('patched_wins', '?')} of "
+                    f"{goal.get('comparisons', '?')})",
+                ]
+            )
+        lines += _table(header, rows)
+    return lines
+
+
 def render(
     results: Results, out: Path, fig_dir: Path, *, draw: bool = True
 ) -> tuple[str, list[Path]]:
@@ -1562,6 +1627,8 @@ def render(
             if draw:
                 draw_figure()
             figures.append(png)
+    if results.variants:
+        lines += _variants(results.variants)
     if results.others:
         lines += ["## Other results files", ""]
         for path, data in results.others:

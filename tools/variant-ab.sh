@@ -11,7 +11,8 @@
 # Each pass reinstalls skbuild-cudaq and example_app (regular installs, no build isolation)
 # from the working tree with the patch applied or not; the tree is restored on exit, however
 # the script ends, and the shipped code installed again once the passes are done. With
-# TESTS=1 the script exits with the GPU tests' status. Results: ${OUT:-bench/results/ab}/ab-<pass>-<base|name>.json and logs.
+# TESTS=1 the script exits with the GPU tests' status. Results: ${OUT:-bench/results/ab}/ab-<pass>-<base|name>.json,
+# logs, and ab-summary.json (bench/ab_summary.py: the verdict of each goal).
 # The patches in bench/variants/ are the experiments of bench/results/history/README.md.
 # Offline machines: put wheels of missing packages (e.g. pyelftools) in .whl/.
 set -euo pipefail
@@ -60,15 +61,6 @@ restore
 # leave the shipped code installed, as before the script
 "$PY" -m pip install -q --no-build-isolation --no-deps . 2>&1 | tail -5
 "$PY" -m pip install -q --no-build-isolation --no-deps ./example_app 2>&1 | tail -5
-"$PY" - "$OUT" "$NAME" <<'EOF'
-import json, sys
-from pathlib import Path
-out, name = Path(sys.argv[1]), sys.argv[2]
-runs = sorted(out.glob("ab-*.json"), key=lambda p: int(p.name.split("-")[1]))
-goals = [json.loads(p.read_text())["goals"] for p in runs]
-labels = [p.stem.split("-", 2)[2] for p in runs]
-print(f"{'goal':52s} " + " ".join(f"{label[:8]:>8s}" for label in labels))
-for key in goals[0]:
-    print(f"{key:52s} " + " ".join(f"{g[key]['value']:8.3f}" for g in goals))
-EOF
+# each goal pass by pass, and whether the patch won every comparison with a base pass next to it
+"$PY" "$ROOT/bench/ab_summary.py" "$OUT"
 exit "${status:-0}"

@@ -3,29 +3,19 @@ as ``bench/dispatch.py`` writes its goals, and the page ``bench/report.py`` make
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from _bench import load_bench
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 
 
-def _module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("_bench_ab_summary", BENCH / "ab_summary.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-ab = _module()
+ab = load_bench("ab_summary", needs_numpy=False)
 
 
 def _write_passes(directory: Path, name: str, rows: dict[str, tuple[str, list[float]]]) -> None:

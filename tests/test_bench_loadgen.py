@@ -11,39 +11,26 @@ counted in the round trip. No timing is asserted beyond that.
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import shutil
-import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from _bench import load_bench
 
 from skbuild_cudaq.realtime.ring import RingLayout, RingServer
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 
-def _bench_dispatch() -> ModuleType:
-    """bench/dispatch.py as a module (it imports nothing from CUDA at import)."""
-    pytest.importorskip("numpy")
-    spec = importlib.util.spec_from_file_location("_bench_dispatch", BENCH / "dispatch.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory: pytest.TempPathFactory) -> Any:
     if shutil.which("gcc") is None and shutil.which("cc") is None:
         pytest.skip("no C compiler to build bench/loadgen.c")
-    module = _bench_dispatch()
+    module = load_bench("dispatch")
     module.LOADGEN_SO = module.build_loadgen(tmp_path_factory.mktemp("loadgen"))
     return module
 

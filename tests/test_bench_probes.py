@@ -10,34 +10,19 @@ compile. (The round trips themselves are GPU work: ``tools/gpu-check.sh``.)
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from _bench import load_bench
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 INCLUDE = Path(__file__).resolve().parent.parent / "skbuild_cudaq" / "include"
 
 
-def _bench(name: str) -> ModuleType:
-    """bench/<name>.py as a module (the benchmarks import nothing from CUDA at import)."""
-    pytest.importorskip("numpy")
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))  # they import bench/dispatch.py as `dispatch`
-    spec = importlib.util.spec_from_file_location(f"_bench_{name}", BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_each_derived_probe_is_its_example_renamed_with_its_changes() -> None:
-    phases = _bench("phases")
+    phases = load_bench("phases")
     assert phases.DERIVED, "no derived probes to check"
     for kernel, (source, _, _, example_kernel, replacements, renames) in phases.DERIVED.items():
         text = phases.derived_source(kernel)
@@ -67,7 +52,7 @@ def test_each_derived_probe_is_its_example_renamed_with_its_changes() -> None:
 
 
 def test_direct_call_probes_call_the_handler_by_name() -> None:
-    phases = _bench("phases")
+    phases = load_bench("phases")
     direct = [k for k in phases.DERIVED if k.endswith("_direct_dispatcher")]
     assert direct
     for kernel in direct:
@@ -80,7 +65,7 @@ def test_launch_pointer_probes_are_the_examples_without_the_launch_wide_switch()
     """Each ``*_launch_pointer`` probe calls its launch-wide handlers as the example did before
     the launch-wide switch (cudaq_call_handler: the thread-shaped switch, then the pointer);
     the examples call cudaq_call_launch_handler (the module's launch-wide switch)."""
-    phases = _bench("phases")
+    phases = load_bench("phases")
     probes = sorted(k for k in phases.DERIVED if k.endswith("_launch_pointer_dispatcher"))
     assert probes == [
         "cluster_launch_pointer_dispatcher",
@@ -100,7 +85,7 @@ def test_launch_pointer_probes_are_the_examples_without_the_launch_wide_switch()
 
 
 def test_single_thread_example_computes_max_result_first_and_the_probe_late() -> None:
-    phases = _bench("phases")
+    phases = load_bench("phases")
     max_line = "const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;"
     check = "if (threadIdx.x != 0 || blockIdx.x != 0)"
     example = (phases.EXAMPLE / "single_thread_dispatcher.cu").read_text(encoding="utf-8")
@@ -113,7 +98,7 @@ def test_single_thread_example_computes_max_result_first_and_the_probe_late() ->
 def test_a_derivation_that_no_longer_matches_stops_with_what_to_update(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    phases = _bench("phases")
+    phases = load_bench("phases")
     kernel = "cluster_direct_dispatcher"
     source, *_, replacements, _ = phases.DERIVED[kernel]
     needle = replacements[0][0]  # the example's call the probe replaces
@@ -128,7 +113,7 @@ def test_a_derivation_that_no_longer_matches_stops_with_what_to_update(
 
 @pytest.mark.toolchain
 def test_derived_probes_compile(nvcc: Path, tmp_path: Path) -> None:
-    phases = _bench("phases")
+    phases = load_bench("phases")
     for kernel, (_, arch, *_rest) in phases.DERIVED.items():
         src = tmp_path / f"{kernel}.cu"
         src.write_text(phases.derived_source(kernel), encoding="utf-8")
@@ -140,7 +125,7 @@ def test_derived_probes_compile(nvcc: Path, tmp_path: Path) -> None:
 
 @pytest.mark.toolchain
 def test_issue_rate_kernels_compile_with_their_work(nvcc: Path, tmp_path: Path) -> None:
-    issue_rate = _bench("issue_rate")
+    issue_rate = load_bench("issue_rate")
     text = issue_rate.source()
     names = [name for name, _, _ in issue_rate.kernels()]
     assert len(names) == 2 * len(issue_rate.WORK)
@@ -164,7 +149,7 @@ def test_issue_rate_kernels_compile_with_their_work(nvcc: Path, tmp_path: Path) 
 
 @pytest.mark.toolchain
 def test_shape_floors_compile_for_sm90(nvcc: Path, tmp_path: Path) -> None:
-    shape_floors = _bench("shape_floors")
+    shape_floors = load_bench("shape_floors")
     src = tmp_path / "shape_floors.cu"
     src.write_text(shape_floors.source(), encoding="utf-8")
     out = tmp_path / "shape_floors.ptx"
@@ -192,7 +177,7 @@ def test_shape_floors_measure_the_examples_hand_offs_first_and_refuse_unknown_fl
     """The goals are judged by the examples' hand-offs: those run first, before designs that
     may misbehave on a GPU (a floor that never exits stops the run). An unknown floor is a
     usage error before anything touches CUDA."""
-    shape_floors = _bench("shape_floors")
+    shape_floors = load_bench("shape_floors")
     names = list(shape_floors.KERNELS)
     assert names[:2] == ["cluster_handoff_floor", "coop_handoff_floor"]
     assert set(shape_floors.KERNELS.values()) == {
@@ -217,7 +202,7 @@ def test_repeated_dispatch_runs_judge_each_goal_on_its_median_and_keep_the_sprea
     """``bench/dispatch.py --repeat``: a goal one run meets and the next misses (the single-
     thread ratio went 1.050, 1.082, 1.063 over three runs of session 10) is judged on the median,
     and the spread stays in the JSON."""
-    dispatch = _bench("dispatch")
+    dispatch = load_bench("dispatch")
 
     def run(date: str, ratio: float, warp: float, errors: dict[str, str]) -> dict[str, object]:
         return {
@@ -269,7 +254,7 @@ def test_paired_ratios_cancel_a_drift_that_a_first_floor_does_not() -> None:
     """bench/dispatch.py's goals divide each round by the floor measured right before it: a
     drift over the run (the floor's p50 rose 0.27 us in a dozen seconds on a lent H200)
     cancels, where dividing by one floor measured first would not."""
-    dispatch = _bench("dispatch")
+    dispatch = load_bench("dispatch")
     floors = [4.30 + 0.05 * i for i in range(5)]  # the host drifts up
     values = [f * 1.07 for f in floors]  # a kernel 7 % over its floor in every round
     paired = dispatch.paired_ratio(values, floors)
@@ -308,7 +293,7 @@ _SASS = """
 
 
 def test_sass_listing_is_parsed_and_compared_modulo_registers_labels_and_names() -> None:
-    sass = _bench("sass")
+    sass = load_bench("sass")
     kernels = sass.parse(_SASS)
     assert sorted(kernels) == ["k_one", "k_two"]
     assert [i.offset for i in kernels["k_one"]] == list(range(0, 0x90, 0x10))
@@ -329,7 +314,7 @@ def test_single_thread_example_issues_the_request_loads_as_variant_aligned(
 ) -> None:
     """The one change of session 9 to the single-thread example (max_result first) is there
     to make nvcc issue the poll's loads as in variant_aligned, measured 0.12 us faster."""
-    sass = _bench("sass")
+    sass = load_bench("sass")
     nvdisasm = sass.find_nvdisasm()
     if nvdisasm is None:
         pytest.skip("no nvdisasm (the test extra installs nvidia-cuda-nvdisasm)")
@@ -359,7 +344,7 @@ MIS:          0
 
 
 def test_host_cpu_reads_interrupts_clocks_and_what_to_pin() -> None:
-    host_cpu = _bench("host_cpu")
+    host_cpu = load_bench("host_cpu")
     # every source summed a CPU; the one-column rows (ERR, MIS) count for none
     assert host_cpu.interrupts(_INTERRUPTS) == {0: 1036, 1: 2100, 2: 3007}
     assert host_cpu.interrupts("") == {}
@@ -371,7 +356,7 @@ def test_host_cpu_reads_interrupts_clocks_and_what_to_pin() -> None:
 
 
 def test_host_cpu_summary_pairs_each_round_then_takes_the_median() -> None:
-    host_cpu = _bench("host_cpu")
+    host_cpu = load_bench("host_cpu")
 
     def one(native: float, call: float, extra: float) -> dict[str, object]:
         return {
@@ -394,7 +379,7 @@ def test_host_cpu_summary_pairs_each_round_then_takes_the_median() -> None:
 
 
 def test_python_host_puts_client_and_consumer_on_cpus_of_their_own() -> None:
-    python_host = _bench("python_host")
+    python_host = load_bench("python_host")
     assert python_host.cpus_for({0, 1, 2, 3}) == (1, 2)  # CPU 0 left to interrupts
     assert python_host.cpus_for({0, 1}) == (0, 1)
     assert python_host.cpus_for({5}) == (None, None)

@@ -76,8 +76,9 @@ def gpu_tests(path: Path) -> dict[str, int] | None:
     return {k: int(suite.get(k, "0")) for k in keys}
 
 
-def summarize(passes: list[Pass], tests: dict[str, int] | None = None) -> dict[str, Any]:
-    """Each goal's values pass by pass and its verdict over adjacent base/patched comparisons."""
+def summarize(passes: list[Pass]) -> dict[str, Any]:
+    """Each goal's values pass by pass and its verdict over adjacent base/patched comparisons
+    (``gpu_tests_with_patch`` is None: ``main`` fills it in from the run's JUnit XML)."""
     labels = {p.label for p in passes}
     if "base" not in labels or len(labels) != 2:
         msg = f"an A/B has passes labelled base and one other label, not {sorted(labels)}"
@@ -129,7 +130,7 @@ def summarize(passes: list[Pass], tests: dict[str, int] | None = None) -> dict[s
         "versions": first_meta.get("versions", {}),
         "variant": name,
         "patch": f"bench/variants/{name}.patch",
-        "gpu_tests_with_patch": tests,
+        "gpu_tests_with_patch": None,
         "passes": [{"number": p.number, "label": p.label} for p in passes],
         "goals": goals,
     }
@@ -152,10 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     try:
-        passes = load_passes(args.directory)
-        names = {p.label for p in passes} - {"base"}
-        xml = args.directory / f"gpu-tests-{min(names)}.xml" if names else None
-        summary = summarize(passes, gpu_tests(xml) if xml is not None else None)
+        summary = summarize(load_passes(args.directory))
+        xml = args.directory / f"gpu-tests-{summary['variant']}.xml"
+        summary["gpu_tests_with_patch"] = gpu_tests(xml)
     except (FileNotFoundError, ValueError, KeyError) as exc:
         print(f"bench/ab_summary.py: {exc}", file=sys.stderr)
         return 1

@@ -1109,9 +1109,7 @@ def python_client_section(
 
     flag = config.get("compiled")
     compiled = (
-        {True: " (compiled round trip)", False: " (pure Python)"}.get(flag, "")
-        if isinstance(flag, bool)
-        else ""
+        " (compiled round trip)" if flag is True else " (pure Python)" if flag is False else ""
     )
     rows = [
         ["native client (C, `bench/loadgen.c`)", _fmt(s.get("native_p50_us"), 2), "—"],

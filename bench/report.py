@@ -1498,6 +1498,34 @@ def sass_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Path
         if isinstance(pair, Mapping)
     ]
     lines += _table(["kernel", "against", "lines differing", "request loads", "what"], rows)
+    hot = data.get("hot_path")
+    if isinstance(hot, Mapping) and hot:
+        lines += [
+            "The one-thread hot path, read along the control flow: the instructions from the "
+            "publish (the release store after the system fence) to the next poll's acquire, "
+            "which a back-to-back round trip pays in full; and the fewest instructions from "
+            "the acquire to the first and to the last load of the request, on the path a hit "
+            "takes.",
+            "",
+        ]
+        hot_rows = []
+        for name, row in hot.items():
+            if not isinstance(row, Mapping):
+                continue
+            ops = row.get("publish_to_poll")
+            hot_rows.append(
+                [
+                    f"`{name}`",
+                    "none" if not isinstance(ops, list) else str(len(ops)),
+                    "" if not isinstance(ops, list) else " ".join(f"`{op}`" for op in ops),
+                    str(row.get("acquire_to_first_request_load", "none")),
+                    str(row.get("acquire_to_last_request_load", "none")),
+                ]
+            )
+        lines += _table(
+            ["kernel", "publish to poll", "its opcodes", "acquire to 1st load", "to last load"],
+            hot_rows,
+        )
     return Section(lines, [])
 
 

@@ -96,12 +96,29 @@ _SECTION = re.compile(r"^\s*\.section\s+\.text\.([A-Za-z_$][A-Za-z0-9_$]*),", re
 _ACQUIRE = re.compile(r"\bLDG\.E(?:\.\d+)?\.STRONG\.SYS\b")
 _LOAD64 = re.compile(r"\bLDG?\.E\.64\s+R\d+,\s*desc\[[^\]]*\]\[(R\d+)\.64(?:\+(-?0x[0-9a-f]+))?\]")
 _BRANCH = re.compile(r"\b(?:BRA|EXIT|CALL|RET|BRX)\b")
+_LABEL = re.compile(r"^\s*(\.L_x_[0-9]+):\s*$")
+_JUMP = re.compile(r"^BRA\s+`\((\.L_x_[0-9]+)\)$")  # unconditional, to a label
+_FENCE_SYS = re.compile(r"\bMEMBAR\.[A-Z.]*SYS\b")
+_RELEASE = re.compile(r"\bSTG?\.E(?:\.\d+)?\.STRONG\.SYS\b")
+
+#: The kernels of the one-thread hot path: what :func:`hot_path` reports, the floors first.
+HOT_PATH_KERNELS: tuple[str, ...] = (
+    "pingpong_floor",
+    "stage_floor",
+    "naive_floor",
+    "ladder_bridge",
+    "ladder_validate",
+    "ladder_stats",
+    "single_thread_dispatcher",
+    "variant_aligned",
+)
 
 
 @dataclass(frozen=True)
 class Instruction:
     offset: int
     text: str
+    labels: tuple[str, ...] = ()  #: the labels just before it (branch targets)
 
 
 def find_nvdisasm(given: str | None = None) -> str | None:
@@ -124,10 +141,17 @@ def parse(sass: str) -> dict[str, list[Instruction]]:
     kernels: dict[str, list[Instruction]] = {}
     for name, body in zip(parts[1::2], parts[2::2], strict=True):
         instrs = []
+        labels: list[str] = []
         for line in body.splitlines():
+            label = _LABEL.match(line)
+            if label:
+                labels.append(label.group(1))
+                continue
             match = _INSTR.match(line)
             if match and match.group(2):
-                instrs.append(Instruction(int(match.group(1), 16), match.group(2).rstrip(" ;")))
+                text = match.group(2).rstrip(" ;")
+                instrs.append(Instruction(int(match.group(1), 16), text, tuple(labels)))
+                labels = []
         kernels[name] = instrs
     return kernels
 
@@ -159,7 +183,7 @@ def request_loads(instrs: list[Instruction]) -> list[int]:
     """The byte offsets of the 8-byte loads off one base register that follow the kernel's
     first system-scope acquire (the poll's flag), up to the first branch after them: the
     claim's loads of the request, in the order they are issued. Empty if none."""
-    start = next((i for i, ins in enumerate(instrs) if _ACQUIRE.search(ins.text)), None)
+    start = _acquire_index(instrs)
     if start is None:
         return []
     base: str | None = None
@@ -175,6 +199,108 @@ def request_loads(instrs: list[Instruction]) -> list[int]:
         if match.group(1) == base:
             offsets.append(int(match.group(2) or "0", 16))
     return offsets
+
+
+def _acquire_index(instrs: list[Instruction]) -> int | None:
+    return next((i for i, ins in enumerate(instrs) if _ACQUIRE.search(ins.text)), None)
+
+
+_TARGET = re.compile(r"`\((\.L_x_[0-9]+)\)")
+_GUARD = re.compile(r"^@!?U?P[0-9T]+\s+")
+
+
+def _successors(instrs: list[Instruction], i: int, where: dict[str, int]) -> list[int]:
+    """Where control can go after instruction ``i``: the next one, a branch's target, both
+    for a conditional branch; nothing after an unconditional ``EXIT`` or ``RET``."""
+    text = instrs[i].text
+    guarded = bool(_GUARD.match(text))
+    op = _GUARD.sub("", text).split()[0] if text else ""
+    if op in ("EXIT", "RET") or op.startswith("RET."):
+        return [i + 1] if guarded else []
+    target = _TARGET.search(text)
+    if op.startswith("BRA") and target and target.group(1) in where:
+        # ``BRA P0, `(..)``, ``BRA.DIV`` and ``BRA.CONV`` are conditional like a guarded one.
+        conditional = guarded or op != "BRA" or "," in text
+        return [where[target.group(1)], i + 1] if conditional else [where[target.group(1)]]
+    return [i + 1]
+
+
+def _distance(
+    instrs: list[Instruction], start: int, goal: int, where: dict[str, int]
+) -> int | None:
+    """The fewest instructions executed from ``start`` to ``goal`` along the listing's
+    control flow (the path a hit takes, not the layout's distance), or ``None``."""
+    seen = {start: 0}
+    queue = [start]
+    for i in queue:
+        if i == goal:
+            return seen[i]
+        for nxt in _successors(instrs, i, where):
+            if nxt < len(instrs) and nxt not in seen:
+                seen[nxt] = seen[i] + 1
+                queue.append(nxt)
+    return None
+
+
+def hot_path(instrs: list[Instruction]) -> dict[str, Any]:
+    """Where a one-thread kernel's round trip waits on its own instructions, read off the
+    listing. ``publish_to_poll``: the opcodes executed from the publish (the first
+    system-scope release store after a system-scope fence) to the next poll's acquire,
+    following unconditional branches and taking no conditional one -- each is time a
+    back-to-back round trip pays in full, since the next request cannot have been written
+    before the host saw the answer. ``acquire_to_first_request_load`` and
+    ``acquire_to_last_request_load``: the fewest instructions executed from the poll's
+    acquire to the first and the last load of the request (see :func:`request_loads`),
+    along the control flow, so a not-taken miss path laid out in between does not count.
+    ``None`` for what the kernel does not have."""
+    out: dict[str, Any] = {
+        "publish_to_poll": None,
+        "acquire_to_first_request_load": None,
+        "acquire_to_last_request_load": None,
+    }
+    where = {label: i for i, ins in enumerate(instrs) for label in ins.labels}
+    start = _acquire_index(instrs)
+    if start is not None and request_loads(instrs):
+        base: str | None = None
+        hits: list[int] = []
+        for i in range(start, min(len(instrs), start + 400)):
+            if hits and _BRANCH.search(instrs[i].text):
+                break
+            match = _LOAD64.search(instrs[i].text)
+            if match and (base is None or match.group(1) == base):
+                base = match.group(1)
+                hits.append(i)
+        out["acquire_to_first_request_load"] = _distance(instrs, start, hits[0], where)
+        out["acquire_to_last_request_load"] = _distance(instrs, start, hits[-1], where)
+    publish = next(
+        (
+            i
+            for i, ins in enumerate(instrs)
+            if _RELEASE.search(ins.text)
+            and any(_FENCE_SYS.search(x.text) for x in instrs[max(0, i - 4) : i])
+        ),
+        None,
+    )
+    if publish is None:
+        return out
+    path: list[str] = []
+    i = publish + 1
+    while i < len(instrs) and len(path) < 200:
+        text = instrs[i].text
+        if _ACQUIRE.search(text):
+            out["publish_to_poll"] = path
+            break
+        path.append(text.split()[0])
+        jump = _JUMP.match(text)
+        if jump:
+            if jump.group(1) not in where:
+                break
+            i = where[jump.group(1)]
+        elif text.startswith(("EXIT", "RET")):
+            break
+        else:
+            i += 1
+    return out
 
 
 def disassemble(nvdisasm: str, cubin: Path) -> dict[str, list[Instruction]]:
@@ -203,6 +329,7 @@ def report(kernels: dict[str, list[Instruction]]) -> dict[str, Any]:
         name: {"instructions": len(instrs), "request_loads": request_loads(instrs)}
         for name, instrs in sorted(kernels.items())
     }
+    hot = {name: hot_path(kernels[name]) for name in HOT_PATH_KERNELS if name in kernels}
     pairs = []
     for kernel, reference, what in PAIRS:
         if kernel not in kernels or reference not in kernels:
@@ -219,7 +346,7 @@ def report(kernels: dict[str, list[Instruction]]) -> dict[str, Any]:
                 == rows[reference]["request_loads"],
             }
         )
-    return {"kernels": rows, "pairs": pairs}
+    return {"kernels": rows, "pairs": pairs, "hot_path": hot}
 
 
 def _version(tool: str) -> str:
@@ -254,6 +381,14 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{pair['kernel']:>36} vs {pair['reference']:<26} "
             f"{pair['differing_lines']:>4} lines differ, {order} request-load order",
+            file=sys.stderr,
+        )
+    for name, hot in results["hot_path"].items():
+        ops = hot["publish_to_poll"]
+        print(
+            f"{name:>36}: publish to poll {'-' if ops is None else len(ops):>3}, acquire to "
+            f"first/last request load {hot['acquire_to_first_request_load']}/"
+            f"{hot['acquire_to_last_request_load']}",
             file=sys.stderr,
         )
     opts.out.parent.mkdir(parents=True, exist_ok=True)

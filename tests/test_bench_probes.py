@@ -308,6 +308,50 @@ def test_sass_listing_is_parsed_and_compared_modulo_registers_labels_and_names()
     assert sass.request_loads(sass.parse("\t.section\t.text.k,\n  /*0000*/ EXIT ;\n")["k"]) == []
 
 
+_HOT = """
+\t.section\t.text.k_loop,"ax",@progbits
+        /*0000*/                   LDC R1, c[0x0][0x28] ;
+.L_x_1:
+        /*0010*/                   LDS R4, [R2] ;
+        /*0020*/                   LDG.E.STRONG.SYS R3, desc[UR4][R8.64] ;
+        /*0030*/                   ISETP.NE.AND P0, PT, R3, R5, PT ;
+        /*0040*/              @!P0 BRA `(.L_x_2) ;
+        /*0050*/                   NANOSLEEP 0x20 ;
+        /*0060*/                   YIELD ;
+        /*0070*/                   BRA `(.L_x_1) ;
+.L_x_2:
+        /*0080*/                   IMAD.WIDE.U32 R12, R3, 0x40, R6 ;
+        /*0090*/                   LDG.E.64 R10, desc[UR4][R12.64+0x8] ;
+        /*00a0*/                   LDG.E.64 R14, desc[UR4][R12.64] ;
+        /*00b0*/               @P1 EXIT ;
+        /*00c0*/                   STG.E.64 desc[UR4][R16.64], R10 ;
+        /*00d0*/                   MEMBAR.ALL.SYS ;
+        /*00e0*/                   STG.E.STRONG.SYS desc[UR4][R18.64], R3 ;
+        /*00f0*/                   IADD3 R5, R5, 0x1, RZ ;
+        /*0100*/                   BRA `(.L_x_1) ;
+        /*0110*/                   EXIT ;
+"""
+
+
+def test_sass_hot_path_follows_the_control_flow_from_publish_and_from_the_acquire() -> None:
+    sass = load_bench("sass")
+    kernels = sass.parse(_HOT)
+    loop = kernels["k_loop"]
+    assert loop[1].labels == (".L_x_1",) and loop[8].labels == (".L_x_2",)
+    assert sass.request_loads(loop) == [8, 0]
+    hot = sass.hot_path(loop)
+    # publish -> poll: the increment, the jump back, the shared load, then the acquire
+    assert hot["publish_to_poll"] == ["IADD3", "BRA", "LDS"]
+    # the hit path takes the branch over the miss path (NANOSLEEP/YIELD/BRA laid out between)
+    assert hot["acquire_to_first_request_load"] == 4
+    assert hot["acquire_to_last_request_load"] == 5
+    # no publish, no poll: nothing to report
+    bare = sass.hot_path(sass.parse("\t.section\t.text.k,\n  /*0000*/ EXIT ;\n")["k"])
+    assert bare == dict.fromkeys(
+        ("publish_to_poll", "acquire_to_first_request_load", "acquire_to_last_request_load")
+    )
+
+
 @pytest.mark.toolchain
 def test_single_thread_example_issues_the_request_loads_as_variant_aligned(
     nvcc: Path, tmp_path: Path
@@ -325,6 +369,14 @@ def test_single_thread_example_issues_the_request_loads_as_variant_aligned(
     example = pairs[("single_thread_dispatcher", "variant_aligned_copy")]
     assert example["same_request_load_order"], results["kernels"]["single_thread_dispatcher"]
     assert len(results["kernels"]["single_thread_dispatcher"]["request_loads"]) == 32
+    hot = results["hot_path"]
+    assert set(hot) == set(sass.HOT_PATH_KERNELS)
+    for name in sass.HOT_PATH_KERNELS:  # every one-thread kernel publishes, polls and loads
+        assert hot[name]["publish_to_poll"] is not None, name
+        assert hot[name]["acquire_to_first_request_load"] > 0, name
+        assert (
+            hot[name]["acquire_to_first_request_load"] < hot[name]["acquire_to_last_request_load"]
+        ), name
     # the controls: the same code under two names, the same source compiled twice
     assert pairs[("variant_aligned_copy", "variant_aligned")]["differing_lines"] == 0
     assert (

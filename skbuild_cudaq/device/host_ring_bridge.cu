@@ -169,7 +169,11 @@ __device__ __forceinline__ LaneState state_of(const HotSession *h) {
 // A predicate a word, left to ptxas to schedule, measured faster than fewer
 // instructions: the batch loaded and stored in whole groups under one predicate
 // each (30 fewer instructions before the last load) made the one-thread round
-// trip 0.05-0.18 us slower (session 15; bench/variants/bridge-grouped-batch.patch).
+// trip 0.05-0.18 us slower (session 15; bench/variants/bridge-grouped-batch.patch),
+// and a short request's own path storing only its words (47 fewer instructions
+// after the data arrive) made the built-in and cluster kernels 0.015-0.02x
+// faster but the single-thread kernel 0.02x slower (session 16;
+// bench/variants/bridge-short-stores*.patch).
 constexpr uint32_t kStageWords = 32; // 256 bytes in the first batch
 constexpr uint32_t kTailWords = 8;   // then 64 bytes per batch (fewer registers)
 

@@ -97,7 +97,6 @@ _ACQUIRE = re.compile(r"\bLDG\.E(?:\.\d+)?\.STRONG\.SYS\b")
 _LOAD64 = re.compile(r"\bLDG?\.E\.64\s+R\d+,\s*desc\[[^\]]*\]\[(R\d+)\.64(?:\+(-?0x[0-9a-f]+))?\]")
 _BRANCH = re.compile(r"\b(?:BRA|EXIT|CALL|RET|BRX)\b")
 _LABEL = re.compile(r"^\s*(\.L_x_[0-9]+):\s*$")
-_JUMP = re.compile(r"^BRA\s+`\((\.L_x_[0-9]+)\)$")  # unconditional, to a label
 _FENCE_SYS = re.compile(r"\bMEMBAR\.[A-Z.]*SYS\b")
 _RELEASE = re.compile(r"\bSTG?\.E(?:\.\d+)?\.STRONG\.SYS\b")
 
@@ -179,26 +178,32 @@ def differing(a: list[str], b: list[str]) -> int:
     )
 
 
-def request_loads(instrs: list[Instruction]) -> list[int]:
-    """The byte offsets of the 8-byte loads off one base register that follow the kernel's
-    first system-scope acquire (the poll's flag), up to the first branch after them: the
-    claim's loads of the request, in the order they are issued. Empty if none."""
+def _request_load_sites(instrs: list[Instruction]) -> list[tuple[int, int]]:
+    """Each load :func:`request_loads` describes: where it stands in the listing, and its
+    byte offset."""
     start = _acquire_index(instrs)
     if start is None:
         return []
     base: str | None = None
-    offsets: list[int] = []
-    for ins in instrs[start : start + 400]:
-        if offsets and _BRANCH.search(ins.text):
+    found: list[tuple[int, int]] = []
+    for i in range(start, min(len(instrs), start + 400)):
+        if found and _BRANCH.search(instrs[i].text):
             break
-        match = _LOAD64.search(ins.text)
+        match = _LOAD64.search(instrs[i].text)
         if not match:
             continue
         if base is None:
             base = match.group(1)
         if match.group(1) == base:
-            offsets.append(int(match.group(2) or "0", 16))
-    return offsets
+            found.append((i, int(match.group(2) or "0", 16)))
+    return found
+
+
+def request_loads(instrs: list[Instruction]) -> list[int]:
+    """The byte offsets of the 8-byte loads off one base register that follow the kernel's
+    first system-scope acquire (the poll's flag), up to the first branch after them: the
+    claim's loads of the request, in the order they are issued. Empty if none."""
+    return [offset for _, offset in _request_load_sites(instrs)]
 
 
 def _acquire_index(instrs: list[Instruction]) -> int | None:
@@ -218,10 +223,11 @@ def _successors(instrs: list[Instruction], i: int, where: dict[str, int]) -> lis
     if op in ("EXIT", "RET") or op.startswith("RET."):
         return [i + 1] if guarded else []
     target = _TARGET.search(text)
-    if op.startswith("BRA") and target and target.group(1) in where:
+    if op.startswith("BRA") and target:
         # ``BRA P0, `(..)``, ``BRA.DIV`` and ``BRA.CONV`` are conditional like a guarded one.
         conditional = guarded or op != "BRA" or "," in text
-        return [where[target.group(1)], i + 1] if conditional else [where[target.group(1)]]
+        taken = [where[target.group(1)]] if target.group(1) in where else []
+        return [*taken, i + 1] if conditional else taken
     return [i + 1]
 
 
@@ -260,18 +266,10 @@ def hot_path(instrs: list[Instruction]) -> dict[str, Any]:
     }
     where = {label: i for i, ins in enumerate(instrs) for label in ins.labels}
     start = _acquire_index(instrs)
-    if start is not None and request_loads(instrs):
-        base: str | None = None
-        hits: list[int] = []
-        for i in range(start, min(len(instrs), start + 400)):
-            if hits and _BRANCH.search(instrs[i].text):
-                break
-            match = _LOAD64.search(instrs[i].text)
-            if match and (base is None or match.group(1) == base):
-                base = match.group(1)
-                hits.append(i)
-        out["acquire_to_first_request_load"] = _distance(instrs, start, hits[0], where)
-        out["acquire_to_last_request_load"] = _distance(instrs, start, hits[-1], where)
+    sites = _request_load_sites(instrs)
+    if start is not None and sites:
+        out["acquire_to_first_request_load"] = _distance(instrs, start, sites[0][0], where)
+        out["acquire_to_last_request_load"] = _distance(instrs, start, sites[-1][0], where)
     publish = next(
         (
             i
@@ -291,15 +289,10 @@ def hot_path(instrs: list[Instruction]) -> dict[str, Any]:
             out["publish_to_poll"] = path
             break
         path.append(text.split()[0])
-        jump = _JUMP.match(text)
-        if jump:
-            if jump.group(1) not in where:
-                break
-            i = where[jump.group(1)]
-        elif text.startswith(("EXIT", "RET")):
+        nxt = _successors(instrs, i, where)
+        if not nxt:
             break
-        else:
-            i += 1
+        i = nxt[-1]  # a conditional branch's fall-through, an unconditional one's target
     return out
 
 

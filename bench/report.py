@@ -49,6 +49,7 @@ KNOWN = (
     "switch_link",
     "issue_rate",
     "shape_floors",
+    "placement",
     "sass",
 )
 HOW_TO = {
@@ -74,6 +75,7 @@ HOW_TO = {
     "issue_rate": "`python bench/issue_rate.py` on a GPU (`bash tools/gpu-check.sh` runs it)",
     "shape_floors": "`python bench/shape_floors.py` on an sm_90+ GPU (`bash tools/gpu-check.sh` "
     "runs it)",
+    "placement": "`python bench/placement.py` on a GPU (`bash tools/gpu-check.sh` runs it)",
     "sass": "`python bench/sass.py` (nvcc, nvJitLink and nvdisasm; no GPU needed)",
 }
 
@@ -1465,6 +1467,48 @@ def shape_floors_section(
     return Section(lines, [])
 
 
+def placement_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Path) -> Section:
+    lines = ["## Where the driver puts the code", ""]
+    lines += _provenance_md("placement", path, data, page_dir)
+    summary = _mapping(data, "summary")
+    if not summary:
+        return Section([*lines, "No figures in this file.", ""], [])
+    config = _mapping(data, "config")
+    lines += [
+        f"{config.get('trials', '?')} trials, each with the measured module loaded afresh "
+        "behind a spacer library of another size (so that each lazily loaded kernel lands at "
+        "another address), each kernel served in "
+        f"{config.get('rounds', '?')} rounds, each round right after a round of a reference "
+        "ping-pong floor loaded once: the p50 over that floor (µs), the median over trials and "
+        "their range, the standard deviation of a round within a trial, and a one-way analysis "
+        "of variance over trials: F near 1 (and a placement sd near 0) says the trials differ "
+        "no more than the rounds of one trial do, so where the code lands does not change the "
+        "round trip (`bench/placement.py`'s module doc).",
+        "",
+    ]
+    rows = []
+    for label, entry in summary.items():
+        for name in ("back_to_back", "random_arrival"):
+            e = _mapping(entry, name)
+            if not e:
+                continue
+            rows.append(
+                [
+                    f"`{label}`",
+                    name.replace("_", " "),
+                    f"{_fmt(_num(e.get('median')), 3)} ({_fmt(_num(e.get('min')), 3)} .. "
+                    f"{_fmt(_num(e.get('max')), 3)})",
+                    _fmt(_num(e.get("round_sd_us")), 3),
+                    _fmt(_num(e.get("f_ratio")), 2),
+                    _fmt(_num(e.get("placement_sd_us")), 3),
+                ]
+            )
+    lines += _table(
+        ["kernel", "arrival", "over the floor (range)", "round sd", "F", "placement sd"], rows
+    )
+    return Section(lines, [])
+
+
 def sass_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Path) -> Section:
     lines = ["## The measured kernels' SASS side by side", ""]
     lines += [f"From `{_rel(path, ROOT)}` (built and disassembled, no GPU):", ""]
@@ -1548,6 +1592,7 @@ SECTIONS: dict[str, tuple[str, Callable[[Path, dict[str, Any], Path, Path], Sect
     "build_overhead": ("Build overhead", build_section),
     "issue_rate": ("What an instruction costs a one-thread round trip", issue_rate_section),
     "shape_floors": ("Bare floors of the launch-wide shapes", shape_floors_section),
+    "placement": ("Where the driver puts the code", placement_section),
     "sass": ("The measured kernels' SASS side by side", sass_section),
 }
 

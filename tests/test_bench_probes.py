@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _bench import load_bench
@@ -435,3 +436,73 @@ def test_python_host_puts_client_and_consumer_on_cpus_of_their_own() -> None:
     assert python_host.cpus_for({0, 1, 2, 3}) == (1, 2)  # CPU 0 left to interrupts
     assert python_host.cpus_for({0, 1}) == (0, 1)
     assert python_host.cpus_for({5}) == (None, None)
+
+
+def _trials(offsets: list[float], noise: list[list[float]]) -> list[dict[str, Any]]:
+    """bench/placement.py's trials: every measured kernel ``offset + noise`` over its floor."""
+    placement = load_bench("placement")
+    return [
+        {
+            "kernels": {
+                label: {
+                    "rounds": [
+                        {
+                            "floor_p50": 4.0,
+                            "p50": 4.2 + o + e,
+                            "floor_gap_p50": 3.9,
+                            "gap_p50": 4.1 + e,
+                        }
+                        for e in row
+                    ]
+                }
+                for label, *_ in placement.MEASURED
+            }
+        }
+        for o, row in zip(offsets, noise, strict=True)
+    ]
+
+
+def test_placement_analysis_of_variance_tells_placement_from_round_noise() -> None:
+    placement = load_bench("placement")
+    noise = [[0.01, -0.01], [-0.02, 0.02], [0.015, -0.015], [0.0, 0.01]]
+    label = placement.MEASURED[1][0]
+    # no placement effect: the trials differ as little as their rounds do
+    flat = placement.summarize(_trials([0.0] * 4, noise))[label]
+    # a placement effect of 0.1 us between trials
+    moved = placement.summarize(_trials([0.0, 0.1, 0.0, 0.1], noise))[label]
+    assert flat["back_to_back"]["f_ratio"] < 1.0
+    assert flat["back_to_back"]["placement_sd_us"] == 0.0
+    assert moved["back_to_back"]["f_ratio"] > 10  # 18.7 for these numbers
+    assert 0.04 < moved["back_to_back"]["placement_sd_us"] < 0.07  # 0.1 us apart: sd ~0.058
+    assert moved["back_to_back"]["min"] == pytest.approx(0.2)
+    assert moved["back_to_back"]["max"] == pytest.approx(0.3, abs=0.02)
+    # random arrival had no offset: the same verdict as flat
+    assert moved["random_arrival"]["placement_sd_us"] == 0.0
+    assert flat["back_to_back"]["median_spread_within_trial"] == pytest.approx(0.025)
+
+
+@pytest.mark.toolchain
+def test_placement_module_and_spacers_build(nvcc: Path, tmp_path: Path) -> None:
+    """The measured module links with every kernel the benchmark serves, and each spacer
+    kernel has the code size the benchmark counts (SPACER_BYTES)."""
+    elftools = pytest.importorskip("elftools.elf.elffile")
+    placement = load_bench("placement")
+    module, spacer = placement.build(str(nvcc), tmp_path, "90")
+
+    def text_sizes(blob: bytes) -> dict[str, int]:
+        import io
+
+        elf = elftools.ELFFile(io.BytesIO(blob))
+        return {
+            s.name.removeprefix(".text."): s["sh_size"]
+            for s in elf.iter_sections()
+            if s.name.startswith(".text.")
+        }
+
+    kernels = text_sizes(module)
+    for _, kernel, _, _ in placement.MEASURED:
+        assert kernel in kernels, kernel
+    sizes = text_sizes(spacer)
+    assert [sizes[f"spacer_{i}"] for i in range(placement.SPACER_KERNELS)] == list(
+        placement.SPACER_BYTES
+    )

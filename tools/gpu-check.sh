@@ -57,7 +57,7 @@ log "pytest -m gpu tests/test_multigpu_gpu.py (several GPUs)"
 log "reinstalling skbuild-cudaq as a regular install for the benchmarks"
 "$PY" -m pip install -q --no-build-isolation --no-deps . 2>&1 | tail -20
 if [ "${ONLY:-}" = multigpu ]; then BENCHES=${BENCHES:-}; fi
-for bench in ${BENCHES-startup startup_phases dispatch phases python_client python_host host_cpu switch_link issue_rate shape_floors}; do
+for bench in ${BENCHES-startup startup_phases dispatch phases python_client python_host host_cpu switch_link issue_rate shape_floors placement}; do
   extra=()
   if [ "$bench" = dispatch ]; then
     # whole runs in one process, goals judged on their median (about 25 s a run on an H200)

@@ -17,11 +17,13 @@ the SM clock on the device:
 (the floor has no lookup or handler: its 2 and 3 are the end of its loads).
 Other designs of the cluster and cooperative kernels' hand-off are served launch-wide
 next to the example's (``cluster_barrier``, derived from the example at build time, and
-``coop_counter`` in bench/handoff/: the examples' earlier hand-offs). Two
+``coop_counter`` in bench/handoff/: the examples' earlier hand-offs). The
 probes, compiled here too, say what parts of a phase cost: ``probe_noread_thread``
 (a thread-shaped handler that writes its result without reading its arguments)
 and ``probe_smem_table_dispatcher`` (the single-thread loop with a hand-written
-shared-memory lookup and no request checks). The
+shared-memory lookup and no request checks); ``probe_serve_until`` is the built-in
+kernel's leader loop in a one-thread kernel, and ``builtin_1`` the built-in kernel
+launched on one thread (what its block costs its thread-shaped path). The
 report gives, per configuration, the round trip p50 seen by the host
 (bench/loadgen.c), the median of each phase, the device's share (seen ->
 published) and the rest (host write -> device sees, and published -> host
@@ -865,6 +867,31 @@ extern "C" __global__ void probe_smem_table_dispatcher(CUDAQ_DISPATCH_KERNEL_PAR
     cudaq_dev_tx_publish(session, response);
   }
 }
+
+// The built-in kernel's leader loop (cudaq_serve_until_launch_wide, its stage in
+// shared memory) on a one-thread launch, a launch-wide request served by that
+// thread: the built-in kernel's thread-shaped path without its block.
+extern "C" __global__ void probe_serve_until(CUDAQ_DISPATCH_KERNEL_PARAMS) {
+  __shared__ __align__(16) uint8_t stage[256];
+  if (threadIdx.x != 0 || blockIdx.x != 0)
+    return;
+  table = cudaq_table_to_shared(table, table_count);
+  void *session = cudaq_dev_enter_kernel(transport_ctx, shutdown_flag);
+  if (session == nullptr)
+    return;
+  const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
+  void *request = nullptr;
+  void *response = nullptr;
+  const cudaq_function_entry_t *entry = nullptr;
+  while (cudaq_serve_until_launch_wide(session, slot_size, table, table_count, stats, stage,
+                                       sizeof(stage), &request, &response, &entry)) {
+    uint32_t result_len = 0;
+    const int32_t status =
+        cudaq_call_launch_handler(entry->handler, request, response, max_result, &result_len);
+    write_response_header(response, request, status, result_len);
+    cudaq_dev_tx_publish(session, response);
+  }
+}
 """
 
 
@@ -1096,9 +1123,17 @@ def main(argv: list[str] | None = None) -> int:
                 library.get_kernel("cudaq_realtime_unified_dispatch"),
                 lambda kernel, args: LaunchConfig(grid=(1, 1, 1), block=(128, 1, 1)),
             )
+            # the built-in kernel on one thread: what its block's idle threads (waiting at
+            # the barrier while the leader serves thread-shaped requests) cost that leader
+            builtin_one = launchers.KernelLauncher(
+                "builtin_1",
+                library.get_kernel("cudaq_realtime_unified_dispatch"),
+                lambda kernel, args: LaunchConfig(grid=(1, 1, 1), block=(1, 1, 1)),
+            )
             kinds = {
                 "single_thread": lambda: launchers.single_thread(None),  # type: ignore[arg-type]
                 "builtin": lambda: builtin,
+                "builtin_1": lambda: builtin_one,
                 "cooperative_grid": lambda: launchers.cooperative_grid(None),  # type: ignore[arg-type]
                 "cluster": lambda: launchers.cluster(None),  # type: ignore[arg-type]
                 # the cooperative kernel on 8 blocks instead of one per SM: what the
@@ -1106,7 +1141,14 @@ def main(argv: list[str] | None = None) -> int:
                 "cooperative_grid_8": lambda: launchers.cooperative_grid(None, blocks=8),  # type: ignore[arg-type]
                 "warp_parallel": lambda: launchers.warp_parallel(None),  # type: ignore[arg-type]
             }
-            one_thread = ["probe_smem_table_dispatcher", *ABLATIONS, *VARIANTS, *LADDER, *PLACEMENT]
+            one_thread = [
+                "probe_smem_table_dispatcher",
+                "probe_serve_until",
+                *ABLATIONS,
+                *VARIANTS,
+                *LADDER,
+                *PLACEMENT,
+            ]
             for name in one_thread:
                 kinds[name] = lambda name=name: launchers.KernelLauncher(  # type: ignore[misc]
                     name,
@@ -1239,6 +1281,12 @@ def main(argv: list[str] | None = None) -> int:
         pairs += tuple(
             (f"{k}:echo", "pingpong_floor", k, "echo")
             for k in ("single_thread", "single_thread_launch_pointer_dispatcher")
+        )
+        # The built-in kernel's thread-shaped call, on its block of 128 threads, alone, and
+        # its leader loop in a one-thread kernel of its own (probe_serve_until).
+        pairs += tuple(
+            (f"{k}:echo_thread", "pingpong_floor", k, "echo_thread")
+            for k in ("builtin", "builtin_1", "probe_serve_until")
         )
         # The cooperative kernel's thread-shaped call, staged in shared memory or not.
         pairs += tuple(

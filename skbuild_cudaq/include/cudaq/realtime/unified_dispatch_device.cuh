@@ -546,6 +546,11 @@ cudaq_serve_until_launch_wide(void *session, uint32_t slot_size,
   const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
   cudaq_lookup_cache_t cache = cudaq_lookup_cache_empty();
   for (;;) {
+    // The compiler cannot prove a __shared__ stage non-null, so this test stays
+    // on every request's path. Choosing by stage_bytes (a constant at the call
+    // sites) instead took it off and made this loop in a one-thread kernel as
+    // fast as the single-thread example, but the built-in and cluster kernels
+    // slower back to back (bench/variants/serve-stage-bytes.patch, session 17).
     const int running = stage != nullptr
                             ? cudaq_dev_rx_poll_into(session, request, response, stage,
                                                      stage_bytes, 1)

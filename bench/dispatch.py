@@ -223,6 +223,19 @@ def device_identity(drv: Any, dev: Any) -> tuple[str, int, int]:
     return name.decode(), int(major), int(minor)
 
 
+def gpu_and_nvcc(ordinal: int = 0) -> tuple[Any, Any, str, str, str]:
+    """For the benchmarks that compile their kernels: the driver, GPU ``ordinal`` (its primary
+    context made current), its name, its architecture (``"90"``) and nvcc (SystemExit without
+    nvcc on ``PATH``)."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        raise SystemExit("the benchmark needs nvcc on PATH")
+    drv = _drv()
+    dev = primary_context_current(drv, ordinal)
+    name, major, minor = device_identity(drv, dev)
+    return drv, dev, name, f"{major}{minor}", nvcc
+
+
 def wait_idle(stream: Any, timeout: float = 10.0) -> None:
     drv = _drv()
     end = time.monotonic() + timeout

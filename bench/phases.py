@@ -37,7 +37,6 @@ import argparse
 import ctypes
 import datetime
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -895,10 +894,8 @@ extern "C" __global__ void probe_serve_until(CUDAQ_DISPATCH_KERNEL_PARAMS) {
 """
 
 
-def compile_all(
-    nvcc: str, work: Path, *, stamps: bool = True
-) -> tuple[list[tuple[str, bytes]], tuple[str, bytes]]:
-    """The LTO-IR of every source, and of the handler switch over their exports.
+def write_floor_and_switch(work: Path, generator: str) -> tuple[Path, Path]:
+    """FLOOR_CU and the handler switch over example_app's and its exports, written to ``work``.
 
     The switch is what skbuild-cudaq's build adds to a module (one generator,
     ``skbuild_cudaq.build._handler_switch``); without it the module links the run
@@ -909,9 +906,31 @@ def compile_all(
     floor = work / "floor_phases.cu"
     floor.write_text(FLOOR_CU)
     switch = work / "handler_switch.cu"
-    write_switch(
-        switch, "bench/phases.py", [EXAMPLE / "handlers.cu", EXAMPLE / "block_handlers.cu", floor]
-    )
+    write_switch(switch, generator, [EXAMPLE / "handlers.cu", EXAMPLE / "block_handlers.cu", floor])
+    return floor, switch
+
+
+def compile_lto(
+    nvcc: str, work: Path, sources: list[tuple[Path, str]], *, stamps: bool
+) -> list[tuple[str, bytes]]:
+    """The LTO-IR (a fatbin) of each (source, architecture), in order, for nvJitLink."""
+    out = []
+    for src, arch in sources:
+        fatbin = work / (src.stem + ".fatbin")
+        cmd = [nvcc, "-fatbin", "-rdc=true", "-std=c++17"]
+        cmd += ["-DCUDAQ_REALTIME_PHASES"] if stamps else []
+        cmd += [f"-gencode=arch=compute_{arch},code=lto_{arch}", f"-I{INCLUDE}"]
+        subprocess.run([*cmd, "-o", str(fatbin), str(src)], check=True)
+        out.append((src.name, fatbin.read_bytes()))
+    return out
+
+
+def compile_all(
+    nvcc: str, work: Path, *, stamps: bool = True
+) -> tuple[list[tuple[str, bytes]], tuple[str, bytes]]:
+    """The LTO-IR of every source, and of the handler switch over their exports
+    (``write_floor_and_switch``)."""
+    floor, switch = write_floor_and_switch(work, "bench/phases.py")
     sources = [
         (RUNTIME / "unified_dispatch_kernel.cu", "80"),
         (RUNTIME / "host_ring_bridge.cu", "80"),
@@ -929,14 +948,7 @@ def compile_all(
         derived.write_text(derived_source(kernel), encoding="utf-8")
         sources.append((derived, arch))
     sources.append((switch, "80"))
-    out = []
-    for src, arch in sources:
-        fatbin = work / (src.stem + ".fatbin")
-        cmd = [nvcc, "-fatbin", "-rdc=true", "-std=c++17"]
-        cmd += ["-DCUDAQ_REALTIME_PHASES"] if stamps else []
-        cmd += [f"-gencode=arch=compute_{arch},code=lto_{arch}", f"-I{INCLUDE}"]
-        subprocess.run([*cmd, "-o", str(fatbin), str(src)], check=True)
-        out.append((src.name, fatbin.read_bytes()))
+    out = compile_lto(nvcc, work, sources, stamps=stamps)
     return out[:-1], out[-1]
 
 
@@ -1026,13 +1038,8 @@ def main(argv: list[str] | None = None) -> int:
         Library,
     )
 
-    drv = bench._drv()
-    dev = bench.primary_context_current(drv, 0)
-    device_name, major, minor = bench.device_identity(drv, dev)
-    arch = f"{major}{minor}"
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        raise SystemExit("the benchmark needs nvcc on PATH")
+    drv, dev, device_name, arch, nvcc = bench.gpu_and_nvcc(0)
+    major, minor = arch[:-1], arch[-1]
     results: dict[str, Any] = {
         "benchmark": "phases",
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -29,7 +29,6 @@ import argparse
 import ctypes
 import os
 import random
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -85,16 +84,7 @@ MEASURED: tuple[tuple[str, str, int, str | None], ...] = (
 def build(nvcc: str, work: Path, arch: str) -> tuple[bytes, bytes]:
     """The measured module (bench/phases.py's floors and ladder, the single-thread example,
     the run time and the handler switch; production build, no stamps) and the spacer cubin."""
-    from skbuild_cudaq.build._handler_switch import write_switch
-
-    floor = work / "floor_phases.cu"
-    floor.write_text(phases.FLOOR_CU)
-    switch = work / "handler_switch.cu"
-    write_switch(
-        switch,
-        "bench/placement.py",
-        [phases.EXAMPLE / "handlers.cu", phases.EXAMPLE / "block_handlers.cu", floor],
-    )
+    floor, switch = phases.write_floor_and_switch(work, "bench/placement.py")
     sources = [
         phases.RUNTIME / "unified_dispatch_kernel.cu",
         phases.RUNTIME / "host_ring_bridge.cu",
@@ -104,12 +94,7 @@ def build(nvcc: str, work: Path, arch: str) -> tuple[bytes, bytes]:
         floor,
         switch,
     ]
-    inputs = []
-    for src in sources:
-        fatbin = work / (src.stem + ".fatbin")
-        cmd = [nvcc, "-fatbin", "-rdc=true", "-std=c++17", "-gencode=arch=compute_80,code=lto_80"]
-        subprocess.run([*cmd, f"-I{phases.INCLUDE}", "-o", str(fatbin), str(src)], check=True)
-        inputs.append((src.name, fatbin.read_bytes()))
+    inputs = phases.compile_lto(nvcc, work, [(src, "80") for src in sources], stamps=False)
     module = phases.nvjitlink_link(inputs, arch)
     spacer_src = work / "spacer.cu"
     spacer_src.write_text(_SPACER)
@@ -190,13 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         Library,
     )
 
-    drv = bench._drv()
-    dev = bench.primary_context_current(drv, 0)
-    _, major, minor = bench.device_identity(drv, dev)
-    arch = f"{major}{minor}"
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        raise SystemExit("the benchmark needs nvcc on PATH")
+    drv, dev, _, arch, nvcc = bench.gpu_and_nvcc(0)
     rng = random.Random(opts.seed)
     masks = [0] + [rng.randrange(1, 1 << SPACER_KERNELS) for _ in range(opts.trials - 1)]
     results: dict[str, Any] = {

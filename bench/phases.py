@@ -22,8 +22,10 @@ probes, compiled here too, say what parts of a phase cost: ``probe_noread_thread
 (a thread-shaped handler that writes its result without reading its arguments)
 and ``probe_smem_table_dispatcher`` (the single-thread loop with a hand-written
 shared-memory lookup and no request checks); ``probe_serve_until`` is the built-in
-kernel's leader loop in a one-thread kernel, and ``builtin_1`` the built-in kernel
-launched on one thread (what its block costs its thread-shaped path). The
+kernel's leader loop in a one-thread kernel (``probe_serve_until_readback``: with its
+session read back from shared memory; ``probe_builtin_loop``: inside the built-in
+kernel's outer loop, no barriers), and ``builtin_1`` the built-in kernel launched on one
+thread (what its block costs its thread-shaped path). The
 report gives, per configuration, the round trip p50 seen by the host
 (bench/loadgen.c), the median of each phase, the device's share (seen ->
 published) and the rest (host write -> device sees, and published -> host
@@ -891,6 +893,75 @@ extern "C" __global__ void probe_serve_until(CUDAQ_DISPATCH_KERNEL_PARAMS) {
     cudaq_dev_tx_publish(session, response);
   }
 }
+
+// Rungs from probe_serve_until to the built-in kernel on one thread (builtin_1),
+// one feature a rung (measured from session 18 on: which part of the built-in
+// kernel's code, around the same leader loop, costs its thread-shaped path):
+//  - probe_serve_until_readback: the session read back from a __shared__
+//    variable, as the built-in kernel does (a generic pointer to the compiler);
+//  - probe_builtin_loop: + the built-in kernel's outer loop and shared mailbox
+//    (a launch-wide request handed over and served by the one thread), no barriers.
+extern "C" __global__ void probe_serve_until_readback(CUDAQ_DISPATCH_KERNEL_PARAMS) {
+  __shared__ __align__(16) uint8_t stage[256];
+  __shared__ void *s_session;
+  if (threadIdx.x != 0 || blockIdx.x != 0)
+    return;
+  table = cudaq_table_to_shared(table, table_count);
+  s_session = cudaq_dev_enter_kernel(transport_ctx, shutdown_flag);
+  void *session = s_session;
+  if (session == nullptr)
+    return;
+  const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
+  void *request = nullptr;
+  void *response = nullptr;
+  const cudaq_function_entry_t *entry = nullptr;
+  while (cudaq_serve_until_launch_wide(session, slot_size, table, table_count, stats, stage,
+                                       sizeof(stage), &request, &response, &entry)) {
+    uint32_t result_len = 0;
+    const int32_t status =
+        cudaq_call_launch_handler(entry->handler, request, response, max_result, &result_len);
+    write_response_header(response, request, status, result_len);
+    cudaq_dev_tx_publish(session, response);
+  }
+}
+extern "C" __global__ void probe_builtin_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
+  __shared__ void *s_session;
+  __shared__ void *s_request;
+  __shared__ void *s_response;
+  __shared__ const cudaq_function_entry_t *s_entry;
+  __shared__ int s_running;
+  __shared__ uint32_t s_result_len;
+  __shared__ __align__(16) uint8_t s_stage[256];
+  if (threadIdx.x != 0 || blockIdx.x != 0)
+    return;
+  table = cudaq_table_to_shared(table, table_count);
+  s_session = cudaq_dev_enter_kernel(transport_ctx, shutdown_flag);
+  void *session = s_session;
+  if (session == nullptr)
+    return;
+  const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
+  for (;;) {
+    void *request = nullptr;
+    void *response = nullptr;
+    const cudaq_function_entry_t *entry = nullptr;
+    s_running = cudaq_serve_until_launch_wide(session, slot_size, table, table_count, stats,
+                                              s_stage, sizeof(s_stage), &request, &response,
+                                              &entry);
+    s_entry = entry;
+    s_request = request;
+    s_response = response;
+    s_result_len = 0;
+    if (!s_running)
+      break;
+    uint32_t result_len = 0;
+    const int32_t status = cudaq_call_launch_handler(s_entry->handler, s_request, s_response,
+                                                     max_result, &result_len);
+    if (result_len != 0)
+      s_result_len = result_len;
+    write_response_header(s_response, s_request, status, s_result_len);
+    cudaq_dev_tx_publish(session, s_response);
+  }
+}
 """
 
 
@@ -1151,6 +1222,8 @@ def main(argv: list[str] | None = None) -> int:
             one_thread = [
                 "probe_smem_table_dispatcher",
                 "probe_serve_until",
+                "probe_serve_until_readback",
+                "probe_builtin_loop",
                 *ABLATIONS,
                 *VARIANTS,
                 *LADDER,
@@ -1293,7 +1366,13 @@ def main(argv: list[str] | None = None) -> int:
         # its leader loop in a one-thread kernel of its own (probe_serve_until).
         pairs += tuple(
             (f"{k}:echo_thread", "pingpong_floor", k, "echo_thread")
-            for k in ("builtin", "builtin_1", "probe_serve_until")
+            for k in (
+                "builtin",
+                "builtin_1",
+                "probe_serve_until",
+                "probe_serve_until_readback",
+                "probe_builtin_loop",
+            )
         )
         # The cooperative kernel's thread-shaped call, staged in shared memory or not.
         pairs += tuple(

@@ -871,13 +871,31 @@ extern "C" __global__ void probe_smem_table_dispatcher(CUDAQ_DISPATCH_KERNEL_PAR
 
 // The built-in kernel's leader loop (cudaq_serve_until_launch_wide, its stage in
 // shared memory) on a one-thread launch, a launch-wide request served by that
-// thread: the built-in kernel's thread-shaped path without its block.
-extern "C" __global__ void probe_serve_until(CUDAQ_DISPATCH_KERNEL_PARAMS) {
+// thread: the built-in kernel's thread-shaped path without its block. Rungs from
+// it to the built-in kernel on one thread (builtin_1), one feature a rung (which
+// part of the built-in kernel's code, around the same leader loop, costs its
+// thread-shaped path):
+//  - probe_serve_until_readback: the session read back from a __shared__
+//    variable after a barrier, as the built-in kernel does (a generic pointer
+//    to the compiler; without the barrier the compiler forwards the store and
+//    the poll reads the session with LDS, as session 17 run D measured it);
+//  - probe_builtin_loop: + the built-in kernel's outer loop and shared mailbox
+//    (a launch-wide request handed over and served by the one thread), no
+//    barriers: the built-in kernel's body (skbuild_cudaq/device/
+//    unified_dispatch_kernel.cu) for one thread.
+template <bool kReadBack>
+__device__ __forceinline__ void serve_until_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
   __shared__ __align__(16) uint8_t stage[256];
+  __shared__ void *s_session;
   if (threadIdx.x != 0 || blockIdx.x != 0)
     return;
   table = cudaq_table_to_shared(table, table_count);
   void *session = cudaq_dev_enter_kernel(transport_ctx, shutdown_flag);
+  if (kReadBack) {
+    s_session = session;
+    __syncthreads(); // as in the built-in kernel: the compiler cannot forward the store
+    session = s_session;
+  }
   if (session == nullptr)
     return;
   const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
@@ -893,36 +911,11 @@ extern "C" __global__ void probe_serve_until(CUDAQ_DISPATCH_KERNEL_PARAMS) {
     cudaq_dev_tx_publish(session, response);
   }
 }
-
-// Rungs from probe_serve_until to the built-in kernel on one thread (builtin_1),
-// one feature a rung (measured from session 18 on: which part of the built-in
-// kernel's code, around the same leader loop, costs its thread-shaped path):
-//  - probe_serve_until_readback: the session read back from a __shared__
-//    variable, as the built-in kernel does (a generic pointer to the compiler);
-//  - probe_builtin_loop: + the built-in kernel's outer loop and shared mailbox
-//    (a launch-wide request handed over and served by the one thread), no barriers.
+extern "C" __global__ void probe_serve_until(CUDAQ_DISPATCH_KERNEL_PARAMS) {
+  serve_until_loop<false>(transport_ctx, slot_size, table, table_count, shutdown_flag, stats);
+}
 extern "C" __global__ void probe_serve_until_readback(CUDAQ_DISPATCH_KERNEL_PARAMS) {
-  __shared__ __align__(16) uint8_t stage[256];
-  __shared__ void *s_session;
-  if (threadIdx.x != 0 || blockIdx.x != 0)
-    return;
-  table = cudaq_table_to_shared(table, table_count);
-  s_session = cudaq_dev_enter_kernel(transport_ctx, shutdown_flag);
-  void *session = s_session;
-  if (session == nullptr)
-    return;
-  const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
-  void *request = nullptr;
-  void *response = nullptr;
-  const cudaq_function_entry_t *entry = nullptr;
-  while (cudaq_serve_until_launch_wide(session, slot_size, table, table_count, stats, stage,
-                                       sizeof(stage), &request, &response, &entry)) {
-    uint32_t result_len = 0;
-    const int32_t status =
-        cudaq_call_launch_handler(entry->handler, request, response, max_result, &result_len);
-    write_response_header(response, request, status, result_len);
-    cudaq_dev_tx_publish(session, response);
-  }
+  serve_until_loop<true>(transport_ctx, slot_size, table, table_count, shutdown_flag, stats);
 }
 extern "C" __global__ void probe_builtin_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
   __shared__ void *s_session;
@@ -936,6 +929,7 @@ extern "C" __global__ void probe_builtin_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
     return;
   table = cudaq_table_to_shared(table, table_count);
   s_session = cudaq_dev_enter_kernel(transport_ctx, shutdown_flag);
+  __syncthreads(); // as in the built-in kernel: the compiler cannot forward the store
   void *session = s_session;
   if (session == nullptr)
     return;

@@ -1104,12 +1104,11 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     drv, dev, device_name, arch, nvcc = bench.gpu_and_nvcc(0)
-    major, minor = arch[:-1], arch[-1]
     results: dict[str, Any] = {
         "benchmark": "phases",
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "device": device_name,
-        "compute_capability": f"{major}.{minor}",
+        "compute_capability": f"{arch[:-1]}.{arch[-1]}",
         "versions": bench.versions(),
         "config": {
             "num_slots": bench.NUM_SLOTS,
@@ -1190,18 +1189,18 @@ def main(argv: list[str] | None = None) -> int:
             log = PhaseLog(library.load(), stamps=stamps)
             # Launchers for this library's kernels (example_app's, looked up here).
             launchers.get_device_kernel = lambda module, kernel, **_: library.get_kernel(kernel)  # type: ignore[assignment]
-            builtin = launchers.KernelLauncher(
-                "builtin",
-                library.get_kernel("cudaq_realtime_unified_dispatch"),
-                lambda kernel, args: LaunchConfig(grid=(1, 1, 1), block=(128, 1, 1)),
-            )
+
+            def builtin_on(name: str, threads: int) -> Any:
+                return launchers.KernelLauncher(
+                    name,
+                    library.get_kernel("cudaq_realtime_unified_dispatch"),
+                    lambda kernel, args: LaunchConfig(grid=(1, 1, 1), block=(threads, 1, 1)),
+                )
+
+            builtin = builtin_on("builtin", 128)
             # the built-in kernel on one thread: what its block's idle threads (waiting at
             # the barrier while the leader serves thread-shaped requests) cost that leader
-            builtin_one = launchers.KernelLauncher(
-                "builtin_1",
-                library.get_kernel("cudaq_realtime_unified_dispatch"),
-                lambda kernel, args: LaunchConfig(grid=(1, 1, 1), block=(1, 1, 1)),
-            )
+            builtin_one = builtin_on("builtin_1", 1)
             kinds = {
                 "single_thread": lambda: launchers.single_thread(None),  # type: ignore[arg-type]
                 "builtin": lambda: builtin,

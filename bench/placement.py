@@ -121,6 +121,11 @@ def _anova(x: np.ndarray) -> dict[str, float]:
     }
 
 
+def _over(rounds: list[dict[str, float]], key: str, floor_key: str) -> list[float]:
+    """Each round's p50 (``key``) over the reference floor's round before it (``floor_key``)."""
+    return [r[key] - r[floor_key] for r in rounds]
+
+
 def summarize(trials: list[dict[str, Any]]) -> dict[str, Any]:
     """Per kernel, back to back and with random arrival: its excess over the reference floor
     (the median of its rounds) trial by trial, the range over trials, the spread of the rounds
@@ -133,7 +138,7 @@ def summarize(trials: list[dict[str, Any]]) -> dict[str, Any]:
             ("gap_p50", "floor_gap_p50", "random_arrival"),
         ):
             rows = [
-                [r[key] - r[floor_key] for r in t["kernels"][label]["rounds"]]
+                _over(t["kernels"][label]["rounds"], key, floor_key)
                 for t in trials
                 if t["kernels"].get(label, {}).get("rounds")
             ]
@@ -263,8 +268,8 @@ def main(argv: list[str] | None = None) -> int:
                     rounds.append(
                         {"floor_p50": f_b2b, "p50": b2b, "floor_gap_p50": f_gap, "gap_p50": gap}
                     )
-                over = float(np.median([r["p50"] - r["floor_p50"] for r in rounds]))
-                over_gap = float(np.median([r["gap_p50"] - r["floor_gap_p50"] for r in rounds]))
+                over = float(np.median(_over(rounds, "p50", "floor_p50")))
+                over_gap = float(np.median(_over(rounds, "gap_p50", "floor_gap_p50")))
                 row["kernels"][label] = {"rounds": rounds, "over": over, "over_gap": over_gap}
             library.close()
             own_floors.close()

@@ -113,6 +113,13 @@ HANDOFF_DIR = Path(__file__).resolve().parent / "handoff"
 #:    memory) or a device-memory buffer (cooperative) -- and copied to the response slot by
 #:    the leader after the collection, so that the blocks' releases (``MEMBAR.ALL.GPU``) wait
 #:    for no stores to host memory; bench/shape_floors.py's ``*_stageout_floor`` bare;
+#:  - ``single_thread_answer``: the single-thread example with its handler call and header
+#:    write as one call, ``cudaq_answer_request`` (one address-space test; the header words
+#:    and the arguments' length from registers; a launch-wide handler through the launch-wide
+#:    switch only where both spaces are known, else the pointer), as the built-in kernel's
+#:    leader loop and the warp-parallel example answer thread-shaped requests since session
+#:    18. In session 18 run A the example written so measured 0.02x slower for the
+#:    launch-wide ``echo`` (0 of 7 comparisons) and no different for ``echo_thread``;
 #:  - ``single_thread_rebuilt``: the single-thread example unchanged but for its name (a
 #:    control: the same source compiled again); ``single_thread_late_max``: with its
 #:    ``max_result`` computed after entering the session, as until session 9. That order
@@ -131,6 +138,15 @@ _SHAPED_CALL = """      status = cache.shape == CUDAQ_HANDLER_SHAPE_THREAD
                                                &result_len);
 """
 _ONE_CALL = "      status = " + _CALL.format("cache.handler") + ";\n"
+# single_thread_answer: the example's handler call and header write as one call.
+_SHAPED_AND_HEADER = (
+    "    if (status == CUDAQ_RPC_STATUS_SUCCESS)\n"
+    + _SHAPED_CALL
+    + "    write_response_header(response, request, status, result_len);\n"
+)
+_ANSWER = (
+    "    cudaq_answer_request(cache.handler, cache.shape, status, request, response, max_result);\n"
+)
 # coop_stage: a launch-wide request that the leader's poll staged in its block's shared
 # memory goes to the grid from device memory (one copy, ordered by the hand-off's release).
 _COOP_COPY_OUT = """\
@@ -317,6 +333,14 @@ DERIVED: dict[str, tuple[str, str, str, str, list[tuple[str, str]], dict[str, st
         "single_thread",
         "single_thread_dispatcher",
         [(_SHAPED_CALL, _SHAPED_CALL.replace("cudaq_call_handler(", "cudaq_bench_call_generic("))],
+        {},
+    ),
+    "single_thread_answer_dispatcher": (
+        "single_thread_dispatcher.cu",
+        "80",
+        "single_thread",
+        "single_thread_dispatcher",
+        [("    uint32_t result_len = 0;\n", ""), (_SHAPED_AND_HEADER, _ANSWER)],
         {},
     ),
     "single_thread_rebuilt_dispatcher": (
@@ -1353,7 +1377,11 @@ def main(argv: list[str] | None = None) -> int:
         # The single-thread kernel's launch-wide call, through the launch-wide switch or not.
         pairs += tuple(
             (f"{k}:echo", "pingpong_floor", k, "echo")
-            for k in ("single_thread", "single_thread_launch_pointer_dispatcher")
+            for k in (
+                "single_thread",
+                "single_thread_launch_pointer_dispatcher",
+                "single_thread_answer_dispatcher",
+            )
         )
         # The built-in kernel's thread-shaped call, on its block of 128 threads, alone, and
         # its leader loop in a one-thread kernel of its own (probe_serve_until).

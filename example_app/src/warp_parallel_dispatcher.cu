@@ -21,7 +21,9 @@
 // Requests land in the lane's part of shared memory (cudaq_dev_rx_poll_into)
 // when it is there, so handlers read their arguments from shared memory, not
 // from the bridge's L2-resident staging area.
-// Finally each lane writes its response header and publishes its own slot.
+// A thread-shaped (or bad) request's response header is written right after
+// its handler (cudaq_answer_request), a launch-wide one's after the warp's
+// loop; finally each lane publishes its own slot.
 #include <cudaq/realtime/unified_dispatch_device.cuh>
 
 namespace {
@@ -82,18 +84,17 @@ extern "C" __global__ void warp_parallel_dispatcher(void *transport_ctx, uint32_
     // Per lane, in parallel: validate the request (its header is in registers
     // after the hook staged it) and serve it here if its handler is
     // thread-shaped; launch-wide ones are served below by the whole warp.
+    // A lane's thread-shaped request (or bad one) is answered here, its
+    // response header written straight after its handler (cudaq_answer_request).
     int32_t status = CUDAQ_RPC_STATUS_SUCCESS;
     uint32_t my_len = 0;
     bool whole_warp = false; // a launch-wide handler: served below by the warp
     if (ready) {
       status = cudaq_validate_request_cached(request, slot_size, table, table_count, &cache);
-      if (status == CUDAQ_RPC_STATUS_SUCCESS) {
-        if (cache.shape == CUDAQ_HANDLER_SHAPE_THREAD) {
-          status = cudaq_call_handler(cache.handler, request, response, max_result, &my_len);
-        } else {
-          whole_warp = true;
-        }
-      }
+      whole_warp = status == CUDAQ_RPC_STATUS_SUCCESS && cache.shape != CUDAQ_HANDLER_SHAPE_THREAD;
+      if (!whole_warp)
+        cudaq_answer_request(cache.handler, CUDAQ_HANDLER_SHAPE_THREAD, status, request, response,
+                             max_result);
       // Counted before this lane's publish (a system-scope release, which
       // orders this write too): a response the host sees is counted.
       atomicAdd(stats, 1ull);
@@ -125,7 +126,8 @@ extern "C" __global__ void warp_parallel_dispatcher(void *transport_ctx, uint32_
       __syncwarp();
     }
     if (ready) {
-      write_response_header(response, request, status, my_len);
+      if (whole_warp)
+        write_response_header(response, request, status, my_len);
       cudaq_dev_tx_publish(session, response);
     }
   }

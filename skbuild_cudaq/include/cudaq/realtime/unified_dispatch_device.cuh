@@ -338,6 +338,16 @@ unified_lookup_entry(const cudaq_function_entry_t *table, uint32_t count, uint32
 }
 
 // Writes the 24-byte response header for `request` into `response`.
+static __device__ __forceinline__ void
+cudaq_detail_write_header_words(void *response, const cudaq_detail_request_words_t &h,
+                                int32_t status, uint32_t result_len) {
+  cudaq_rpc_response_header_t *resp = static_cast<cudaq_rpc_response_header_t *>(response);
+  resp->magic = CUDAQ_RPC_MAGIC_RESPONSE;
+  resp->status = status;
+  resp->result_len = result_len;
+  resp->request_id = static_cast<uint32_t>(h.w1 >> 32);
+  resp->ptp_timestamp = h.w2;
+}
 static __device__ __forceinline__ void cudaq_detail_write_header(void *response,
                                                                  const void *request,
                                                                  int32_t status,
@@ -516,6 +526,68 @@ static __device__ __forceinline__ int32_t cudaq_call_launch_handler(cudaq_device
   return status;
 }
 
+// Internal: cudaq_answer_request's body, for one of its two address-space cases.
+// The header words are read before the handler runs (a handler gets its
+// arguments, not the header, and they are const): they stay in registers
+// across the call, and the response header is written from them.
+template <bool kKnownSpaces>
+static __device__ __forceinline__ int32_t
+cudaq_detail_answer(cudaq_device_handler_t handler, uint32_t shape, int32_t status,
+                    const uint8_t *req, uint8_t *resp, uint32_t max_result_len) {
+  const cudaq_detail_request_words_t h = cudaq_detail_request_header(req);
+  uint32_t len = 0;
+  if (status == CUDAQ_RPC_STATUS_SUCCESS) {
+    const void *args = req + CUDAQ_RPC_HEADER_SIZE;
+    void *result = resp + CUDAQ_RPC_HEADER_SIZE;
+    const uint32_t arg_len = static_cast<uint32_t>(h.w1);
+    if (!kKnownSpaces)
+      status = cudaq_detail_call_direct(handler, args, arg_len, result, max_result_len, &len);
+    else if (shape == CUDAQ_HANDLER_SHAPE_THREAD)
+      status = cudaq_dev_call_handler(handler, args, arg_len, result, max_result_len, &len);
+    else
+      status = cudaq_dev_call_launch_handler(handler, args, arg_len, result, max_result_len, &len);
+  }
+  len = len < max_result_len ? len : max_result_len;
+  CUDAQ_REALTIME_PHASE(3);
+  cudaq_detail_write_header_words(resp, h, status, len);
+  CUDAQ_REALTIME_PHASE(4);
+  return status;
+}
+
+// Answers a request where one thread serves it: when `status` (what
+// cudaq_validate_request or cudaq_validate_request_cached returned) is
+// CUDAQ_RPC_STATUS_SUCCESS, calls `handler` -- of shape `shape`: a
+// thread-shaped one, or a launch-wide one in a one-thread launch (rank 0 of 1)
+// -- with the request's arguments and result area, then writes the response
+// header: cudaq_call_handler (or cudaq_call_launch_handler) followed by
+// write_response_header, in one call. Returns the status answered (the
+// handler's, or `status`). Publish the response afterwards.
+//
+// Why one call: the two in sequence test the request's address space twice
+// and, after the handler, load the header words (request id, timestamp) back
+// from the request, a load that waits on the handler's stores. Here a request
+// in shared memory with its response in global memory (what
+// cudaq_dev_rx_poll_into gives a kernel that passed its own stage) is served
+// by one branch where both spaces are known: the handler comes through the
+// module's handler switch for its shape, the arguments' length and the header
+// words come from the registers the staging copy stored, and the response
+// header is written straight after the handler's last store. Any other request
+// goes through the pointer (cudaq_detail_call_direct).
+static __device__ __forceinline__ int32_t cudaq_answer_request(cudaq_device_handler_t handler,
+                                                               uint32_t shape, int32_t status,
+                                                               const void *request,
+                                                               void *response,
+                                                               uint32_t max_result_len) {
+  const uint8_t *req = static_cast<const uint8_t *>(__builtin_assume_aligned(request, 8));
+  uint8_t *resp = static_cast<uint8_t *>(__builtin_assume_aligned(response, 8));
+  if (__isShared(req) && __isGlobal(resp)) {
+    __builtin_assume(__isShared(req));
+    __builtin_assume(__isGlobal(resp));
+    return cudaq_detail_answer<true>(handler, shape, status, req, resp, max_result_len);
+  }
+  return cudaq_detail_answer<false>(handler, shape, status, req, resp, max_result_len);
+}
+
 // Pointers to the argument and result areas of a slot.
 static __device__ __forceinline__ const void *cudaq_request_args(const void *request) {
   return static_cast<const uint8_t *>(request) + CUDAQ_RPC_HEADER_SIZE;
@@ -566,10 +638,8 @@ cudaq_serve_until_launch_wide(void *session, uint32_t slot_size,
       *entry = cache.entry;
       return 1; // launch-wide: the caller hands it to every thread
     }
-    uint32_t result_len = 0;
-    if (status == CUDAQ_RPC_STATUS_SUCCESS)
-      status = cudaq_call_handler(cache.handler, *request, *response, max_result, &result_len);
-    write_response_header(*response, *request, status, result_len);
+    cudaq_answer_request(cache.handler, CUDAQ_HANDLER_SHAPE_THREAD, status, *request, *response,
+                         max_result);
     cudaq_dev_tx_publish(session, *response);
   }
 }

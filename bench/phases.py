@@ -120,6 +120,12 @@ HANDOFF_DIR = Path(__file__).resolve().parent / "handoff"
 #:    leader loop and the warp-parallel example answer thread-shaped requests since session
 #:    18. In session 18 run A the example written so measured 0.02x slower for the
 #:    launch-wide ``echo`` (0 of 7 comparisons) and no different for ``echo_thread``;
+#:  - ``single_thread_closed``: the single-thread example with a closed handler switch: a
+#:    direct call for each of the module's handlers it serves and no pointer call for any
+#:    other (answered as an unknown function), so that the kernel holds no indirect call (the
+#:    ladder's rungs, with none, measure 0.1-0.14 us under it; with one, ptxas follows the
+#:    call ABI throughout the kernel). What a switch closed over the module's exports -- a
+#:    table that may hold only those -- would save;
 #:  - ``single_thread_rebuilt``: the single-thread example unchanged but for its name (a
 #:    control: the same source compiled again); ``single_thread_late_max``: with its
 #:    ``max_result`` computed after entering the session, as until session 9. That order
@@ -343,6 +349,21 @@ DERIVED: dict[str, tuple[str, str, str, str, list[tuple[str, str]], dict[str, st
         [("    uint32_t result_len = 0;\n", ""), (_SHAPED_AND_HEADER, _ANSWER)],
         {},
     ),
+    "single_thread_closed_dispatcher": (
+        "single_thread_dispatcher.cu",
+        "80",
+        "single_thread",
+        "single_thread_dispatcher",
+        [
+            (
+                _SHAPED_CALL,
+                "      status = cudaq_bench_call_closed(\n"
+                "          cache.handler, cache.shape == CUDAQ_HANDLER_SHAPE_THREAD, request,\n"
+                "          response, max_result, &result_len);\n",
+            )
+        ],
+        {},
+    ),
     "single_thread_rebuilt_dispatcher": (
         "single_thread_dispatcher.cu",
         "80",
@@ -364,6 +385,63 @@ DERIVED: dict[str, tuple[str, str, str, str, list[tuple[str, str]], dict[str, st
     ),
 }
 _DIRECT_ECHO = """
+// bench/phases.py: a closed handler switch (see DERIVED there: single_thread_closed): a
+// direct call for each of these handlers and no pointer call for any other, so that the
+// kernel holds no indirect call at all (an unknown handler is answered as an unknown
+// function).
+extern "C" {
+extern __device__ const cudaq_device_handler_t cudaq_handler_echo_thread;
+extern __device__ const cudaq_device_handler_t cudaq_handler_rpc_increment_thread;
+extern __device__ const cudaq_device_handler_t cudaq_handler_naive_echo_thread;
+extern __device__ const cudaq_device_handler_t cudaq_handler_echo;
+extern __device__ const cudaq_device_handler_t cudaq_handler_rpc_increment;
+}
+static __device__ __forceinline__ int32_t
+cudaq_bench_closed_switch(cudaq_device_handler_t handler, bool thread, const void *args,
+                          uint32_t arg_len, void *result, uint32_t max_result_len,
+                          uint32_t *result_len) {
+  if (thread) {
+    if (handler == cudaq_handler_echo_thread)
+      return cudaq_detail_call_direct(cudaq_handler_echo_thread, args, arg_len, result,
+                                      max_result_len, result_len);
+    if (handler == cudaq_handler_rpc_increment_thread)
+      return cudaq_detail_call_direct(cudaq_handler_rpc_increment_thread, args, arg_len, result,
+                                      max_result_len, result_len);
+    if (handler == cudaq_handler_naive_echo_thread)
+      return cudaq_detail_call_direct(cudaq_handler_naive_echo_thread, args, arg_len, result,
+                                      max_result_len, result_len);
+  } else {
+    if (handler == cudaq_handler_echo)
+      return cudaq_detail_call_direct(cudaq_handler_echo, args, arg_len, result, max_result_len,
+                                      result_len);
+    if (handler == cudaq_handler_rpc_increment)
+      return cudaq_detail_call_direct(cudaq_handler_rpc_increment, args, arg_len, result,
+                                      max_result_len, result_len);
+  }
+  return CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION;
+}
+// cudaq_call_handler (thread) or cudaq_call_launch_handler (launch-wide) through the
+// closed switch, the request's address spaces tested as cudaq_call_handler tests them.
+static __device__ __forceinline__ int32_t
+cudaq_bench_call_closed(cudaq_device_handler_t handler, bool thread, const void *request,
+                        void *response, uint32_t max_result_len, uint32_t *result_len) {
+  const uint8_t *req = static_cast<const uint8_t *>(__builtin_assume_aligned(request, 8));
+  uint8_t *resp = static_cast<uint8_t *>(__builtin_assume_aligned(response, 8));
+  const uint32_t arg_len = static_cast<uint32_t>(cudaq_detail_request_header(req).w1);
+  uint32_t len = 0;
+  int32_t status;
+  if (__isShared(req) && __isGlobal(resp)) {
+    __builtin_assume(__isShared(req));
+    __builtin_assume(__isGlobal(resp));
+    status = cudaq_bench_closed_switch(handler, thread, req + CUDAQ_RPC_HEADER_SIZE, arg_len,
+                                       resp + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
+  } else {
+    status = cudaq_bench_closed_switch(handler, thread, req + CUDAQ_RPC_HEADER_SIZE, arg_len,
+                                       resp + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
+  }
+  *result_len = len < max_result_len ? len : max_result_len;
+  return status;
+}
 // bench/phases.py: a thread-shaped call through the module's switch with no test of the
 // request's address space (see DERIVED there: single_thread_generic).
 static __device__ __forceinline__ int32_t
@@ -1355,6 +1433,12 @@ def main(argv: list[str] | None = None) -> int:
                 "single_thread_generic_dispatcher",
                 "naive_echo_thread",
             ),
+            (
+                "single_thread_closed:naive_echo_thread",
+                "naive_floor",
+                "single_thread_closed_dispatcher",
+                "naive_echo_thread",
+            ),
         )
         lean = "lean_echo_thread"
         pairs += ((f"single_thread:{lean}", "pingpong_floor", "single_thread", lean),)
@@ -1381,6 +1465,7 @@ def main(argv: list[str] | None = None) -> int:
                 "single_thread",
                 "single_thread_launch_pointer_dispatcher",
                 "single_thread_answer_dispatcher",
+                "single_thread_closed_dispatcher",
             )
         )
         # The built-in kernel's thread-shaped call, on its block of 128 threads, alone, and

@@ -337,7 +337,8 @@ unified_lookup_entry(const cudaq_function_entry_t *table, uint32_t count, uint32
   return nullptr;
 }
 
-// Writes the 24-byte response header for `request` into `response`.
+// Writes the 24-byte response header for a request whose header words are `h`
+// (or for `request`, below) into `response`.
 static __device__ __forceinline__ void
 cudaq_detail_write_header_words(void *response, const cudaq_detail_request_words_t &h,
                                 int32_t status, uint32_t result_len) {
@@ -352,13 +353,8 @@ static __device__ __forceinline__ void cudaq_detail_write_header(void *response,
                                                                  const void *request,
                                                                  int32_t status,
                                                                  uint32_t result_len) {
-  const cudaq_detail_request_words_t h = cudaq_detail_request_header(request);
-  cudaq_rpc_response_header_t *resp = static_cast<cudaq_rpc_response_header_t *>(response);
-  resp->magic = CUDAQ_RPC_MAGIC_RESPONSE;
-  resp->status = status;
-  resp->result_len = result_len;
-  resp->request_id = static_cast<uint32_t>(h.w1 >> 32);
-  resp->ptp_timestamp = h.w2;
+  cudaq_detail_write_header_words(response, cudaq_detail_request_header(request), status,
+                                  result_len);
 }
 
 // `stage`: accepted for kernels written against earlier releases; unused (see

@@ -71,7 +71,7 @@ VARIANTS = ("variant_aligned", "variant_stage")
 #: bridge's sessions): whether that layout is what the examples pay (FLOOR_CU).
 PLACEMENT = ("variant_aligned_copy", "variant_aligned_solo")
 #: From stage_floor to the single-thread dispatcher, one feature a rung (FLOOR_CU).
-LADDER = ("ladder_bridge", "ladder_validate", "ladder_stats")
+LADDER = ("ladder_bridge", "ladder_validate", "ladder_stats", "ladder_call", "ladder_switch")
 #: Other designs of the multi-block kernels' hand-off (bench/handoff/*.cu), served with
 #: the example's launch rule of the shape they vary, side by side with the example:
 #: kernel -> (source, architecture, example shape).
@@ -794,7 +794,12 @@ __device__ __forceinline__ void variant_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
 //    helper; the echo copied by hand from the staged request;
 //  - ladder_validate: + cudaq_validate_request_cached;
 //  - ladder_stats: + the per-request stats counter (= the dispatcher, but for
-//    the handler call).
+//    the handler call);
+//  - ladder_call: + example_app's echo_thread in place of the inline echo, called
+//    by name (inlined) with both address spaces known and its result length
+//    clamped, the header written in the same branch;
+//  - ladder_switch: the same through the module's handler switch
+//    (cudaq_dev_call_handler, the table's pointer compared with each export).
 template <int kRung>
 __device__ __forceinline__ void ladder_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
   const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
@@ -811,7 +816,17 @@ __device__ __forceinline__ void ladder_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
         if (__isShared(request) && __isGlobal(response)) {
           __builtin_assume(__isShared(request));
           __builtin_assume(__isGlobal(response));
-          if (status == CUDAQ_RPC_STATUS_SUCCESS) {
+          if (status == CUDAQ_RPC_STATUS_SUCCESS && kRung >= 4) {
+            uint32_t len = 0;
+            const void *args = cudaq_request_args(request);
+            void *result = cudaq_response_result(response);
+            const uint32_t arg_len = cudaq_request_arg_len(request);
+            status = kRung == 4 ? cudaq_detail_call_direct(echo_thread, args, arg_len, result,
+                                                           max_result, &len)
+                                : cudaq_dev_call_handler(cache.handler, args, arg_len, result,
+                                                         max_result, &len);
+            n = len < max_result ? len : max_result;
+          } else if (status == CUDAQ_RPC_STATUS_SUCCESS) {
             const uint32_t len = cudaq_request_arg_len(request);
             n = len < max_result ? len : max_result;
             const uint64_t *in = static_cast<const uint64_t *>(cudaq_request_args(request));
@@ -835,6 +850,12 @@ extern "C" __global__ void ladder_validate(CUDAQ_DISPATCH_KERNEL_PARAMS) {
 }
 extern "C" __global__ void ladder_stats(CUDAQ_DISPATCH_KERNEL_PARAMS) {
   ladder_loop<3>(transport_ctx, slot_size, table, table_count, shutdown_flag, stats);
+}
+extern "C" __global__ void ladder_call(CUDAQ_DISPATCH_KERNEL_PARAMS) {
+  ladder_loop<4>(transport_ctx, slot_size, table, table_count, shutdown_flag, stats);
+}
+extern "C" __global__ void ladder_switch(CUDAQ_DISPATCH_KERNEL_PARAMS) {
+  ladder_loop<5>(transport_ctx, slot_size, table, table_count, shutdown_flag, stats);
 }
 
 extern "C" __global__ void variant_aligned(CUDAQ_DISPATCH_KERNEL_PARAMS) {

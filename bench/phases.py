@@ -71,7 +71,15 @@ VARIANTS = ("variant_aligned", "variant_stage")
 #: bridge's sessions): whether that layout is what the examples pay (FLOOR_CU).
 PLACEMENT = ("variant_aligned_copy", "variant_aligned_solo")
 #: From stage_floor to the single-thread dispatcher, one feature a rung (FLOOR_CU).
-LADDER = ("ladder_bridge", "ladder_validate", "ladder_stats", "ladder_call", "ladder_switch")
+LADDER = (
+    "ladder_bridge",
+    "ladder_validate",
+    "ladder_stats",
+    "ladder_call",
+    "ladder_switch",
+    "ladder_switch_one",
+    "ladder_switch_one_closed",
+)
 #: Other designs of the multi-block kernels' hand-off (bench/handoff/*.cu), served with
 #: the example's launch rule of the shape they vary, side by side with the example:
 #: kernel -> (source, architecture, example shape).
@@ -724,6 +732,7 @@ __device__ __forceinline__ void probe_loop(void *transport_ctx, const cudaq_func
 //  - ablation_nostats: no per-request stats counter;
 //  - ablation_direct: echo_thread called by name (no handler switch to run).
 extern "C" __device__ int echo_thread(const void *, uint32_t, void *, uint32_t, uint32_t *);
+extern "C" __device__ const cudaq_device_handler_t cudaq_handler_echo_thread;
 template <bool kStats, bool kSwitch>
 __device__ __forceinline__ void ablation_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
   const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
@@ -799,7 +808,11 @@ __device__ __forceinline__ void variant_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
 //    by name (inlined) with both address spaces known and its result length
 //    clamped, the header written in the same branch;
 //  - ladder_switch: the same through the module's handler switch
-//    (cudaq_dev_call_handler, the table's pointer compared with each export).
+//    (cudaq_dev_call_handler, the table's pointer compared with each export);
+//  - ladder_switch_one: a switch of one: the table's pointer compared with
+//    echo_thread's alone, any other called through the pointer;
+//  - ladder_switch_one_closed: the same with no pointer call (any other answered
+//    as an unknown function).
 template <int kRung>
 __device__ __forceinline__ void ladder_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
   const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
@@ -821,10 +834,20 @@ __device__ __forceinline__ void ladder_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
             const void *args = cudaq_request_args(request);
             void *result = cudaq_response_result(response);
             const uint32_t arg_len = cudaq_request_arg_len(request);
-            status = kRung == 4 ? cudaq_detail_call_direct(echo_thread, args, arg_len, result,
-                                                           max_result, &len)
-                                : cudaq_dev_call_handler(cache.handler, args, arg_len, result,
-                                                         max_result, &len);
+            if (kRung == 4)
+              status = cudaq_detail_call_direct(echo_thread, args, arg_len, result, max_result,
+                                                &len);
+            else if (kRung == 5)
+              status = cudaq_dev_call_handler(cache.handler, args, arg_len, result, max_result,
+                                              &len);
+            else if (cache.handler == cudaq_handler_echo_thread) // kRung 6 and 7
+              status = cudaq_detail_call_direct(cudaq_handler_echo_thread, args, arg_len, result,
+                                                max_result, &len);
+            else if (kRung == 6)
+              status = cudaq_detail_call_direct(cache.handler, args, arg_len, result, max_result,
+                                                &len);
+            else
+              status = CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION;
             n = len < max_result ? len : max_result;
           } else if (status == CUDAQ_RPC_STATUS_SUCCESS) {
             const uint32_t len = cudaq_request_arg_len(request);
@@ -856,6 +879,12 @@ extern "C" __global__ void ladder_call(CUDAQ_DISPATCH_KERNEL_PARAMS) {
 }
 extern "C" __global__ void ladder_switch(CUDAQ_DISPATCH_KERNEL_PARAMS) {
   ladder_loop<5>(transport_ctx, slot_size, table, table_count, shutdown_flag, stats);
+}
+extern "C" __global__ void ladder_switch_one(CUDAQ_DISPATCH_KERNEL_PARAMS) {
+  ladder_loop<6>(transport_ctx, slot_size, table, table_count, shutdown_flag, stats);
+}
+extern "C" __global__ void ladder_switch_one_closed(CUDAQ_DISPATCH_KERNEL_PARAMS) {
+  ladder_loop<7>(transport_ctx, slot_size, table, table_count, shutdown_flag, stats);
 }
 
 extern "C" __global__ void variant_aligned(CUDAQ_DISPATCH_KERNEL_PARAMS) {

@@ -865,27 +865,19 @@ __device__ __forceinline__ void ladder_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
         }
       });
 }
-extern "C" __global__ void ladder_bridge(CUDAQ_DISPATCH_KERNEL_PARAMS) {
-  ladder_loop<1>(transport_ctx, slot_size, table, table_count, shutdown_flag, stats);
-}
-extern "C" __global__ void ladder_validate(CUDAQ_DISPATCH_KERNEL_PARAMS) {
-  ladder_loop<2>(transport_ctx, slot_size, table, table_count, shutdown_flag, stats);
-}
-extern "C" __global__ void ladder_stats(CUDAQ_DISPATCH_KERNEL_PARAMS) {
-  ladder_loop<3>(transport_ctx, slot_size, table, table_count, shutdown_flag, stats);
-}
-extern "C" __global__ void ladder_call(CUDAQ_DISPATCH_KERNEL_PARAMS) {
-  ladder_loop<4>(transport_ctx, slot_size, table, table_count, shutdown_flag, stats);
-}
-extern "C" __global__ void ladder_switch(CUDAQ_DISPATCH_KERNEL_PARAMS) {
-  ladder_loop<5>(transport_ctx, slot_size, table, table_count, shutdown_flag, stats);
-}
-extern "C" __global__ void ladder_switch_one(CUDAQ_DISPATCH_KERNEL_PARAMS) {
-  ladder_loop<6>(transport_ctx, slot_size, table, table_count, shutdown_flag, stats);
-}
-extern "C" __global__ void ladder_switch_one_closed(CUDAQ_DISPATCH_KERNEL_PARAMS) {
-  ladder_loop<7>(transport_ctx, slot_size, table, table_count, shutdown_flag, stats);
-}
+// One kernel a rung.
+#define LADDER_RUNG(name, rung)                                                                  \
+  extern "C" __global__ void name(CUDAQ_DISPATCH_KERNEL_PARAMS) {                                \
+    ladder_loop<rung>(transport_ctx, slot_size, table, table_count, shutdown_flag, stats);       \
+  }
+LADDER_RUNG(ladder_bridge, 1)
+LADDER_RUNG(ladder_validate, 2)
+LADDER_RUNG(ladder_stats, 3)
+LADDER_RUNG(ladder_call, 4)
+LADDER_RUNG(ladder_switch, 5)
+LADDER_RUNG(ladder_switch_one, 6)
+LADDER_RUNG(ladder_switch_one_closed, 7)
+#undef LADDER_RUNG
 
 extern "C" __global__ void variant_aligned(CUDAQ_DISPATCH_KERNEL_PARAMS) {
   variant_loop<1>(transport_ctx, slot_size, table, table_count, shutdown_flag, stats);

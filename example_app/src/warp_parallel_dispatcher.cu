@@ -82,10 +82,10 @@ extern "C" __global__ void warp_parallel_dispatcher(void *transport_ctx, uint32_
     idle = 0;
 
     // Per lane, in parallel: validate the request (its header is in registers
-    // after the hook staged it) and serve it here if its handler is
-    // thread-shaped; launch-wide ones are served below by the whole warp.
-    // A lane's thread-shaped request (or bad one) is answered here, its
-    // response header written straight after its handler (cudaq_answer_request).
+    // after the hook staged it) and answer it here if its handler is
+    // thread-shaped or it is bad -- the response header written straight after
+    // the handler (cudaq_answer_request); launch-wide ones are served below by
+    // the whole warp.
     int32_t status = CUDAQ_RPC_STATUS_SUCCESS;
     uint32_t my_len = 0;
     bool whole_warp = false; // a launch-wide handler: served below by the warp

@@ -155,7 +155,8 @@ __device__ int cudaq_dev_rx_poll_into(void *session, void **request, void **resp
                                       void *stage, uint32_t stage_bytes, int wait);
 
 // Calling a handler: the call a dispatch kernel makes where one thread serves
-// a request (cudaq_call_handler below). Defined at link time, by one of:
+// a request (cudaq_call_handler and cudaq_answer_request below). Defined at
+// link time, by one of:
 //  - the module's handler switch, which skbuild-cudaq's build generates for each
 //    target from the thread-shaped handlers its device sources export: a direct
 //    call per such handler, chosen by comparing addresses, which LTO inlines

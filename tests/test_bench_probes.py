@@ -251,6 +251,52 @@ def test_repeated_dispatch_runs_judge_each_goal_on_its_median_and_keep_the_sprea
         dispatch.meets(1.0, "== 1")
 
 
+def test_a_tail_goal_carries_the_floors_own_tail_through_repeats_and_the_report() -> None:
+    """The p99 / p50 goals keep the ping-pong floor's own value over the paired rounds
+    (``floor_value``): ``--repeat`` takes its median, and the report shows it in a column of
+    its own, so that a tail the bare kernel has too reads as the host's."""
+    dispatch = load_bench("dispatch")
+    report = load_bench("report", needs_numpy=False)
+
+    def run(tail: float, floor: float) -> dict[str, object]:
+        return {
+            "date": "d",
+            "errors": {},
+            "goals": {
+                "builtin:thread_p99_over_p50": {
+                    "value": tail,
+                    "goal": "<= 1.25",
+                    "met": tail <= 1.25,
+                    "handler_shape": "thread",
+                    "floor_value": floor,
+                },
+                "builtin:thread_p50_over_floor": {
+                    "value": 1.08,
+                    "goal": "<= 1.10",
+                    "met": True,
+                    "handler_shape": "thread",
+                },
+            },
+        }
+
+    combined = dispatch.combine_runs([run(1.30, 1.40), run(1.20, 1.36), run(1.29, 1.33)])
+    tail = combined["goals"]["builtin:thread_p99_over_p50"]
+    assert tail["value"] == pytest.approx(1.29) and tail["met"] is False
+    assert tail["floor_value"] == pytest.approx(1.36)
+    assert tail["floor_values"] == [1.40, 1.36, 1.33]
+    assert "floor_value" not in combined["goals"]["builtin:thread_p50_over_floor"]
+    lines = report._goals(combined["goals"], 3)
+    header = next(line for line in lines if line.startswith("| Goal"))
+    assert header.endswith("| Floor's own |")
+    row = next(line for line in lines if "builtin:thread_p99_over_p50" in line)
+    assert row.split("|")[-2].strip() == "1.360"
+    ratio = next(line for line in lines if "builtin:thread_p50_over_floor`" in line)
+    assert ratio.split("|")[-2].strip() == "—"
+    # goals without a floor's value (every older file) keep the table they had
+    plain = report._goals({"x": {"value": 1.0, "goal": "<= 1", "met": True}})
+    assert "| Goal | Value | Target | Met |" in plain
+
+
 def test_paired_ratios_cancel_a_drift_that_a_first_floor_does_not() -> None:
     """bench/dispatch.py's goals divide each round by the floor measured right before it: a
     drift over the run (the floor's p50 rose 0.27 us in a dozen seconds on a lent H200)

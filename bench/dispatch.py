@@ -37,9 +37,10 @@ do. The latency tables pool every round's samples (the floor's over the whole ru
 Tails are paired too: next to each label's p99 / p50 (its rounds pooled) the JSON has the
 floor's over the rounds paired with that label (``paired.<label>.<b2b|random>
 .floor_p99_over_p50``; ``floor_value`` of the p99 goals), the same number of samples over
-the same minutes. A tail the bare kernel has too is the host's, not the dispatcher's (on a
-lent H200 in session 19 the floor's own p99 / p50, pooled over a whole run, was
-1.31-1.57 in each of 16 runs).
+the same minutes: the bare kernel's tail on the same host, to compare a row's with. (On a lent
+H200 in session 19 the floor's own p99 / p50 was 1.30-1.35 over every row's paired rounds,
+where the dispatchers' were 1.05-1.14: the p99 goal is one the bare kernel itself misses
+there.)
 The load generator's thread is pinned to one CPU near the GPU (not CPU 0; ``--no-pin``
 leaves it free; ``config.load_generator_cpu`` in the JSON), as a realtime client would
 be: a migration in the middle of a round trip would land in the tails. (Session 10's
@@ -772,8 +773,8 @@ def measure_once(opts: argparse.Namespace) -> dict[str, Any]:
                 under = [float(np.median(f[key])) for f in floor]
                 paired = paired_ratio(mine, under)
                 # The tail of the floor's rounds paired with this label's, pooled as the
-                # label's are: the same number of samples over the same minutes. Where the
-                # bare kernel's own p99 / p50 is as high, the tail is the host's, not ours.
+                # label's are: the same number of samples over the same minutes (the bare
+                # kernel's tail on this host, to compare the label's with).
                 own = lat[label] if key == "b2b" else lat_random[label]
                 floor_tail = percentiles(np.concatenate([f[key] for f in floor]))
                 pair[key] = {

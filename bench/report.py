@@ -333,23 +333,23 @@ def _goals(goals: Any, repeat: Any = None) -> list[str]:
             rows.append(row + ["—"] * ((3 if spread else 0) + (1 if floors else 0)))
     floor_head = ["Floor's own"] if floors else []
     floor_note = (
-        " *Floor's own* is the ping-pong floor's value over the rounds paired with the row's "
-        "(p99 / p50 of the same number of samples over the same minutes): a tail the bare "
-        "kernel has too is the host's."
+        " (*Floor's own*: the ping-pong floor's p99 / p50 over the rounds paired with the "
+        "row's, the same number of samples over the same minutes: the bare kernel's tail on "
+        "the same host, for comparison)"
         if floors
         else ""
     )
     if spread:
         return [
             f"Goals, as the benchmark checked them: each the median of {repeat} whole runs in one "
-            f"process, met or not on that median, with the runs' spread:{floor_note}",
+            f"process, met or not on that median, with the runs' spread{floor_note}:",
             "",
             *_table(
                 ["Goal", "Median", "Target", "Met", "min", "max", "runs met", *floor_head], rows
             ),
         ]
     return [
-        f"Goals, as the benchmark checked them:{floor_note}",
+        f"Goals, as the benchmark checked them{floor_note}:",
         "",
         *_table(["Goal", "Value", "Target", "Met", *floor_head], rows),
     ]

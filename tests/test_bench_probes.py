@@ -254,7 +254,7 @@ def test_repeated_dispatch_runs_judge_each_goal_on_its_median_and_keep_the_sprea
 def test_a_tail_goal_carries_the_floors_own_tail_through_repeats_and_the_report() -> None:
     """The p99 / p50 goals keep the ping-pong floor's own value over the paired rounds
     (``floor_value``): ``--repeat`` takes its median, and the report shows it in a column of
-    its own, so that a tail the bare kernel has too reads as the host's."""
+    its own, to compare a row's tail with the bare kernel's on the same host."""
     dispatch = load_bench("dispatch")
     report = load_bench("report", needs_numpy=False)
 

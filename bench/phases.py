@@ -79,6 +79,7 @@ LADDER = (
     "ladder_switch",
     "ladder_switch_one",
     "ladder_switch_one_closed",
+    "ladder_switch_id",
 )
 #: Other designs of the multi-block kernels' hand-off (bench/handoff/*.cu), served with
 #: the example's launch rule of the shape they vary, side by side with the example:
@@ -134,6 +135,13 @@ HANDOFF_DIR = Path(__file__).resolve().parent / "handoff"
 #:    ladder's rungs, with none, measure 0.1-0.14 us under it; with one, ptxas follows the
 #:    call ABI throughout the kernel). What a switch closed over the module's exports -- a
 #:    table that may hold only those -- would save;
+#:  - ``single_thread_byname``: the single-thread example with a closed switch that takes no
+#:    function's address: the entry's function id compared with each handler's name's and the
+#:    handler called by name (the bench registers each under its own name). A kernel that
+#:    compares a handler's address or calls through one has every address-taken function of
+#:    the module appended to its code and a convergence barrier (``BSSY``/``BSYNC``) around
+#:    each divergent branch (bench/sass.py: 99 in the example, 1 in ``ladder_call``): what a
+#:    switch free of addresses would save;
 #:  - ``single_thread_rebuilt``: the single-thread example unchanged but for its name (a
 #:    control: the same source compiled again); ``single_thread_late_max``: with its
 #:    ``max_result`` computed after entering the session, as until session 9. That order
@@ -372,6 +380,21 @@ DERIVED: dict[str, tuple[str, str, str, str, list[tuple[str, str]], dict[str, st
         ],
         {},
     ),
+    "single_thread_byname_dispatcher": (
+        "single_thread_dispatcher.cu",
+        "80",
+        "single_thread",
+        "single_thread_dispatcher",
+        [
+            (
+                _SHAPED_CALL,
+                "      status = cudaq_bench_call_byname(\n"
+                "          cache.function_id, cache.shape == CUDAQ_HANDLER_SHAPE_THREAD, request,\n"
+                "          response, max_result, &result_len);\n",
+            )
+        ],
+        {},
+    ),
     "single_thread_rebuilt_dispatcher": (
         "single_thread_dispatcher.cu",
         "80",
@@ -445,6 +468,62 @@ cudaq_bench_call_closed(cudaq_device_handler_t handler, bool thread, const void 
                                        resp + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
   } else {
     status = cudaq_bench_closed_switch(handler, thread, req + CUDAQ_RPC_HEADER_SIZE, arg_len,
+                                       resp + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
+  }
+  *result_len = len < max_result_len ? len : max_result_len;
+  return status;
+}
+// bench/phases.py: a switch that takes no function's address (see DERIVED there:
+// single_thread_byname): the entry's function id compared with each handler's name's,
+// the handler called by name, any other answered as an unknown function. (Comparing a
+// handler's address, or calling through one, appends every address-taken function of the
+// module to the kernel and puts a convergence barrier around each divergent branch.)
+extern "C" {
+__device__ int echo_thread(const void *, uint32_t, void *, uint32_t, uint32_t *);
+__device__ int rpc_increment_thread(const void *, uint32_t, void *, uint32_t, uint32_t *);
+__device__ int naive_echo_thread(const void *, uint32_t, void *, uint32_t, uint32_t *);
+__device__ int echo(const void *, uint32_t, void *, uint32_t, uint32_t *);
+__device__ int rpc_increment(const void *, uint32_t, void *, uint32_t, uint32_t *);
+}
+static constexpr __host__ __device__ uint32_t cudaq_bench_fnv1a(const char *s,
+                                                         uint32_t h = 2166136261u) {
+  return *s ? cudaq_bench_fnv1a(s + 1, (h ^ static_cast<uint8_t>(*s)) * 16777619u) : h;
+}
+static __device__ __forceinline__ int32_t
+cudaq_bench_byname_switch(uint32_t function_id, bool thread, const void *args, uint32_t arg_len,
+                          void *result, uint32_t max_result_len, uint32_t *result_len) {
+#define CUDAQ_BENCH_BYNAME(name)                                                                 \
+  {                                                                                              \
+    constexpr uint32_t id = cudaq_bench_fnv1a(#name);                                            \
+    if (function_id == id)                                                                       \
+      return cudaq_detail_call_direct(name, args, arg_len, result, max_result_len, result_len);  \
+  }
+  if (thread) {
+    CUDAQ_BENCH_BYNAME(echo_thread)
+    CUDAQ_BENCH_BYNAME(rpc_increment_thread)
+    CUDAQ_BENCH_BYNAME(naive_echo_thread)
+  } else {
+    CUDAQ_BENCH_BYNAME(echo)
+    CUDAQ_BENCH_BYNAME(rpc_increment)
+  }
+#undef CUDAQ_BENCH_BYNAME
+  return CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION;
+}
+static __device__ __forceinline__ int32_t
+cudaq_bench_call_byname(uint32_t function_id, bool thread, const void *request, void *response,
+                        uint32_t max_result_len, uint32_t *result_len) {
+  const uint8_t *req = static_cast<const uint8_t *>(__builtin_assume_aligned(request, 8));
+  uint8_t *resp = static_cast<uint8_t *>(__builtin_assume_aligned(response, 8));
+  const uint32_t arg_len = static_cast<uint32_t>(cudaq_detail_request_header(req).w1);
+  uint32_t len = 0;
+  int32_t status;
+  if (__isShared(req) && __isGlobal(resp)) {
+    __builtin_assume(__isShared(req));
+    __builtin_assume(__isGlobal(resp));
+    status = cudaq_bench_byname_switch(function_id, thread, req + CUDAQ_RPC_HEADER_SIZE, arg_len,
+                                       resp + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
+  } else {
+    status = cudaq_bench_byname_switch(function_id, thread, req + CUDAQ_RPC_HEADER_SIZE, arg_len,
                                        resp + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
   }
   *result_len = len < max_result_len ? len : max_result_len;
@@ -813,6 +892,13 @@ __device__ __forceinline__ void variant_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
 //    echo_thread's alone, any other called through the pointer;
 //  - ladder_switch_one_closed: the same with no pointer call (any other answered
 //    as an unknown function).
+//  - ladder_switch_id: a switch of one that takes no function's address: the
+//    entry's function id (the lookup cache's, a register) compared with
+//    echo_thread's, echo_thread then called by name, any other answered as an
+//    unknown function. (A kernel that compares a handler's address, or calls
+//    through one, has every address-taken function of the module appended to its
+//    code and a convergence barrier (BSSY/BSYNC) around each divergent branch:
+//    58-99 in the switch's kernels, 1 in ladder_call; bench/sass.py.)
 template <int kRung>
 __device__ __forceinline__ void ladder_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
   const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
@@ -840,6 +926,11 @@ __device__ __forceinline__ void ladder_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
             else if (kRung == 5)
               status = cudaq_dev_call_handler(cache.handler, args, arg_len, result, max_result,
                                               &len);
+            else if (kRung == 8)
+              status = cache.function_id == 0x77449c85u // FNV-1a of "echo_thread"
+                           ? cudaq_detail_call_direct(echo_thread, args, arg_len, result,
+                                                      max_result, &len)
+                           : CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION;
             else if (cache.handler == cudaq_handler_echo_thread) // kRung 6 and 7
               status = cudaq_detail_call_direct(cudaq_handler_echo_thread, args, arg_len, result,
                                                 max_result, &len);
@@ -877,6 +968,7 @@ LADDER_RUNG(ladder_call, 4)
 LADDER_RUNG(ladder_switch, 5)
 LADDER_RUNG(ladder_switch_one, 6)
 LADDER_RUNG(ladder_switch_one_closed, 7)
+LADDER_RUNG(ladder_switch_id, 8)
 #undef LADDER_RUNG
 
 extern "C" __global__ void variant_aligned(CUDAQ_DISPATCH_KERNEL_PARAMS) {
@@ -1481,6 +1573,12 @@ def main(argv: list[str] | None = None) -> int:
                 "single_thread_closed_dispatcher",
                 "naive_echo_thread",
             ),
+            (
+                "single_thread_byname:naive_echo_thread",
+                "naive_floor",
+                "single_thread_byname_dispatcher",
+                "naive_echo_thread",
+            ),
         )
         lean = "lean_echo_thread"
         pairs += ((f"single_thread:{lean}", "pingpong_floor", "single_thread", lean),)
@@ -1508,6 +1606,7 @@ def main(argv: list[str] | None = None) -> int:
                 "single_thread_launch_pointer_dispatcher",
                 "single_thread_answer_dispatcher",
                 "single_thread_closed_dispatcher",
+                "single_thread_byname_dispatcher",
             )
         )
         # The built-in kernel's thread-shaped call, on its block of 128 threads, alone, and

@@ -80,6 +80,11 @@ LADDER = (
     "ladder_switch_one",
     "ladder_switch_one_closed",
     "ladder_switch_id",
+    "ladder_switch_id_shapes",
+    "ladder_switch_id_three",
+    "ladder_switch_id_generic",
+    "ladder_switch_id_five",
+    "ladder_switch_id_all",
 )
 #: Other designs of the multi-block kernels' hand-off (bench/handoff/*.cu), served with
 #: the example's launch rule of the shape they vary, side by side with the example:
@@ -811,6 +816,9 @@ __device__ __forceinline__ void probe_loop(void *transport_ctx, const cudaq_func
 //  - ablation_nostats: no per-request stats counter;
 //  - ablation_direct: echo_thread called by name (no handler switch to run).
 extern "C" __device__ int echo_thread(const void *, uint32_t, void *, uint32_t, uint32_t *);
+extern "C" __device__ int rpc_increment_thread(const void *, uint32_t, void *, uint32_t,
+                                               uint32_t *);
+extern "C" __device__ int echo(const void *, uint32_t, void *, uint32_t, uint32_t *);
 extern "C" __device__ const cudaq_device_handler_t cudaq_handler_echo_thread;
 template <bool kStats, bool kSwitch>
 __device__ __forceinline__ void ablation_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
@@ -899,6 +907,45 @@ __device__ __forceinline__ void variant_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
 //    through one, has every address-taken function of the module appended to its
 //    code and a convergence barrier (BSSY/BSYNC) around each divergent branch:
 //    58-99 in the switch's kernels, 1 in ladder_call; bench/sass.py.)
+//  - ladder_switch_id_shapes: ladder_switch_id choosing by the entry's shape too,
+//    example_app's launch-wide echo called by name for a launch-wide entry (the
+//    single-thread example serves both shapes);
+//  - ladder_switch_id_three: ladder_switch_id over three thread-shaped handlers
+//    (echo_thread, rpc_increment_thread, naive_echo_thread), each by name;
+//  - ladder_switch_id_generic: ladder_switch_id with a request whose address
+//    spaces are not known served too, echo_thread called with generic pointers
+//    (the other rungs answer it as too long; cudaq_call_handler serves it);
+//  - ladder_switch_id_five: ladder_switch_id_shapes over the five handlers the
+//    single-thread example's switches inline, each by name;
+//  - ladder_switch_id_all: the same with a request of unknown address spaces
+//    served too, the five inlined a second time for generic pointers (as
+//    cudaq_call_handler's two branches do). Read in the SASS (bench/sass.py's
+//    module, session 19): ladder_switch_id, _three and _generic keep the 1
+//    convergence barrier (BSSY) of ladder_call, _shapes has 3, _five 5, _all 58
+//    (the example 99, single_thread_byname 48): inlining every handler twice is
+//    what fills a kernel with them, with or without an address taken.
+// ladder_switch_id_five and _all: every handler of example_app's and FLOOR_CU's that the
+// single-thread example's switches inline (echo_thread, rpc_increment_thread,
+// naive_echo_thread; echo, rpc_increment), chosen by the entry's shape and function id
+// (FNV-1a of the name), each called by name.
+extern "C" __device__ int rpc_increment(const void *, uint32_t, void *, uint32_t, uint32_t *);
+static __device__ __forceinline__ int32_t
+cudaq_bench_call_five(const cudaq_lookup_cache_t &cache, const void *args, uint32_t arg_len,
+                      void *result, uint32_t max_result, uint32_t *len) {
+#define CUDAQ_BENCH_CASE(id, name)                                                               \
+  if (cache.function_id == id)                                                                   \
+    return cudaq_detail_call_direct(name, args, arg_len, result, max_result, len);
+  if (cache.shape == CUDAQ_HANDLER_SHAPE_THREAD) {
+    CUDAQ_BENCH_CASE(0x77449c85u, echo_thread)
+    CUDAQ_BENCH_CASE(0x8a78ecc7u, rpc_increment_thread)
+    CUDAQ_BENCH_CASE(0xab5c8ac7u, naive_echo_thread)
+  } else {
+    CUDAQ_BENCH_CASE(0xd49dd484u, echo)
+    CUDAQ_BENCH_CASE(0x191b6322u, rpc_increment)
+  }
+#undef CUDAQ_BENCH_CASE
+  return CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION;
+}
 template <int kRung>
 __device__ __forceinline__ void ladder_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
   const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
@@ -926,9 +973,32 @@ __device__ __forceinline__ void ladder_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
             else if (kRung == 5)
               status = cudaq_dev_call_handler(cache.handler, args, arg_len, result, max_result,
                                               &len);
-            else if (kRung == 8)
+            else if (kRung == 8 || kRung == 11)
               status = cache.function_id == 0x77449c85u // FNV-1a of "echo_thread"
                            ? cudaq_detail_call_direct(echo_thread, args, arg_len, result,
+                                                      max_result, &len)
+                           : CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION;
+            else if (kRung == 9)
+              status = cache.shape == CUDAQ_HANDLER_SHAPE_THREAD
+                           ? (cache.function_id == 0x77449c85u
+                                  ? cudaq_detail_call_direct(echo_thread, args, arg_len, result,
+                                                             max_result, &len)
+                                  : CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION)
+                           : (cache.function_id == 0xd49dd484u
+                                  ? cudaq_detail_call_direct(echo, args, arg_len, result,
+                                                             max_result, &len)
+                                  : CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION);
+            else if (kRung == 12 || kRung == 13)
+              status = cudaq_bench_call_five(cache, args, arg_len, result, max_result, &len);
+            else if (kRung == 10)
+              status = cache.function_id == 0x77449c85u
+                           ? cudaq_detail_call_direct(echo_thread, args, arg_len, result,
+                                                      max_result, &len)
+                       : cache.function_id == 0x8a78ecc7u
+                           ? cudaq_detail_call_direct(rpc_increment_thread, args, arg_len, result,
+                                                      max_result, &len)
+                       : cache.function_id == 0xab5c8ac7u
+                           ? cudaq_detail_call_direct(naive_echo_thread, args, arg_len, result,
                                                       max_result, &len)
                            : CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION;
             else if (cache.handler == cudaq_handler_echo_thread) // kRung 6 and 7
@@ -951,6 +1021,23 @@ __device__ __forceinline__ void ladder_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
           CUDAQ_REALTIME_PHASE(3);
           cudaq_detail_write_header(response, request, status, n);
           CUDAQ_REALTIME_PHASE(4);
+        } else if (kRung == 12) {
+          uint32_t len = 0;
+          if (status == CUDAQ_RPC_STATUS_SUCCESS)
+            status = cudaq_bench_call_five(cache, cudaq_request_args(request),
+                                           cudaq_request_arg_len(request),
+                                           cudaq_response_result(response), max_result, &len);
+          write_response_header(response, request, status, len < max_result ? len : max_result);
+        } else if (kRung == 11) {
+          uint32_t len = 0;
+          if (status == CUDAQ_RPC_STATUS_SUCCESS)
+            status = cache.function_id == 0x77449c85u
+                         ? cudaq_detail_call_direct(echo_thread, cudaq_request_args(request),
+                                                    cudaq_request_arg_len(request),
+                                                    cudaq_response_result(response), max_result,
+                                                    &len)
+                         : CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION;
+          write_response_header(response, request, status, len < max_result ? len : max_result);
         } else {
           write_response_header(response, request, CUDAQ_RPC_STATUS_ARGS_TOO_LONG, 0);
         }
@@ -969,6 +1056,11 @@ LADDER_RUNG(ladder_switch, 5)
 LADDER_RUNG(ladder_switch_one, 6)
 LADDER_RUNG(ladder_switch_one_closed, 7)
 LADDER_RUNG(ladder_switch_id, 8)
+LADDER_RUNG(ladder_switch_id_shapes, 9)
+LADDER_RUNG(ladder_switch_id_three, 10)
+LADDER_RUNG(ladder_switch_id_generic, 11)
+LADDER_RUNG(ladder_switch_id_five, 13)
+LADDER_RUNG(ladder_switch_id_all, 12)
 #undef LADDER_RUNG
 
 extern "C" __global__ void variant_aligned(CUDAQ_DISPATCH_KERNEL_PARAMS) {

@@ -147,6 +147,12 @@ HANDOFF_DIR = Path(__file__).resolve().parent / "handoff"
 #:    the module appended to its code and a convergence barrier (``BSSY``/``BSYNC``) around
 #:    each divergent branch (bench/sass.py: 99 in the example, 1 in ``ladder_call``): what a
 #:    switch free of addresses would save;
+#:  - ``single_thread_staged``: ``single_thread_byname`` with each handler inlined once: a
+#:    request a bridge left outside shared memory is copied into the kernel's stage first (a
+#:    response outside global memory, no bridge's, is answered as an unknown function). In
+#:    the SASS (session 19; not measured yet) it keeps 41 of ``single_thread_byname``'s 48
+#:    convergence barriers, where the ladder's rung of the same five handlers inlined once
+#:    (``ladder_switch_id_five``) has 5: the example's own code around the call has them too;
 #:  - ``single_thread_rebuilt``: the single-thread example unchanged but for its name (a
 #:    control: the same source compiled again); ``single_thread_late_max``: with its
 #:    ``max_result`` computed after entering the session, as until session 9. That order
@@ -400,6 +406,21 @@ DERIVED: dict[str, tuple[str, str, str, str, list[tuple[str, str]], dict[str, st
         ],
         {},
     ),
+    "single_thread_staged_dispatcher": (
+        "single_thread_dispatcher.cu",
+        "80",
+        "single_thread",
+        "single_thread_dispatcher",
+        [
+            (
+                _SHAPED_CALL,
+                "      status = cudaq_bench_call_staged(\n"
+                "          cache.function_id, cache.shape == CUDAQ_HANDLER_SHAPE_THREAD, request,\n"
+                "          response, stage, sizeof(stage), max_result, &result_len);\n",
+            )
+        ],
+        {},
+    ),
     "single_thread_rebuilt_dispatcher": (
         "single_thread_dispatcher.cu",
         "80",
@@ -531,6 +552,37 @@ cudaq_bench_call_byname(uint32_t function_id, bool thread, const void *request, 
     status = cudaq_bench_byname_switch(function_id, thread, req + CUDAQ_RPC_HEADER_SIZE, arg_len,
                                        resp + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
   }
+  *result_len = len < max_result_len ? len : max_result_len;
+  return status;
+}
+// The same with every handler inlined once (see DERIVED there: single_thread_staged): a
+// request a bridge left outside shared memory is copied into the kernel's stage first, and
+// a response outside global memory (no bridge's) is answered as an unknown function.
+static __device__ __forceinline__ int32_t
+cudaq_bench_call_staged(uint32_t function_id, bool thread, const void *request, void *response,
+                        uint8_t *stage, uint32_t stage_bytes, uint32_t max_result_len,
+                        uint32_t *result_len) {
+  const uint8_t *req = static_cast<const uint8_t *>(__builtin_assume_aligned(request, 8));
+  uint8_t *resp = static_cast<uint8_t *>(__builtin_assume_aligned(response, 8));
+  const uint32_t arg_len = static_cast<uint32_t>(cudaq_detail_request_header(req).w1);
+  *result_len = 0;
+  if (!__isGlobal(resp))
+    return CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION;
+  if (!__isShared(req)) {
+    if (arg_len > stage_bytes - CUDAQ_RPC_HEADER_SIZE)
+      return CUDAQ_RPC_STATUS_ARGS_TOO_LONG;
+    const uint64_t *in = reinterpret_cast<const uint64_t *>(req);
+    uint64_t *out = reinterpret_cast<uint64_t *>(__builtin_assume_aligned(stage, 8));
+    for (uint32_t i = 0; i < (CUDAQ_RPC_HEADER_SIZE + arg_len + 7) / 8; ++i)
+      out[i] = in[i];
+    req = stage;
+  }
+  __builtin_assume(__isShared(req));
+  __builtin_assume(__isGlobal(resp));
+  uint32_t len = 0;
+  const int32_t status =
+      cudaq_bench_byname_switch(function_id, thread, req + CUDAQ_RPC_HEADER_SIZE, arg_len,
+                                resp + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
   *result_len = len < max_result_len ? len : max_result_len;
   return status;
 }
@@ -922,8 +974,9 @@ __device__ __forceinline__ void variant_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
 //    cudaq_call_handler's two branches do). Read in the SASS (bench/sass.py's
 //    module, session 19): ladder_switch_id, _three and _generic keep the 1
 //    convergence barrier (BSSY) of ladder_call, _shapes has 3, _five 5, _all 58
-//    (the example 99, single_thread_byname 48): inlining every handler twice is
-//    what fills a kernel with them, with or without an address taken.
+//    (the example 99, single_thread_byname 48, single_thread_staged 41): in the
+//    ladder, inlining every handler twice fills a kernel with them as an address
+//    taken does.
 // ladder_switch_id_five and _all: every handler of example_app's and FLOOR_CU's that the
 // single-thread example's switches inline (echo_thread, rpc_increment_thread,
 // naive_echo_thread; echo, rpc_increment), chosen by the entry's shape and function id
@@ -1671,6 +1724,12 @@ def main(argv: list[str] | None = None) -> int:
                 "single_thread_byname_dispatcher",
                 "naive_echo_thread",
             ),
+            (
+                "single_thread_staged:naive_echo_thread",
+                "naive_floor",
+                "single_thread_staged_dispatcher",
+                "naive_echo_thread",
+            ),
         )
         lean = "lean_echo_thread"
         pairs += ((f"single_thread:{lean}", "pingpong_floor", "single_thread", lean),)
@@ -1699,6 +1758,7 @@ def main(argv: list[str] | None = None) -> int:
                 "single_thread_answer_dispatcher",
                 "single_thread_closed_dispatcher",
                 "single_thread_byname_dispatcher",
+                "single_thread_staged_dispatcher",
             )
         )
         # The built-in kernel's thread-shaped call, on its block of 128 threads, alone, and

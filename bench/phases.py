@@ -153,6 +153,11 @@ HANDOFF_DIR = Path(__file__).resolve().parent / "handoff"
 #:    the SASS (session 19; not measured yet) it keeps 41 of ``single_thread_byname``'s 48
 #:    convergence barriers, where the ladder's rung of the same five handlers inlined once
 #:    (``ladder_switch_id_five``) has 5: the example's own code around the call has them too;
+#:    ``single_thread_staged_answer``: the same with the response header written in the same
+#:    call, under the same assumption of address spaces (the example writes it after, through
+#:    ``write_response_header``'s own test): 5 convergence barriers in the SASS, the ladder's
+#:    number (session 19; not measured yet). What a switch by case index, each handler
+#:    inlined once and answered in one call, would save;
 #:  - ``single_thread_rebuilt``: the single-thread example unchanged but for its name (a
 #:    control: the same source compiled again); ``single_thread_late_max``: with its
 #:    ``max_result`` computed after entering the session, as until session 9. That order
@@ -421,6 +426,22 @@ DERIVED: dict[str, tuple[str, str, str, str, list[tuple[str, str]], dict[str, st
         ],
         {},
     ),
+    "single_thread_staged_answer_dispatcher": (
+        "single_thread_dispatcher.cu",
+        "80",
+        "single_thread",
+        "single_thread_dispatcher",
+        [
+            ("    uint32_t result_len = 0;\n", ""),
+            (
+                _SHAPED_AND_HEADER,
+                "    cudaq_bench_answer_staged(\n"
+                "        cache.function_id, cache.shape == CUDAQ_HANDLER_SHAPE_THREAD, status,\n"
+                "        request, response, stage, sizeof(stage), max_result);\n",
+            ),
+        ],
+        {},
+    ),
     "single_thread_rebuilt_dispatcher": (
         "single_thread_dispatcher.cu",
         "80",
@@ -585,6 +606,36 @@ cudaq_bench_call_staged(uint32_t function_id, bool thread, const void *request, 
                                 resp + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
   *result_len = len < max_result_len ? len : max_result_len;
   return status;
+}
+// cudaq_bench_call_staged and the response header in one call, under the one assumption of
+// address spaces (see DERIVED there: single_thread_staged_answer).
+static __device__ __forceinline__ void
+cudaq_bench_answer_staged(uint32_t function_id, bool thread, int32_t status, const void *request,
+                          void *response, uint8_t *stage, uint32_t stage_bytes,
+                          uint32_t max_result_len) {
+  const uint8_t *req = static_cast<const uint8_t *>(__builtin_assume_aligned(request, 8));
+  uint8_t *resp = static_cast<uint8_t *>(__builtin_assume_aligned(response, 8));
+  if (!__isGlobal(resp))
+    return; // no bridge's: nothing to answer into
+  const uint32_t arg_len = static_cast<uint32_t>(cudaq_detail_request_header(req).w1);
+  if (!__isShared(req)) {
+    if (arg_len > stage_bytes - CUDAQ_RPC_HEADER_SIZE) {
+      cudaq_detail_write_header(resp, req, CUDAQ_RPC_STATUS_ARGS_TOO_LONG, 0);
+      return;
+    }
+    const uint64_t *in = reinterpret_cast<const uint64_t *>(req);
+    uint64_t *out = reinterpret_cast<uint64_t *>(__builtin_assume_aligned(stage, 8));
+    for (uint32_t i = 0; i < (CUDAQ_RPC_HEADER_SIZE + arg_len + 7) / 8; ++i)
+      out[i] = in[i];
+    req = stage;
+  }
+  __builtin_assume(__isShared(req));
+  __builtin_assume(__isGlobal(resp));
+  uint32_t len = 0;
+  if (status == CUDAQ_RPC_STATUS_SUCCESS)
+    status = cudaq_bench_byname_switch(function_id, thread, req + CUDAQ_RPC_HEADER_SIZE, arg_len,
+                                       resp + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
+  cudaq_detail_write_header(resp, req, status, len < max_result_len ? len : max_result_len);
 }
 // bench/phases.py: a thread-shaped call through the module's switch with no test of the
 // request's address space (see DERIVED there: single_thread_generic).
@@ -1730,6 +1781,12 @@ def main(argv: list[str] | None = None) -> int:
                 "single_thread_staged_dispatcher",
                 "naive_echo_thread",
             ),
+            (
+                "single_thread_staged_answer:naive_echo_thread",
+                "naive_floor",
+                "single_thread_staged_answer_dispatcher",
+                "naive_echo_thread",
+            ),
         )
         lean = "lean_echo_thread"
         pairs += ((f"single_thread:{lean}", "pingpong_floor", "single_thread", lean),)
@@ -1759,6 +1816,7 @@ def main(argv: list[str] | None = None) -> int:
                 "single_thread_closed_dispatcher",
                 "single_thread_byname_dispatcher",
                 "single_thread_staged_dispatcher",
+                "single_thread_staged_answer_dispatcher",
             )
         )
         # The built-in kernel's thread-shaped call, on its block of 128 threads, alone, and

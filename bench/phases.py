@@ -498,11 +498,12 @@ cudaq_bench_closed_switch(cudaq_device_handler_t handler, bool thread, const voi
   }
   return CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION;
 }
-// cudaq_call_handler (thread) or cudaq_call_launch_handler (launch-wide) through the
-// closed switch, the request's address spaces tested as cudaq_call_handler tests them.
+// A call through `choose` (a closed switch's call: args, arg_len, result, max_result_len,
+// result_len) with the request's address spaces tested as cudaq_call_handler tests them.
+template <typename Choose>
 static __device__ __forceinline__ int32_t
-cudaq_bench_call_closed(cudaq_device_handler_t handler, bool thread, const void *request,
-                        void *response, uint32_t max_result_len, uint32_t *result_len) {
+cudaq_bench_call_tested(Choose choose, const void *request, void *response,
+                        uint32_t max_result_len, uint32_t *result_len) {
   const uint8_t *req = static_cast<const uint8_t *>(__builtin_assume_aligned(request, 8));
   uint8_t *resp = static_cast<uint8_t *>(__builtin_assume_aligned(response, 8));
   const uint32_t arg_len = static_cast<uint32_t>(cudaq_detail_request_header(req).w1);
@@ -511,14 +512,25 @@ cudaq_bench_call_closed(cudaq_device_handler_t handler, bool thread, const void 
   if (__isShared(req) && __isGlobal(resp)) {
     __builtin_assume(__isShared(req));
     __builtin_assume(__isGlobal(resp));
-    status = cudaq_bench_closed_switch(handler, thread, req + CUDAQ_RPC_HEADER_SIZE, arg_len,
-                                       resp + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
+    status = choose(req + CUDAQ_RPC_HEADER_SIZE, arg_len, resp + CUDAQ_RPC_HEADER_SIZE,
+                    max_result_len, &len);
   } else {
-    status = cudaq_bench_closed_switch(handler, thread, req + CUDAQ_RPC_HEADER_SIZE, arg_len,
-                                       resp + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
+    status = choose(req + CUDAQ_RPC_HEADER_SIZE, arg_len, resp + CUDAQ_RPC_HEADER_SIZE,
+                    max_result_len, &len);
   }
   *result_len = len < max_result_len ? len : max_result_len;
   return status;
+}
+// cudaq_call_handler (thread) or cudaq_call_launch_handler (launch-wide) through the
+// closed switch.
+static __device__ __forceinline__ int32_t
+cudaq_bench_call_closed(cudaq_device_handler_t handler, bool thread, const void *request,
+                        void *response, uint32_t max_result_len, uint32_t *result_len) {
+  return cudaq_bench_call_tested(
+      [&](const void *args, uint32_t arg_len, void *result, uint32_t max, uint32_t *len) {
+        return cudaq_bench_closed_switch(handler, thread, args, arg_len, result, max, len);
+      },
+      request, response, max_result_len, result_len);
 }
 // bench/phases.py: a switch that takes no function's address (see DERIVED there:
 // single_thread_byname): the entry's function id compared with each handler's name's,
@@ -559,22 +571,21 @@ cudaq_bench_byname_switch(uint32_t function_id, bool thread, const void *args, u
 static __device__ __forceinline__ int32_t
 cudaq_bench_call_byname(uint32_t function_id, bool thread, const void *request, void *response,
                         uint32_t max_result_len, uint32_t *result_len) {
-  const uint8_t *req = static_cast<const uint8_t *>(__builtin_assume_aligned(request, 8));
-  uint8_t *resp = static_cast<uint8_t *>(__builtin_assume_aligned(response, 8));
-  const uint32_t arg_len = static_cast<uint32_t>(cudaq_detail_request_header(req).w1);
-  uint32_t len = 0;
-  int32_t status;
-  if (__isShared(req) && __isGlobal(resp)) {
-    __builtin_assume(__isShared(req));
-    __builtin_assume(__isGlobal(resp));
-    status = cudaq_bench_byname_switch(function_id, thread, req + CUDAQ_RPC_HEADER_SIZE, arg_len,
-                                       resp + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
-  } else {
-    status = cudaq_bench_byname_switch(function_id, thread, req + CUDAQ_RPC_HEADER_SIZE, arg_len,
-                                       resp + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
-  }
-  *result_len = len < max_result_len ? len : max_result_len;
-  return status;
+  return cudaq_bench_call_tested(
+      [&](const void *args, uint32_t arg_len, void *result, uint32_t max, uint32_t *len) {
+        return cudaq_bench_byname_switch(function_id, thread, args, arg_len, result, max, len);
+      },
+      request, response, max_result_len, result_len);
+}
+// A request a bridge left outside shared memory, copied into the kernel's stage: its header
+// and arguments, in 8-byte words (the caller checked that they fit). Returns the stage.
+static __device__ __forceinline__ const uint8_t *
+cudaq_bench_stage_request(const uint8_t *req, uint32_t arg_len, uint8_t *stage) {
+  const uint64_t *in = reinterpret_cast<const uint64_t *>(req);
+  uint64_t *out = reinterpret_cast<uint64_t *>(__builtin_assume_aligned(stage, 8));
+  for (uint32_t i = 0; i < (CUDAQ_RPC_HEADER_SIZE + arg_len + 7) / 8; ++i)
+    out[i] = in[i];
+  return stage;
 }
 // The same with every handler inlined once (see DERIVED there: single_thread_staged): a
 // request a bridge left outside shared memory is copied into the kernel's stage first, and
@@ -592,11 +603,7 @@ cudaq_bench_call_staged(uint32_t function_id, bool thread, const void *request, 
   if (!__isShared(req)) {
     if (arg_len > stage_bytes - CUDAQ_RPC_HEADER_SIZE)
       return CUDAQ_RPC_STATUS_ARGS_TOO_LONG;
-    const uint64_t *in = reinterpret_cast<const uint64_t *>(req);
-    uint64_t *out = reinterpret_cast<uint64_t *>(__builtin_assume_aligned(stage, 8));
-    for (uint32_t i = 0; i < (CUDAQ_RPC_HEADER_SIZE + arg_len + 7) / 8; ++i)
-      out[i] = in[i];
-    req = stage;
+    req = cudaq_bench_stage_request(req, arg_len, stage);
   }
   __builtin_assume(__isShared(req));
   __builtin_assume(__isGlobal(resp));
@@ -623,11 +630,7 @@ cudaq_bench_answer_staged(uint32_t function_id, bool thread, int32_t status, con
       cudaq_detail_write_header(resp, req, CUDAQ_RPC_STATUS_ARGS_TOO_LONG, 0);
       return;
     }
-    const uint64_t *in = reinterpret_cast<const uint64_t *>(req);
-    uint64_t *out = reinterpret_cast<uint64_t *>(__builtin_assume_aligned(stage, 8));
-    for (uint32_t i = 0; i < (CUDAQ_RPC_HEADER_SIZE + arg_len + 7) / 8; ++i)
-      out[i] = in[i];
-    req = stage;
+    req = cudaq_bench_stage_request(req, arg_len, stage);
   }
   __builtin_assume(__isShared(req));
   __builtin_assume(__isGlobal(resp));

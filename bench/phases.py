@@ -462,7 +462,44 @@ DERIVED: dict[str, tuple[str, str, str, str, list[tuple[str, str]], dict[str, st
         {},
     ),
 }
-_DIRECT_ECHO = """
+# A switch that takes no function's address (the DERIVED probes single_thread_byname and
+# _staged*, and FLOOR_CU's ladder_switch_id_five and _all): the entry's function id compared
+# with each handler's name's (cudaq_fnv1a_32, the wire's function id), the handler called by
+# name, any other answered as an unknown function. (Comparing a handler's address, or calling
+# through one, appends every address-taken function of the module to the kernel and puts a
+# convergence barrier around each divergent branch.) The five handlers the single-thread
+# example's switches inline: example_app's and FLOOR_CU's naive_echo_thread.
+_BYNAME_SWITCH = r"""
+extern "C" {
+__device__ int echo_thread(const void *, uint32_t, void *, uint32_t, uint32_t *);
+__device__ int rpc_increment_thread(const void *, uint32_t, void *, uint32_t, uint32_t *);
+__device__ int naive_echo_thread(const void *, uint32_t, void *, uint32_t, uint32_t *);
+__device__ int echo(const void *, uint32_t, void *, uint32_t, uint32_t *);
+__device__ int rpc_increment(const void *, uint32_t, void *, uint32_t, uint32_t *);
+}
+static __device__ __forceinline__ int32_t
+cudaq_bench_byname_switch(uint32_t function_id, bool thread, const void *args, uint32_t arg_len,
+                          void *result, uint32_t max_result_len, uint32_t *result_len) {
+#define CUDAQ_BENCH_BYNAME(name)                                                                 \
+  {                                                                                              \
+    constexpr uint32_t id = cudaq_fnv1a_32(#name);                                               \
+    if (function_id == id)                                                                       \
+      return cudaq_detail_call_direct(name, args, arg_len, result, max_result_len, result_len);  \
+  }
+  if (thread) {
+    CUDAQ_BENCH_BYNAME(echo_thread)
+    CUDAQ_BENCH_BYNAME(rpc_increment_thread)
+    CUDAQ_BENCH_BYNAME(naive_echo_thread)
+  } else {
+    CUDAQ_BENCH_BYNAME(echo)
+    CUDAQ_BENCH_BYNAME(rpc_increment)
+  }
+#undef CUDAQ_BENCH_BYNAME
+  return CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION;
+}
+"""
+_DIRECT_ECHO = (
+    """
 // bench/phases.py: a closed handler switch (see DERIVED there: single_thread_closed): a
 // direct call for each of these handlers and no pointer call for any other, so that the
 // kernel holds no indirect call at all (an unknown handler is answered as an unknown
@@ -498,84 +535,28 @@ cudaq_bench_closed_switch(cudaq_device_handler_t handler, bool thread, const voi
   }
   return CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION;
 }
-// A call through `choose` (a closed switch's call: args, arg_len, result, max_result_len,
-// result_len) with the request's address spaces tested as cudaq_call_handler tests them.
-template <typename Choose>
-static __device__ __forceinline__ int32_t
-cudaq_bench_call_tested(Choose choose, const void *request, void *response,
-                        uint32_t max_result_len, uint32_t *result_len) {
-  const uint8_t *req = static_cast<const uint8_t *>(__builtin_assume_aligned(request, 8));
-  uint8_t *resp = static_cast<uint8_t *>(__builtin_assume_aligned(response, 8));
-  const uint32_t arg_len = static_cast<uint32_t>(cudaq_detail_request_header(req).w1);
-  uint32_t len = 0;
-  int32_t status;
-  if (__isShared(req) && __isGlobal(resp)) {
-    __builtin_assume(__isShared(req));
-    __builtin_assume(__isGlobal(resp));
-    status = choose(req + CUDAQ_RPC_HEADER_SIZE, arg_len, resp + CUDAQ_RPC_HEADER_SIZE,
-                    max_result_len, &len);
-  } else {
-    status = choose(req + CUDAQ_RPC_HEADER_SIZE, arg_len, resp + CUDAQ_RPC_HEADER_SIZE,
-                    max_result_len, &len);
-  }
-  *result_len = len < max_result_len ? len : max_result_len;
-  return status;
-}
 // cudaq_call_handler (thread) or cudaq_call_launch_handler (launch-wide) through the
 // closed switch.
 static __device__ __forceinline__ int32_t
 cudaq_bench_call_closed(cudaq_device_handler_t handler, bool thread, const void *request,
                         void *response, uint32_t max_result_len, uint32_t *result_len) {
-  return cudaq_bench_call_tested(
-      [&](const void *args, uint32_t arg_len, void *result, uint32_t max, uint32_t *len) {
-        return cudaq_bench_closed_switch(handler, thread, args, arg_len, result, max, len);
-      },
-      request, response, max_result_len, result_len);
+  // the header's cudaq_call_handler, with this switch in both of its branches
+  const auto choose = [&](const void *args, uint32_t arg_len, void *result, uint32_t max,
+                          uint32_t *len) {
+    return cudaq_bench_closed_switch(handler, thread, args, arg_len, result, max, len);
+  };
+  return cudaq_detail_call_tested(choose, choose, request, response, max_result_len, result_len);
 }
-// bench/phases.py: a switch that takes no function's address (see DERIVED there:
-// single_thread_byname): the entry's function id compared with each handler's name's,
-// the handler called by name, any other answered as an unknown function. (Comparing a
-// handler's address, or calling through one, appends every address-taken function of the
-// module to the kernel and puts a convergence barrier around each divergent branch.)
-extern "C" {
-__device__ int echo_thread(const void *, uint32_t, void *, uint32_t, uint32_t *);
-__device__ int rpc_increment_thread(const void *, uint32_t, void *, uint32_t, uint32_t *);
-__device__ int naive_echo_thread(const void *, uint32_t, void *, uint32_t, uint32_t *);
-__device__ int echo(const void *, uint32_t, void *, uint32_t, uint32_t *);
-__device__ int rpc_increment(const void *, uint32_t, void *, uint32_t, uint32_t *);
-}
-static constexpr __host__ __device__ uint32_t cudaq_bench_fnv1a(const char *s,
-                                                         uint32_t h = 2166136261u) {
-  return *s ? cudaq_bench_fnv1a(s + 1, (h ^ static_cast<uint8_t>(*s)) * 16777619u) : h;
-}
-static __device__ __forceinline__ int32_t
-cudaq_bench_byname_switch(uint32_t function_id, bool thread, const void *args, uint32_t arg_len,
-                          void *result, uint32_t max_result_len, uint32_t *result_len) {
-#define CUDAQ_BENCH_BYNAME(name)                                                                 \
-  {                                                                                              \
-    constexpr uint32_t id = cudaq_bench_fnv1a(#name);                                            \
-    if (function_id == id)                                                                       \
-      return cudaq_detail_call_direct(name, args, arg_len, result, max_result_len, result_len);  \
-  }
-  if (thread) {
-    CUDAQ_BENCH_BYNAME(echo_thread)
-    CUDAQ_BENCH_BYNAME(rpc_increment_thread)
-    CUDAQ_BENCH_BYNAME(naive_echo_thread)
-  } else {
-    CUDAQ_BENCH_BYNAME(echo)
-    CUDAQ_BENCH_BYNAME(rpc_increment)
-  }
-#undef CUDAQ_BENCH_BYNAME
-  return CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION;
-}
-static __device__ __forceinline__ int32_t
+"""
+    + _BYNAME_SWITCH
+    + """static __device__ __forceinline__ int32_t
 cudaq_bench_call_byname(uint32_t function_id, bool thread, const void *request, void *response,
                         uint32_t max_result_len, uint32_t *result_len) {
-  return cudaq_bench_call_tested(
-      [&](const void *args, uint32_t arg_len, void *result, uint32_t max, uint32_t *len) {
-        return cudaq_bench_byname_switch(function_id, thread, args, arg_len, result, max, len);
-      },
-      request, response, max_result_len, result_len);
+  const auto choose = [&](const void *args, uint32_t arg_len, void *result, uint32_t max,
+                          uint32_t *len) {
+    return cudaq_bench_byname_switch(function_id, thread, args, arg_len, result, max, len);
+  };
+  return cudaq_detail_call_tested(choose, choose, request, response, max_result_len, result_len);
 }
 // A request a bridge left outside shared memory, copied into the kernel's stage: its header
 // and arguments, in 8-byte words (the caller checked that they fit). Returns the stage.
@@ -683,6 +664,7 @@ cudaq_bench_direct_echo(const void *request, void *response, uint32_t max_result
   return status;
 }
 """
+)
 
 
 def derived_source(kernel: str) -> str:
@@ -706,7 +688,8 @@ def derived_source(kernel: str) -> str:
     return text.replace(signature, f'extern "C" __global__ void {kernel}(')
 
 
-FLOOR_CU = r"""
+FLOOR_CU = (
+    r"""
 #include <cudaq/realtime/unified_dispatch_device.cuh>
 #ifndef CUDAQ_REALTIME_PHASES // --no-stamps: the floors' stamps are nothing too
 #define cudaq_detail_phase_begin() ((void)0)
@@ -1031,28 +1014,11 @@ __device__ __forceinline__ void variant_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
 //    (the example 99, single_thread_byname 48, single_thread_staged 41): in the
 //    ladder, inlining every handler twice fills a kernel with them as an address
 //    taken does.
-// ladder_switch_id_five and _all: every handler of example_app's and FLOOR_CU's that the
-// single-thread example's switches inline (echo_thread, rpc_increment_thread,
-// naive_echo_thread; echo, rpc_increment), chosen by the entry's shape and function id
-// (FNV-1a of the name), each called by name.
-extern "C" __device__ int rpc_increment(const void *, uint32_t, void *, uint32_t, uint32_t *);
-static __device__ __forceinline__ int32_t
-cudaq_bench_call_five(const cudaq_lookup_cache_t &cache, const void *args, uint32_t arg_len,
-                      void *result, uint32_t max_result, uint32_t *len) {
-#define CUDAQ_BENCH_CASE(id, name)                                                               \
-  if (cache.function_id == id)                                                                   \
-    return cudaq_detail_call_direct(name, args, arg_len, result, max_result, len);
-  if (cache.shape == CUDAQ_HANDLER_SHAPE_THREAD) {
-    CUDAQ_BENCH_CASE(0x77449c85u, echo_thread)
-    CUDAQ_BENCH_CASE(0x8a78ecc7u, rpc_increment_thread)
-    CUDAQ_BENCH_CASE(0xab5c8ac7u, naive_echo_thread)
-  } else {
-    CUDAQ_BENCH_CASE(0xd49dd484u, echo)
-    CUDAQ_BENCH_CASE(0x191b6322u, rpc_increment)
-  }
-#undef CUDAQ_BENCH_CASE
-  return CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION;
-}
+// ladder_switch_id_five and _all: the five handlers of the by-name switch (_BYNAME_SWITCH),
+// chosen by the entry's shape and function id.
+"""
+    + _BYNAME_SWITCH
+    + r"""
 template <int kRung>
 __device__ __forceinline__ void ladder_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
   const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
@@ -1081,30 +1047,32 @@ __device__ __forceinline__ void ladder_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
               status = cudaq_dev_call_handler(cache.handler, args, arg_len, result, max_result,
                                               &len);
             else if (kRung == 8 || kRung == 11)
-              status = cache.function_id == 0x77449c85u // FNV-1a of "echo_thread"
+              status = cache.function_id == cudaq_fnv1a_32("echo_thread")
                            ? cudaq_detail_call_direct(echo_thread, args, arg_len, result,
                                                       max_result, &len)
                            : CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION;
             else if (kRung == 9)
               status = cache.shape == CUDAQ_HANDLER_SHAPE_THREAD
-                           ? (cache.function_id == 0x77449c85u
+                           ? (cache.function_id == cudaq_fnv1a_32("echo_thread")
                                   ? cudaq_detail_call_direct(echo_thread, args, arg_len, result,
                                                              max_result, &len)
                                   : CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION)
-                           : (cache.function_id == 0xd49dd484u
+                           : (cache.function_id == cudaq_fnv1a_32("echo")
                                   ? cudaq_detail_call_direct(echo, args, arg_len, result,
                                                              max_result, &len)
                                   : CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION);
             else if (kRung == 12 || kRung == 13)
-              status = cudaq_bench_call_five(cache, args, arg_len, result, max_result, &len);
+              status = cudaq_bench_byname_switch(cache.function_id,
+                                                 cache.shape == CUDAQ_HANDLER_SHAPE_THREAD,
+                                                 args, arg_len, result, max_result, &len);
             else if (kRung == 10)
-              status = cache.function_id == 0x77449c85u
+              status = cache.function_id == cudaq_fnv1a_32("echo_thread")
                            ? cudaq_detail_call_direct(echo_thread, args, arg_len, result,
                                                       max_result, &len)
-                       : cache.function_id == 0x8a78ecc7u
+                       : cache.function_id == cudaq_fnv1a_32("rpc_increment_thread")
                            ? cudaq_detail_call_direct(rpc_increment_thread, args, arg_len, result,
                                                       max_result, &len)
-                       : cache.function_id == 0xab5c8ac7u
+                       : cache.function_id == cudaq_fnv1a_32("naive_echo_thread")
                            ? cudaq_detail_call_direct(naive_echo_thread, args, arg_len, result,
                                                       max_result, &len)
                            : CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION;
@@ -1131,14 +1099,15 @@ __device__ __forceinline__ void ladder_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
         } else if (kRung == 12) {
           uint32_t len = 0;
           if (status == CUDAQ_RPC_STATUS_SUCCESS)
-            status = cudaq_bench_call_five(cache, cudaq_request_args(request),
-                                           cudaq_request_arg_len(request),
-                                           cudaq_response_result(response), max_result, &len);
+            status = cudaq_bench_byname_switch(
+                cache.function_id, cache.shape == CUDAQ_HANDLER_SHAPE_THREAD,
+                cudaq_request_args(request), cudaq_request_arg_len(request),
+                cudaq_response_result(response), max_result, &len);
           write_response_header(response, request, status, len < max_result ? len : max_result);
         } else if (kRung == 11) {
           uint32_t len = 0;
           if (status == CUDAQ_RPC_STATUS_SUCCESS)
-            status = cache.function_id == 0x77449c85u
+            status = cache.function_id == cudaq_fnv1a_32("echo_thread")
                          ? cudaq_detail_call_direct(echo_thread, cudaq_request_args(request),
                                                     cudaq_request_arg_len(request),
                                                     cudaq_response_result(response), max_result,
@@ -1392,6 +1361,7 @@ extern "C" __global__ void probe_builtin_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
   }
 }
 """
+)
 
 
 def write_floor_and_switch(work: Path, generator: str) -> tuple[Path, Path]:

@@ -457,6 +457,32 @@ cudaq_validate_request_cached(const void *request, uint32_t slot_size,
   return status;
 }
 
+// Internal: cudaq_call_handler's body with the two calls as parameters, each
+// taking (args, arg_len, result, max_result_len, result_len): `known` where the
+// request is in shared memory and the response in global memory (both spaces
+// known to the compiler inside it), `other` for any other request.
+template <typename Known, typename Other>
+static __device__ __forceinline__ int32_t
+cudaq_detail_call_tested(Known known, Other other, const void *request, void *response,
+                         uint32_t max_result_len, uint32_t *result_len) {
+  const uint8_t *req = static_cast<const uint8_t *>(__builtin_assume_aligned(request, 8));
+  uint8_t *resp = static_cast<uint8_t *>(__builtin_assume_aligned(response, 8));
+  const uint32_t arg_len = static_cast<uint32_t>(cudaq_detail_request_header(req).w1);
+  uint32_t len = 0;
+  int32_t status;
+  if (__isShared(req) && __isGlobal(resp)) {
+    __builtin_assume(__isShared(req));
+    __builtin_assume(__isGlobal(resp));
+    status = known(req + CUDAQ_RPC_HEADER_SIZE, arg_len, resp + CUDAQ_RPC_HEADER_SIZE,
+                   max_result_len, &len);
+  } else {
+    status = other(req + CUDAQ_RPC_HEADER_SIZE, arg_len, resp + CUDAQ_RPC_HEADER_SIZE,
+                   max_result_len, &len);
+  }
+  *result_len = len < max_result_len ? len : max_result_len;
+  return status;
+}
+
 // Calls `handler` for `request` with its arguments and result area; *result_len
 // gets what the handler wrote there (0 if this thread wrote nothing: a
 // launch-wide handler has one thread write it), at most max_result_len.
@@ -481,22 +507,14 @@ static __device__ __forceinline__ int32_t cudaq_call_handler(cudaq_device_handle
                                                              uint32_t *result_len,
                                                              const void *stage = nullptr) {
   (void)stage;
-  const uint8_t *req = static_cast<const uint8_t *>(__builtin_assume_aligned(request, 8));
-  uint8_t *resp = static_cast<uint8_t *>(__builtin_assume_aligned(response, 8));
-  const uint32_t arg_len = static_cast<uint32_t>(cudaq_detail_request_header(req).w1);
-  uint32_t len = 0;
-  int32_t status;
-  if (__isShared(req) && __isGlobal(resp)) {
-    __builtin_assume(__isShared(req));
-    __builtin_assume(__isGlobal(resp));
-    status = cudaq_dev_call_handler(handler, req + CUDAQ_RPC_HEADER_SIZE, arg_len,
-                                    resp + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
-  } else {
-    status = cudaq_detail_call_direct(handler, req + CUDAQ_RPC_HEADER_SIZE, arg_len,
-                                      resp + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
-  }
-  *result_len = len < max_result_len ? len : max_result_len;
-  return status;
+  return cudaq_detail_call_tested(
+      [handler](const void *args, uint32_t arg_len, void *result, uint32_t max, uint32_t *len) {
+        return cudaq_dev_call_handler(handler, args, arg_len, result, max, len);
+      },
+      [handler](const void *args, uint32_t arg_len, void *result, uint32_t max, uint32_t *len) {
+        return cudaq_detail_call_direct(handler, args, arg_len, result, max, len);
+      },
+      request, response, max_result_len, result_len);
 }
 
 // Calls the launch-wide `handler` for `request`: every thread of the launch (or

@@ -157,7 +157,16 @@ HANDOFF_DIR = Path(__file__).resolve().parent / "handoff"
 #:    call, under the same assumption of address spaces (the example writes it after, through
 #:    ``write_response_header``'s own test): 5 convergence barriers in the SASS, the ladder's
 #:    number (session 19; not measured yet). What a switch by case index, each handler
-#:    inlined once and answered in one call, would save;
+#:    inlined once and answered in one call, would save (session 20, measured: 0.08-0.11 us
+#:    under the example with ``echo_thread``, 0.02-0.04 us over it with the launch-wide
+#:    ``echo``); ``single_thread_staged_hybrid``: the same for thread-shaped entries, a
+#:    launch-wide one answered by name with generic pointers (as cudaq_call_launch_handler
+#:    calls it): whether the launch-wide call keeps the example's cost;
+#:  - ``single_thread_one``: the example with its test of the calling thread replaced by
+#:    one of its launch's size (one thread, or return), which the compiler is then told: a
+#:    launch-wide handler's stride (``cudaq_handler_size()``) becomes the constant 1, as a
+#:    thread-shaped handler's is; ``single_thread_staged_one``: ``single_thread_staged_answer``
+#:    with the same;
 #:  - ``single_thread_rebuilt``: the single-thread example unchanged but for its name (a
 #:    control: the same source compiled again); ``single_thread_late_max``: with its
 #:    ``max_result`` computed after entering the session, as until session 9. That order
@@ -228,6 +237,28 @@ _MAX_FIRST = (
     "  // request's loads in the poll (bench/phases.py, single_thread_late_max).\n" + _MAX_RESULT
 )
 _SESSION_CHECK = "  if (session == nullptr)\n    return;\n"
+# single_thread_staged_answer: the example's call and header through the by-name switch,
+# each handler inlined once, the header written in the same call.
+_STAGED_ANSWER = [
+    ("    uint32_t result_len = 0;\n", ""),
+    (
+        _SHAPED_AND_HEADER,
+        "    cudaq_bench_answer_staged(\n"
+        "        cache.function_id, cache.shape == CUDAQ_HANDLER_SHAPE_THREAD, status,\n"
+        "        request, response, stage, sizeof(stage), max_result);\n",
+    ),
+]
+# single_thread_one: the example's test of its thread, replaced by one of its launch's
+# size, which the compiler is then told (a launch-wide handler's stride becomes 1).
+_ONE_THREAD_CHECK = "  if (threadIdx.x != 0 || blockIdx.x != 0)\n    return;\n"
+_ONE_THREAD_ASSUMED = (
+    "  if (cudaq_handler_size() != 1)\n"
+    "    return;\n"
+    "  __builtin_assume(blockDim.x == 1 && blockDim.y == 1 && blockDim.z == 1);\n"
+    "  __builtin_assume(gridDim.x == 1 && gridDim.y == 1 && gridDim.z == 1);\n"
+    "  __builtin_assume(threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0);\n"
+    "  __builtin_assume(blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0);\n"
+)
 DERIVED: dict[str, tuple[str, str, str, str, list[tuple[str, str]], dict[str, str]]] = {
     "cluster_barrier_dispatcher": (
         "cluster_dispatcher.cu",
@@ -431,15 +462,43 @@ DERIVED: dict[str, tuple[str, str, str, str, list[tuple[str, str]], dict[str, st
         "80",
         "single_thread",
         "single_thread_dispatcher",
+        _STAGED_ANSWER,
+        {},
+    ),
+    "single_thread_staged_hybrid_dispatcher": (
+        "single_thread_dispatcher.cu",
+        "80",
+        "single_thread",
+        "single_thread_dispatcher",
         [
             ("    uint32_t result_len = 0;\n", ""),
             (
                 _SHAPED_AND_HEADER,
-                "    cudaq_bench_answer_staged(\n"
-                "        cache.function_id, cache.shape == CUDAQ_HANDLER_SHAPE_THREAD, status,\n"
-                "        request, response, stage, sizeof(stage), max_result);\n",
+                "    if (status != CUDAQ_RPC_STATUS_SUCCESS ||\n"
+                "        cache.shape == CUDAQ_HANDLER_SHAPE_THREAD)\n"
+                "      cudaq_bench_answer_staged(cache.function_id, true, status, request,\n"
+                "                                response, stage, sizeof(stage), max_result);\n"
+                "    else\n"
+                "      cudaq_bench_answer_launch_byname(cache.function_id, request, response,\n"
+                "                                       max_result);\n",
             ),
         ],
+        {},
+    ),
+    "single_thread_one_dispatcher": (
+        "single_thread_dispatcher.cu",
+        "80",
+        "single_thread",
+        "single_thread_dispatcher",
+        [(_ONE_THREAD_CHECK, _ONE_THREAD_ASSUMED)],
+        {},
+    ),
+    "single_thread_staged_one_dispatcher": (
+        "single_thread_dispatcher.cu",
+        "80",
+        "single_thread",
+        "single_thread_dispatcher",
+        [(_ONE_THREAD_CHECK, _ONE_THREAD_ASSUMED), *_STAGED_ANSWER],
         {},
     ),
     "single_thread_rebuilt_dispatcher": (
@@ -620,6 +679,21 @@ cudaq_bench_answer_staged(uint32_t function_id, bool thread, int32_t status, con
     status = cudaq_bench_byname_switch(function_id, thread, req + CUDAQ_RPC_HEADER_SIZE, arg_len,
                                        resp + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
   cudaq_detail_write_header(resp, req, status, len < max_result_len ? len : max_result_len);
+}
+// A launch-wide request answered by name with no assumption of address spaces (as
+// cudaq_call_launch_handler calls it) and its header written in the same call (see DERIVED
+// there: single_thread_staged_hybrid).
+static __device__ __forceinline__ void
+cudaq_bench_answer_launch_byname(uint32_t function_id, const void *request, void *response,
+                                 uint32_t max_result_len) {
+  const uint8_t *req = static_cast<const uint8_t *>(__builtin_assume_aligned(request, 8));
+  uint8_t *resp = static_cast<uint8_t *>(__builtin_assume_aligned(response, 8));
+  const cudaq_detail_request_words_t h = cudaq_detail_request_header(req);
+  uint32_t len = 0;
+  const int32_t status = cudaq_bench_byname_switch(
+      function_id, false, req + CUDAQ_RPC_HEADER_SIZE, static_cast<uint32_t>(h.w1),
+      resp + CUDAQ_RPC_HEADER_SIZE, max_result_len, &len);
+  cudaq_detail_write_header_words(resp, h, status, len < max_result_len ? len : max_result_len);
 }
 // bench/phases.py: a thread-shaped call through the module's switch with no test of the
 // request's address space (see DERIVED there: single_thread_generic).
@@ -1760,6 +1834,24 @@ def main(argv: list[str] | None = None) -> int:
                 "single_thread_staged_answer_dispatcher",
                 "naive_echo_thread",
             ),
+            (
+                "single_thread_staged_one:naive_echo_thread",
+                "naive_floor",
+                "single_thread_staged_one_dispatcher",
+                "naive_echo_thread",
+            ),
+            (
+                "single_thread_staged_hybrid:naive_echo_thread",
+                "naive_floor",
+                "single_thread_staged_hybrid_dispatcher",
+                "naive_echo_thread",
+            ),
+        )
+        # The ladder's by-name switches with the naive handler: what the naive goal's
+        # dispatcher could reach with no other code around its call.
+        pairs += tuple(
+            (f"{k}:naive_echo_thread", "naive_floor", k, "naive_echo_thread")
+            for k in ("ladder_switch_id_three", "ladder_switch_id_five")
         )
         lean = "lean_echo_thread"
         pairs += ((f"single_thread:{lean}", "pingpong_floor", "single_thread", lean),)
@@ -1790,6 +1882,9 @@ def main(argv: list[str] | None = None) -> int:
                 "single_thread_byname_dispatcher",
                 "single_thread_staged_dispatcher",
                 "single_thread_staged_answer_dispatcher",
+                "single_thread_staged_hybrid_dispatcher",
+                "single_thread_one_dispatcher",
+                "single_thread_staged_one_dispatcher",
             )
         )
         # The built-in kernel's thread-shaped call, on its block of 128 threads, alone, and

@@ -147,26 +147,28 @@ HANDOFF_DIR = Path(__file__).resolve().parent / "handoff"
 #:    the module appended to its code and a convergence barrier (``BSSY``/``BSYNC``) around
 #:    each divergent branch (bench/sass.py: 99 in the example, 1 in ``ladder_call``): what a
 #:    switch free of addresses would save;
-#:  - ``single_thread_staged``: ``single_thread_byname`` with each handler inlined once: a
-#:    request a bridge left outside shared memory is copied into the kernel's stage first (a
-#:    response outside global memory, no bridge's, is answered as an unknown function). In
-#:    the SASS (session 19; not measured yet) it keeps 41 of ``single_thread_byname``'s 48
-#:    convergence barriers, where the ladder's rung of the same five handlers inlined once
-#:    (``ladder_switch_id_five``) has 5: the example's own code around the call has them too;
-#:    ``single_thread_staged_answer``: the same with the response header written in the same
-#:    call, under the same assumption of address spaces (the example writes it after, through
-#:    ``write_response_header``'s own test): 5 convergence barriers in the SASS, the ladder's
-#:    number (session 19; not measured yet). What a switch by case index, each handler
-#:    inlined once and answered in one call, would save (session 20, measured: 0.08-0.11 us
-#:    under the example with ``echo_thread``, 0.02-0.04 us over it with the launch-wide
-#:    ``echo``); ``single_thread_staged_hybrid``: the same for thread-shaped entries, a
-#:    launch-wide one answered by name with generic pointers (as cudaq_call_launch_handler
-#:    calls it): whether the launch-wide call keeps the example's cost;
+#:  - ``single_thread_staged``: ``single_thread_byname`` with each handler inlined once: a request a
+#:    bridge left outside shared memory is copied into the kernel's stage first (a response outside
+#:    global memory, no bridge's, is answered as an unknown function). In the SASS (session 19) it
+#:    keeps 41 of ``single_thread_byname``'s 48 convergence barriers, where the ladder's rung of the
+#:    same five handlers inlined once (``ladder_switch_id_five``) has 5: the example's own code
+#:    around the call has them too; ``single_thread_staged_answer``: the same with the response
+#:    header written in the same call, under the same assumption of address spaces (the example
+#:    writes it after, through ``write_response_header``'s own test): 5 convergence barriers in the
+#:    SASS, the ladder's number (session 19). What a switch by case index, each handler inlined once
+#:    and answered in one call, would save. Measured in session 20: 0.08-0.11 us under the example
+#:    with ``echo_thread``, 0.02-0.04 us over it with the launch-wide ``echo``; as product code in
+#:    example_app's module, worse on both (history, session 20 run E:
+#:    bench/variants/single-thread-staged-byid.patch); ``single_thread_staged_hybrid``: the same for
+#:    thread-shaped entries, a launch-wide one answered by name with generic pointers (as
+#:    cudaq_call_launch_handler calls it): whether the launch-wide call keeps the example's cost
+#:    (session 20: ``echo`` 0.05 us under the example, ``echo_thread`` and the naive handler back
+#:    up);
 #:  - ``single_thread_one``: the example with its test of the calling thread replaced by
 #:    one of its launch's size (one thread, or return), which the compiler is then told: a
 #:    launch-wide handler's stride (``cudaq_handler_size()``) becomes the constant 1, as a
 #:    thread-shaped handler's is; ``single_thread_staged_one``: ``single_thread_staged_answer``
-#:    with the same;
+#:    with the same (session 20: neither faster than the probe it changes);
 #:  - ``single_thread_rebuilt``: the single-thread example unchanged but for its name (a
 #:    control: the same source compiled again); ``single_thread_late_max``: with its
 #:    ``max_result`` computed after entering the session, as until session 9. That order

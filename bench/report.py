@@ -870,15 +870,25 @@ def _phases_extras(data: dict[str, Any]) -> list[str]:
             "",
         ]
     goals = _mapping(data, "goals")
-    for key, how in (
-        ("naive_handler_over_inlined_us", "back to back"),
-        ("naive_handler_over_inlined_random_arrival_us", "random arrival"),
+    for key, how, where in (
+        ("naive_handler_over_inlined_us", "back to back", ""),
+        ("naive_handler_over_inlined_random_arrival_us", "random arrival", ""),
+        (
+            "naive_handler_over_inlined_own_module_us",
+            "back to back",
+            " in a module of example_app's sources and the naive handler alone",
+        ),
+        (
+            "naive_handler_over_inlined_own_module_random_arrival_us",
+            "random arrival",
+            " in a module of example_app's sources and the naive handler alone",
+        ),
     ):
         naive = _mapping(goals, key)
         if naive:
             met = "met" if naive.get("met") else "missed"
             lines += [
-                f"**Naive handler** ({how}): through the single-thread dispatcher "
+                f"**Naive handler** ({how}): through the single-thread dispatcher{where} "
                 f"{_fmt(naive.get('value'))} µs over the same loop inlined in a bare kernel "
                 f"(goal {naive.get('goal')} µs: {met}).",
                 "",

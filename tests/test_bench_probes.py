@@ -124,6 +124,42 @@ def test_derived_probes_compile(nvcc: Path, tmp_path: Path) -> None:
         assert done.returncode == 0, f"{kernel}:\n{done.stderr}"
 
 
+def test_own_module_switch_holds_example_apps_handlers_and_the_naive_one_alone(
+    tmp_path: Path,
+) -> None:
+    """The naive-handler goal's second module is a user's: example_app's handlers and the
+    naive handler (the same text as FLOOR_CU's), none of FLOOR_CU's other probes."""
+    phases = load_bench("phases")
+    from skbuild_cudaq.build._handler_switch import exported_handlers
+
+    sources = phases.own_module_sources(tmp_path)
+    names = [src.name for src, _ in sources]
+    assert names.count("single_thread_dispatcher.cu") == 1
+    assert "floor_phases.cu" not in names
+    assert phases.NAIVE_HANDLER_CU in phases.FLOOR_CU
+    switch = (tmp_path / "handler_switch.cu").read_text(encoding="utf-8")
+    called = set(exported_handlers(phases.FLOOR_CU)) - {"naive_echo_thread"}
+    assert called  # FLOOR_CU's other probes: in the probe module's switch, not in this one
+    for probe in called:
+        assert f"cudaq_handler_{probe}" not in switch, probe
+    for handler in ("echo_thread", "rpc_increment_thread", "naive_echo_thread", "echo"):
+        assert f"handler == cudaq_handler_{handler})" in switch, handler
+    labels = [label for label, *_ in phases.OWN_MODULE_PAIRS]
+    assert labels[0] == "single_thread:naive_echo_thread@own_module"
+
+
+@pytest.mark.toolchain
+def test_own_module_links_with_the_single_thread_kernel(nvcc: Path, tmp_path: Path) -> None:
+    pytest.importorskip("cuda.bindings.nvjitlink", reason="nvJitLink (the runtime extra)")
+    phases = load_bench("phases")
+    inputs = phases.compile_lto(
+        str(nvcc), tmp_path, phases.own_module_sources(tmp_path), stamps=False
+    )
+    cubin = phases.nvjitlink_link(inputs, "90")
+    assert b"single_thread_dispatcher" in cubin
+    assert b"naive_echo_thread" in cubin or b"cudaq_handler_naive_echo_thread" in cubin
+
+
 @pytest.mark.toolchain
 def test_issue_rate_kernels_compile_with_their_work(nvcc: Path, tmp_path: Path) -> None:
     issue_rate = load_bench("issue_rate")

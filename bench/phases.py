@@ -177,6 +177,16 @@ HANDOFF_DIR = Path(__file__).resolve().parent / "handoff"
 #:    session 8), and, with it first, the loads are issued as there; what remains between
 #:    the example and ``variant_aligned`` is the shared-memory layout (the stage first, the
 #:    bridge's sessions last, against the other way round).
+#: The DERIVED single-thread probes of how the handler is chosen and called (closed, by
+#: name, staged), each served with the naive handler and the launch-wide echo too.
+CHOICE_PROBES = (
+    "single_thread_closed",
+    "single_thread_byname",
+    "single_thread_staged",
+    "single_thread_staged_answer",
+    "single_thread_staged_one",
+    "single_thread_staged_hybrid",
+)
 _CALL = "cudaq_call_handler({}, request, response, max_result, &result_len)"
 _LAUNCH_CALL = "cudaq_call_launch_handler({}, request, response, max_result, &result_len)"
 _DIRECT = "cudaq_bench_direct_echo(request, response, max_result, &result_len)"
@@ -1855,49 +1865,10 @@ def main(argv: list[str] | None = None) -> int:
         # plan's one-off rows drift apart by more than a rung costs); "<label>" below is the
         # plan's row of the same kernel and handler.
         pairs = ((naive_label, "naive_floor", "single_thread", "naive_echo_thread"),)
-        pairs += (
-            (
-                "single_thread_generic:naive_echo_thread",
-                "naive_floor",
-                "single_thread_generic_dispatcher",
-                "naive_echo_thread",
-            ),
-            (
-                "single_thread_closed:naive_echo_thread",
-                "naive_floor",
-                "single_thread_closed_dispatcher",
-                "naive_echo_thread",
-            ),
-            (
-                "single_thread_byname:naive_echo_thread",
-                "naive_floor",
-                "single_thread_byname_dispatcher",
-                "naive_echo_thread",
-            ),
-            (
-                "single_thread_staged:naive_echo_thread",
-                "naive_floor",
-                "single_thread_staged_dispatcher",
-                "naive_echo_thread",
-            ),
-            (
-                "single_thread_staged_answer:naive_echo_thread",
-                "naive_floor",
-                "single_thread_staged_answer_dispatcher",
-                "naive_echo_thread",
-            ),
-            (
-                "single_thread_staged_one:naive_echo_thread",
-                "naive_floor",
-                "single_thread_staged_one_dispatcher",
-                "naive_echo_thread",
-            ),
-            (
-                "single_thread_staged_hybrid:naive_echo_thread",
-                "naive_floor",
-                "single_thread_staged_hybrid_dispatcher",
-                "naive_echo_thread",
-            ),
+        # The single-thread probes with the naive handler, each paired with its floor too.
+        pairs += tuple(
+            (f"{k}:naive_echo_thread", "naive_floor", f"{k}_dispatcher", "naive_echo_thread")
+            for k in ("single_thread_generic", *CHOICE_PROBES)
         )
         # The ladder's by-name switches with the naive handler: what the naive goal's
         # dispatcher could reach with no other code around its call.
@@ -1930,13 +1901,8 @@ def main(argv: list[str] | None = None) -> int:
                 "single_thread",
                 "single_thread_launch_pointer_dispatcher",
                 "single_thread_answer_dispatcher",
-                "single_thread_closed_dispatcher",
-                "single_thread_byname_dispatcher",
-                "single_thread_staged_dispatcher",
-                "single_thread_staged_answer_dispatcher",
-                "single_thread_staged_hybrid_dispatcher",
                 "single_thread_one_dispatcher",
-                "single_thread_staged_one_dispatcher",
+                *(f"{p}_dispatcher" for p in CHOICE_PROBES),
             )
         )
         # The built-in kernel's thread-shaped call, on its block of 128 threads, alone, and

@@ -124,6 +124,14 @@ def test_derived_probes_compile(nvcc: Path, tmp_path: Path) -> None:
         assert done.returncode == 0, f"{kernel}:\n{done.stderr}"
 
 
+def test_each_choice_probe_is_a_derived_single_thread_probe() -> None:
+    """The probes served with the naive handler and the launch-wide echo (CHOICE_PROBES) are
+    DERIVED's single-thread kernels, so that a renamed probe stops the benchmark here."""
+    phases = load_bench("phases")
+    for probe in phases.CHOICE_PROBES:
+        assert phases.DERIVED[f"{probe}_dispatcher"][2] == "single_thread", probe
+
+
 def test_own_module_switch_holds_example_apps_handlers_and_the_naive_one_alone(
     tmp_path: Path,
 ) -> None:

@@ -169,6 +169,11 @@ HANDOFF_DIR = Path(__file__).resolve().parent / "handoff"
 #:    launch-wide handler's stride (``cudaq_handler_size()``) becomes the constant 1, as a
 #:    thread-shaped handler's is; ``single_thread_staged_one``: ``single_thread_staged_answer``
 #:    with the same (session 20: neither faster than the probe it changes);
+#:  - ``single_thread_thread_only``: the example serving thread-shaped handlers only, a
+#:    launch-wide entry answered as an unknown function (its kernel then inlines no launch-wide
+#:    handler: ``block_reverse``'s block barriers, the launch-wide switch and its pointer call
+#:    go); ``single_thread_staged_thread_only``: ``single_thread_staged_answer`` the same way.
+#:    What a one-thread example for thread-shaped handlers alone would save (not measured yet);
 #:  - ``single_thread_rebuilt``: the single-thread example unchanged but for its name (a
 #:    control: the same source compiled again); ``single_thread_late_max``: with its
 #:    ``max_result`` computed after entering the session, as until session 9. That order
@@ -177,6 +182,9 @@ HANDOFF_DIR = Path(__file__).resolve().parent / "handoff"
 #:    session 8), and, with it first, the loads are issued as there; what remains between
 #:    the example and ``variant_aligned`` is the shared-memory layout (the stage first, the
 #:    bridge's sessions last, against the other way round).
+#: The DERIVED single-thread probes that serve thread-shaped handlers only (a launch-wide
+#: entry is answered as an unknown function): served with the naive handler and echo_thread.
+THREAD_ONLY_PROBES = ("single_thread_thread_only", "single_thread_staged_thread_only")
 #: The DERIVED single-thread probes of how the handler is chosen and called (closed, by
 #: name, staged), each served with the naive handler and the launch-wide echo too.
 CHOICE_PROBES = (
@@ -511,6 +519,39 @@ DERIVED: dict[str, tuple[str, str, str, str, list[tuple[str, str]], dict[str, st
         "single_thread",
         "single_thread_dispatcher",
         [(_ONE_THREAD_CHECK, _ONE_THREAD_ASSUMED), *_STAGED_ANSWER],
+        {},
+    ),
+    "single_thread_thread_only_dispatcher": (
+        "single_thread_dispatcher.cu",
+        "80",
+        "single_thread",
+        "single_thread_dispatcher",
+        [
+            (
+                _SHAPED_CALL,
+                "      status = cache.shape == CUDAQ_HANDLER_SHAPE_THREAD\n"
+                "                   ? " + _CALL.format("cache.handler") + "\n"
+                "                   : CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION;\n",
+            )
+        ],
+        {},
+    ),
+    "single_thread_staged_thread_only_dispatcher": (
+        "single_thread_dispatcher.cu",
+        "80",
+        "single_thread",
+        "single_thread_dispatcher",
+        [
+            ("    uint32_t result_len = 0;\n", ""),
+            (
+                _SHAPED_AND_HEADER,
+                "    if (status == CUDAQ_RPC_STATUS_SUCCESS &&\n"
+                "        cache.shape != CUDAQ_HANDLER_SHAPE_THREAD)\n"
+                "      status = CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION;\n"
+                "    cudaq_bench_answer_staged(cache.function_id, true, status, request,\n"
+                "                              response, stage, sizeof(stage), max_result);\n",
+            ),
+        ],
         {},
     ),
     "single_thread_rebuilt_dispatcher": (
@@ -1868,7 +1909,7 @@ def main(argv: list[str] | None = None) -> int:
         # The single-thread probes with the naive handler, each paired with its floor too.
         pairs += tuple(
             (f"{k}:naive_echo_thread", "naive_floor", f"{k}_dispatcher", "naive_echo_thread")
-            for k in ("single_thread_generic", *CHOICE_PROBES)
+            for k in ("single_thread_generic", *CHOICE_PROBES, *THREAD_ONLY_PROBES)
         )
         # The ladder's by-name switches with the naive handler: what the naive goal's
         # dispatcher could reach with no other code around its call.

@@ -1566,13 +1566,19 @@ OWN_MODULE_PAIRS = (
     ),
     ("single_thread:echo_thread@own_module", "pingpong_floor", "single_thread", "echo_thread"),
     ("single_thread:echo@own_module", "pingpong_floor", "single_thread", "echo"),
+    *(
+        (f"{k}:{h}@own_module", floor, f"{k}_dispatcher", h)
+        for k in THREAD_ONLY_PROBES
+        for h, floor in (("naive_echo_thread", "naive_floor"), ("echo_thread", "pingpong_floor"))
+    ),
 )
 
 
 def own_module_sources(work: Path) -> list[tuple[Path, str]]:
     """A module like a user's: the run time, example_app's handlers and single-thread kernel,
     and issue #12's naive handler alone (``NAIVE_HANDLER_CU``), with the handler switch over
-    just those handlers, as a package of example_app's sources plus that handler would build.
+    just those handlers, as a package of example_app's sources plus that handler would build;
+    and the single-thread probes for thread-shaped handlers alone (``THREAD_ONLY_PROBES``).
 
     The probe module's switch also holds FLOOR_CU's other thread-shaped probes
     (``probe_noread_thread``, ``lean_echo_thread``, ...), which its single-thread kernel then
@@ -1590,11 +1596,17 @@ def own_module_sources(work: Path) -> list[tuple[Path, str]]:
     handlers = [EXAMPLE / "handlers.cu", EXAMPLE / "block_handlers.cu", naive]
     switch = work / "handler_switch.cu"
     write_switch(switch, "bench/phases.py (own module)", handlers)
+    probes = []
+    for kernel in THREAD_ONLY_PROBES:  # the example for thread-shaped handlers alone
+        probe = work / f"{kernel}.cu"
+        probe.write_text(derived_source(f"{kernel}_dispatcher"), encoding="utf-8")
+        probes.append((probe, "80"))
     return [
         (RUNTIME / "unified_dispatch_kernel.cu", "80"),
         (RUNTIME / "host_ring_bridge.cu", "80"),
         *((h, "80") for h in handlers),
         (EXAMPLE / "single_thread_dispatcher.cu", "80"),
+        *probes,
         (switch, "80"),
     ]
 

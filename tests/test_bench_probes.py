@@ -144,6 +144,8 @@ def test_own_module_switch_holds_example_apps_handlers_and_the_naive_one_alone(
     names = [src.name for src, _ in sources]
     assert names.count("single_thread_dispatcher.cu") == 1
     assert "floor_phases.cu" not in names
+    for probe in phases.THREAD_ONLY_PROBES:  # the example for thread-shaped handlers alone
+        assert f"{probe}.cu" in names, probe
     assert phases.NAIVE_HANDLER_CU in phases.FLOOR_CU
     switch = (tmp_path / "handler_switch.cu").read_text(encoding="utf-8")
     called = set(exported_handlers(phases.FLOOR_CU)) - {"naive_echo_thread"}

@@ -166,8 +166,10 @@ def test_own_module_links_with_the_single_thread_kernel(nvcc: Path, tmp_path: Pa
         str(nvcc), tmp_path, phases.own_module_sources(tmp_path), stamps=False
     )
     cubin = phases.nvjitlink_link(inputs, "90")
-    assert b"single_thread_dispatcher" in cubin
-    assert b"naive_echo_thread" in cubin or b"cudaq_handler_naive_echo_thread" in cubin
+    kernels = ["single_thread_dispatcher", *(f"{p}_dispatcher" for p in phases.THREAD_ONLY_PROBES)]
+    for name in kernels:  # every kernel the own module's pairs serve
+        assert name.encode() in cubin, name
+    assert b"cudaq_handler_naive_echo_thread" in cubin  # the export the run time reads
 
 
 @pytest.mark.toolchain

@@ -909,7 +909,10 @@ def dispatch_phases_nostamps_section(
         "`stage_floor` is the floor staging the request in shared memory and echoing it from "
         "there; the `ladder_*` kernels add, one at a time, the host-ring hooks, validation and "
         "the stats counter to it, with the echo inline; `ablation_direct` calls `echo_thread` "
-        "by name; `variant_*` are candidate forms of the call.",
+        "by name; `variant_*` are candidate forms of the call. Paired rows ending in "
+        "`@own_module` come from a second module, like a user's: example_app's sources and the "
+        "naive handler alone, its handler switch over just those (`bench/phases.py`, "
+        "`own_module_sources`), each paired with the same floors.",
         "",
     ]
     configurations = _mapping(data, "configurations")

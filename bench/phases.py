@@ -93,6 +93,22 @@ HANDOFF = {
     "coop_counter_dispatcher": ("coop_counter.cu", "80", "cooperative_grid"),
 }
 HANDOFF_DIR = Path(__file__).resolve().parent / "handoff"
+
+
+def _single_thread(
+    replacements: list[tuple[str, str]],
+) -> tuple[str, str, str, str, list[tuple[str, str]], dict[str, str]]:
+    """A DERIVED entry of the single-thread example: its source with ``replacements``."""
+    return (
+        "single_thread_dispatcher.cu",
+        "80",
+        "single_thread",
+        "single_thread_dispatcher",
+        replacements,
+        {},
+    )
+
+
 #: Probes derived from an example's source at build time, so that each stays the example
 #: but for what it varies: kernel -> (example source, architecture, example shape whose
 #: launch rule it uses, example kernel, [(text, replacement)] each found exactly once,
@@ -279,6 +295,8 @@ _ONE_THREAD_ASSUMED = (
     "  __builtin_assume(threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0);\n"
     "  __builtin_assume(blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0);\n"
 )
+
+
 DERIVED: dict[str, tuple[str, str, str, str, list[tuple[str, str]], dict[str, str]]] = {
     "cluster_barrier_dispatcher": (
         "cluster_dispatcher.cu",
@@ -408,35 +426,14 @@ DERIVED: dict[str, tuple[str, str, str, str, list[tuple[str, str]], dict[str, st
         [(_LAUNCH_CALL.format("s_box.entry->handler"), _DIRECT)],
         {"g_coop_": "g_coopd_"},
     ),
-    "single_thread_launch_pointer_dispatcher": (
-        "single_thread_dispatcher.cu",
-        "80",
-        "single_thread",
-        "single_thread_dispatcher",
-        [(_SHAPED_CALL, _ONE_CALL)],
-        {},
+    "single_thread_launch_pointer_dispatcher": _single_thread([(_SHAPED_CALL, _ONE_CALL)]),
+    "single_thread_generic_dispatcher": _single_thread(
+        [(_SHAPED_CALL, _SHAPED_CALL.replace("cudaq_call_handler(", "cudaq_bench_call_generic("))]
     ),
-    "single_thread_generic_dispatcher": (
-        "single_thread_dispatcher.cu",
-        "80",
-        "single_thread",
-        "single_thread_dispatcher",
-        [(_SHAPED_CALL, _SHAPED_CALL.replace("cudaq_call_handler(", "cudaq_bench_call_generic("))],
-        {},
+    "single_thread_answer_dispatcher": _single_thread(
+        [("    uint32_t result_len = 0;\n", ""), (_SHAPED_AND_HEADER, _ANSWER)]
     ),
-    "single_thread_answer_dispatcher": (
-        "single_thread_dispatcher.cu",
-        "80",
-        "single_thread",
-        "single_thread_dispatcher",
-        [("    uint32_t result_len = 0;\n", ""), (_SHAPED_AND_HEADER, _ANSWER)],
-        {},
-    ),
-    "single_thread_closed_dispatcher": (
-        "single_thread_dispatcher.cu",
-        "80",
-        "single_thread",
-        "single_thread_dispatcher",
+    "single_thread_closed_dispatcher": _single_thread(
         [
             (
                 _SHAPED_CALL,
@@ -444,14 +441,9 @@ DERIVED: dict[str, tuple[str, str, str, str, list[tuple[str, str]], dict[str, st
                 "          cache.handler, cache.shape == CUDAQ_HANDLER_SHAPE_THREAD, request,\n"
                 "          response, max_result, &result_len);\n",
             )
-        ],
-        {},
+        ]
     ),
-    "single_thread_byname_dispatcher": (
-        "single_thread_dispatcher.cu",
-        "80",
-        "single_thread",
-        "single_thread_dispatcher",
+    "single_thread_byname_dispatcher": _single_thread(
         [
             (
                 _SHAPED_CALL,
@@ -459,14 +451,9 @@ DERIVED: dict[str, tuple[str, str, str, str, list[tuple[str, str]], dict[str, st
                 "          cache.function_id, cache.shape == CUDAQ_HANDLER_SHAPE_THREAD, request,\n"
                 "          response, max_result, &result_len);\n",
             )
-        ],
-        {},
+        ]
     ),
-    "single_thread_staged_dispatcher": (
-        "single_thread_dispatcher.cu",
-        "80",
-        "single_thread",
-        "single_thread_dispatcher",
+    "single_thread_staged_dispatcher": _single_thread(
         [
             (
                 _SHAPED_CALL,
@@ -474,22 +461,10 @@ DERIVED: dict[str, tuple[str, str, str, str, list[tuple[str, str]], dict[str, st
                 "          cache.function_id, cache.shape == CUDAQ_HANDLER_SHAPE_THREAD, request,\n"
                 "          response, stage, sizeof(stage), max_result, &result_len);\n",
             )
-        ],
-        {},
+        ]
     ),
-    "single_thread_staged_answer_dispatcher": (
-        "single_thread_dispatcher.cu",
-        "80",
-        "single_thread",
-        "single_thread_dispatcher",
-        _STAGED_ANSWER,
-        {},
-    ),
-    "single_thread_staged_hybrid_dispatcher": (
-        "single_thread_dispatcher.cu",
-        "80",
-        "single_thread",
-        "single_thread_dispatcher",
+    "single_thread_staged_answer_dispatcher": _single_thread(_STAGED_ANSWER),
+    "single_thread_staged_hybrid_dispatcher": _single_thread(
         [
             ("    uint32_t result_len = 0;\n", ""),
             (
@@ -502,30 +477,13 @@ DERIVED: dict[str, tuple[str, str, str, str, list[tuple[str, str]], dict[str, st
                 "      cudaq_bench_answer_launch_byname(cache.function_id, request, response,\n"
                 "                                       max_result);\n",
             ),
-        ],
-        {},
+        ]
     ),
-    "single_thread_one_dispatcher": (
-        "single_thread_dispatcher.cu",
-        "80",
-        "single_thread",
-        "single_thread_dispatcher",
-        [(_ONE_THREAD_CHECK, _ONE_THREAD_ASSUMED)],
-        {},
+    "single_thread_one_dispatcher": _single_thread([(_ONE_THREAD_CHECK, _ONE_THREAD_ASSUMED)]),
+    "single_thread_staged_one_dispatcher": _single_thread(
+        [(_ONE_THREAD_CHECK, _ONE_THREAD_ASSUMED), *_STAGED_ANSWER]
     ),
-    "single_thread_staged_one_dispatcher": (
-        "single_thread_dispatcher.cu",
-        "80",
-        "single_thread",
-        "single_thread_dispatcher",
-        [(_ONE_THREAD_CHECK, _ONE_THREAD_ASSUMED), *_STAGED_ANSWER],
-        {},
-    ),
-    "single_thread_thread_only_dispatcher": (
-        "single_thread_dispatcher.cu",
-        "80",
-        "single_thread",
-        "single_thread_dispatcher",
+    "single_thread_thread_only_dispatcher": _single_thread(
         [
             (
                 _SHAPED_CALL,
@@ -533,14 +491,9 @@ DERIVED: dict[str, tuple[str, str, str, str, list[tuple[str, str]], dict[str, st
                 "                   ? " + _CALL.format("cache.handler") + "\n"
                 "                   : CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION;\n",
             )
-        ],
-        {},
+        ]
     ),
-    "single_thread_staged_thread_only_dispatcher": (
-        "single_thread_dispatcher.cu",
-        "80",
-        "single_thread",
-        "single_thread_dispatcher",
+    "single_thread_staged_thread_only_dispatcher": _single_thread(
         [
             ("    uint32_t result_len = 0;\n", ""),
             (
@@ -551,27 +504,14 @@ DERIVED: dict[str, tuple[str, str, str, str, list[tuple[str, str]], dict[str, st
                 "    cudaq_bench_answer_staged(cache.function_id, true, status, request,\n"
                 "                              response, stage, sizeof(stage), max_result);\n",
             ),
-        ],
-        {},
+        ]
     ),
-    "single_thread_rebuilt_dispatcher": (
-        "single_thread_dispatcher.cu",
-        "80",
-        "single_thread",
-        "single_thread_dispatcher",
-        [],
-        {},
-    ),
-    "single_thread_late_max_dispatcher": (
-        "single_thread_dispatcher.cu",
-        "80",
-        "single_thread",
-        "single_thread_dispatcher",
+    "single_thread_rebuilt_dispatcher": _single_thread([]),
+    "single_thread_late_max_dispatcher": _single_thread(
         [
             (_MAX_FIRST, ""),
             (_SESSION_CHECK, _SESSION_CHECK + _MAX_RESULT),
-        ],
-        {},
+        ]
     ),
 }
 # A switch that takes no function's address (the DERIVED probes single_thread_byname and

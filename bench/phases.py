@@ -1437,6 +1437,22 @@ extern "C" __global__ void probe_builtin_loop(CUDAQ_DISPATCH_KERNEL_PARAMS) {
 )
 
 
+#: The run time's device sources, in every module of this benchmark.
+RUNTIME_SOURCES = (
+    (RUNTIME / "unified_dispatch_kernel.cu", "80"),
+    (RUNTIME / "host_ring_bridge.cu", "80"),
+)
+#: example_app's handler sources, in every module of this benchmark.
+EXAMPLE_HANDLERS = (EXAMPLE / "handlers.cu", EXAMPLE / "block_handlers.cu")
+
+
+def write_derived(work: Path, kernel: str) -> Path:
+    """DERIVED's ``kernel`` written to ``work`` (named without ``_dispatcher``)."""
+    derived = work / f"{kernel.removesuffix('_dispatcher')}.cu"
+    derived.write_text(derived_source(kernel), encoding="utf-8")
+    return derived
+
+
 def write_floor_and_switch(work: Path, generator: str) -> tuple[Path, Path]:
     """FLOOR_CU and the handler switch over example_app's and its exports, written to ``work``.
 
@@ -1449,7 +1465,7 @@ def write_floor_and_switch(work: Path, generator: str) -> tuple[Path, Path]:
     floor = work / "floor_phases.cu"
     floor.write_text(FLOOR_CU)
     switch = work / "handler_switch.cu"
-    write_switch(switch, generator, [EXAMPLE / "handlers.cu", EXAMPLE / "block_handlers.cu", floor])
+    write_switch(switch, generator, [*EXAMPLE_HANDLERS, floor])
     return floor, switch
 
 
@@ -1475,10 +1491,8 @@ def compile_all(
     (``write_floor_and_switch``)."""
     floor, switch = write_floor_and_switch(work, "bench/phases.py")
     sources = [
-        (RUNTIME / "unified_dispatch_kernel.cu", "80"),
-        (RUNTIME / "host_ring_bridge.cu", "80"),
-        (EXAMPLE / "handlers.cu", "80"),
-        (EXAMPLE / "block_handlers.cu", "80"),
+        *RUNTIME_SOURCES,
+        *((h, "80") for h in EXAMPLE_HANDLERS),
         (EXAMPLE / "single_thread_dispatcher.cu", "80"),
         (EXAMPLE / "cooperative_grid_dispatcher.cu", "80"),
         (EXAMPLE / "warp_parallel_dispatcher.cu", "80"),
@@ -1487,9 +1501,7 @@ def compile_all(
         *((HANDOFF_DIR / source, arch) for source, arch, _ in HANDOFF.values()),
     ]
     for kernel, (_, arch, *_rest) in DERIVED.items():
-        derived = work / f"{kernel.removesuffix('_dispatcher')}.cu"
-        derived.write_text(derived_source(kernel), encoding="utf-8")
-        sources.append((derived, arch))
+        sources.append((write_derived(work, kernel), arch))
     sources.append((switch, "80"))
     out = compile_lto(nvcc, work, sources, stamps=stamps)
     return out[:-1], out[-1]
@@ -1533,22 +1545,34 @@ def own_module_sources(work: Path) -> list[tuple[Path, str]]:
         "#include <cudaq/realtime/unified_dispatch_device.cuh>\n" + NAIVE_HANDLER_CU,
         encoding="utf-8",
     )
-    handlers = [EXAMPLE / "handlers.cu", EXAMPLE / "block_handlers.cu", naive]
+    handlers = [*EXAMPLE_HANDLERS, naive]
     switch = work / "handler_switch.cu"
     write_switch(switch, "bench/phases.py (own module)", handlers)
-    probes = []
-    for kernel in THREAD_ONLY_PROBES:  # the example for thread-shaped handlers alone
-        probe = work / f"{kernel}.cu"
-        probe.write_text(derived_source(f"{kernel}_dispatcher"), encoding="utf-8")
-        probes.append((probe, "80"))
     return [
-        (RUNTIME / "unified_dispatch_kernel.cu", "80"),
-        (RUNTIME / "host_ring_bridge.cu", "80"),
+        *RUNTIME_SOURCES,
         *((h, "80") for h in handlers),
         (EXAMPLE / "single_thread_dispatcher.cu", "80"),
-        *probes,
+        # the example for thread-shaped handlers alone
+        *((write_derived(work, f"{k}_dispatcher"), "80") for k in THREAD_ONLY_PROBES),
         (switch, "80"),
     ]
+
+
+def naive_goals(pair: dict[str, Any], name: str, what: str, what_gap: str) -> dict[str, Any]:
+    """Issue #12's naive-handler goals (back to back, random arrival) from a paired row."""
+    goals = {}
+    for suffix, key, text in (
+        ("", "over_floor_us", what),
+        ("_random_arrival", "over_floor_random_arrival_us", what_gap),
+    ):
+        value = float(pair.get(key, float("nan")))
+        goals[f"{name}{suffix}_us"] = {
+            "value": value,
+            "goal": "<= 0.1",
+            "met": value <= 0.1,
+            "what": text,
+        }
+    return goals
 
 
 def nvjitlink_link(inputs: list[tuple[str, bytes]], arch: str) -> bytes:
@@ -1941,43 +1965,29 @@ def main(argv: list[str] | None = None) -> int:
 
         # Paired: the median over rounds of (dispatcher p50 - naive_floor p50), each round
         # right after its floor's; the plan's one-off rows drift apart over the run.
-        pair = results["paired"].get(naive_label, {})
-        naive = float(pair.get("over_floor_us", float("nan")))
-        naive_gap = float(pair.get("over_floor_random_arrival_us", float("nan")))
         results["goals"] = {
-            "naive_handler_over_inlined_us": {
-                "value": naive,
-                "goal": "<= 0.1",
-                "met": naive <= 0.1,
-                "what": "round trip p50: the naive handler through the single-thread dispatcher "
+            **naive_goals(
+                results["paired"].get(naive_label, {}),
+                "naive_handler_over_inlined",
+                "round trip p50: the naive handler through the single-thread dispatcher "
                 "(handler switch) minus the same byte loop inlined in a bare kernel (naive_floor), "
                 "the median over rounds each measured right after a round of naive_floor",
-            },
-            "naive_handler_over_inlined_random_arrival_us": {
-                "value": naive_gap,
-                "goal": "<= 0.1",
-                "met": naive_gap <= 0.1,
-                "what": "the same with random arrival (see bench/dispatch.py GAP_NS)",
-            },
+                "the same with random arrival (see bench/dispatch.py GAP_NS)",
+            ),
+            **naive_goals(
+                results["paired"].get(OWN_MODULE_PAIRS[0][0], {}),
+                "naive_handler_over_inlined_own_module",
+                "the same, the single-thread dispatcher in a module of example_app's sources "
+                "and the naive handler alone (bench/phases.py own_module_sources: its handler "
+                "switch holds only those handlers, where the probe module's also inlines "
+                "FLOOR_CU's other thread-shaped probes)",
+                "the same with random arrival",
+            ),
         }
-        own_pair = results["paired"].get(OWN_MODULE_PAIRS[0][0], {})
-        own_b2b = float(own_pair.get("over_floor_us", float("nan")))
-        own_gap = float(own_pair.get("over_floor_random_arrival_us", float("nan")))
-        results["goals"]["naive_handler_over_inlined_own_module_us"] = {
-            "value": own_b2b,
-            "goal": "<= 0.1",
-            "met": own_b2b <= 0.1,
-            "what": "the same, the single-thread dispatcher in a module of example_app's sources "
-            "and the naive handler alone (bench/phases.py own_module_sources: its handler switch "
-            "holds only those handlers, where the probe module's also inlines FLOOR_CU's other "
-            "thread-shaped probes)",
-        }
-        results["goals"]["naive_handler_over_inlined_own_module_random_arrival_us"] = {
-            "value": own_gap,
-            "goal": "<= 0.1",
-            "met": own_gap <= 0.1,
-            "what": "the same with random arrival",
-        }
+        naive, naive_gap, own_b2b, own_gap = (
+            results["goals"][f"naive_handler_over_inlined{k}_us"]["value"]
+            for k in ("", "_random_arrival", "_own_module", "_own_module_random_arrival")
+        )
         results["naive_unpaired_us"] = {
             "back_to_back": p50("single_thread:naive_echo_thread") - p50("naive_floor"),
             "random_arrival": gap50("single_thread:naive_echo_thread") - gap50("naive_floor"),

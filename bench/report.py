@@ -94,6 +94,9 @@ class Results:
     unreadable: list[tuple[Path, str]] = field(default_factory=list)
     superseded: list[Path] = field(default_factory=list)
     variants: list[tuple[Path, dict[str, Any]]] = field(default_factory=list)
+    #: Every readable file of each known benchmark, the current one included (the runs kept in
+    #: ``history/``): what the across-runs section follows.
+    runs: dict[str, list[tuple[Path, dict[str, Any]]]] = field(default_factory=dict)
 
 
 def _rank(directory: Path, path: Path, data: dict[str, Any]) -> tuple[bool, str]:
@@ -121,6 +124,7 @@ def load_results(directory: Path) -> Results:
             found.others.append((path, data))
             continue
         assert isinstance(data, dict)
+        found.runs.setdefault(name, []).append((path, data))
         previous = found.by_benchmark.get(name)
         if previous is None or _rank(directory, path, data) > _rank(directory, *previous):
             if previous is not None:
@@ -973,6 +977,159 @@ def _paired_rows(data: Mapping[str, Any]) -> list[str]:
     ]
 
 
+#: Paired rows of ``bench/phases.py --no-stamps`` followed over every run kept, each with what
+#: it adds to the ping-pong floor: the one-thread ladder from the bare hooks up to the example.
+ACROSS_RUNS_RATIO: tuple[tuple[str, str], ...] = (
+    (
+        "ladder_bridge:echo_thread",
+        "the floor with the request staged through the host-ring hooks, the echo inline: no "
+        "validation, no handler call",
+    ),
+    ("ladder_stats:echo_thread", "+ the request validated and counted, the echo still inline"),
+    (
+        "ladder_switch_id_three:echo_thread",
+        "+ a switch by function id over three thread-shaped handlers, each called by name: the "
+        "leanest whole one-thread dispatcher measured",
+    ),
+    (
+        "single_thread_staged_thread_only:echo_thread@own_module",
+        "a one-thread example for thread-shaped handlers alone (by name, staged, the header "
+        "written in the same call), in a module like a user's",
+    ),
+    ("single_thread:echo_thread", "the single-thread example, thread-shaped `echo_thread`"),
+    ("single_thread:echo", "the single-thread example, launch-wide `echo`"),
+)
+#: Paired rows of the naive handler (µs over ``naive_floor``, the same loop inlined).
+ACROSS_RUNS_NAIVE: tuple[tuple[str, str], ...] = (
+    (
+        "ladder_switch_id_three:naive_echo_thread",
+        "the leanest one-thread dispatcher above",
+    ),
+    (
+        "single_thread_staged_thread_only:naive_echo_thread@own_module",
+        "the one-thread example for thread-shaped handlers alone, a module like a user's",
+    ),
+    ("single_thread:naive_echo_thread", "the single-thread example"),
+    ("single_thread:naive_echo_thread@own_module", "the same, in a module like a user's"),
+)
+#: The targets the across-runs section counts against (issue #12's).
+ACROSS_RUNS_RATIO_TARGET = 1.05
+ACROSS_RUNS_NAIVE_TARGET_US = 0.1
+
+
+def paired_run_ratio(entry: Mapping[str, Any], *, random_arrival: bool = False) -> float | None:
+    """One paired row's ratio to its floor in one run: the median over its rounds of the
+    row's p50 over the p50 of the floor round measured right before it."""
+    key, floor_key = ("gap_p50", "floor_gap_p50") if random_arrival else ("p50", "floor_p50")
+    ratios = []
+    for r in _as_list(entry.get("rounds")):
+        value, floor = _num(_get(r, key)), _num(_get(r, floor_key))
+        if value is not None and floor:
+            ratios.append(value / floor)
+    return statistics.median(ratios) if ratios else None
+
+
+def _spread(values: list[float], digits: int) -> list[str]:
+    return [
+        str(len(values)),
+        _fmt(statistics.median(values), digits),
+        f"{_fmt(min(values), digits)}-{_fmt(max(values), digits)}",
+    ]
+
+
+def across_runs_lines(files: list[tuple[Path, dict[str, Any]]]) -> list[str]:
+    """The one-thread ladder and the naive handler over every ``phases_nostamps`` file kept:
+    how often each row met issue #12's line, run by run. One run moves by more than the goals'
+    margins; this is the figure to judge a row by."""
+
+    # A run kept twice (the current file and its copy in history/) is one run: by its date.
+    once = list({str(data.get("date", path)): (path, data) for path, data in files}.values())
+
+    def values(label: str, pick: Callable[[Mapping[str, Any]], float | None]) -> list[float]:
+        out = []
+        for _, data in once:
+            entry = _get(data, "paired", label)
+            got = pick(entry) if isinstance(entry, Mapping) else None
+            if got is not None:
+                out.append(got)
+        return out
+
+    ratio_rows = []
+    for label, what in ACROSS_RUNS_RATIO:
+        b2b = values(label, paired_run_ratio)
+        if not b2b:
+            continue
+        rnd = values(label, lambda e: paired_run_ratio(e, random_arrival=True))
+        met = sum(v <= ACROSS_RUNS_RATIO_TARGET for v in b2b)
+        ratio_rows.append(
+            [
+                f"`{label}`",
+                what,
+                *_spread(b2b, 3),
+                f"{met} of {len(b2b)}",
+                _fmt(statistics.median(rnd), 3) if rnd else "—",
+            ]
+        )
+    naive_rows = []
+    for label, what in ACROSS_RUNS_NAIVE:
+        b2b = values(label, lambda e: _num(e.get("over_floor_us")))
+        if not b2b:
+            continue
+        rnd = values(label, lambda e: _num(e.get("over_floor_random_arrival_us")))
+        met = sum(v <= ACROSS_RUNS_NAIVE_TARGET_US for v in b2b)
+        naive_rows.append(
+            [
+                f"`{label}`",
+                what,
+                *_spread(b2b, 3),
+                f"{met} of {len(b2b)}",
+                _fmt(statistics.median(rnd), 3) if rnd else "—",
+            ]
+        )
+    if not ratio_rows and not naive_rows:
+        return []
+    lines = [
+        "### Across runs: the one-thread ladder against issue #12's lines",
+        "",
+        f"Every `phases_nostamps` file kept ({len(once)} runs of `bench/phases.py --no-stamps`, "
+        "`bench/results/` and `history/`, each on a lent H200; a row counts the runs that "
+        "measured it). Each run's figure is the row's paired ratio to the ping-pong floor (the "
+        "median over its rounds of its p50 over the floor round's right before it). The rows "
+        "add one thing at a time to the floor, up to the single-thread example; each run "
+        "measured the code of its own session (the history README says which).",
+        "",
+    ]
+    if ratio_rows:
+        header = [
+            "kernel:handler",
+            "adds",
+            "runs",
+            "median",
+            "range",
+            "runs <= 1.05",
+            "random arrival median",
+        ]
+        lines += _table(header, ratio_rows)
+    if naive_rows:
+        lines += [
+            "The naive handler (a byte loop, the result written where the kernel points) "
+            "through each, in µs over the same loop inlined in a bare kernel (`naive_floor`), "
+            "back to back:",
+            "",
+        ]
+        header = [
+            "kernel:handler",
+            "what",
+            "runs",
+            "median",
+            "range",
+            "runs <= 0.1 µs",
+            "random arrival median",
+        ]
+        lines += _table(header, naive_rows)
+    return lines
+
+
 def multigpu_section(path: Path, data: dict[str, Any], page_dir: Path, fig_dir: Path) -> Section:
     lines = ["## Several GPUs: one dispatcher per GPU", ""]
     lines += _provenance_md("dispatch_multigpu", path, data, page_dir)
@@ -1722,6 +1879,8 @@ def render(
         path, data = results.by_benchmark[name]
         section = SECTIONS[name][1](path, data, page_dir, fig_dir)
         lines += section.lines
+        if name == "phases_nostamps":
+            lines += across_runs_lines(results.runs.get(name, []))
         for png, draw_figure in section.figures:
             if draw:
                 draw_figure()

@@ -600,3 +600,70 @@ def test_placement_module_and_spacers_build(nvcc: Path, tmp_path: Path) -> None:
     assert [sizes[f"spacer_{i}"] for i in range(placement.SPACER_KERNELS)] == list(
         placement.SPACER_BYTES
     )
+
+
+def test_across_runs_counts_each_run_of_a_paired_row_against_issue_12s_lines(
+    tmp_path: Path,
+) -> None:
+    """The performance page follows the one-thread ladder over every ``phases_nostamps`` file
+    kept (``bench/results/`` and ``history/``): each run's paired ratio is the median over its
+    rounds of the row's p50 over its floor round's, and the table counts the runs at or under
+    1.05 (and, for the naive handler, 0.1 us over its floor)."""
+    report = load_bench("report", needs_numpy=False)
+
+    def run(date: str, ratios: list[float], naive_us: float) -> dict[str, object]:
+        rounds = [
+            {"floor_p50": 4.0, "p50": 4.0 * r, "floor_gap_p50": 3.8, "gap_p50": 3.8 * r}
+            for r in ratios
+        ]
+        return {
+            "benchmark": "phases",
+            "date": date,
+            "config": {"stamps": False},
+            "paired": {
+                "ladder_switch_id_three:echo_thread": {
+                    "floor": "pingpong_floor",
+                    "over_floor_us": 0.2,
+                    "rounds": rounds,
+                },
+                "single_thread:naive_echo_thread": {
+                    "floor": "naive_floor",
+                    "over_floor_us": naive_us,
+                    "over_floor_random_arrival_us": naive_us / 2,
+                    "rounds": rounds,
+                },
+            },
+        }
+
+    (tmp_path / "history").mkdir()
+    files = {
+        tmp_path / "phases_nostamps.json": run("2026-12-04", [1.04, 1.06, 1.045], 0.08),
+        tmp_path / "history" / "a.json": run("2026-12-01", [1.07, 1.06, 1.08], 0.15),
+        tmp_path / "history" / "b.json": run("2026-12-02", [1.05, 1.05, 1.10], 0.12),
+        # the current file's copy in history/: the same run, counted once
+        tmp_path / "history" / "c.json": run("2026-12-04", [1.04, 1.06, 1.045], 0.08),
+    }
+    for path, data in files.items():
+        path.write_text(json.dumps(data), encoding="utf-8")
+    results = report.load_results(tmp_path)
+    assert results.by_benchmark["phases_nostamps"][0] == tmp_path / "phases_nostamps.json"
+    assert len(results.runs["phases_nostamps"]) == 4
+    entry = files[tmp_path / "history" / "a.json"]["paired"]  # type: ignore[index]
+    one = entry["ladder_switch_id_three:echo_thread"]
+    assert report.paired_run_ratio(one) == pytest.approx(1.07)
+    assert report.paired_run_ratio(one, random_arrival=True) == pytest.approx(1.07)
+    assert report.paired_run_ratio({"rounds": []}) is None
+    lines = report.across_runs_lines(results.runs["phases_nostamps"])
+    ladder = next(line for line in lines if "`ladder_switch_id_three:echo_thread`" in line)
+    cells = [c.strip() for c in ladder.split("|")[1:-1]]
+    # runs, median, range, runs <= 1.05: per-run medians 1.045, 1.07, 1.05
+    assert cells[2:6] == ["3", "1.050", "1.045-1.070", "2 of 3"]
+    naive = next(line for line in lines if "`single_thread:naive_echo_thread`" in line)
+    cells = [c.strip() for c in naive.split("|")[1:-1]]
+    assert cells[2:7] == ["3", "0.120", "0.080-0.150", "1 of 3", "0.060"]
+    # rows no run measured are left out, and no run at all gives no section
+    assert not any("ladder_bridge" in line for line in lines)
+    assert report.across_runs_lines([]) == []
+    assert "(3 runs of `bench/phases.py --no-stamps`" in "".join(lines)
+    page, _ = report.render(results, tmp_path / "performance.md", tmp_path, draw=False)
+    assert "### Across runs: the one-thread ladder against issue #12's lines" in page

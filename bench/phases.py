@@ -189,7 +189,10 @@ def _single_thread(
 #:    launch-wide entry answered as an unknown function (its kernel then inlines no launch-wide
 #:    handler: ``block_reverse``'s block barriers, the launch-wide switch and its pointer call
 #:    go); ``single_thread_staged_thread_only``: ``single_thread_staged_answer`` the same way.
-#:    What a one-thread example for thread-shaped handlers alone would save (not measured yet);
+#:    What a one-thread example for thread-shaped handlers alone would save (session 21, own
+#:    module: the staged one ``echo_thread`` +0.22 / +0.27 us over the floor against the
+#:    example's +0.35 / +0.33, the naive handler +0.12 / +0.10 against +0.16 / +0.16 -- still
+#:    over issue #12's lines; the one by address no better than the example);
 #:  - ``single_thread_rebuilt``: the single-thread example unchanged but for its name (a
 #:    control: the same source compiled again); ``single_thread_late_max``: with its
 #:    ``max_result`` computed after entering the session, as until session 9. That order

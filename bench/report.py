@@ -988,8 +988,9 @@ ACROSS_RUNS_RATIO: tuple[tuple[str, str], ...] = (
     ("ladder_stats:echo_thread", "+ the request validated and counted, the echo still inline"),
     (
         "ladder_switch_id_three:echo_thread",
-        "+ a switch by function id over three thread-shaped handlers, each called by name: the "
-        "leanest whole one-thread dispatcher measured",
+        "+ a switch by function id over three thread-shaped handlers, each called by name (a "
+        "request longer than the 256-byte stage answered as too long): the leanest one-thread "
+        "dispatcher measured",
     ),
     (
         "single_thread_staged_thread_only:echo_thread@own_module",

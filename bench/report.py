@@ -1018,6 +1018,10 @@ ACROSS_RUNS_RATIO_TARGET = 1.05
 ACROSS_RUNS_NAIVE_TARGET_US = 0.1
 
 
+#: Takes one run's paired entry of a row to the figure the across-runs section follows.
+_Pick = Callable[[Mapping[str, Any]], "float | None"]
+
+
 def paired_run_ratio(entry: Mapping[str, Any], *, random_arrival: bool = False) -> float | None:
     """One paired row's ratio to its floor in one run: the median over its rounds of the
     row's p50 over the p50 of the floor round measured right before it."""
@@ -1046,7 +1050,7 @@ def across_runs_lines(files: list[tuple[Path, dict[str, Any]]]) -> list[str]:
     # A run kept twice (the current file and its copy in history/) is one run: by its date.
     once = list({str(data.get("date", path)): (path, data) for path, data in files}.values())
 
-    def values(label: str, pick: Callable[[Mapping[str, Any]], float | None]) -> list[float]:
+    def values(label: str, pick: _Pick) -> list[float]:
         out = []
         for _, data in once:
             entry = _get(data, "paired", label)
@@ -1055,38 +1059,32 @@ def across_runs_lines(files: list[tuple[Path, dict[str, Any]]]) -> list[str]:
                 out.append(got)
         return out
 
-    ratio_rows = []
-    for label, what in ACROSS_RUNS_RATIO:
-        b2b = values(label, paired_run_ratio)
-        if not b2b:
-            continue
-        rnd = values(label, lambda e: paired_run_ratio(e, random_arrival=True))
-        met = sum(v <= ACROSS_RUNS_RATIO_TARGET for v in b2b)
-        ratio_rows.append(
-            [
-                f"`{label}`",
-                what,
-                *_spread(b2b, 3),
-                f"{met} of {len(b2b)}",
-                _fmt(statistics.median(rnd), 3) if rnd else "—",
-            ]
-        )
-    naive_rows = []
-    for label, what in ACROSS_RUNS_NAIVE:
-        b2b = values(label, lambda e: _num(e.get("over_floor_us")))
-        if not b2b:
-            continue
-        rnd = values(label, lambda e: _num(e.get("over_floor_random_arrival_us")))
-        met = sum(v <= ACROSS_RUNS_NAIVE_TARGET_US for v in b2b)
-        naive_rows.append(
-            [
-                f"`{label}`",
-                what,
-                *_spread(b2b, 3),
-                f"{met} of {len(b2b)}",
-                _fmt(statistics.median(rnd), 3) if rnd else "—",
-            ]
-        )
+    def rows(
+        labels: tuple[tuple[str, str], ...], b2b_of: _Pick, random_of: _Pick, target: float
+    ) -> list[list[str]]:
+        out = []
+        for label, what in labels:
+            b2b = values(label, b2b_of)
+            if not b2b:
+                continue
+            rnd = values(label, random_of)
+            met = sum(v <= target for v in b2b)
+            median_rnd = _fmt(statistics.median(rnd), 3) if rnd else "—"
+            out.append([f"`{label}`", what, *_spread(b2b, 3), f"{met} of {len(b2b)}", median_rnd])
+        return out
+
+    ratio_rows = rows(
+        ACROSS_RUNS_RATIO,
+        paired_run_ratio,
+        lambda e: paired_run_ratio(e, random_arrival=True),
+        ACROSS_RUNS_RATIO_TARGET,
+    )
+    naive_rows = rows(
+        ACROSS_RUNS_NAIVE,
+        lambda e: _num(e.get("over_floor_us")),
+        lambda e: _num(e.get("over_floor_random_arrival_us")),
+        ACROSS_RUNS_NAIVE_TARGET_US,
+    )
     if not ratio_rows and not naive_rows:
         return []
     lines = [

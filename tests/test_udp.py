@@ -4,6 +4,7 @@ import os
 import random
 import socket
 import struct
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -193,3 +194,137 @@ def test_client_accepts_only_answers_to_its_own_outstanding_requests() -> None:
             client.submit("echo", request_id=77, timestamp=1)
             with pytest.raises(ValueError, match="already in flight"):
                 client.submit("echo", request_id=77, timestamp=1)
+
+
+# -- issue 40: no answer loops, own address, IPv6, binding beyond loopback --------------------
+
+
+def _spoofed_udp(source: tuple[str, int], dest: tuple[str, int], payload: bytes) -> None:
+    """Send one IPv4 UDP datagram whose source address is ``source`` (a raw socket: root only;
+    loopback only). How a server's own address, or a second server's, arrives as a source."""
+    try:
+        raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    except PermissionError:
+        pytest.skip("needs CAP_NET_RAW (root) to send a datagram from another address")
+    assert dest[0].startswith("127.")
+    udp = struct.pack("!HHHH", source[1], dest[1], 8 + len(payload), 0)  # checksum 0: none
+    ip = struct.pack(
+        "!BBHHHBBH4s4s",
+        0x45, 0, 20 + len(udp) + len(payload), 0, 0, 64, socket.IPPROTO_UDP, 0,
+        socket.inet_aton(source[0]), socket.inet_aton(dest[0]),
+    )  # fmt: skip  # the kernel fills in the length, id and checksum of the IP header
+    with raw:
+        raw.sendto(ip + udp + payload, (dest[0], 0))
+
+
+def _settle(bridge: UdpBridge, key: str, value: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while bridge.counters[key] < value and time.monotonic() < deadline:
+        time.sleep(1e-3)
+
+
+def test_datagrams_with_the_response_magic_are_dropped_never_answered(
+    served: tuple[HostDispatcher, UdpBridge, UdpClient],
+) -> None:
+    """An answer is never answered: else two servers (or one, to itself) answer for ever."""
+    dispatcher, bridge, client = served
+    slot = dispatcher.layout.slot_size
+    answers = [
+        encode_response(0, b"abc", request_id=1),
+        encode_response(STATUS_BAD_MAGIC, request_id=2),
+        encode_response(0, b"x" * slot, request_id=3),  # longer than a slot
+        encode_response(0, request_id=4) + b"x" * 7,  # shorter than its "arg_len" says
+    ]
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.settimeout(0.3)
+        for data in answers:
+            s.sendto(data, bridge.address)
+        with pytest.raises(TimeoutError):
+            s.recv(2000)
+    assert client.call("echo", b"alive") == (0, b"alive")
+    c = bridge.counters
+    assert c["dropped_responses"] == 4 and c["received"] == 5
+    assert c["rejected"] == 0 and c["forwarded"] == c["answered"] == dispatcher.processed == 1
+    # other bad magic is still answered -1, as CUDA-Q realtime does
+    bad = client.submit("echo", b"abc", request_id=9, magic=0x12345678)
+    assert client.wait(bad).status == STATUS_BAD_MAGIC
+
+
+def test_datagrams_from_the_feeders_own_address_are_dropped(
+    served: tuple[HostDispatcher, UdpBridge, UdpClient],
+) -> None:
+    dispatcher, bridge, client = served
+    own = bridge.address
+    # a request and an answer that claim to come from the feeder itself: before, the request
+    # was answered to itself and that answer answered (-1) again, for ever
+    _spoofed_udp(own, own, encode_request("echo", b"me", request_id=1))
+    _spoofed_udp(own, own, encode_response(0, b"me", request_id=2))
+    _settle(bridge, "dropped_own_address", 2)
+    time.sleep(0.3)  # a loop would go on meanwhile
+    c = bridge.counters
+    assert c["dropped_own_address"] == 2 and c["received"] == 2
+    assert c["forwarded"] == c["answered"] == dispatcher.processed == 0
+    assert client.call("echo", b"alive") == (0, b"alive")
+
+
+def test_two_feeders_do_not_answer_each_others_answers() -> None:
+    """A request forged with the second server's address as its source: the first answers the
+    second, which must drop that answer (before, they answered each other for ever)."""
+    with (
+        HostDispatcher(RingLayout(4, 64), {"echo": echo}) as d1,
+        HostDispatcher(RingLayout(4, 64), {"echo": echo}) as d2,
+        UdpBridge(d1.client(), spin=16) as first,
+        UdpBridge(d2.client(), spin=16) as second,
+    ):
+        _spoofed_udp(second.address, first.address, encode_request("nope", request_id=7))
+        _settle(second, "dropped_responses", 1)
+        time.sleep(0.3)
+        assert first.counters["answered"] == 1 and first.counters["received"] == 1
+        assert second.counters["dropped_responses"] == 1 and second.counters["received"] == 1
+        assert second.counters["answered"] == 0
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as s:
+            s.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+def test_ipv6_loopback_is_served() -> None:
+    if not _ipv6_loopback():
+        pytest.skip("this machine has no IPv6 loopback")
+    with (
+        HostDispatcher(RingLayout(4, 64), {"echo": echo}) as dispatcher,
+        UdpBridge(dispatcher.client(), host="::1", spin=16) as bridge,
+    ):
+        assert bridge.address[0] == "::1"
+        with UdpClient("::1", bridge.address[1], timeout=10) as client:
+            assert client.call("echo", b"six") == (0, b"six")
+            assert client.address == bridge.address
+
+
+def test_binding_beyond_loopback_warns_that_there_is_no_authentication(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    dispatcher = HostDispatcher(RingLayout(2, 64), {"echo": echo})
+    with caplog.at_level("WARNING", logger="skbuild_cudaq"):
+        UdpBridge(dispatcher.client(), host="127.0.0.2").close()
+        UdpBridge(dispatcher.client(), host="localhost").close()
+        assert caplog.records == []
+        UdpBridge(dispatcher.client(), host="").close()
+    assert [r.getMessage() for r in caplog.records] == [
+        "the UDP feeder listens on 0.0.0.0, beyond loopback: anyone who can reach this port "
+        "can call its handlers (the wire format has no authentication)"
+    ]
+    dispatcher.close()
+
+
+def test_feeder_close_takes_a_timeout() -> None:
+    dispatcher = HostDispatcher(RingLayout(2, 64), {"echo": echo})
+    bridge = UdpBridge(dispatcher.client()).start()
+    bridge.close(timeout=5.0)
+    assert not bridge.running
+    dispatcher.close()

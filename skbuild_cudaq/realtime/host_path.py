@@ -14,17 +14,27 @@ A device :class:`~skbuild_cudaq.realtime.Dispatcher` refuses HOST_CALL entries
 at ``start()``. So the path is the choice of dispatcher, not of table.
 
 Handlers are Python callables ``f(args: bytes) -> bytes | tuple[int, bytes]``
-(a bare bytes-like result means status 0). Bad requests are answered with the
-wire format's status and never stop the thread: bad magic -1, ``arg_len`` longer than
-the slot's payload -3, unknown function id -2 (checked in that order, like
-``cudaq_validate_request``). A handler that fails is answered with a reserved
-positive status and the thread keeps serving:
+(a bare bytes-like result -- ``bytes``, ``bytearray``, ``memoryview`` -- means status 0;
+the status is any integer, ``operator.index`` taking it, but not a ``bool``, within
+int32). Bad requests are answered with the wire format's status and never stop the
+thread: bad magic -1, ``arg_len`` longer than the slot's payload -3, unknown function
+id -2 (checked in that order, like ``cudaq_validate_request``). A handler that fails is
+answered with a reserved positive status, counted in ``handler_errors`` (what went
+wrong last in ``last_handler_error``), and the thread keeps serving:
 
 - :data:`STATUS_HANDLER_EXCEPTION` (0x7FFFFF01): the handler raised; the result
-  is ``"ExceptionType: message"`` (UTF-8, truncated to the slot's payload);
-- :data:`STATUS_RESULT_TOO_LONG` (0x7FFFFF02): the result does not fit the slot;
+  is ``"ExceptionType: message"`` (UTF-8, truncated to the slot's payload;
+  ``"ExceptionType: <exception str() failed>"`` when the message itself raises);
+- :data:`STATUS_RESULT_TOO_LONG` (0x7FFFFF02): the result does not fit the slot
+  (its size is checked before anything is copied);
 - :data:`STATUS_BAD_HANDLER_RESULT` (0x7FFFFF03): the handler returned something
-  other than bytes or ``(int32 status, bytes)``.
+  other than a bytes-like object or ``(int32 status, bytes-like)``, or a result
+  that cannot be read (a released ``memoryview``).
+
+Nothing between taking a request and publishing its answer can end the thread:
+whatever fails there (a result that cannot be read, an exception whose ``str()``
+or a result whose ``repr()`` raises) is answered with one of these statuses and
+counted, so no client waits for ever and the ring stays in step.
 
 Applications should keep their own positive statuses below 0x7FFFFF00.
 
@@ -42,10 +52,23 @@ directly, :meth:`HostDispatcher.serve_one` answers and then re-raises at once.
 meaning as ``Dispatcher.processed`` of the device path, whose counter a kernel
 launch starts at zero. A dispatcher is closed for good by ``close()``:
 ``start()`` then raises :class:`HostDispatcherError`.
+
+A handler that hangs: ``stop(timeout)`` and ``close(timeout)`` raise
+:class:`HostDispatcherError` after ``timeout`` seconds. The thread (a daemon) is not
+killed -- Python cannot stop a thread from outside --: it keeps its views of the ring,
+publishes the answer when the handler returns and then stops (the stop was asked
+for); a later ``close()`` releases the views. A daemon thread still in a handler when
+the interpreter exits is abandoned with it.
+
+A ring that a writer of the same user left in a state no client can use (flags out
+of ring order, a response flag ahead of its request's): its owner calls
+:meth:`HostDispatcher.reset`, which pauses serving, zeroes every flag, rewinds, and
+serves again; clients made before the reset are refused and must be made again.
 """
 
 from __future__ import annotations
 
+import operator
 import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -94,6 +117,40 @@ def rpc_increment(args: bytes) -> bytes:
 def echo(args: bytes) -> bytes:
     """The example handler: returns its arguments."""
     return args
+
+
+def _describe(exc: BaseException) -> str:
+    """``"Type: message"`` of ``exc``, whatever its ``__str__`` does (never raises)."""
+    try:
+        name = type(exc).__name__
+        if type(name) is not str:
+            name = "exception"
+    except BaseException:
+        name = "exception"
+    try:
+        text = str(exc)
+        if type(text) is not str:  # a str subclass could misbehave later: take its text now
+            text = str.__str__(text)
+    except BaseException:
+        text = "<exception str() failed>"
+    return f"{name}: {text}"
+
+
+def _shown(value: object, limit: int = 80) -> str:
+    """``type repr`` of a handler's result for an error message (never raises)."""
+    try:
+        name = type(value).__name__
+    except BaseException:
+        name = "object"
+    try:
+        text = str.__str__(repr(value))[:limit]
+    except BaseException:
+        text = "<repr() failed>"
+    return f"{name} {text}"
+
+
+class _BadResult(Exception):
+    """A handler's result that cannot be an answer (the message says why)."""
 
 
 def _host_handlers(
@@ -207,6 +264,19 @@ class HostDispatcher:
 
     # -- serving -------------------------------------------------------------
     def _answer(self, magic: int, fid: int, arg_len: int, args: bytes) -> tuple[int, bytes]:
+        """The status and result of one request; never raises (see the module docstring)."""
+        try:
+            return self._try_answer(magic, fid, arg_len, args)
+        except BaseException as exc:  # a last guard: the answer is published all the same
+            try:
+                self.handler_errors += 1
+                self.last_handler_error = f"cannot form the answer: {_describe(exc)}"
+                text = _describe(exc).encode(errors="replace")[: self._layout.max_payload]
+            except BaseException:
+                text = b""
+            return STATUS_HANDLER_EXCEPTION, text
+
+    def _try_answer(self, magic: int, fid: int, arg_len: int, args: bytes) -> tuple[int, bytes]:
         if magic != REQUEST_MAGIC:
             self.rejected += 1
             return STATUS_BAD_MAGIC, b""
@@ -223,34 +293,63 @@ class HostDispatcher:
             out: Any = handler(args)
         except BaseException as exc:  # SystemExit & co: answered too, re-raised by serve_one
             self.handler_errors += 1
-            self.last_handler_error = f"{name}: {type(exc).__name__}: {exc}"
-            text = f"{type(exc).__name__}: {exc}".encode(errors="replace")[:max_payload]
+            text = _describe(exc)
+            self.last_handler_error = f"{name}: {text}"
             if not isinstance(exc, Exception):
                 self._exit = exc
-            return STATUS_HANDLER_EXCEPTION, text
-        status = STATUS_SUCCESS
-        if isinstance(out, tuple):
-            if (
-                len(out) != 2
-                or not isinstance(out[0], int)
-                or not -(2**31) <= out[0] < 2**31
-                or not isinstance(out[1], (bytes, bytearray, memoryview))
-            ):
-                self.handler_errors += 1
-                self.last_handler_error = f"{name}: returned {type(out).__name__} {out!r:.80}"
-                return STATUS_BAD_HANDLER_RESULT, b""
-            status, out = out
-        if not isinstance(out, (bytes, bytearray, memoryview)):
+            return STATUS_HANDLER_EXCEPTION, text.encode(errors="replace")[:max_payload]
+        try:
+            status, result = self._result(out, max_payload)
+        except _BadResult as exc:
             self.handler_errors += 1
-            self.last_handler_error = f"{name}: returned {type(out).__name__}, expected bytes"
+            self.last_handler_error = f"{name}: {exc}"
             return STATUS_BAD_HANDLER_RESULT, b""
-        result = bytes(out)
-        if len(result) > max_payload:
+        except BaseException as exc:  # the result cannot be read: a released view, ...
+            self.handler_errors += 1
+            self.last_handler_error = f"{name}: its result cannot be read ({_describe(exc)})"
+            return STATUS_BAD_HANDLER_RESULT, b""
+        if result is None:
             self.handler_errors += 1
             self.last_handler_error = (
-                f"{name}: result of {len(result)} bytes exceeds the max payload {max_payload}"
+                f"{name}: result of {status} bytes exceeds the max payload {max_payload}"
             )
             return STATUS_RESULT_TOO_LONG, b""
+        return status, result
+
+    @staticmethod
+    def _result(out: Any, max_payload: int) -> tuple[int, bytes | None]:
+        """``(status, bytes)`` of a handler's return value; ``(size, None)`` when it is too
+        long (checked before anything is copied); :class:`_BadResult` when it is no answer."""
+        status = STATUS_SUCCESS
+        if isinstance(out, tuple):
+            if len(out) != 2:
+                msg = f"returned {_shown(out)}, expected bytes or (status, bytes)"
+                raise _BadResult(msg)
+            value, out = out
+            if isinstance(value, bool):
+                msg = f"returned the status {value!r}, a bool: return an integer status"
+                raise _BadResult(msg)
+            try:
+                status = operator.index(value)
+            except TypeError:
+                msg = f"returned the status {_shown(value)}, expected an integer"
+                raise _BadResult(msg) from None
+            if not -(2**31) <= status < 2**31:
+                msg = f"returned the status {status}, which does not fit an int32"
+                raise _BadResult(msg)
+        if isinstance(out, memoryview):
+            size = out.nbytes  # a released view raises here
+        elif isinstance(out, (bytes, bytearray)):
+            size = len(out)
+        else:
+            msg = f"returned {_shown(out)}, expected bytes"
+            raise _BadResult(msg)
+        if size > max_payload:
+            return size, None
+        result = out if type(out) is bytes else bytes(out)
+        if len(result) != size:  # a subclass or a view that changed while it was read
+            msg = f"returned {type(out).__name__} of {size} bytes that read as {len(result)}"
+            raise _BadResult(msg)
         return status, result
 
     def serve_one(self) -> bool:
@@ -286,13 +385,15 @@ class HostDispatcher:
     def start(self) -> HostDispatcher:
         """Start the serving thread (no-op if it runs); the processed count starts at zero.
 
-        Raises first what a handler raised to stop the program, if nobody has yet.
+        Raises first what a handler raised to stop the program, if nobody has yet. After a
+        :meth:`stop` that timed out, a thread still running goes on serving.
         """
         with self._lock:
             if self._closed:
                 msg = "the host dispatcher is closed; make a new one"
                 raise HostDispatcherError(msg)
             if self.running:
+                self._stop.clear()
                 return self
             self._raise_exit()
             self._processed_base = self._server.published
@@ -306,7 +407,11 @@ class HostDispatcher:
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the thread after the request in hand (idempotent). Pending requests stay
         in the ring and are served after a later :meth:`start`. Raises what a handler
-        raised to stop the program (see the module docstring), once."""
+        raised to stop the program (see the module docstring), once.
+
+        :class:`HostDispatcherError` if the thread is still in a handler after ``timeout``
+        seconds: it answers when the handler returns, then stops (see the module docstring).
+        """
         with self._lock:
             thread = self._thread
             self._stop.set()
@@ -318,16 +423,39 @@ class HostDispatcher:
             self._thread = None
             self._raise_exit()
 
-    def close(self) -> None:
-        """Stop and release the dispatcher's views of the ring memory (idempotent)."""
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop and release the dispatcher's views of the ring memory (idempotent).
+
+        Waits up to ``timeout`` seconds for the thread, like :meth:`stop`; if it is still in
+        a handler then, :class:`HostDispatcherError` and the views are kept (the thread
+        still answers): call ``close()`` again to release them.
+        """
         try:
-            self.stop()
-        except HostDispatcherError:
-            raise  # the thread still runs: keep its views of the ring
-        except BaseException:
-            self._release()
-            raise
-        self._release()
+            self.stop(timeout)
+        finally:
+            if not self.running:  # else the thread still runs: keep its views of the ring
+                self._release()
+
+    def reset(self, timeout: float = 10.0) -> None:
+        """Make the ring fresh again, for its owner: after a writer left it in a state no
+        client can use (flags out of ring order, a response flag ahead of its request's).
+
+        Stops serving (as :meth:`stop`, waiting up to ``timeout`` seconds), zeroes every
+        request and response flag, rewinds to request 0 and, if it was serving, starts
+        again. Requests in the ring are dropped unanswered; the ring's request-id source is
+        kept (ids stay unique for the ring's life). Clients made before are refused with
+        :class:`~skbuild_cudaq.realtime.RingError` ("reset under it"): make new ones.
+        """
+        with self._lock:
+            if self._closed:
+                msg = "the host dispatcher is closed; make a new one"
+                raise HostDispatcherError(msg)
+            serving = self.running
+        self.stop(timeout)
+        self._server.reset(clear_flags=True)
+        self._processed_base = 0
+        if serving:
+            self.start()
 
     def _release(self) -> None:
         self._closed = True

@@ -15,12 +15,23 @@ order as they arrive.
 Framing: the datagram's first 24 bytes are the header, the next ``arg_len`` bytes
 the arguments; whatever follows, up to the slot size, is padding and ignored.
 
+- from the feeder's own address: dropped and counted (``dropped_own_address``);
+  nothing of the feeder's own can be a request;
 - shorter than a header: dropped and counted (``dropped``);
+- carrying the *response* magic: dropped and counted (``dropped_responses``). An
+  answer is never answered: a forged request whose source is a second server (or
+  this one) would otherwise make the two answer each other's answers for ever;
 - longer than a slot, or shorter than header + ``arg_len``: answered by the
   bridge itself (``rejected``) with -1 if the magic is wrong, else -3 (the
   request id and timestamp are echoed, no result);
-- otherwise forwarded (padding stripped); a bad magic or an unknown function id
-  is answered -1 / -2 by the dispatcher like any other request.
+- otherwise forwarded (padding stripped); any other bad magic or an unknown
+  function id is answered -1 / -2 by the dispatcher like any other request (as
+  CUDA-Q realtime does).
+
+Addresses: IPv4 or IPv6 (``host="::1"``); a host name is looked up, IPv4 first.
+Binding beyond loopback (``""``, ``0.0.0.0``, an interface's address) logs a
+warning: the wire format has no authentication, so anyone who reaches the port
+can call the handlers.
 
 Request ids: in the ring, each forwarded request gets an id from the ring's own
 id source (unique for the ring's life, see :mod:`.ring`), so requests of different
@@ -37,6 +48,7 @@ has not collected yet (matched by id and timestamp); anything else is counted in
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import secrets
 import select
 import socket
@@ -45,7 +57,9 @@ import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from ._logging import get_logger
 from .errors import ProtocolError, RingProtocolError, UdpBridgeError, UdpFeederError
 from .ring import RingClient, Ticket
 from .ring.memory import Backoff
@@ -54,6 +68,7 @@ from .wire import (
     _RESPONSE,
     HEADER_SIZE,
     REQUEST_MAGIC,
+    RESPONSE_MAGIC,
     STATUS_ARGS_TOO_LONG,
     STATUS_BAD_MAGIC,
     Response,
@@ -66,9 +81,50 @@ __all__ = ["UdpBridge", "UdpBridgeError", "UdpClient", "UdpFeeder", "UdpFeederEr
 
 _MAX_DATAGRAM = 65535
 _SOCKET_BUFFER = 4 << 20
+_logger = get_logger(__name__)
 
+#: a socket address: (host, port) for IPv4, (host, port, flowinfo, scope_id) for IPv6
+_Address = tuple[Any, ...]
 #: a forwarded request: its ring ticket, the peer's request id, the peer's address
-_InFlight = tuple[Ticket, int, tuple[str, int]]
+_InFlight = tuple[Ticket, int, _Address]
+
+
+def _resolve(host: str, port: int) -> tuple[socket.AddressFamily, _Address]:
+    """The family and socket address of ``host:port``: an IP literal as it is (IPv4 or IPv6),
+    ``""`` every IPv4 interface (as ``bind`` takes it), a host name looked up, IPv4 first
+    (so that ``localhost`` is the same address for a feeder and its clients everywhere)."""
+    if host == "":
+        return socket.AF_INET, ("", port)
+    try:
+        ip = _ip(host)
+    except ValueError:
+        ip = None
+    if ip is not None and ip.version == 4:
+        return socket.AF_INET, (host, port)
+    families = (socket.AF_INET6,) if ip is not None else (socket.AF_INET, socket.AF_INET6)
+    error: OSError | None = None
+    for family in families:
+        try:
+            infos = socket.getaddrinfo(host, port, family, socket.SOCK_DGRAM)
+        except OSError as exc:  # socket.gaierror: no address of this family
+            error = error or exc
+            continue
+        if infos:
+            return family, tuple(infos[0][4])
+    assert error is not None
+    raise error
+
+
+def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """The address of a numeric host as a socket reports it (an IPv6 zone, ``%eth0``, dropped)."""
+    return ipaddress.ip_address(host.split("%", 1)[0])
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return _ip(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _big_buffers(sock: socket.socket) -> None:
@@ -82,10 +138,12 @@ class UdpFeeder:
 
     Moves UDP datagrams on ``host:port`` into a ring and responses back (a thread).
 
+    ``host``: an IPv4 or IPv6 address or a host name (see the module docstring);
     ``port=0`` picks a free port (see :attr:`address`). ``spin`` bounds the busy
     polls before the thread yields while responses are outstanding: large for a
     GPU consumer (lowest latency), small when the consumer is a thread of this
-    process (it needs the GIL).
+    process (it needs the GIL). :attr:`counters` says what happened to every
+    datagram (see the module docstring).
     """
 
     def __init__(
@@ -100,15 +158,29 @@ class UdpFeeder:
         self._client = client
         self._spin = spin
         self._idle_timeout = idle_timeout
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            family, where = _resolve(host, port)
+            self._sock = socket.socket(family, socket.SOCK_DGRAM)
+        except OSError as exc:
+            msg = f"cannot bind a UDP socket to {host}:{port}: {exc}"
+            raise UdpFeederError(msg) from None
         try:
             _big_buffers(self._sock)
-            self._sock.bind((host, port))
+            self._sock.bind(where)
         except OSError as exc:
             self._sock.close()
             msg = f"cannot bind a UDP socket to {host}:{port}: {exc}"
-            raise UdpFeederError(msg) from exc
+            raise UdpFeederError(msg) from None
         self._sock.setblocking(False)
+        bound_host, bound_port = self.address
+        self._own = (bound_host, bound_port)
+        self._wildcard = _ip(bound_host).is_unspecified
+        if not _is_loopback(bound_host):
+            _logger.warning(
+                "the UDP feeder listens on %s, beyond loopback: anyone who can reach this port "
+                "can call its handlers (the wire format has no authentication)",
+                bound_host,
+            )
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -119,6 +191,8 @@ class UdpFeeder:
         self.answered = 0  #: ring responses sent back
         self.rejected = 0  #: malformed datagrams answered by the bridge (-1 / -3)
         self.dropped = 0  #: datagrams too short to carry a header (no answer possible)
+        self.dropped_responses = 0  #: datagrams carrying the response magic (never answered)
+        self.dropped_own_address = 0  #: datagrams whose source is the feeder's own address
         self.send_errors = 0  #: responses the socket refused to send
         self.protocol_errors = 0  #: ring responses that broke the protocol (dropped)
 
@@ -139,23 +213,40 @@ class UdpFeeder:
             "answered": self.answered,
             "rejected": self.rejected,
             "dropped": self.dropped,
+            "dropped_responses": self.dropped_responses,
+            "dropped_own_address": self.dropped_own_address,
             "send_errors": self.send_errors,
             "protocol_errors": self.protocol_errors,
         }
 
-    def _send(self, data: bytes, addr: tuple[str, int]) -> None:
+    def _send(self, data: bytes, addr: _Address) -> None:
         try:
             self._sock.sendto(data, addr)
         except OSError:
             self.send_errors += 1
 
-    def _handle(self, data: bytes, addr: tuple[str, int], inflight: deque[_InFlight]) -> None:
+    def _from_self(self, addr: _Address) -> bool:
+        """Whether ``addr`` is the feeder's own address (bound to every interface: its port on
+        a loopback address; its other addresses are caught by the response-magic rule)."""
+        host, port = addr[0], addr[1]
+        own_host, own_port = self._own
+        if port != own_port:
+            return False
+        return host == own_host or (self._wildcard and _is_loopback(host))
+
+    def _handle(self, data: bytes, addr: _Address, inflight: deque[_InFlight]) -> None:
         self.received += 1
+        if self._from_self(addr):
+            self.dropped_own_address += 1
+            return
         size = len(data)
         if size < HEADER_SIZE:
             self.dropped += 1
             return
         magic, fid, arg_len, rid, ts = _REQUEST.unpack_from(data)
+        if magic == RESPONSE_MAGIC:  # an answer is never answered (no loops between servers)
+            self.dropped_responses += 1
+            return
         if size > self._client.layout.slot_size or size - HEADER_SIZE < arg_len:
             self.rejected += 1
             status = STATUS_BAD_MAGIC if magic != REQUEST_MAGIC else STATUS_ARGS_TOO_LONG
@@ -243,10 +334,10 @@ class UdpFeeder:
             msg = f"UDP bridge thread failed: {type(self.error).__name__}: {self.error}"
             raise UdpFeederError(msg) from self.error
 
-    def close(self) -> None:
-        """Stop and close the socket."""
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop (waiting up to ``timeout`` seconds for the thread) and close the socket."""
         try:
-            self.stop()
+            self.stop(timeout)
         finally:
             self._sock.close()
 
@@ -272,15 +363,22 @@ UdpBridge = UdpFeeder
 class UdpClient:
     """Client of a :class:`UdpFeeder` (or any CUDA-Q realtime UDP endpoint).
 
+    ``host``: an IPv4 or IPv6 address or a host name (looked up IPv4 first, like the feeder).
+
     Responses may arrive in any order; they are matched to requests by
     ``(request_id, timestamp)``. Not thread-safe.
     """
 
     def __init__(self, host: str, port: int, *, timeout: float = 10.0) -> None:
         self.timeout = timeout
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        _big_buffers(self._sock)
-        self._sock.connect((host, port))
+        family, where = _resolve(host, port)
+        self._sock = socket.socket(family, socket.SOCK_DGRAM)
+        try:
+            _big_buffers(self._sock)
+            self._sock.connect(where)
+        except BaseException:
+            self._sock.close()
+            raise
         self._responses: dict[tuple[int, int], Response] = {}
         self._outstanding: set[tuple[int, int]] = set()  # sent, response not collected
         self._next_request_id = secrets.randbits(32)

@@ -564,8 +564,7 @@ class RingClient(_BatchPath):
         """
         self._check_open()
         lay = self._layout
-        mv = self._mem.mv
-        mv[lay.rx_flags_offset : lay.ids_offset] = bytes(lay.ids_offset - lay.rx_flags_offset)
+        self._mem.clear_flags()
         self._pending[:] = [None] * lay.num_slots  # the same list: the compiled ring reads it
         self._completed.clear()
         self._next = 0

@@ -98,6 +98,11 @@ class RingMemory:
             }
         return self._np
 
+    def clear_flags(self) -> None:
+        """Zero every request and response flag (a fresh ring; the id source is kept)."""
+        lay = self.layout
+        self.mv[lay.rx_flags_offset : lay.ids_offset] = bytes(lay.ids_offset - lay.rx_flags_offset)
+
     def release(self) -> None:
         self.released = True
         self._np = None

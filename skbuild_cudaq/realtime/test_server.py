@@ -308,11 +308,13 @@ def _serve_ring(args: argparse.Namespace, layout: RingLayout) -> tuple[_Served, 
 
     try:
         segment = _shm.create(layout.total_bytes)
-    except (OSError, RealtimeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+    except RealtimeError as exc:  # no /dev/shm to create it in
+        msg = f"cannot create the shared-memory ring ({_ring_size(layout)}): {exc}"
+        raise CudaqError(msg) from None
+    except OSError as exc:
         msg = (
             f"cannot create the shared-memory ring ({_ring_size(layout)}): "
-            f"{reason}; use fewer or smaller slots"
+            f"{exc.strerror or exc}; use fewer or smaller slots"
         )
         raise CudaqError(msg) from None
     try:

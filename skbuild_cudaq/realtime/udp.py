@@ -122,9 +122,11 @@ def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
 
 def _is_loopback(host: str) -> bool:
     try:
-        return _ip(host).is_loopback
+        ip = _ip(host)
     except ValueError:
         return False
+    mapped = getattr(ip, "ipv4_mapped", None)  # ::ffff:127.0.0.1 on an IPv6 socket
+    return bool(ip.is_loopback or (mapped is not None and mapped.is_loopback))
 
 
 def _big_buffers(sock: socket.socket) -> None:

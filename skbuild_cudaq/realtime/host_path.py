@@ -153,6 +153,14 @@ class _BadResult(Exception):
     """A handler's result that cannot be an answer (the message says why)."""
 
 
+class _ResultTooLong(Exception):
+    """A handler's result longer than the slot's payload (found before it is copied)."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.size = size
+
+
 def _host_handlers(
     handlers: Mapping[str | bytes | int, HostHandler] | FunctionTable | None,
 ) -> list[tuple[str | bytes | int, HostHandler]]:
@@ -299,7 +307,13 @@ class HostDispatcher:
                 self._exit = exc
             return STATUS_HANDLER_EXCEPTION, text.encode(errors="replace")[:max_payload]
         try:
-            status, result = self._result(out, max_payload)
+            return self._result(out, max_payload)
+        except _ResultTooLong as exc:
+            self.handler_errors += 1
+            self.last_handler_error = (
+                f"{name}: result of {exc.size} bytes exceeds the max payload {max_payload}"
+            )
+            return STATUS_RESULT_TOO_LONG, b""
         except _BadResult as exc:
             self.handler_errors += 1
             self.last_handler_error = f"{name}: {exc}"
@@ -308,18 +322,12 @@ class HostDispatcher:
             self.handler_errors += 1
             self.last_handler_error = f"{name}: its result cannot be read ({_describe(exc)})"
             return STATUS_BAD_HANDLER_RESULT, b""
-        if result is None:
-            self.handler_errors += 1
-            self.last_handler_error = (
-                f"{name}: result of {status} bytes exceeds the max payload {max_payload}"
-            )
-            return STATUS_RESULT_TOO_LONG, b""
-        return status, result
 
     @staticmethod
-    def _result(out: Any, max_payload: int) -> tuple[int, bytes | None]:
-        """``(status, bytes)`` of a handler's return value; ``(size, None)`` when it is too
-        long (checked before anything is copied); :class:`_BadResult` when it is no answer."""
+    def _result(out: Any, max_payload: int) -> tuple[int, bytes]:
+        """``(status, bytes)`` of a handler's return value: :class:`_ResultTooLong` when it is
+        too long (checked before anything is copied), :class:`_BadResult` when it is no
+        answer."""
         status = STATUS_SUCCESS
         if isinstance(out, tuple):
             if len(out) != 2:
@@ -345,7 +353,7 @@ class HostDispatcher:
             msg = f"returned {_shown(out)}, expected bytes"
             raise _BadResult(msg)
         if size > max_payload:
-            return size, None
+            raise _ResultTooLong(size)
         result = out if type(out) is bytes else bytes(out)
         if len(result) != size:  # a subclass or a view that changed while it was read
             msg = f"returned {type(out).__name__} of {size} bytes that read as {len(result)}"

@@ -411,6 +411,20 @@ def test_report_shows_the_spread_of_repeated_dispatch_runs(tmp_path: Path) -> No
     )
 
 
+def test_committed_results_are_the_current_run_only() -> None:
+    """bench/results/ holds one file per benchmark the page shows, nothing else, and the docs
+    cite no benchmark run or session (the page says the GPU, driver and date instead)."""
+    names = sorted(p.name for p in (ROOT / "bench" / "results").glob("*") if p.is_file())
+    assert set(names) <= {
+        f"{n}.json"
+        for n in ("dispatch", "dispatch_multigpu", "startup", "startup_cu12", "build_overhead")
+    }, names
+    cited = re.compile(r"\bsession \d|\bruns? [A-K]\b|\bseries \d|history/|\bs\d+-run")
+    for page in [ROOT / "README.md", ROOT / "DEVELOPING.md", *DOCS.rglob("*.md")]:
+        found = cited.findall(page.read_text(encoding="utf-8"))
+        assert not found, f"{page.relative_to(ROOT)} cites benchmark runs: {found}"
+
+
 def test_committed_performance_page_is_fresh(tmp_path: Path) -> None:
     out = tmp_path / "docs" / "performance.md"
     _report(ROOT / "bench" / "results", out, "--no-figures")

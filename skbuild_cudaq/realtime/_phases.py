@@ -197,6 +197,7 @@ def measure_phases(
     """
     import numpy as np
 
+    from . import _driver
     from .dispatcher import Dispatcher, DispatcherConfig
     from .errors import RealtimeError
     from .launch import LaunchConfig, launch_kernel
@@ -212,7 +213,11 @@ def measure_phases(
     shape = launch
     library = Library.from_cubin(cubin)
     try:
-        log = _PhaseLog(library.load(device))
+        handle = library.load(device)
+        ctx = _driver.primary_context(device)  # what the log's globals and copies run in
+        with _driver.pushed(ctx):
+            log = _PhaseLog(handle)
+            log.reset()
         found = library.get_kernel(kernel)
 
         def launcher(args: Any) -> None:
@@ -223,14 +228,14 @@ def measure_phases(
         with Dispatcher(config) as dispatcher:
             dispatcher.function_table.add_device(handler, library.get_handler(handler, device))
             dispatcher.set_unified_launch(launcher)
-            log.reset()
             dispatcher.start()
             client = dispatcher.bridge.client()
             try:
                 times, status = _round_trips(client, handler, payload, total)
             finally:
                 client.close()
-        records = log.read()
+        with _driver.pushed(ctx):
+            records = log.read()
     finally:
         library.close()
     if records.shape[0] < total:

@@ -10,7 +10,7 @@ The compiled round trip: where the package was built with a C compiler
 :mod:`._fastcall` (``_fastcall.c``, the same steps and checks in C), its bookkeeping too
 (``Ring.call_next``: the next request number, the responses collected, whether the slot
 holds a ticket, the last function's id; 0.22 us a call with random arrival on the H200
-host, ``bench/python_client.py``), and keeps only the general path (waits, errors,
+host), and keeps only the general path (waits, errors,
 tickets) in Python. ``call`` itself is then compiled code (``_fastcall.call``, a method
 descriptor the class takes as its ``call``): ``client.call(...)`` enters C with no Python
 frame, and goes back to Python only for what is not a plain answered round trip

@@ -169,7 +169,7 @@ def test_inspect_json_names_every_kernel_and_handler(built: Path, nvcc: Path) ->
         "src/single_thread_dispatcher.cu": {
             "source": "src/single_thread_dispatcher.cu",
             "compiled": "side",
-            "nvcc": version,
+            "compiler": f"nvcc {version}",
             "architectures": ["80", "90"],
             "kernels": ["single_thread_dispatcher"],
             "handlers": [],
@@ -177,7 +177,7 @@ def test_inspect_json_names_every_kernel_and_handler(built: Path, nvcc: Path) ->
         "src/side_handlers.cu": {
             "source": "src/side_handlers.cu",
             "compiled": "side",
-            "nvcc": version,
+            "compiler": f"nvcc {version}",
             "architectures": ["80"],
             "kernels": [],
             "handlers": ["side_echo"],
@@ -185,7 +185,7 @@ def test_inspect_json_names_every_kernel_and_handler(built: Path, nvcc: Path) ->
         "src/handlers.cu": {
             "source": "src/handlers.cu",
             "compiled": "nvcc",
-            "nvcc": version,
+            "compiler": f"nvcc {version}",
             "architectures": ["80"],
             "kernels": [],
             "handlers": ["echo", "echo_thread", "rpc_increment", "rpc_increment_thread"],
@@ -195,7 +195,7 @@ def test_inspect_json_names_every_kernel_and_handler(built: Path, nvcc: Path) ->
         "<handler switch of mod>": {
             "source": "<handler switch of mod>",
             "compiled": "side",
-            "nvcc": version,
+            "compiler": f"nvcc {version}",
             "architectures": ["80"],
             "kernels": [],
             "handlers": [],
@@ -221,8 +221,8 @@ def test_inspect_text_carries_the_same_as_json(built: Path) -> None:
     for block, record in zip(blocks, records, strict=True):
         assert record is not None
         archs = ", ".join(f"sm_{a}" for a in record["architectures"])
-        how = "side-compiled" if record["compiled"] == "side" else "compiled by nvcc"
-        assert f"source   {record['source']} ({how}, nvcc {record['nvcc']}, {archs})" in block
+        how = "side-compiled" if record["compiled"] == "side" else "compiled with the extension"
+        assert f"source   {record['source']} ({how}, {record['compiler']}, {archs})" in block
         assert f"kernels  {', '.join(record['kernels']) or 'none'}" in block
         assert f"handlers {', '.join(record['handlers']) or 'none'}" in block
 

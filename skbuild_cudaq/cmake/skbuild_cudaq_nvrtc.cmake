@@ -172,7 +172,7 @@ function(_cudaq_realtime_add_fatbin_nvrtc target source output)
     set(_record_commands
       COMMAND "${SKBUILD_CUDAQ_PYTHON}" "${_SKBUILD_CUDAQ_CMAKE_DIR}/_run_device_info.py" side
               --fatbin "${output}" --ptx "${output}.ptx" --source "${source}"
-              --project-dir "${CMAKE_SOURCE_DIR}" --nvcc "NVRTC ${_version}" --arch ${ARGN}
+              --project-dir "${CMAKE_SOURCE_DIR}" --nvrtc "${_version}" --arch ${ARGN}
               -o "${output}.json")
   endif()
   add_custom_command(

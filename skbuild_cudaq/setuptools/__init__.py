@@ -209,7 +209,7 @@ class build_cudaq_kernels(Command):  # type: ignore[misc]  # setuptools is untyp
         self.force: bool | None = None
         self.plans: dict[str, ExtensionPlan] = {}
         self._settings: Any = None
-        self._nvcc_versions: dict[Path, str] = {}
+        self._compilers: dict[Path, str] = {}
 
     def finalize_options(self) -> None:
         self.set_undefined_options("build_ext", ("build_temp", "build_temp"), ("force", "force"))
@@ -317,7 +317,7 @@ class build_cudaq_kernels(Command):  # type: ignore[misc]  # setuptools is untyp
                         obj,
                         (self.project_dir / source).resolve(),
                         project_dir=self.project_dir,
-                        nvcc=self._nvcc_version(nvcc),
+                        compiler=self._compiler(nvcc),
                         architectures=architectures,
                     )
                     if record is not None:
@@ -383,10 +383,11 @@ class build_cudaq_kernels(Command):  # type: ignore[misc]  # setuptools is untyp
             _log.progress(f"{what}: up to date")
         return output
 
-    def _nvcc_version(self, nvcc: Path) -> str:
-        if nvcc not in self._nvcc_versions:
-            self._nvcc_versions[nvcc] = _device_info.nvcc_version(nvcc)
-        return self._nvcc_versions[nvcc]
+    def _compiler(self, nvcc: Path) -> str:
+        """What the build records name as the compiler: ``nvcc 13.0.88``."""
+        if nvcc not in self._compilers:
+            self._compilers[nvcc] = _device_info.nvcc_compiler(nvcc)
+        return self._compilers[nvcc]
 
     def _kernel_record(
         self,
@@ -416,7 +417,7 @@ class build_cudaq_kernels(Command):  # type: ignore[misc]  # setuptools is untyp
             source=path,
             project_dir=self.project_dir,
             compiled="side",
-            nvcc=self._nvcc_version(nvcc),
+            compiler=self._compiler(nvcc),
             architectures=architectures,
             kernels=kernels,
             handlers=handlers,

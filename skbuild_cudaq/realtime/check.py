@@ -188,7 +188,7 @@ def check_wheel(
     try:
         packaged = open_wheel(wheel)
     except DeviceCodeError as exc:
-        return _not_found(Path(wheel).name, str(exc))
+        return _not_found(os.fspath(wheel), str(exc))
     with packaged:
         return _check_packaged(packaged, options)
 

@@ -158,6 +158,27 @@ def test_the_commands_are_the_recipe_that_works_today() -> None:
     assert run.output == ("0 010203",)  # what __main__.py prints: rpc_increment(00 01 02)
 
 
+def test_the_find_links_export_keeps_a_value_the_user_had(tmp_path: Path) -> None:
+    """The page's ``export PIP_FIND_LINKS=...`` line, run as it is: the wheelhouse first, and
+    what the variable held before after it (pip splits it at spaces); nothing else when empty."""
+    (line,) = [c.line for c in page_commands() if c.line.startswith("export PIP_FIND_LINKS=")]
+    wheelhouse = (tmp_path / "wheelhouse").as_uri()
+    for before, after in (
+        (None, wheelhouse),
+        ("", wheelhouse),
+        ("/opt/wheels https://example.org/w", f"{wheelhouse} /opt/wheels https://example.org/w"),
+    ):
+        env = {k: v for k, v in os.environ.items() if k != "PIP_FIND_LINKS"}
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+        if before is not None:
+            env["PIP_FIND_LINKS"] = before
+        proc = subprocess.run(
+            ["bash", "-c", f'{line}\nprintf %s "$PIP_FIND_LINKS"'], cwd=tmp_path, env=env,
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        assert proc.stdout == after, (before, proc.stdout)
+
+
 def test_the_readme_shows_the_same_project_and_install() -> None:
     readme = README.read_text(encoding="utf-8")
     assert files_of(readme) == page_files()

@@ -153,7 +153,9 @@ def build_wheel(src: Path, out: Path, build_dir: Path, *extra: str) -> tuple[Pat
         [
             sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
             "--disable-pip-version-check", "-v", "-w", str(out),
-            "-C", f"build-dir={build_dir}", "-C", "build.verbose=true", *extra, str(src),
+            "-C", f"build-dir={build_dir}", "-C", "build.verbose=true",
+            # cudaq.verbose: the steps runner prints each nvcc command it runs (nvcc_runs)
+            "-C", "cudaq.verbose=true", *extra, str(src),
         ],
         capture_output=True, text=True, env=env, check=False,
     )  # fmt: skip

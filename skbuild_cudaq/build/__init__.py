@@ -237,10 +237,6 @@ def prepare_config_settings(
     )
     if not for_build:
         return rest
-    from skbuild_cudaq.settings import settings_warnings
-
-    for warning in settings_warnings(pyproject or {}):
-        _log.warning(warning)
     if defines and _DEFINE + "skbuild_cudaq_DIR" not in rest:
         defines["skbuild_cudaq_DIR"] = str(cmake_dir())
     for name, value in defines.items():

@@ -222,17 +222,9 @@ class build_cudaq_kernels(Command):  # type: ignore[misc]  # setuptools is untyp
     def settings(self) -> Any:
         """The validated ``[tool.cudaq]`` of the project (``load_settings``: the shared core)."""
         if self._settings is None:
-            from skbuild_cudaq.settings import (
-                read_pyproject,
-                settings_from_pyproject,
-                settings_warnings,
-            )
+            from skbuild_cudaq.settings import load_settings
 
-            path = self.project_dir / "pyproject.toml"
-            data = read_pyproject(path)  # parsed once for the settings and the warnings
-            self._settings = settings_from_pyproject(data, path)
-            for warning in settings_warnings(data):
-                _log.warning(warning)
+            self._settings = load_settings(self.project_dir / "pyproject.toml")
         return self._settings
 
     def _extensions(self) -> list[Any]:

@@ -151,4 +151,67 @@ def open_distribution(name: str, path: Iterable[str] | None = None) -> Packaged:
         located = Path(str(dist.locate_file(file)))
         if located.is_file() and _is_elf(located):
             binaries.append(PackagedBinary(Path(str(file)).as_posix(), located))
+    if _is_editable(dist):
+        label = label.replace("(installed)", "(installed, editable)")
+        for file in files:
+            if str(file).endswith(".py") and "/" not in Path(str(file)).as_posix():
+                binaries += _redirected_binaries(Path(str(dist.locate_file(file))))
+        if not binaries:
+            msg = (
+                f"{label}: an editable install whose compiled modules are not where check can "
+                "find them (only scikit-build-core's editable installs say where theirs are): "
+                "check a wheel of the project (pip wheel) instead"
+            )
+            raise DeviceCodeError(msg)
     return Packaged(label, "distribution", binaries)
+
+
+def _is_editable(dist: importlib.metadata.Distribution) -> bool:
+    """Whether ``dist`` was installed editable (PEP 660: ``direct_url.json``)."""
+    import json
+
+    text = dist.read_text("direct_url.json")
+    try:
+        info = json.loads(text) if text else {}
+    except ValueError:
+        return False
+    dir_info = info.get("dir_info") if isinstance(info, dict) else None
+    return isinstance(dir_info, dict) and dir_info.get("editable") is True
+
+
+def _redirected_binaries(module: Path) -> list[PackagedBinary]:
+    """The compiled modules a scikit-build-core editable install redirects to.
+
+    Its redirect module ends with one ``install(known_source_files, known_wheel_files, ...)``
+    call whose second argument maps each module name to the file it is loaded from (in the
+    build directory's install tree). Read as data (``ast.literal_eval``), never run.
+    """
+    import ast
+
+    try:
+        tree = ast.parse(module.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return []
+    found = []
+    for node in tree.body:
+        call = node.value if isinstance(node, ast.Expr) else None
+        if not (
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Name)
+            and call.func.id == "install"
+            and len(call.args) >= 2
+        ):
+            continue
+        try:
+            wheel_files = ast.literal_eval(call.args[1])
+        except (ValueError, TypeError, SyntaxError, RecursionError):
+            continue
+        if not isinstance(wheel_files, dict):
+            continue
+        for name, path in wheel_files.items():
+            located = Path(str(path))
+            if located.is_file() and _is_elf(located):
+                package = str(name).rpartition(".")[0].replace(".", "/")
+                inside = f"{package}/{located.name}" if package else located.name
+                found.append(PackagedBinary(inside, located))
+    return found

@@ -376,6 +376,12 @@ def test_auto_compiler_without_nvcc_builds_with_nvrtc(nvrtc: _nvrtc.Nvrtc, tmp_p
     (section,) = read_relfatbin_sections(module)
     entries = [e for c in section.containers for e in c.entries]
     assert len(section.containers) == 3  # the kernel, the handlers and the handler switch
+    # inspect names the compiler of each container: NVRTC and its version
+    proc = subprocess.run(
+        [sys.executable, "-m", "skbuild_cudaq", "inspect", str(module)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert proc.stdout.count(f"(side-compiled, NVRTC {version}, sm_80)") == 3, proc.stdout
     assert {(e.kind, e.arch) for e in entries} == {("lto-ir", 80)}
     proc = subprocess.run(
         [sys.executable, "-c", "import plain_backend"],

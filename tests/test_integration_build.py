@@ -148,14 +148,14 @@ def build_wheel(src: Path, out: Path, build_dir: Path, *extra: str) -> tuple[Pat
     before = set(out.glob("*.whl"))
     for old in before:
         old.unlink()
-    env = dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL="1")
+    # SKBUILD_CUDAQ_VERBOSE: the steps runner prints each nvcc command it runs (nvcc_runs); the
+    # environment rather than -C cudaq.verbose, which only the skbuild_cudaq.build backend takes
+    env = dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL="1", SKBUILD_CUDAQ_VERBOSE="1")
     proc = subprocess.run(
         [
             sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
             "--disable-pip-version-check", "-v", "-w", str(out),
-            "-C", f"build-dir={build_dir}", "-C", "build.verbose=true",
-            # cudaq.verbose: the steps runner prints each nvcc command it runs (nvcc_runs)
-            "-C", "cudaq.verbose=true", *extra, str(src),
+            "-C", f"build-dir={build_dir}", "-C", "build.verbose=true", *extra, str(src),
         ],
         capture_output=True, text=True, env=env, check=False,
     )  # fmt: skip

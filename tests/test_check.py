@@ -428,3 +428,35 @@ def test_an_installed_distribution_is_checked_in_place(good_wheel: Path, tmp_pat
     assert report.ok, [str(p) for p in report.problems]
     assert (report.kind, report.target) == ("distribution", "pkg 1.0 (installed)")
     assert [m.module for m in report.modules] == ["pkg/_good.so"]
+
+
+@pytest.mark.toolchain
+def test_link_cli_names_the_source_and_speaks_architectures(
+    maker: ModuleMaker, tmp_path: Path
+) -> None:
+    """The CLI ``link`` of a module with build records: the architecture error names the
+    source as ``inspect`` does and the pyproject setting (``architectures``); below sm_80 it
+    says the floor instead of advising a rebuild."""
+    module = maker.module("_linkcli", [DISPATCHER, HANDLERS, LAUNCH_CHECKS_90])
+
+    def link(arch: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "skbuild_cudaq", "link", str(module), "--arch", arch,
+             "-o", str(tmp_path / "out.cubin")],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+
+    proc = link("sm_80")
+    assert proc.returncode == 1
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(
+        "skbuild-cudaq: error: cannot link _linkcli.so for sm_80: gpu_kernels/launch_checks.cu "
+        "(container _linkcli.so:"
+    ), line
+    assert 'Link for sm_90 or newer, or rebuild it for sm_80: add "80" to its architectures' in line
+    assert "ARCHITECTURES)" in line and "rebuild with an older" not in line
+    proc = link("sm_75")
+    (line,) = proc.stderr.splitlines()
+    assert "skbuild-cudaq serves GPUs of sm_80 and newer" in line and "floor" in line
+    assert "architectures" not in line
+    assert link("sm_90").returncode == 0

@@ -12,7 +12,7 @@
    build (``strip --remove-section``, a repair tool);
 3. link the module with the run time for every declared architecture, exactly as the run
    time does before it loads anything (:func:`~skbuild_cudaq.realtime.link.prepare_link`),
-   with nvJitLink in a child process (:mod:`._link_child`: a crash of nvJitLink on a
+   with nvJitLink in a child process (``_link_child``: a crash of nvJitLink on a
    damaged module is one problem, not the end of the check) and without the link cache (a
    check links);
 4. read the linked cubin's symbols: every declared kernel must be a kernel of it, every
@@ -60,7 +60,7 @@ PROBLEM_KINDS = (
 class CheckProblem:
     """One problem, as one line: ``str(problem)`` names the target, module and architecture."""
 
-    kind: str  #: one of :data:`PROBLEM_KINDS`
+    kind: str  #: one of ``PROBLEM_KINDS``
     target: str  #: the wheel's file name or the distribution
     message: str  #: what is wrong and what to do, one line
     module: str | None = None  #: the binary's path inside the wheel / distribution
@@ -88,7 +88,7 @@ class ArchCheck:
 
     arch: str  #: ``sm_XY``
     ok: bool  #: linked, with every declared kernel and handler in the cubin
-    seconds: float | None = None  #: nvJitLink's time (None: it did not link)
+    seconds: float | None = None  #: seconds nvJitLink took, or None when it did not link
     cubin_size: int | None = None  #: bytes of the linked cubin
     kernels: tuple[str, ...] = ()  #: every kernel of the linked cubin (the built-in one too)
     handlers: tuple[str, ...] = ()  #: every handler export that resolves in it
@@ -112,7 +112,7 @@ class ModuleCheck:
     sources: tuple[str, ...] = ()  #: the device sources its build records name
     kernels: tuple[str, ...] = ()  #: the ``extern "C"`` kernels they declare
     handlers: tuple[str, ...] = ()  #: the handlers they export
-    architectures: tuple[str, ...] = ()  #: what was checked: declared, or as asked
+    architectures: tuple[str, ...] = ()  #: those checked (declared, or as asked)
     containers: int = 0  #: fatbin containers in its ``__nv_relfatbin`` sections
     unnamed: int = 0  #: containers without a build record (linked; names unknown)
     links: tuple[ArchCheck, ...] = ()

@@ -38,7 +38,7 @@ A step runs a program (``nvcc``: its argv follows), or in this process ``nvrtc``
 arguments of ``python -m skbuild_cudaq nvrtc``) or ``record`` (the arguments of
 :func:`skbuild_cudaq.build._device_info.main`). Empty lines inside a step are skipped (a
 generator expression that gave nothing). With ``SKBUILD_CUDAQ_VERBOSE`` (``-C
-cudaq.verbose=true``) every command is printed before it runs.
+cudaq.verbose=true``) every command is printed before it runs, as ``cd DIR && COMMAND``.
 
 Run as ``python <cmake dir>/_run_device_compile.py STEPS-FILE``. Never imports ``cuda.*``.
 """
@@ -151,7 +151,7 @@ def run_steps(steps: Steps) -> int:
             continue
         if not argv:
             continue
-        _log.progress(shlex.join(argv))
+        _log.progress(f"cd {shlex.quote(str(Path.cwd()))} && {shlex.join(argv)}")
         tool = Path(argv[0]).name
         try:
             proc = subprocess.run(list(argv), check=False)

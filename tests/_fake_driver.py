@@ -119,6 +119,7 @@ class FakeDriver:
         self.ignores_shutdown = False
         self.processed = 0
         self.max_threads = 1024  # the linked built-in kernel's limit on this "GPU"
+        self.max_threads_1024 = 1024  # its __launch_bounds__(1024) build's
 
     def _ok(self, name: str, *values: Any) -> tuple[Any, ...]:
         self.log.append(name)
@@ -292,8 +293,9 @@ class FakeDriver:
 
     # -- the "kernel" ---------------------------------------------------------------
     def cuKernelGetAttribute(self, attr: int, kernel: Any, dev: Any) -> tuple[Any, ...]:
-        assert attr == 0 and kernel == "builtin-kernel-handle"
-        return self._ok("cuKernelGetAttribute", self.max_threads)
+        assert attr == 0 and kernel in ("builtin-kernel-handle", "builtin-1024-kernel-handle")
+        limit = self.max_threads if kernel == "builtin-kernel-handle" else self.max_threads_1024
+        return self._ok("cuKernelGetAttribute", limit)
 
     def launch(self, args: Any) -> None:
         """What a launcher's enqueue does: the persistent kernel starts (``args.shutdown_flag``)."""

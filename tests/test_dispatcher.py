@@ -370,39 +370,68 @@ def builtin(drv: FakeDriver, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     from skbuild_cudaq.realtime import launch, library
 
     launched: list[int] = []
-    kernel = SimpleNamespace(handle="builtin-kernel-handle")
+    kernels = {
+        "cudaq_realtime_unified_dispatch": SimpleNamespace(handle="builtin-kernel-handle"),
+        "cudaq_realtime_unified_dispatch_1024": SimpleNamespace(
+            handle="builtin-1024-kernel-handle"
+        ),
+    }
     monkeypatch.setattr(library, "get_library", lambda module, bridge=None, device=None: LIB)
-    monkeypatch.setattr(library, "get_device_kernel", lambda module, name, device=None: kernel)
+    monkeypatch.setattr(
+        library, "get_device_kernel", lambda module, name, device=None: kernels[name]
+    )
 
     def launch_kernel(k: Any, config: Any, stream: Any, *args: Any) -> None:
         launched.append(config.block[0])
+        drv.log.append(f"launch {k.handle}")
         drv.launch(SimpleNamespace(shutdown_flag=args[4].value))
 
     monkeypatch.setattr(launch, "launch_kernel", launch_kernel)
     return launched
 
 
-def test_block_size_over_the_kernels_limit_is_refused_before_any_launch(
+def test_block_size_over_both_builds_limits_is_refused_before_any_launch(
     drv: FakeDriver, builtin: list[int]
 ) -> None:
-    drv.max_threads = 640  # e.g. the registers of the kernel as linked for this GPU
+    drv.max_threads = 512  # e.g. the registers of the kernel as linked for this GPU
+    drv.max_threads_1024 = 640  # a GPU with fewer registers than 64 x 1024
     config = DispatcherConfig(num_slots=4, slot_size=64, block_size=1024, stop_timeout=0.5)
     with Dispatcher(config, module="fake_ext") as d:
         with pytest.raises(
             InvalidArgumentError,
-            match=r"block_size=1024: .* at most 640 threads .*MAX_THREADS_PER_BLOCK.* 640 or less",
+            match=r"block_size=1024: .* at most 640 threads .*MAX_THREADS_PER_BLOCK.*: 512, "
+            r"and 640 for cudaq_realtime_unified_dispatch_1024.* 640 or less",
         ):
             d.start()
         assert builtin == [] and "launch" not in drv.log and not d.running
     assert drv.device == {} and drv.host == {}
 
 
-def test_block_size_at_the_kernels_limit_is_launched(drv: FakeDriver, builtin: list[int]) -> None:
+def test_block_size_at_the_kernels_limit_launches_the_default_build(
+    drv: FakeDriver, builtin: list[int]
+) -> None:
     drv.max_threads = 640
     config = DispatcherConfig(num_slots=4, slot_size=64, block_size=640, stop_timeout=0.5)
     with Dispatcher(config, module="fake_ext") as d:
         d.start()  # at the limit: launched
         assert builtin == [640] and d.running
+        assert "launch builtin-kernel-handle" in drv.log
+        assert d.stop() == 0
+
+
+@pytest.mark.parametrize("block_size", [513, 1024])
+def test_1024_threads_launch_the_launch_bounds_build_over_the_default_limit(
+    drv: FakeDriver, builtin: list[int], block_size: int
+) -> None:
+    """Blocks the default build cannot run (512 threads on sm_90) go to its
+    __launch_bounds__(1024) build; the default build keeps every smaller block."""
+    drv.max_threads = 512
+    config = DispatcherConfig(num_slots=4, slot_size=64, block_size=block_size, stop_timeout=0.5)
+    with Dispatcher(config, module="fake_ext") as d:
+        d.start()
+        assert builtin == [block_size] and d.running
+        assert "launch builtin-1024-kernel-handle" in drv.log
+        assert "launch builtin-kernel-handle" not in drv.log
         assert d.stop() == 0
 
 

@@ -5,9 +5,16 @@
 // called by every thread of the block; a thread-shaped one
 // (CUDAQ_HANDLER_SHAPE_THREAD), and every bad request, is served by thread 0
 // alone, with no block barrier. Launch with grid (1,1,1) and a block size up
-// to the kernel's CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK (no __launch_bounds__:
-// capping registers for 1024 threads made the leader's path spill, +3 us a
-// round trip on an H200; Dispatcher.start() refuses a larger block_size).
+// to the kernel's CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK.
+//
+// Two builds of one body:
+//  - cudaq_realtime_unified_dispatch: no __launch_bounds__, so the compiler
+//    gives the leader's path the registers it wants (capping them for 1024
+//    threads made it spill, +3 us a round trip on an H200); it runs blocks up
+//    to its MAX_THREADS_PER_BLOCK (512 on sm_90 as linked today);
+//  - cudaq_realtime_unified_dispatch_1024: __launch_bounds__(1024), for the
+//    blocks the first cannot run. Dispatcher.start() launches it only then, so
+//    blocks the first can run keep its code, instruction for instruction.
 //
 // This file also holds the default forms of the optional hooks (cudaq_dev_enter_lane,
 // cudaq_dev_rx_try_poll, cudaq_dev_rx_poll_into) for bridges that define only
@@ -70,10 +77,13 @@ cudaq_dev_call_launch_handler(cudaq_device_handler_t handler, const void *args, 
 }
 }
 
-extern "C" __global__ void
-cudaq_realtime_unified_dispatch(void *transport_ctx, uint32_t slot_size,
-                                const cudaq_function_entry_t *table, uint32_t table_count,
-                                volatile int *shutdown_flag, unsigned long long *stats) {
+namespace {
+
+// The body of both builds of the built-in kernel (see the top of this file).
+__device__ __forceinline__ void
+unified_dispatch_body(void *transport_ctx, uint32_t slot_size,
+                      const cudaq_function_entry_t *table, uint32_t table_count,
+                      volatile int *shutdown_flag, unsigned long long *stats) {
   __shared__ void *s_session;
   __shared__ void *s_request;
   __shared__ void *s_response;
@@ -129,4 +139,21 @@ cudaq_realtime_unified_dispatch(void *transport_ctx, uint32_t slot_size,
     }
     __syncthreads();
   }
+}
+} // namespace
+
+extern "C" __global__ void
+cudaq_realtime_unified_dispatch(void *transport_ctx, uint32_t slot_size,
+                                const cudaq_function_entry_t *table, uint32_t table_count,
+                                volatile int *shutdown_flag, unsigned long long *stats) {
+  unified_dispatch_body(transport_ctx, slot_size, table, table_count, shutdown_flag, stats);
+}
+
+// The same kernel for blocks of up to 1024 threads (64 registers a thread).
+extern "C" __global__ void __launch_bounds__(1024, 1)
+    cudaq_realtime_unified_dispatch_1024(void *transport_ctx, uint32_t slot_size,
+                                         const cudaq_function_entry_t *table,
+                                         uint32_t table_count, volatile int *shutdown_flag,
+                                         unsigned long long *stats) {
+  unified_dispatch_body(transport_ctx, slot_size, table, table_count, shutdown_flag, stats);
 }

@@ -32,7 +32,7 @@ the counter with an asynchronous copy on a second non-blocking stream.
 
 from __future__ import annotations
 
-from .config import BUILTIN_KERNEL, DispatcherConfig, LaunchArgs, Launcher
+from .config import BUILTIN_KERNEL, BUILTIN_KERNEL_1024, DispatcherConfig, LaunchArgs, Launcher
 from .core import ALIVE_CHECK_S, Dispatcher
 from .table import (
     DEVICE_CALL,
@@ -46,6 +46,7 @@ from .table import (
 __all__ = [
     "ALIVE_CHECK_S",
     "BUILTIN_KERNEL",
+    "BUILTIN_KERNEL_1024",
     "DEVICE_CALL",
     "HOST_CALL",
     "SHAPE_LAUNCH",

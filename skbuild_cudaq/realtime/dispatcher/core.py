@@ -12,15 +12,18 @@ from types import ModuleType, TracebackType
 from typing import Any, Generic, TypeVar, cast, overload
 
 from skbuild_cudaq.realtime import _driver
+from skbuild_cudaq.realtime._logging import get_logger
 from skbuild_cudaq.realtime.bridge import Bridge, HostRingBridge
 from skbuild_cudaq.realtime.ring.layout import RingLayout
 
-from .config import BUILTIN_KERNEL, DispatcherConfig, LaunchArgs, Launcher
+from .config import BUILTIN_KERNEL, BUILTIN_KERNEL_1024, DispatcherConfig, LaunchArgs, Launcher
 from .resolve import check_table, resolve_library
 from .resources import NOT_READY, DeviceResources
 from .table import FunctionTable
 
 __all__ = ["ALIVE_CHECK_S", "Dispatcher"]
+
+_logger = get_logger(__name__)
 
 ALIVE_CHECK_S = 0.002  #: start() looks this long after the launch for a kernel that returned
 
@@ -209,8 +212,7 @@ class Dispatcher(Generic[BridgeT]):
 
                 msg = "the built-in kernel needs module= (the extension linked with it)"
                 raise InvalidArgumentError(msg)
-            kernel = get_device_kernel(self.module, BUILTIN_KERNEL, device=self.config.device)
-            self._check_block_size(kernel)
+            kernel = self._builtin_kernel(get_device_kernel)
             config = LaunchConfig(grid=(1, 1, 1), block=(self.config.block_size, 1, 1))
             launch_kernel(kernel, config, args.stream, *args.kernel_args())
             self._check_alive()
@@ -225,34 +227,56 @@ class Dispatcher(Generic[BridgeT]):
             raise _start_error(msg)
         self._check_alive()
 
-    def _check_block_size(self, kernel: Any) -> None:
-        """Refuse a block the built-in kernel, as linked for this GPU, cannot run.
+    def _builtin_kernel(self, lookup: Any) -> Any:
+        """The build of the built-in kernel that runs ``config.block_size`` threads.
 
-        ``DispatcherConfig`` accepts 1..1024 threads (CUDA's own bound); the kernel's
-        limit (``CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK``: its registers per thread,
-        or its ``__launch_bounds__``) may be lower. Asked before any launch, so
-        the answer is this message rather than ``CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES``.
+        ``cudaq_realtime_unified_dispatch`` (no launch bounds: the registers it wants)
+        when it can run the block, else ``cudaq_realtime_unified_dispatch_1024``
+        (``__launch_bounds__(1024)``). Each one's limit is its own
+        ``CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`` as linked for this GPU, asked
+        before any launch, so a block neither can run is refused with this message
+        rather than ``CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES``.
         """
         from skbuild_cudaq.realtime.errors import InvalidArgumentError
 
+        device = self.config.device
+        wanted = self.config.block_size
+        kernel = lookup(self.module, BUILTIN_KERNEL, device=device)
+        limit = self._max_threads(kernel)
+        if limit is None or wanted <= limit:
+            return kernel
+        wide = lookup(self.module, BUILTIN_KERNEL_1024, device=device)
+        wide_limit = self._max_threads(wide)
+        if wide_limit is None or wanted <= wide_limit:
+            _logger.info(
+                "block_size=%d is over %s's %d threads: launching %s",
+                wanted,
+                BUILTIN_KERNEL,
+                limit,
+                BUILTIN_KERNEL_1024,
+            )
+            return wide
+        most = max(limit, wide_limit)
+        msg = (
+            f"DispatcherConfig.block_size={wanted}: the built-in kernel {BUILTIN_KERNEL} "
+            f"as linked for device {device} runs at most {most} threads per block "
+            f"(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK of its builds: {limit}, and {wide_limit} "
+            f"for {BUILTIN_KERNEL_1024}); set block_size to {most} or less"
+        )
+        raise InvalidArgumentError(msg)
+
+    def _max_threads(self, kernel: Any) -> int | None:
+        """``CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`` of ``kernel`` here (None: no driver)."""
         drv = self._gpu.drv
         if drv is None:
-            return
+            return None
         attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
-        limit = int(
+        return int(
             _driver.check(
                 drv.cuKernelGetAttribute(attr, kernel.handle, self._gpu.cu_device),
                 "cuKernelGetAttribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)",
             )
         )
-        if self.config.block_size > limit:
-            msg = (
-                f"DispatcherConfig.block_size={self.config.block_size}: the built-in kernel "
-                f"{BUILTIN_KERNEL} as linked for device {self.config.device} runs at most "
-                f"{limit} threads per block (CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK); set "
-                f"block_size to {limit} or less"
-            )
-            raise InvalidArgumentError(msg)
 
     def _check_alive(self) -> None:
         """A persistent kernel only returns on shutdown: one that is gone at once never served.

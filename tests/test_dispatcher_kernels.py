@@ -157,9 +157,7 @@ def test_dispatch_kernels_keep_their_registers(nvcc: Path, tmp_path: Path) -> No
     # The built-in kernel's 1024-thread build fits 1024 threads in an sm_90 block's
     # registers (65536): at most 64 a thread, which its __launch_bounds__(1024, 1) asks for.
     registers = dict(
-        re.findall(
-            r"Function properties for (\w+)\n[^\n]*\n[^\n]*?Used (\d+) registers", info[0]
-        )
+        re.findall(r"Function properties for (\w+)\n[^\n]*\n[^\n]*?Used (\d+) registers", info[0])
     )
     assert 0 < int(registers["cudaq_realtime_unified_dispatch_1024"]) <= 64
 

@@ -7,18 +7,22 @@
 // alone, with no block barrier. Launch with grid (1,1,1) and a block size up
 // to the kernel's CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK.
 //
-// Two builds of one body:
+// Three builds of one body:
 //  - cudaq_realtime_unified_dispatch: no __launch_bounds__, so the compiler
 //    gives the leader's path the registers it wants (capping them for 1024
 //    threads made it spill, +3 us a round trip on an H200); it runs blocks up
 //    to its MAX_THREADS_PER_BLOCK (512 on sm_90 as linked today);
-//  - cudaq_realtime_unified_dispatch_1024: __launch_bounds__(1024), for the
+//  - cudaq_realtime_unified_dispatch_1024: __launch_bounds__(1024, 1), for the
 //    blocks the first cannot run. Dispatcher.start() launches it only then, so
-//    blocks the first can run keep its code, instruction for instruction.
+//    blocks the first can run keep its code, instruction for instruction;
+//  - cudaq_realtime_unified_dispatch_shared: the first, polling a shared ring
+//    (CUDAQ_POLL_SHARED: a host dispatcher serves the HOST_CALL entries of the
+//    same ring), launched for DispatcherConfig.shared_ring.
 //
 // This file also holds the default forms of the optional hooks (cudaq_dev_enter_lane,
-// cudaq_dev_rx_try_poll, cudaq_dev_rx_poll_into) for bridges that define only
-// the three transport hooks, and of cudaq_dev_call_handler and
+// cudaq_dev_rx_try_poll, cudaq_dev_rx_poll_into, cudaq_dev_tx_handoff,
+// cudaq_dev_suspend_kernel, cudaq_dev_resume_kernel) for bridges that define only the three transport
+// hooks, and of cudaq_dev_call_handler and
 // cudaq_dev_call_launch_handler for modules without a handler switch. They are
 // `inline` with external linkage: a bridge's (or the module's) own definition
 // replaces them at link time (nvJitLink keeps a strong definition over an inline
@@ -61,6 +65,29 @@ cudaq_dev_rx_poll_into(void *session, void **request, void **response, void *sta
   return got;
 }
 
+__device__ inline __attribute__((used)) int cudaq_dev_tx_handoff(void *session, void *response,
+                                                                  volatile uint32_t **flag,
+                                                                  uint32_t *value) {
+  // No hand-over in the three-hook contract: the dispatch kernel publishes itself.
+  (void)session;
+  (void)response;
+  *flag = nullptr;
+  *value = 0;
+  return 0;
+}
+
+__device__ inline __attribute__((used)) int cudaq_dev_suspend_kernel(void *session) {
+  // No resumable position in the three-hook contract.
+  (void)session;
+  return 0;
+}
+
+__device__ inline __attribute__((used)) void *cudaq_dev_resume_kernel(void *transport_ctx,
+                                                                      volatile int *shutdown_flag) {
+  // Nothing was suspended (cudaq_dev_suspend_kernel says 0): a fresh session.
+  return cudaq_dev_enter_kernel(transport_ctx, shutdown_flag);
+}
+
 __device__ inline __attribute__((used)) int
 cudaq_dev_call_handler(cudaq_device_handler_t handler, const void *args, uint32_t arg_len,
                        void *result, uint32_t max_result_len, uint32_t *result_len) {
@@ -79,7 +106,9 @@ cudaq_dev_call_launch_handler(cudaq_device_handler_t handler, const void *args, 
 
 namespace {
 
-// The body of both builds of the built-in kernel (see the top of this file).
+// The body of every build of the built-in kernel (see the top of this file).
+// kPoll: CUDAQ_POLL_WAIT, or with CUDAQ_POLL_SHARED for a shared ring.
+template <int kPoll>
 __device__ __forceinline__ void
 unified_dispatch_body(void *transport_ctx, uint32_t slot_size,
                       const cudaq_function_entry_t *table, uint32_t table_count,
@@ -115,7 +144,7 @@ unified_dispatch_body(void *transport_ctx, uint32_t slot_size,
       const cudaq_function_entry_t *entry = nullptr;
       s_running = cudaq_serve_until_launch_wide(session, slot_size, table, table_count, stats,
                                                 s_stage, sizeof(s_stage), &request, &response,
-                                                &entry);
+                                                &entry, kPoll);
       s_entry = entry; // launch-wide: hand it to the block
       s_request = request;
       s_response = response;
@@ -146,7 +175,8 @@ extern "C" __global__ void
 cudaq_realtime_unified_dispatch(void *transport_ctx, uint32_t slot_size,
                                 const cudaq_function_entry_t *table, uint32_t table_count,
                                 volatile int *shutdown_flag, unsigned long long *stats) {
-  unified_dispatch_body(transport_ctx, slot_size, table, table_count, shutdown_flag, stats);
+  unified_dispatch_body<CUDAQ_POLL_WAIT>(transport_ctx, slot_size, table, table_count,
+                                         shutdown_flag, stats);
 }
 
 // The same kernel for blocks of up to 1024 threads (64 registers a thread).
@@ -155,5 +185,18 @@ extern "C" __global__ void __launch_bounds__(1024, 1)
                                          const cudaq_function_entry_t *table,
                                          uint32_t table_count, volatile int *shutdown_flag,
                                          unsigned long long *stats) {
-  unified_dispatch_body(transport_ctx, slot_size, table, table_count, shutdown_flag, stats);
+  unified_dispatch_body<CUDAQ_POLL_WAIT>(transport_ctx, slot_size, table, table_count,
+                                         shutdown_flag, stats);
+}
+
+// The same kernel for a shared ring (DispatcherConfig.shared_ring): a host
+// dispatcher consumes the ring too and answers the entries flagged
+// CUDAQ_ENTRY_FLAG_PEER (the table's HOST_CALL entries); this kernel passes
+// them over. Blocks up to its MAX_THREADS_PER_BLOCK.
+extern "C" __global__ void
+cudaq_realtime_unified_dispatch_shared(void *transport_ctx, uint32_t slot_size,
+                                       const cudaq_function_entry_t *table, uint32_t table_count,
+                                       volatile int *shutdown_flag, unsigned long long *stats) {
+  unified_dispatch_body<CUDAQ_POLL_WAIT | CUDAQ_POLL_SHARED>(transport_ctx, slot_size, table,
+                                                             table_count, shutdown_flag, stats);
 }

@@ -95,6 +95,8 @@ def link_in_child(
     sources: str = "",
     timeout: float | None = None,
     memory_limit: int | None = None,
+    *,
+    libraries: Sequence[tuple[str, bytes]] = (),
 ) -> bytes:
     """Link ``(name, fatbin container)`` inputs with nvJitLink in a child process.
 
@@ -110,9 +112,11 @@ def link_in_child(
             "options": list(options),
             "sources": sources,
             "inputs": [[name, len(data)] for name, data in inputs],
+            "libraries": [[name, len(data)] for name, data in libraries],
             "memory_limit": memory_limit,
         },
         *(data for _, data in inputs),
+        *(data for _, data in libraries),
     )
     what = f"linking {sources}" if sources else "linking"
     try:
@@ -164,10 +168,12 @@ def _serve(request: bytes) -> bytes:
     header, rest = _unframe(request)
     options = [str(o) for o in header["options"]]  # type: ignore[attr-defined]
     inputs: list[tuple[str, bytes]] = []
+    libraries: list[tuple[str, bytes]] = []
     offset = 0
-    for name, size in header["inputs"]:  # type: ignore[attr-defined]
-        inputs.append((str(name), bytes(rest[offset : offset + int(size)])))
-        offset += int(size)
+    for into, key in ((inputs, "inputs"), (libraries, "libraries")):
+        for name, size in header.get(key, []):  # type: ignore[attr-defined]
+            into.append((str(name), bytes(rest[offset : offset + int(size)])))
+            offset += int(size)
     limit = header.get("memory_limit")
     if limit is not None:  # before libnvJitLink is loaded
         import resource
@@ -176,7 +182,8 @@ def _serve(request: bytes) -> bytes:
     from . import _nvjitlink
 
     try:
-        cubin = _nvjitlink.link_blobs(inputs, options, str(header.get("sources") or ""))
+        sources = str(header.get("sources") or "")
+        cubin = _nvjitlink.link_blobs(inputs, options, sources, libraries)
     except LinkError as exc:
         reply = {"ok": False, "error": type(exc).__name__, "message": exc.message}
         reply.update(log=exc.log, result=exc.result)

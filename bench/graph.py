@@ -1,20 +1,18 @@
 """Graph handlers: the round trip of a graph handler against a device-function handler
-and a bare graph-launch floor, on one GPU (sm_90+)::
-
-    python bench/graph.py [--out bench/results/graph.json] [--repeats 20000]
-
-Needs example_app installed (its graph handler ``graph_increment``, two kernels, and
-its device function ``rpc_increment``), nvcc (for ``bench/graph.cu``) and the
-``nvidia-cuda-runtime`` wheel (libcudadevrt). Every case is timed the same way: the
-Python ``RingClient.call`` (its compiled round trip where built), one request at a
-time, 8-byte arguments, ``--warmup`` calls first, then ``--repeats`` calls, each timed
-with ``perf_counter_ns``; median and p99 in microseconds. Cases:
+and a bare graph-launch floor, on one GPU (sm_90+): ``python bench/graph.py [--out
+bench/results/graph.json] [--repeats 20000]``. Needs example_app, nvcc and the
+``nvidia-cuda-runtime`` wheel (libcudadevrt). Every case is timed alike: the Python
+``RingClient.call`` (compiled where built), one request at a time, 8-byte arguments,
+``--warmup`` calls, then ``--repeats`` calls timed with ``perf_counter_ns``; median
+and p99 in microseconds. Cases:
 
 - ``floor``: ``bench/graph.cu``'s bare floor: a persistent kernel (in a device graph)
   launching a one-kernel graph per request that answers it; no dispatcher;
-- ``graph_handler``: ``graph_increment`` through the built-in graph dispatch kernel;
+- ``graph_handler``: example_app's ``graph_increment`` (two kernels) through the
+  built-in graph dispatch kernel; ``graph_handler_one_kernel``: ``bench/graph.cu``'s
+  one-kernel handler, the same way;
 - ``device_function``: ``rpc_increment`` through the same dispatcher (graph kernel);
-- ``device_function_builtin``: ``rpc_increment`` through the default built-in kernel.
+  ``device_function_builtin``: the same through the default built-in kernel.
 """
 
 from __future__ import annotations
@@ -59,6 +57,7 @@ def timed_calls(client: Any, name: str, warmup: int, repeats: int) -> dict[str, 
 
 def build_floor(arch: str) -> Any:
     """``bench/graph.cu`` -> LTO-IR (nvcc) -> cubin with libcudadevrt (nvJitLink) -> loaded."""
+    from skbuild_cudaq._paths import include_dir
     from skbuild_cudaq.fatbin import read_fatbin_file
     from skbuild_cudaq.realtime import Library, find_device_runtime
     from skbuild_cudaq.realtime._nvjitlink import link_blobs
@@ -67,7 +66,7 @@ def build_floor(arch: str) -> Any:
     with tempfile.TemporaryDirectory() as tmp:
         fatbin = Path(tmp) / "graph.fatbin"
         subprocess.run(
-            ["nvcc", "-fatbin", "-rdc=true", "-std=c++17",
+            ["nvcc", "-fatbin", "-rdc=true", "-std=c++17", f"-I{include_dir()}",
              f"-gencode=arch=compute_{number},code=lto_{number}",
              "-o", str(fatbin), str(HERE / "graph.cu")],
             check=True,
@@ -80,7 +79,7 @@ def build_floor(arch: str) -> Any:
     return Library.from_cubin(cubin)
 
 
-def run_floor(args: argparse.Namespace, arch: str) -> dict[str, float]:
+def run_floor(args: argparse.Namespace, library: Any) -> dict[str, float]:
     from skbuild_cudaq.realtime import HostRingBridge, LaunchConfig, _driver, launch_kernel
     from skbuild_cudaq.realtime.graph import (
         capture_device_graph,
@@ -89,7 +88,6 @@ def run_floor(args: argparse.Namespace, arch: str) -> dict[str, float]:
     )
 
     drv = _driver.driver()
-    library = build_floor(arch)
     dispatch, answer = library.get_kernel("floor_dispatch"), library.get_kernel("floor_answer")
     bridge = HostRingBridge(8, 64).open()
     lay = bridge.layout
@@ -132,22 +130,41 @@ def run_floor(args: argparse.Namespace, arch: str) -> dict[str, float]:
         bridge.close()
 
 
-def run_dispatchers(args: argparse.Namespace) -> dict[str, dict[str, float]]:
+def run_dispatchers(args: argparse.Namespace, library: Any) -> dict[str, dict[str, float]]:
     import example_app._core as core
 
     from example_app import graphs
-    from skbuild_cudaq.realtime import Dispatcher, DispatcherConfig, get_device_handler
+    from skbuild_cudaq.realtime import (
+        Dispatcher,
+        DispatcherConfig,
+        GraphMailbox,
+        LaunchConfig,
+        capture_device_graph,
+        get_device_handler,
+        launch_kernel,
+    )
 
     found = {}
     config = DispatcherConfig(num_slots=8, slot_size=64)
-    with graphs.graph_increment(core) as handler, Dispatcher(config, module=core) as d:
-        d.function_table.add_device("rpc_increment", get_device_handler(core, "rpc_increment"))
-        d.function_table.add_graph("graph_increment", handler.graph, handler.mailbox)
-        d.start()
-        client = d.bridge.client()
-        found["graph_handler"] = timed_calls(client, "graph_increment", args.warmup, args.repeats)
-        found["device_function"] = timed_calls(client, "rpc_increment", args.warmup, args.repeats)
-        d.stop()
+    one = library.get_kernel("bench_graph_increment")
+    with graphs.graph_increment(core) as handler, GraphMailbox() as box:
+        arg = ctypes.c_void_p(box.device_address)
+        single = capture_device_graph(lambda s: launch_kernel(one, LaunchConfig(1, 1), s, arg))
+        with Dispatcher(config, module=core) as d:
+            table = d.function_table
+            table.add_device("rpc_increment", get_device_handler(core, "rpc_increment"))
+            table.add_graph("graph_increment", handler.graph, handler.mailbox)
+            table.add_graph("graph_one_kernel", single, box)
+            d.start()
+            client = d.bridge.client()
+            for case, name in (
+                ("graph_handler", "graph_increment"),
+                ("graph_handler_one_kernel", "graph_one_kernel"),
+                ("device_function", "rpc_increment"),
+            ):
+                found[case] = timed_calls(client, name, args.warmup, args.repeats)
+            d.stop()
+        single.close()
     with Dispatcher(config, module=core) as d:
         d.function_table.add_device("rpc_increment", get_device_handler(core, "rpc_increment"))
         d.start()
@@ -168,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
     _driver.ensure_context()
     drv = _driver.driver()
     arch = _driver.current_arch()
-    cases = {"floor": run_floor(args, arch), **run_dispatchers(args)}
+    library = build_floor(arch)
+    cases = {"floor": run_floor(args, library), **run_dispatchers(args, library)}
     dev = _driver.check(drv.cuCtxGetDevice(), "cuCtxGetDevice")
     name = _driver.check(drv.cuDeviceGetName(256, dev), "cuDeviceGetName")
     versions = {}

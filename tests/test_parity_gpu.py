@@ -128,12 +128,12 @@ def test_graph_launch_device_path_10000_checked_round_trips(core: Any, graph_han
     assert counts["graph_increment"] > 30 * 100  # dozens of relaunches of the dispatch graph
 
 
-def test_graph_launch_device_path_one_request_at_a_time_and_too_long(
-    core: Any, graph_handler: Any
-) -> None:
+def test_graph_launch_device_path_one_request_at_a_time(core: Any, graph_handler: Any) -> None:
     """Back to back (each request after the last response: the graph's previous execution
-    may still be ending when the next launch comes) and a request the graph refuses."""
+    may still be ending when the next launch comes), and a request longer than the slot,
+    which the dispatch kernel answers itself (-3) without launching the graph."""
     from skbuild_cudaq.realtime import Dispatcher, DispatcherConfig
+    from skbuild_cudaq.realtime.wire import STATUS_ARGS_TOO_LONG
 
     config = DispatcherConfig(num_slots=8, slot_size=256, stop_timeout=DEADLINE)
     with Dispatcher(config, module=core) as d:
@@ -146,7 +146,11 @@ def test_graph_launch_device_path_one_request_at_a_time_and_too_long(
                 0,
                 increment(payload),
             )
-        assert d.stop() == 500
+        ticket = client.submit("graph_increment", b"x", arg_len=1000)
+        assert client.wait(ticket, timeout=DEADLINE).status == STATUS_ARGS_TOO_LONG
+        stats = d.graph_stats()
+        assert d.stop() == 501
+    assert stats["graph_increment"]["requests"] == 500
 
 
 # -- 1024 threads ----------------------------------------------------------------------------

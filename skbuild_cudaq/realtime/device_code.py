@@ -56,8 +56,7 @@ class DeviceCode:
 
     path: Path
     inputs: tuple[LinkInput, ...]
-    #: static libraries linked too (the package's run time with graph launch: the device
-    #: runtime ``libcudadevrt.a``)
+    #: static libraries linked too (with graph launch, the device runtime ``libcudadevrt.a``)
     libraries: tuple[LinkLibrary, ...] = ()
 
     @property
@@ -98,8 +97,8 @@ def runtime_device_code(
     replaces the host-ring hooks (``host_ring_bridge.fatbin``) and the built-in
     kernel stays. None: the host-ring hooks. ``graph_launch``: also the graph
     dispatch kernel (``graph/*.fatbin``) and the device runtime it calls
-    (``libcudadevrt.a`` of the set's CUDA major, :func:`~skbuild_cudaq.realtime.graph.
-    find_device_runtime`), a ``LIBRARY`` input.
+    (``libcudadevrt.a`` of the set's CUDA major, found by
+    :func:`~skbuild_cudaq.realtime.graph.find_device_runtime`), a ``LIBRARY`` input.
     """
     root = Path(directory) if directory is not None else device_runtime_dir()
     files = sorted(root.glob("*.fatbin"))

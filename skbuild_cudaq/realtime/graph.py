@@ -70,7 +70,7 @@ GRAPH_DISPATCH_KERNEL = "cudaq_realtime_graph_dispatch"
 #: Graph launches the graph dispatch kernel makes per execution of its own graph before
 #: it relaunches itself (CUDA allows 120 fire-and-forget launches per graph execution).
 GRAPH_LAUNCHES_PER_EXECUTION = 100
-#: Device graph launch needs sm_90 or newer: on older GPUs graph entries are answered -2.
+#: Device graph launch needs sm_90 or newer (on older GPUs graph entries are answered -2).
 GRAPH_MIN_ARCH = 90
 #: Bytes of a graph entry's device record before its copy of the request
 #: (``CUDAQ_GRAPH_IO_SIZE``; the record is this plus one slot).
@@ -230,7 +230,7 @@ class GraphMailbox:
 
     @property
     def device_address(self) -> int:
-        """The mailbox as the GPU sees it: the parameter to capture the graph's kernels with."""
+        """The mailbox as the GPU sees it (the parameter to capture the graph's kernels with)."""
         self._require_open()
         return self._dev
 

@@ -171,11 +171,11 @@ class HostDispatcher:
         self._server = RingServer(self._buffer, layout)
         self._handlers: dict[int, tuple[str, HostHandler]] = {}
         if shared_ring and isinstance(handlers, Mapping):
-            msg = (
+            refused = (
                 "shared_ring=True needs the device dispatcher's FunctionTable as handlers "
                 "(both sides decide who answers a request from the same table)"
             )
-            raise HostDispatcherError(msg)
+            raise HostDispatcherError(refused)
         for name, fn in _host_handlers(handlers):
             self.add_handler(name, fn)
         self._shared_ring = shared_ring  # add_handler() is refused from here on

@@ -24,7 +24,7 @@ BUILTIN_KERNEL = "cudaq_realtime_unified_dispatch"
 #: The built-in kernel built with ``__launch_bounds__(1024)``: what ``start()`` launches
 #: for a ``block_size`` over :data:`BUILTIN_KERNEL`'s own limit.
 BUILTIN_KERNEL_1024 = "cudaq_realtime_unified_dispatch_1024"
-#: The built-in kernel polling a shared ring: what ``start()`` launches for
+#: The built-in kernel polling a shared ring, which ``start()`` launches for
 #: ``DispatcherConfig(shared_ring=True)`` (a table without graph handlers).
 BUILTIN_KERNEL_SHARED = "cudaq_realtime_unified_dispatch_shared"
 

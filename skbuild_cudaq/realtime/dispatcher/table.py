@@ -66,7 +66,7 @@ class FunctionEntry:
     graph_exec: int = 0
     #: the graph's :class:`~skbuild_cudaq.realtime.GraphMailbox` (GRAPH_LAUNCH)
     mailbox: Any = None
-    #: what the graph came as (kept alive with the entry: a ``DeviceGraph`` owns its exec)
+    #: the graph as it was given (kept alive with the entry, as a ``DeviceGraph`` owns its exec)
     graph: Any = None
 
     @property

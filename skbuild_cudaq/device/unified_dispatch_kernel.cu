@@ -106,9 +106,39 @@ cudaq_dev_call_launch_handler(cudaq_device_handler_t handler, const void *args, 
 
 namespace {
 
+// cudaq_serve_until_launch_wide on a shared ring: polls with CUDAQ_POLL_SHARED
+// and leaves the requests of entries flagged CUDAQ_ENTRY_FLAG_PEER to the ring's
+// other consumer (neither answered nor counted). Its own copy, so that the
+// header's loop -- every other kernel's -- stays as it is.
+__device__ __forceinline__ int serve_shared_until_launch_wide(
+    void *session, uint32_t slot_size, const cudaq_function_entry_t *table, uint32_t table_count,
+    unsigned long long *stats, void *stage, uint32_t stage_bytes, void **request, void **response,
+    const cudaq_function_entry_t **entry) {
+  const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
+  cudaq_lookup_cache_t cache = cudaq_lookup_cache_empty();
+  for (;;) {
+    if (!cudaq_dev_rx_poll_into(session, request, response, stage, stage_bytes,
+                                CUDAQ_POLL_WAIT | CUDAQ_POLL_SHARED))
+      return 0;
+    const int32_t status =
+        cudaq_validate_request_cached(*request, slot_size, table, table_count, &cache);
+    if (status == CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION &&
+        cudaq_is_peer_request(*request, table, table_count))
+      continue; // the other consumer's
+    atomicAdd(stats, 1ull);
+    if (status == CUDAQ_RPC_STATUS_SUCCESS && cache.shape != CUDAQ_HANDLER_SHAPE_THREAD) {
+      *entry = cache.entry;
+      return 1;
+    }
+    cudaq_answer_request(cache.handler, CUDAQ_HANDLER_SHAPE_THREAD, status, *request, *response,
+                         max_result);
+    cudaq_dev_tx_publish(session, *response);
+  }
+}
+
 // The body of every build of the built-in kernel (see the top of this file).
-// kPoll: CUDAQ_POLL_WAIT, or with CUDAQ_POLL_SHARED for a shared ring.
-template <int kPoll>
+// kShared: a shared ring (serve_shared_until_launch_wide).
+template <bool kShared>
 __device__ __forceinline__ void
 unified_dispatch_body(void *transport_ctx, uint32_t slot_size,
                       const cudaq_function_entry_t *table, uint32_t table_count,
@@ -142,9 +172,12 @@ unified_dispatch_body(void *transport_ctx, uint32_t slot_size,
       void *request = nullptr;
       void *response = nullptr;
       const cudaq_function_entry_t *entry = nullptr;
-      s_running = cudaq_serve_until_launch_wide(session, slot_size, table, table_count, stats,
-                                                s_stage, sizeof(s_stage), &request, &response,
-                                                &entry, kPoll);
+      s_running = kShared ? serve_shared_until_launch_wide(
+                                session, slot_size, table, table_count, stats, s_stage,
+                                sizeof(s_stage), &request, &response, &entry)
+                          : cudaq_serve_until_launch_wide(
+                                session, slot_size, table, table_count, stats, s_stage,
+                                sizeof(s_stage), &request, &response, &entry);
       s_entry = entry; // launch-wide: hand it to the block
       s_request = request;
       s_response = response;
@@ -175,7 +208,7 @@ extern "C" __global__ void
 cudaq_realtime_unified_dispatch(void *transport_ctx, uint32_t slot_size,
                                 const cudaq_function_entry_t *table, uint32_t table_count,
                                 volatile int *shutdown_flag, unsigned long long *stats) {
-  unified_dispatch_body<CUDAQ_POLL_WAIT>(transport_ctx, slot_size, table, table_count,
+  unified_dispatch_body<false>(transport_ctx, slot_size, table, table_count,
                                          shutdown_flag, stats);
 }
 
@@ -185,7 +218,7 @@ extern "C" __global__ void __launch_bounds__(1024, 1)
                                          const cudaq_function_entry_t *table,
                                          uint32_t table_count, volatile int *shutdown_flag,
                                          unsigned long long *stats) {
-  unified_dispatch_body<CUDAQ_POLL_WAIT>(transport_ctx, slot_size, table, table_count,
+  unified_dispatch_body<false>(transport_ctx, slot_size, table, table_count,
                                          shutdown_flag, stats);
 }
 
@@ -197,6 +230,6 @@ extern "C" __global__ void
 cudaq_realtime_unified_dispatch_shared(void *transport_ctx, uint32_t slot_size,
                                        const cudaq_function_entry_t *table, uint32_t table_count,
                                        volatile int *shutdown_flag, unsigned long long *stats) {
-  unified_dispatch_body<CUDAQ_POLL_WAIT | CUDAQ_POLL_SHARED>(transport_ctx, slot_size, table,
+  unified_dispatch_body<true>(transport_ctx, slot_size, table,
                                                              table_count, shutdown_flag, stats);
 }

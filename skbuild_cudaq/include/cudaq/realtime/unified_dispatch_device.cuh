@@ -688,16 +688,12 @@ static __device__ __forceinline__ uint32_t cudaq_request_arg_len(const void *req
 // can be). With `stage` (the caller's shared memory, see cudaq_dev_rx_poll_into)
 // requests that fit are copied there first; pass nullptr when other blocks must
 // read a launch-wide request (they cannot see this block's shared memory).
-// `poll`: CUDAQ_POLL_WAIT, or CUDAQ_POLL_WAIT | CUDAQ_POLL_SHARED on a shared
-// ring, where requests flagged for the ring's other consumer
-// (CUDAQ_ENTRY_FLAG_PEER) are left to it: neither answered nor counted.
 static __device__ __forceinline__ int
 cudaq_serve_until_launch_wide(void *session, uint32_t slot_size,
                               const cudaq_function_entry_t *table, uint32_t table_count,
                               unsigned long long *stats, void *stage, uint32_t stage_bytes,
                               void **request, void **response,
-                              const cudaq_function_entry_t **entry,
-                              int poll = CUDAQ_POLL_WAIT) {
+                              const cudaq_function_entry_t **entry) {
   const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
   cudaq_lookup_cache_t cache = cudaq_lookup_cache_empty();
   for (;;) {
@@ -706,19 +702,14 @@ cudaq_serve_until_launch_wide(void *session, uint32_t slot_size,
     // sites) instead took it off and made this loop in a one-thread kernel as
     // fast as the single-thread example, but the built-in and cluster kernels
     // slower back to back (bench/variants/serve-stage-bytes.patch, session 17).
-    const int running =
-        stage != nullptr
-            ? cudaq_dev_rx_poll_into(session, request, response, stage, stage_bytes, poll)
-        : poll == CUDAQ_POLL_WAIT
-            ? cudaq_dev_rx_poll(session, request, response)
-            : cudaq_dev_rx_poll_into(session, request, response, nullptr, 0, poll);
+    const int running = stage != nullptr
+                            ? cudaq_dev_rx_poll_into(session, request, response, stage,
+                                                     stage_bytes, 1)
+                            : cudaq_dev_rx_poll(session, request, response);
     if (!running)
       return 0;
     int32_t status =
         cudaq_validate_request_cached(*request, slot_size, table, table_count, &cache);
-    if ((poll & CUDAQ_POLL_SHARED) && status == CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION &&
-        cudaq_is_peer_request(*request, table, table_count))
-      continue; // the shared ring's other consumer answers it: neither answered nor counted
     // Counted now, not just before the publish: the publish (a system-scope
     // release) waits for earlier stores to complete, and by then this one has.
     atomicAdd(stats, 1ull);

@@ -339,6 +339,8 @@ __device__ __forceinline__ int poll(void *session, void **request, void **respon
 //    producer's next request saw a store made after the answer, so the flag
 //    load sees the answer. This costs one more PCIe round trip a request.
 // Its own function, so that poll() -- every other kernel's -- stays as it was.
+// Inlined like poll(): as a __noinline__ function, nvJitLink 13.0 (not 13.5)
+// crashed (SIGSEGV) linking the run time into tests/gpu_kernels' test binary.
 __device__ __forceinline__ void skip_slot(HotSession *h, const RingView &v, const LaneState &st) {
   uint32_t next = st.slot + st.num_lanes;
   if (next >= v.num_slots) {
@@ -358,7 +360,7 @@ __device__ __forceinline__ bool answered_by_peer(const RingView &v, const LaneSt
   return answered == st.seq;
 }
 
-__device__ __noinline__ int poll_shared(void *session, void **request, void **response, void *own,
+__device__ __forceinline__ int poll_shared(void *session, void **request, void **response, void *own,
                                         uint32_t own_bytes, bool wait) {
   HotSession *h = static_cast<HotSession *>(session);
   const RingView v = h->view;

@@ -1,6 +1,7 @@
 # skbuild-cudaq's own device run time (included by the top-level CMakeLists.txt):
 # each skbuild_cudaq/device/<name>.cu becomes the LTO-IR fatbin
-# _device/cu<major>/<name>.fatbin (lto_80), one set per CUDA major, rebuilt when
+# _device/cu<major>/<name>.fatbin (lto_80; the graph dispatch kernel in
+# _device/cu<major>/graph/), one set per CUDA major, rebuilt when
 # the source or a header it includes changes. Sets SKBUILD_CUDAQ_RUNTIME_FATBINS.
 #
 # LTO-IR links only with an nvJitLink of the same CUDA major, no older than the
@@ -21,6 +22,10 @@ include("${PROJECT_SOURCE_DIR}/skbuild_cudaq/cmake/skbuild_cudaqConfig.cmake")
 set(SKBUILD_CUDAQ_RUNTIME_MAJORS "" CACHE STRING
     "CUDA majors to build the device run time for with NVRTC (empty: every NVRTC found)")
 set(_cudaq_runtime_sources unified_dispatch_kernel host_ring_bridge)
+# Linked only into the module of a dispatcher that serves graph handlers (it calls
+# the device runtime: cudaGraphLaunch), so it goes to _device/cu<major>/graph/,
+# out of the set every lookup links.
+set(_cudaq_runtime_graph_sources graph_dispatch_kernel)
 set(SKBUILD_CUDAQ_RUNTIME_FATBINS)
 # The package is not installed while it builds: run its NVRTC driver from the source tree
 # (sys.path, not PYTHONPATH, which pip's build isolation uses itself).
@@ -55,6 +60,9 @@ endforeach()
 function(_cudaq_runtime_fatbin major name)
   set(_src "${PROJECT_SOURCE_DIR}/skbuild_cudaq/device/${name}.cu")
   set(_dir "${PROJECT_BINARY_DIR}/_device/cu${major}")
+  if(name IN_LIST _cudaq_runtime_graph_sources)
+    set(_dir "${_dir}/graph")
+  endif()
   set(_out "${_dir}/${name}.fatbin")
   # The built-in kernel's architecture is the default of dispatch kernels (architectures.txt).
   set(_archs ${SKBUILD_CUDAQ_DEFAULT_ARCHITECTURES})
@@ -85,7 +93,7 @@ endfunction()
 
 if(_cudaq_nvrtc_majors)
   foreach(_major IN LISTS _cudaq_nvrtc_majors)
-    foreach(_name IN LISTS _cudaq_runtime_sources)
+    foreach(_name IN LISTS _cudaq_runtime_sources _cudaq_runtime_graph_sources)
       _cudaq_runtime_fatbin(${_major} ${_name} NVRTC)
     endforeach()
   endforeach()
@@ -98,7 +106,7 @@ else()
   endif()
   set(_major ${CMAKE_MATCH_1})
   message(STATUS "skbuild-cudaq: device run time for CUDA ${_major}: nvcc ${SKBUILD_CUDAQ_NVCC}")
-  foreach(_name IN LISTS _cudaq_runtime_sources)
+  foreach(_name IN LISTS _cudaq_runtime_sources _cudaq_runtime_graph_sources)
     _cudaq_runtime_fatbin(${_major} ${_name})
   endforeach()
 endif()

@@ -119,6 +119,7 @@ class FakeDriver:
         self.ignores_shutdown = False
         self.processed = 0
         self.max_threads = 1024  # the linked built-in kernel's limit on this "GPU"
+        self.max_threads_1024 = 1024  # its __launch_bounds__(1024) build's
 
     def _ok(self, name: str, *values: Any) -> tuple[Any, ...]:
         self.log.append(name)
@@ -292,13 +293,51 @@ class FakeDriver:
 
     # -- the "kernel" ---------------------------------------------------------------
     def cuKernelGetAttribute(self, attr: int, kernel: Any, dev: Any) -> tuple[Any, ...]:
-        assert attr == 0 and kernel == "builtin-kernel-handle"
-        return self._ok("cuKernelGetAttribute", self.max_threads)
+        assert attr == 0 and kernel.endswith("kernel-handle")
+        limit = (
+            self.max_threads_1024 if kernel == "builtin-1024-kernel-handle" else self.max_threads
+        )
+        return self._ok("cuKernelGetAttribute", limit)
 
     def launch(self, args: Any) -> None:
         """What a launcher's enqueue does: the persistent kernel starts (``args.shutdown_flag``)."""
         self.log.append("launch")
         self.kernel = FakeKernel(self, args.shutdown_flag, self.ignores_shutdown)
+
+    # -- graphs: stream capture records launches; a launched graph starts the kernel -------
+    CUstreamCaptureMode = SimpleNamespace(CU_STREAM_CAPTURE_MODE_THREAD_LOCAL=1)
+    CUgraphExec = staticmethod(lambda value=0: int(value))
+    graph_exec_flags = 4  # CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH: what graphs report
+
+    def cuStreamBeginCapture(self, stream: Any, mode: int) -> tuple[Any, ...]:
+        self.capturing: list[Any] = []
+        return self._ok("cuStreamBeginCapture")
+
+    def cuStreamEndCapture(self, stream: Any) -> tuple[Any, ...]:
+        graph = ("graph", tuple(self.__dict__.pop("capturing", [])))
+        return self._ok("cuStreamEndCapture", graph)
+
+    def cuGraphInstantiate(self, graph: Any, flags: int) -> tuple[Any, ...]:
+        self.instantiated = (graph, flags)
+        return self._ok(f"cuGraphInstantiate(flags={flags})", 0x6E0000)
+
+    def cuGraphExecGetFlags(self, exec_: Any) -> tuple[Any, ...]:
+        return self._ok("cuGraphExecGetFlags", self.graph_exec_flags)
+
+    def cuGraphUpload(self, exec_: Any, stream: Any) -> tuple[Any, ...]:
+        return self._ok(f"cuGraphUpload({int(exec_):#x})")
+
+    def cuGraphLaunch(self, exec_: Any, stream: Any) -> tuple[Any, ...]:
+        graph = self.instantiated[0]
+        for args in graph[1]:  # the captured launches run (the persistent kernel starts)
+            self.launch(args)
+        return self._ok("cuGraphLaunch")
+
+    def cuGraphExecDestroy(self, exec_: Any) -> tuple[Any, ...]:
+        return self._ok("cuGraphExecDestroy")
+
+    def cuGraphDestroy(self, graph: Any) -> tuple[Any, ...]:
+        return self._ok("cuGraphDestroy")
 
 
 def startup_driver(events: list[str], retain: Any) -> SimpleNamespace:

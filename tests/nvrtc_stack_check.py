@@ -28,6 +28,7 @@ APP_SOURCES = {
     "cluster_dispatcher.cu": ("90",),
     "handlers.cu": ("80",),
     "block_handlers.cu": ("80",),
+    "graph_handlers.cu": ("80",),
 }
 EXPECTED = (
     "single_thread_dispatcher",

@@ -20,6 +20,7 @@ from _fake_driver import FakeDriver, UseDriver
 from skbuild_cudaq.realtime.bridge import HostRingBridge
 from skbuild_cudaq.realtime.dispatcher import (
     DEVICE_CALL,
+    GRAPH_LAUNCH,
     HOST_CALL,
     SHAPE_LAUNCH,
     SHAPE_THREAD,
@@ -28,6 +29,7 @@ from skbuild_cudaq.realtime.dispatcher import (
     FunctionTable,
     LaunchArgs,
 )
+from skbuild_cudaq.realtime.dispatcher.table import ENTRY_FLAG_PEER
 from skbuild_cudaq.realtime.errors import CUDAError, InvalidArgumentError, RealtimeError
 from skbuild_cudaq.realtime.ring import RingLayout
 
@@ -370,39 +372,76 @@ def builtin(drv: FakeDriver, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     from skbuild_cudaq.realtime import launch, library
 
     launched: list[int] = []
-    kernel = SimpleNamespace(handle="builtin-kernel-handle")
+    kernels = {
+        "cudaq_realtime_unified_dispatch": SimpleNamespace(handle="builtin-kernel-handle"),
+        "cudaq_realtime_unified_dispatch_1024": SimpleNamespace(
+            handle="builtin-1024-kernel-handle"
+        ),
+        "cudaq_realtime_unified_dispatch_shared": SimpleNamespace(
+            handle="builtin-shared-kernel-handle"
+        ),
+    }
     monkeypatch.setattr(library, "get_library", lambda module, bridge=None, device=None: LIB)
-    monkeypatch.setattr(library, "get_device_kernel", lambda module, name, device=None: kernel)
+    monkeypatch.setattr(
+        library, "get_device_kernel", lambda module, name, device=None: kernels[name]
+    )
 
     def launch_kernel(k: Any, config: Any, stream: Any, *args: Any) -> None:
         launched.append(config.block[0])
-        drv.launch(SimpleNamespace(shutdown_flag=args[4].value))
+        launch = SimpleNamespace(shutdown_flag=args[4].value, table=args[2].value)
+        if hasattr(drv, "capturing"):  # inside a stream capture: a node of the graph
+            drv.log.append(f"captured {k.handle}")
+            drv.capturing.append(launch)
+            return
+        drv.log.append(f"launch {k.handle}")
+        drv.launch(launch)
 
     monkeypatch.setattr(launch, "launch_kernel", launch_kernel)
     return launched
 
 
-def test_block_size_over_the_kernels_limit_is_refused_before_any_launch(
+def test_block_size_over_both_builds_limits_is_refused_before_any_launch(
     drv: FakeDriver, builtin: list[int]
 ) -> None:
-    drv.max_threads = 640  # e.g. the registers of the kernel as linked for this GPU
+    drv.max_threads = 512  # e.g. the registers of the kernel as linked for this GPU
+    drv.max_threads_1024 = 640  # a GPU with fewer registers than 64 x 1024
     config = DispatcherConfig(num_slots=4, slot_size=64, block_size=1024, stop_timeout=0.5)
     with Dispatcher(config, module="fake_ext") as d:
         with pytest.raises(
             InvalidArgumentError,
-            match=r"block_size=1024: .* at most 640 threads .*MAX_THREADS_PER_BLOCK.* 640 or less",
+            match=r"block_size=1024: .* at most 640 threads .*MAX_THREADS_PER_BLOCK.*: 512, "
+            r"and 640 for cudaq_realtime_unified_dispatch_1024.* 640 or less",
         ):
             d.start()
         assert builtin == [] and "launch" not in drv.log and not d.running
     assert drv.device == {} and drv.host == {}
 
 
-def test_block_size_at_the_kernels_limit_is_launched(drv: FakeDriver, builtin: list[int]) -> None:
+def test_block_size_at_the_kernels_limit_launches_the_default_build(
+    drv: FakeDriver, builtin: list[int]
+) -> None:
     drv.max_threads = 640
     config = DispatcherConfig(num_slots=4, slot_size=64, block_size=640, stop_timeout=0.5)
     with Dispatcher(config, module="fake_ext") as d:
         d.start()  # at the limit: launched
         assert builtin == [640] and d.running
+        assert "launch builtin-kernel-handle" in drv.log
+        assert d.stop() == 0
+
+
+@pytest.mark.parametrize("block_size", [513, 1024])
+def test_1024_threads_launch_the_launch_bounds_build_over_the_default_limit(
+    drv: FakeDriver, builtin: list[int], block_size: int
+) -> None:
+    """Blocks the default build cannot run (512 threads on sm_90) go to its
+    __launch_bounds__(1024) build; the default build keeps every smaller block."""
+    drv.max_threads = 512
+    config = DispatcherConfig(num_slots=4, slot_size=64, block_size=block_size, stop_timeout=0.5)
+    with Dispatcher(config, module="fake_ext") as d:
+        d.start()
+        assert builtin == [block_size] and d.running
+        assert "launch builtin-1024-kernel-handle" in drv.log
+        assert "launch builtin-kernel-handle" not in drv.log
         assert d.stop() == 0
 
 
@@ -453,13 +492,167 @@ def test_a_bridge_whose_init_fails_leaves_no_finalizer_noise(
 # -- issue 16: one function table, the path chosen by the dispatcher --------------------------
 
 
-def test_host_call_entries_are_refused_by_the_device_path(drv: FakeDriver) -> None:
+def _entries(drv: FakeDriver, table_ptr: int, count: int) -> list[tuple[int, int, int, int]]:
+    """``(handler, function_id, mode, flags)`` of the packed table the kernel got."""
+    raw = bytes(drv.device[table_ptr][: 16 * count])
+    return [struct.unpack_from("<QIBxBx", raw, 16 * i) for i in range(count)]
+
+
+def test_mixed_table_device_path_answers_host_and_graph_entries_minus_two(
+    drv: FakeDriver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A table holding every mode starts on the device path (a launcher of your own): its
+    HOST_CALL and GRAPH_LAUNCH entries are packed so that the kernel answers -2 (mode not
+    DEVICE_CALL, or a null handler), and start() says so in one log line."""
+    import logging
+
+    from skbuild_cudaq.realtime.graph import GraphMailbox
+
     launcher = Launcher(drv)
     d = make(drv, launcher)
     d.function_table.add_host("host_echo", lambda args: args)
-    with pytest.raises(InvalidArgumentError, match=r"'host_echo'.*HostDispatcher\(layout, table\)"):
+    with GraphMailbox() as mailbox:
+        d.function_table.add_graph("decode", 0x6E0000, mailbox)
+        with caplog.at_level(logging.INFO, logger="skbuild_cudaq"):
+            d.start()
+        try:
+            assert launcher.seen is not None and launcher.seen.table_count == 3
+            device, host, graph = _entries(drv, launcher.seen.table, 3)
+            assert device[0] == 0x1100 and device[2] == DEVICE_CALL
+            assert host[0] == 0 and host[2] == HOST_CALL and host[3] == 0
+            assert graph[0] == 0 and graph[2] == GRAPH_LAUNCH  # not served: no I/O context
+            assert mailbox.value == 0
+        finally:
+            d.stop()
+    lines = [r.getMessage() for r in caplog.records if r.name.endswith("dispatcher.plan")]
+    assert len(lines) == 1, lines
+    assert "'host_echo' (HOST_CALL), 'decode' (GRAPH_LAUNCH) -2" in lines[0]
+    assert "not by a launcher" in lines[0] and "host path" in lines[0]
+
+
+@pytest.fixture
+def graph_library(monkeypatch: pytest.MonkeyPatch, builtin: list[int]) -> SimpleNamespace:
+    """The module linked with the graph dispatch kernel, as the run time gets it."""
+    from skbuild_cudaq.realtime import library
+
+    lib = SimpleNamespace(
+        kernel=SimpleNamespace(handle="graph-kernel-handle"),
+        handler_addresses=lambda device=None: {"rpc_increment": 0x9100},
+        get_kernel=lambda name: lib.kernel,
+    )
+    monkeypatch.setattr(library, "get_graph_library", lambda module, device=None: lib)
+    return lib
+
+
+def _handler(address: int, name: str) -> int:
+    from skbuild_cudaq.realtime.library import DeviceHandler
+
+    return DeviceHandler(address, name, 0)
+
+
+def test_graph_launch_entries_get_io_records_and_a_device_launched_dispatch_graph(
+    drv: FakeDriver, graph_library: SimpleNamespace
+) -> None:
+    """Built-in kernel on sm_90: the graph dispatch kernel is captured into a graph
+    instantiated for device launch and launched; each graph entry's handler word is its
+    I/O context (the graph to launch, the slot size), its mailbox points there; DEVICE_CALL
+    entries carry the graph module's addresses. stop() frees it all, mailboxes cleared."""
+    from skbuild_cudaq.realtime.graph import GRAPH_IO_SIZE, GraphIO, GraphMailbox
+
+    config = DispatcherConfig(num_slots=4, slot_size=64, stop_timeout=0.5)
+    with GraphMailbox() as mailbox, Dispatcher(config, module="fake_ext") as d:
+        d.function_table.add_device("rpc_increment", _handler(0x1100, "rpc_increment"))
+        d.function_table.add_graph("decode", 0x6E0000, mailbox)
         d.start()
-    assert launcher.seen is None and drv.log == []  # refused before anything was allocated
+        assert "captured graph-kernel-handle" in drv.log
+        assert "cuGraphInstantiate(flags=4)" in drv.log  # the dispatch graph: device launch
+        assert "cuGraphUpload(0x6e0000)" in drv.log  # the handler's graph, uploaded
+        assert drv.log.index("cuGraphLaunch") > drv.log.index("cuGraphInstantiate(flags=4)")
+        args = d.launch_args
+        assert args is not None
+        device, graph = _entries(drv, args.table, 2)
+        assert device[0] == 0x9100  # rpc_increment in the graph module
+        record = graph[0]
+        assert graph[2] == GRAPH_LAUNCH and record == mailbox.value != 0
+        io = GraphIO(bytes(drv.device[record][:GRAPH_IO_SIZE]))
+        assert (io.graph_exec, io.slot_size, io.sequence, io.released) == (0x6E0000, 64, 0, 0)
+        assert len(drv.device[record]) == GRAPH_IO_SIZE + 64  # and a copy of one request
+        assert d.stop() == 0
+        assert mailbox.value == 0 and record not in drv.device
+        assert "cuGraphExecDestroy" in drv.log and "cuGraphDestroy" in drv.log
+
+
+def test_graph_launch_entry_not_instantiated_for_device_launch_is_refused(
+    drv: FakeDriver, graph_library: SimpleNamespace
+) -> None:
+    from skbuild_cudaq.realtime.graph import GraphMailbox
+
+    drv.graph_exec_flags = 0  # instantiated for host launch only
+    config = DispatcherConfig(num_slots=4, slot_size=64, stop_timeout=0.5)
+    with GraphMailbox() as mailbox, Dispatcher(config, module="fake_ext") as d:
+        d.function_table.add_graph("decode", 0x6E0000, mailbox)
+        with pytest.raises(
+            InvalidArgumentError,
+            match=r"'decode': its graph was not instantiated for device launch.*"
+            r"CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH",
+        ):
+            d.start()
+        assert not d.running and mailbox.value == 0 and "cuGraphLaunch" not in drv.log
+
+
+def test_graph_launch_entries_before_sm_90_are_answered_minus_two(
+    drv: FakeDriver, builtin: list[int], caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    from skbuild_cudaq.realtime.graph import GraphMailbox
+
+    config = DispatcherConfig(device=1, num_slots=4, slot_size=64, stop_timeout=0.5)  # sm_80
+    with GraphMailbox(device=1) as mailbox, Dispatcher(config, module="fake_ext") as d:
+        d.function_table.add_graph("decode", 0x6E0000, mailbox)
+        with caplog.at_level(logging.INFO, logger="skbuild_cudaq"):
+            d.start()
+        assert "launch builtin-kernel-handle" in drv.log and "cuGraphLaunch" not in drv.log
+        args = d.launch_args
+        assert args is not None and _entries(drv, args.table, 1)[0][0] == 0
+        d.stop()
+    assert "needs sm_90 or newer, device 1 is sm_80" in caplog.text
+
+
+def test_shared_ring_flags_host_call_entries_and_launches_the_shared_build(
+    drv: FakeDriver, builtin: list[int], caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    config = DispatcherConfig(num_slots=4, slot_size=64, stop_timeout=0.5, shared_ring=True)
+    with Dispatcher(config, module="fake_ext") as d:
+        d.function_table.add_device("rpc_increment", 0x1100)
+        d.function_table.add_host("host_echo", lambda args: args)
+        with caplog.at_level(logging.INFO, logger="skbuild_cudaq"):
+            d.start()
+        assert "launch builtin-shared-kernel-handle" in drv.log
+        args = d.launch_args
+        assert args is not None
+        device, host = _entries(drv, args.table, 2)
+        assert device[3] == 0 and host[2] == HOST_CALL and host[3] == ENTRY_FLAG_PEER
+        d.stop()
+    assert "leaves 'host_echo' (HOST_CALL) to the host dispatcher on the shared ring" in caplog.text
+
+
+def test_shared_ring_needs_the_builtin_kernel_and_the_host_ring(drv: FakeDriver) -> None:
+    launcher = Launcher(drv)
+    d = make(drv, launcher, shared_ring=True)
+    with pytest.raises(InvalidArgumentError, match=r"shared_ring needs the built-in kernel"):
+        d.start()
+    assert launcher.seen is None
+
+    other = Dispatcher(
+        DispatcherConfig(num_slots=4, slot_size=64, shared_ring=True),
+        bridge=SimpleNamespace(num_slots=4, slot_size=64),  # type: ignore[arg-type]
+        module="fake_ext",
+    )
+    with pytest.raises(InvalidArgumentError, match=r"shared_ring needs a HostRingBridge"):
+        other.start()
 
 
 def test_ring_shape_flows_from_the_config_to_the_launch_args(drv: FakeDriver) -> None:

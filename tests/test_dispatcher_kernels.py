@@ -103,7 +103,7 @@ def test_example_kernels_link_with_the_run_time(nvcc: Path, tmp_path: Path, arch
     inputs.append(
         ("block_handlers", lto_fatbin(nvcc, SRC / "block_handlers.cu", "80", tmp_path / "bh.fb"))
     )
-    expected = {"cudaq_realtime_unified_dispatch"}
+    expected = {"cudaq_realtime_unified_dispatch", "cudaq_realtime_unified_dispatch_1024"}
     for kernel, (source, kernel_arch) in KERNELS.items():
         if int(kernel_arch) > int(arch):
             continue
@@ -154,6 +154,12 @@ def test_dispatch_kernels_keep_their_registers(nvcc: Path, tmp_path: Path) -> No
     kernels = ["cudaq_realtime_unified_dispatch", *KERNELS]
     assert set(kernels) <= set(spills), info[0][-2000:]
     assert {k: spills[k] for k in kernels} == {k: (0, 0) for k in kernels}
+    # The built-in kernel's 1024-thread build fits 1024 threads in an sm_90 block's
+    # registers (65536): at most 64 a thread, which its __launch_bounds__(1024, 1) asks for.
+    registers = dict(
+        re.findall(r"Function properties for (\w+)\n[^\n]*\n[^\n]*?Used (\d+) registers", info[0])
+    )
+    assert 0 < int(registers["cudaq_realtime_unified_dispatch_1024"]) <= 64
 
 
 def test_cluster_dispatcher_refuses_pre_hopper_targets(nvcc: Path, tmp_path: Path) -> None:

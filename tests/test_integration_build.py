@@ -59,6 +59,7 @@ PROJECTS = {
             Kernel("src/single_thread_dispatcher.cu"),
             Kernel("src/cooperative_grid_dispatcher.cu"),
             Kernel("src/warp_parallel_dispatcher.cu"),
+            Kernel("src/graph_handlers.cu"),
             Kernel("src/cluster_dispatcher.cu", archs=("90",)),
         ),
         nvcc_objects=2,  # handlers.cu, block_handlers.cu
@@ -367,6 +368,12 @@ def test_inspect_names_example_apps_kernels_and_handlers(built: dict[str, Built]
         "src/single_thread_dispatcher.cu": ("side", ["80"], ["single_thread_dispatcher"], []),
         "src/cooperative_grid_dispatcher.cu": ("side", ["80"], ["cooperative_grid_dispatcher"], []),
         "src/warp_parallel_dispatcher.cu": ("side", ["80"], ["warp_parallel_dispatcher"], []),
+        "src/graph_handlers.cu": (
+            "side",
+            ["80"],
+            ["graph_increment_publish", "graph_increment_stage"],
+            [],
+        ),
         "src/cluster_dispatcher.cu": ("side", ["90"], ["cluster_dispatcher"], []),
         "src/handlers.cu": (
             "nvcc",

@@ -91,8 +91,13 @@ __device__ __forceinline__ RingView view_of(const cudaq_host_ring_ctx_t *ring) {
 
 } // namespace
 
-extern "C" __device__ void *cudaq_dev_enter_lane(void *transport_ctx, volatile int *shutdown_flag,
-                                                 uint32_t lane, uint32_t num_lanes) {
+namespace {
+
+// Opens lane `lane` of `num_lanes`: at the lane's first slot of a fresh ring, or,
+// with `resume`, where the last kernel over this context suspended
+// (cudaq_dev_suspend_kernel; at the first slot if none did).
+__device__ __forceinline__ void *enter_lane(void *transport_ctx, volatile int *shutdown_flag,
+                                            uint32_t lane, uint32_t num_lanes, bool resume) {
   cudaq_host_ring_ctx_t *ring = static_cast<cudaq_host_ring_ctx_t *>(transport_ctx);
   if (ring == nullptr || ring->magic != CUDAQ_HOST_RING_CTX_MAGIC || num_lanes == 0 ||
       num_lanes > CUDAQ_HOST_RING_MAX_LANES || lane >= num_lanes ||
@@ -102,9 +107,20 @@ extern "C" __device__ void *cudaq_dev_enter_lane(void *transport_ctx, volatile i
   // The host wrote each lane's back pointer (host_ring_ctx_bytes).
   if (cudaq_detail_ldnc_u64(&s->ring) != reinterpret_cast<uint64_t>(ring))
     return nullptr;
+  uint32_t first_slot = lane;
+  uint32_t first_seq = 1;
+  if (resume) {
+    // Plain loads: the kernel that suspended wrote them. The record is consumed.
+    const uint32_t resume_seq = s->resume_seq;
+    if (resume_seq != 0) {
+      first_slot = s->resume_slot;
+      first_seq = resume_seq;
+      s->resume_seq = 0;
+    }
+  }
   s->shutdown = shutdown_flag;
-  s->next_slot = lane;
-  s->next_seq = 1;
+  s->next_slot = first_slot;
+  s->next_seq = first_seq;
   s->lane = lane;
   s->num_lanes = num_lanes;
   HotSession *h = &hot_sessions()[lane];
@@ -114,12 +130,24 @@ extern "C" __device__ void *cudaq_dev_enter_lane(void *transport_ctx, volatile i
   h->pending_flag = nullptr;
   h->shutdown = shutdown_flag;
   h->pending_seq = 0;
-  h->next_slot = lane;
-  h->next_seq = 1;
+  h->next_slot = first_slot;
+  h->next_seq = first_seq;
   h->lane_index = lane;
   h->num_lanes = num_lanes;
   h->reserved = 0;
   return h;
+}
+
+} // namespace
+
+extern "C" __device__ void *cudaq_dev_enter_lane(void *transport_ctx, volatile int *shutdown_flag,
+                                                 uint32_t lane, uint32_t num_lanes) {
+  return enter_lane(transport_ctx, shutdown_flag, lane, num_lanes, false);
+}
+
+extern "C" __device__ void *cudaq_dev_resume_kernel(void *transport_ctx,
+                                                    volatile int *shutdown_flag) {
+  return enter_lane(transport_ctx, shutdown_flag, 0, 1, true);
 }
 
 extern "C" __device__ void *cudaq_dev_enter_kernel(void *transport_ctx,
@@ -298,6 +326,70 @@ __device__ __forceinline__ int poll(void *session, void **request, void **respon
   return 1;
 }
 
+// A shared ring (CUDAQ_POLL_SHARED: a host dispatcher consumes the same ring).
+// The other consumer may answer a request before this lane looked at it, and
+// the producer may then reuse its slot; so, unlike poll():
+//  - a slot whose request flag is *ahead* of the sequence the lane expects held
+//    a request the other consumer answered: the lane moves past it;
+//  - after staging a request, the lane checks that its response flag is not set
+//    already: a request answered meanwhile is the other consumer's (nobody else
+//    answers this lane's requests, and the producer reuses a slot only once it
+//    is answered), and its bytes may have changed under the copy: dropped. The
+//    fence orders the copy's loads before the flag's: a load that saw the
+//    producer's next request saw a store made after the answer, so the flag
+//    load sees the answer. This costs one more PCIe round trip a request.
+// Its own function, so that poll() -- every other kernel's -- stays as it was.
+// Inlined like poll(): as a __noinline__ function, nvJitLink 13.0 (not 13.5)
+// crashed (SIGSEGV) linking the run time into tests/gpu_kernels' test binary.
+__device__ __forceinline__ void skip_slot(HotSession *h, const RingView &v, const LaneState &st) {
+  uint32_t next = st.slot + st.num_lanes;
+  if (next >= v.num_slots) {
+    next -= v.num_slots;
+    h->next_seq = st.seq + 1;
+  }
+  h->next_slot = next;
+}
+
+__device__ __forceinline__ bool answered_by_peer(const RingView &v, const LaneState &st) {
+  asm volatile("fence.acq_rel.sys;" ::: "memory");
+  uint32_t answered;
+  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];"
+               : "=r"(answered)
+               : "l"(v.tx_flags + st.slot)
+               : "memory");
+  return answered == st.seq;
+}
+
+__device__ __forceinline__ int poll_shared(void *session, void **request, void **response, void *own,
+                                        uint32_t own_bytes, bool wait) {
+  HotSession *h = static_cast<HotSession *>(session);
+  const RingView v = h->view;
+  volatile int *shutdown = h->shutdown;
+  constexpr uint32_t kShutdownEvery = 16;
+  uint32_t polls = 0;
+  for (;;) {
+    const LaneState st = state_of(h);
+    const uint32_t seen = load_acquire_sys(&v.rx_flags[st.slot]);
+    if (seen != st.seq) {
+      if (static_cast<int32_t>(seen - st.seq) > 0) {
+        skip_slot(h, v, st); // answered by the other consumer (and reused): not ours
+        continue;
+      }
+      if (!wait)
+        return 0;
+      if (++polls % kShutdownEvery == 0 && load_shutdown(shutdown) != 0)
+        return 0;
+      continue;
+    }
+    CUDAQ_HOST_RING_PHASE_BEGIN();
+    claim(h, v, st, request, response, own, own_bytes);
+    if (!answered_by_peer(v, st))
+      return 1;
+    if (!wait)
+      return 0;
+  }
+}
+
 } // namespace
 
 extern "C" __device__ int cudaq_dev_rx_try_poll(void *session, void **request,
@@ -316,7 +408,35 @@ extern "C" __device__ int cudaq_dev_rx_poll(void *session, void **request, void 
 
 extern "C" __device__ int cudaq_dev_rx_poll_into(void *session, void **request, void **response,
                                                  void *stage, uint32_t stage_bytes, int wait) {
+  // `wait` is a constant at every call site the run time knows: after inlining,
+  // only one of the two remains.
+  if (wait & CUDAQ_POLL_SHARED)
+    return poll_shared(session, request, response, stage, stage_bytes,
+                       (wait & CUDAQ_POLL_WAIT) != 0);
   return poll(session, request, response, stage, stage_bytes, wait != 0);
+}
+
+extern "C" __device__ int cudaq_dev_tx_handoff(void *session, void *response,
+                                               volatile uint32_t **flag, uint32_t *value) {
+  const HotSession *h = static_cast<const HotSession *>(session);
+  (void)response; // the slot is the one last polled
+  *flag = h->pending_flag;
+  *value = h->pending_seq;
+  return 1;
+}
+
+extern "C" __device__ int cudaq_dev_suspend_kernel(void *session) {
+  const HotSession *h = static_cast<const HotSession *>(session);
+  // The lane's record in device memory: the context sits right before the
+  // staging areas, lane by lane (cudaq_dev_enter_lane).
+  cudaq_host_ring_ctx_t *ring = reinterpret_cast<cudaq_host_ring_ctx_t *>(
+      h->staging - static_cast<size_t>(h->lane_index) * h->view.slot_size -
+      sizeof(cudaq_host_ring_ctx_t));
+  cudaq_host_ring_lane_t *s = &ring->lanes[h->lane_index];
+  s->resume_slot = h->next_slot;
+  s->resume_seq = h->next_seq; // 0 only 2**32 trips around the ring later
+  __threadfence();
+  return 1;
 }
 
 extern "C" __device__ void cudaq_dev_tx_publish(void *session, void *response) {

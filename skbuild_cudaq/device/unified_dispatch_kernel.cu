@@ -5,13 +5,24 @@
 // called by every thread of the block; a thread-shaped one
 // (CUDAQ_HANDLER_SHAPE_THREAD), and every bad request, is served by thread 0
 // alone, with no block barrier. Launch with grid (1,1,1) and a block size up
-// to the kernel's CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK (no __launch_bounds__:
-// capping registers for 1024 threads made the leader's path spill, +3 us a
-// round trip on an H200; Dispatcher.start() refuses a larger block_size).
+// to the kernel's CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK.
+//
+// Three builds of one body:
+//  - cudaq_realtime_unified_dispatch: no __launch_bounds__, so the compiler
+//    gives the leader's path the registers it wants (capping them for 1024
+//    threads made it spill, +3 us a round trip on an H200); it runs blocks up
+//    to its MAX_THREADS_PER_BLOCK (512 on sm_90 as linked today);
+//  - cudaq_realtime_unified_dispatch_1024: __launch_bounds__(1024, 1), for the
+//    blocks the first cannot run. Dispatcher.start() launches it only then, so
+//    blocks the first can run keep its code, instruction for instruction;
+//  - cudaq_realtime_unified_dispatch_shared: the first, polling a shared ring
+//    (CUDAQ_POLL_SHARED: a host dispatcher serves the HOST_CALL entries of the
+//    same ring), launched for DispatcherConfig.shared_ring.
 //
 // This file also holds the default forms of the optional hooks (cudaq_dev_enter_lane,
-// cudaq_dev_rx_try_poll, cudaq_dev_rx_poll_into) for bridges that define only
-// the three transport hooks, and of cudaq_dev_call_handler and
+// cudaq_dev_rx_try_poll, cudaq_dev_rx_poll_into, cudaq_dev_tx_handoff,
+// cudaq_dev_suspend_kernel, cudaq_dev_resume_kernel) for bridges that define only the three transport
+// hooks, and of cudaq_dev_call_handler and
 // cudaq_dev_call_launch_handler for modules without a handler switch. They are
 // `inline` with external linkage: a bridge's (or the module's) own definition
 // replaces them at link time (nvJitLink keeps a strong definition over an inline
@@ -54,6 +65,29 @@ cudaq_dev_rx_poll_into(void *session, void **request, void **response, void *sta
   return got;
 }
 
+__device__ inline __attribute__((used)) int cudaq_dev_tx_handoff(void *session, void *response,
+                                                                  volatile uint32_t **flag,
+                                                                  uint32_t *value) {
+  // No hand-over in the three-hook contract: the dispatch kernel publishes itself.
+  (void)session;
+  (void)response;
+  *flag = nullptr;
+  *value = 0;
+  return 0;
+}
+
+__device__ inline __attribute__((used)) int cudaq_dev_suspend_kernel(void *session) {
+  // No resumable position in the three-hook contract.
+  (void)session;
+  return 0;
+}
+
+__device__ inline __attribute__((used)) void *cudaq_dev_resume_kernel(void *transport_ctx,
+                                                                      volatile int *shutdown_flag) {
+  // Nothing was suspended (cudaq_dev_suspend_kernel says 0): a fresh session.
+  return cudaq_dev_enter_kernel(transport_ctx, shutdown_flag);
+}
+
 __device__ inline __attribute__((used)) int
 cudaq_dev_call_handler(cudaq_device_handler_t handler, const void *args, uint32_t arg_len,
                        void *result, uint32_t max_result_len, uint32_t *result_len) {
@@ -70,10 +104,45 @@ cudaq_dev_call_launch_handler(cudaq_device_handler_t handler, const void *args, 
 }
 }
 
-extern "C" __global__ void
-cudaq_realtime_unified_dispatch(void *transport_ctx, uint32_t slot_size,
-                                const cudaq_function_entry_t *table, uint32_t table_count,
-                                volatile int *shutdown_flag, unsigned long long *stats) {
+namespace {
+
+// cudaq_serve_until_launch_wide on a shared ring: polls with CUDAQ_POLL_SHARED
+// and leaves the requests of entries flagged CUDAQ_ENTRY_FLAG_PEER to the ring's
+// other consumer (neither answered nor counted). Its own copy, so that the
+// header's loop -- every other kernel's -- stays as it is.
+__device__ __forceinline__ int serve_shared_until_launch_wide(
+    void *session, uint32_t slot_size, const cudaq_function_entry_t *table, uint32_t table_count,
+    unsigned long long *stats, void *stage, uint32_t stage_bytes, void **request, void **response,
+    const cudaq_function_entry_t **entry) {
+  const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
+  cudaq_lookup_cache_t cache = cudaq_lookup_cache_empty();
+  for (;;) {
+    if (!cudaq_dev_rx_poll_into(session, request, response, stage, stage_bytes,
+                                CUDAQ_POLL_WAIT | CUDAQ_POLL_SHARED))
+      return 0;
+    const int32_t status =
+        cudaq_validate_request_cached(*request, slot_size, table, table_count, &cache);
+    if (status == CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION &&
+        cudaq_is_peer_request(*request, table, table_count))
+      continue; // the other consumer's
+    atomicAdd(stats, 1ull);
+    if (status == CUDAQ_RPC_STATUS_SUCCESS && cache.shape != CUDAQ_HANDLER_SHAPE_THREAD) {
+      *entry = cache.entry;
+      return 1;
+    }
+    cudaq_answer_request(cache.handler, CUDAQ_HANDLER_SHAPE_THREAD, status, *request, *response,
+                         max_result);
+    cudaq_dev_tx_publish(session, *response);
+  }
+}
+
+// The body of every build of the built-in kernel (see the top of this file).
+// kShared: a shared ring (serve_shared_until_launch_wide).
+template <bool kShared>
+__device__ __forceinline__ void
+unified_dispatch_body(void *transport_ctx, uint32_t slot_size,
+                      const cudaq_function_entry_t *table, uint32_t table_count,
+                      volatile int *shutdown_flag, unsigned long long *stats) {
   __shared__ void *s_session;
   __shared__ void *s_request;
   __shared__ void *s_response;
@@ -103,9 +172,12 @@ cudaq_realtime_unified_dispatch(void *transport_ctx, uint32_t slot_size,
       void *request = nullptr;
       void *response = nullptr;
       const cudaq_function_entry_t *entry = nullptr;
-      s_running = cudaq_serve_until_launch_wide(session, slot_size, table, table_count, stats,
-                                                s_stage, sizeof(s_stage), &request, &response,
-                                                &entry);
+      s_running = kShared ? serve_shared_until_launch_wide(
+                                session, slot_size, table, table_count, stats, s_stage,
+                                sizeof(s_stage), &request, &response, &entry)
+                          : cudaq_serve_until_launch_wide(
+                                session, slot_size, table, table_count, stats, s_stage,
+                                sizeof(s_stage), &request, &response, &entry);
       s_entry = entry; // launch-wide: hand it to the block
       s_request = request;
       s_response = response;
@@ -129,4 +201,35 @@ cudaq_realtime_unified_dispatch(void *transport_ctx, uint32_t slot_size,
     }
     __syncthreads();
   }
+}
+} // namespace
+
+extern "C" __global__ void
+cudaq_realtime_unified_dispatch(void *transport_ctx, uint32_t slot_size,
+                                const cudaq_function_entry_t *table, uint32_t table_count,
+                                volatile int *shutdown_flag, unsigned long long *stats) {
+  unified_dispatch_body<false>(transport_ctx, slot_size, table, table_count,
+                                         shutdown_flag, stats);
+}
+
+// The same kernel for blocks of up to 1024 threads (64 registers a thread).
+extern "C" __global__ void __launch_bounds__(1024, 1)
+    cudaq_realtime_unified_dispatch_1024(void *transport_ctx, uint32_t slot_size,
+                                         const cudaq_function_entry_t *table,
+                                         uint32_t table_count, volatile int *shutdown_flag,
+                                         unsigned long long *stats) {
+  unified_dispatch_body<false>(transport_ctx, slot_size, table, table_count,
+                                         shutdown_flag, stats);
+}
+
+// The same kernel for a shared ring (DispatcherConfig.shared_ring): a host
+// dispatcher consumes the ring too and answers the entries flagged
+// CUDAQ_ENTRY_FLAG_PEER (the table's HOST_CALL entries); this kernel passes
+// them over. Blocks up to its MAX_THREADS_PER_BLOCK.
+extern "C" __global__ void
+cudaq_realtime_unified_dispatch_shared(void *transport_ctx, uint32_t slot_size,
+                                       const cudaq_function_entry_t *table, uint32_t table_count,
+                                       volatile int *shutdown_flag, unsigned long long *stats) {
+  unified_dispatch_body<true>(transport_ctx, slot_size, table,
+                                                             table_count, shutdown_flag, stats);
 }

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS: dict[str, str] = {
     # errors (every run-time error, all under RealtimeError) and the driver-result check
     "CUDAError": "errors",
+    "DeviceRuntimeNotFoundError": "errors",
     "InvalidArgumentError": "errors",
     "LinkError": "errors",
     "VersionMismatchError": "errors",
@@ -70,6 +71,11 @@ _EXPORTS: dict[str, str] = {
     "UdpFeeder": "udp",
     "UdpBridge": "udp",
     "UdpClient": "udp",
+    # graph handlers (GRAPH_LAUNCH entries)
+    "GraphMailbox": "graph",
+    "DeviceGraph": "graph",
+    "capture_device_graph": "graph",
+    "find_device_runtime": "graph",
 }
 
 if TYPE_CHECKING:  # what type checkers see; at run time the names load lazily
@@ -125,6 +131,9 @@ if TYPE_CHECKING:  # what type checkers see; at run time the names load lazily
         DeviceCodeError as DeviceCodeError,
     )
     from .errors import (
+        DeviceRuntimeNotFoundError as DeviceRuntimeNotFoundError,
+    )
+    from .errors import (
         HostDispatcherError as HostDispatcherError,
     )
     from .errors import (
@@ -162,6 +171,18 @@ if TYPE_CHECKING:  # what type checkers see; at run time the names load lazily
     )
     from .errors import (
         check_driver_result as check_driver_result,
+    )
+    from .graph import (
+        DeviceGraph as DeviceGraph,
+    )
+    from .graph import (
+        GraphMailbox as GraphMailbox,
+    )
+    from .graph import (
+        capture_device_graph as capture_device_graph,
+    )
+    from .graph import (
+        find_device_runtime as find_device_runtime,
     )
     from .host_path import (
         HostDispatcher as HostDispatcher,

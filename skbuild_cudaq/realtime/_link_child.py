@@ -105,6 +105,8 @@ def link_in_child(
     sources: str = "",
     timeout: float | None = None,
     memory_limit: int | None = None,
+    *,
+    libraries: Sequence[tuple[str, bytes]] = (),
 ) -> ChildLink:
     """Link ``(name, fatbin container)`` inputs with nvJitLink in a child process.
 
@@ -120,9 +122,11 @@ def link_in_child(
             "options": list(options),
             "sources": sources,
             "inputs": [[name, len(data)] for name, data in inputs],
+            "libraries": [[name, len(data)] for name, data in libraries],
             "memory_limit": memory_limit,
         },
         *(data for _, data in inputs),
+        *(data for _, data in libraries),
     )
     what = f"linking {sources}" if sources else "linking"
     try:
@@ -175,10 +179,12 @@ def _serve(request: bytes) -> bytes:
     header, rest = _unframe(request)
     options = [str(o) for o in header["options"]]  # type: ignore[attr-defined]
     inputs: list[tuple[str, bytes]] = []
+    libraries: list[tuple[str, bytes]] = []
     offset = 0
-    for name, size in header["inputs"]:  # type: ignore[attr-defined]
-        inputs.append((str(name), bytes(rest[offset : offset + int(size)])))
-        offset += int(size)
+    for into, key in ((inputs, "inputs"), (libraries, "libraries")):
+        for name, size in header.get(key, []):  # type: ignore[attr-defined]
+            into.append((str(name), bytes(rest[offset : offset + int(size)])))
+            offset += int(size)
     limit = header.get("memory_limit")
     if limit is not None:  # before libnvJitLink is loaded
         import resource
@@ -188,7 +194,8 @@ def _serve(request: bytes) -> bytes:
 
     try:
         start = time.perf_counter()
-        cubin = _nvjitlink.link_blobs(inputs, options, str(header.get("sources") or ""))
+        sources = str(header.get("sources") or "")
+        cubin = _nvjitlink.link_blobs(inputs, options, sources, libraries)
         seconds = time.perf_counter() - start
     except LinkError as exc:
         reply = {"ok": False, "error": type(exc).__name__, "message": exc.message}

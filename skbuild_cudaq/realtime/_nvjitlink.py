@@ -221,6 +221,7 @@ RESULT_NAMES = (
     "ERROR_LTO_NOT_ENABLED",
 )
 INPUT_FATBIN = 4  #: NVJITLINK_INPUT_FATBIN
+INPUT_LIBRARY = 6  #: NVJITLINK_INPUT_LIBRARY (a static library: the device runtime)
 
 
 def result_name(status: int) -> str:
@@ -302,18 +303,28 @@ class CLibrary:
         if status != 0:
             raise _CallError(int(status))
 
-    def link(self, inputs: Sequence[tuple[str, bytes]], options: Sequence[str]) -> bytes:
-        """The cubin, or :class:`_CallError` with the stage and the handle's error log."""
+    def link(
+        self,
+        inputs: Sequence[tuple[str, bytes]],
+        options: Sequence[str],
+        libraries: Sequence[tuple[str, bytes]] = (),
+    ) -> bytes:
+        """The cubin, or :class:`_CallError` with the stage and the handle's error log.
+
+        ``inputs`` are fatbin containers, ``libraries`` static libraries (``LIBRARY``).
+        """
         import ctypes
 
         handle = ctypes.c_void_p()
         opts = (ctypes.c_char_p * max(1, len(options)))(*(o.encode() for o in options))
         stage = "creating the linker"
+        typed = [(n, d, INPUT_FATBIN) for n, d in inputs]
+        typed += [(n, d, INPUT_LIBRARY) for n, d in libraries]
         try:
             self._call("Create", ctypes.byref(handle), len(options), opts)
-            for name, data in inputs:
+            for name, data, kind in typed:
                 stage = f"adding {name}"
-                self._call("AddData", handle, INPUT_FATBIN, data, len(data), name.encode())
+                self._call("AddData", handle, kind, data, len(data), name.encode())
             stage = "linking"
             self._call("Complete", handle)
             size = ctypes.c_size_t()
@@ -493,21 +504,30 @@ def _log(nvjitlink: object, handle: int, error: bool) -> str:
     return bytes(buf).rstrip(b"\0").decode(errors="replace")
 
 
-def link(inputs: Sequence[LinkInput], options: Sequence[str], sources: str = "") -> bytes:
-    """Link ``inputs`` (each a ``FATBIN``) with ``options``: the cubin, or :class:`LinkError`."""
-    return link_blobs([(i.name, i.container.data) for i in inputs], options, sources)
+def link(
+    inputs: Sequence[LinkInput],
+    options: Sequence[str],
+    sources: str = "",
+    libraries: Sequence[tuple[str, bytes]] = (),
+) -> bytes:
+    """Link ``inputs`` (each a ``FATBIN``) and ``libraries`` (``(name, bytes)`` of static
+    libraries, each a ``LIBRARY``) with ``options``: the cubin, or :class:`LinkError`."""
+    return link_blobs([(i.name, i.container.data) for i in inputs], options, sources, libraries)
 
 
 def link_blobs(
-    inputs: Sequence[tuple[str, bytes]], options: Sequence[str], sources: str = ""
+    inputs: Sequence[tuple[str, bytes]],
+    options: Sequence[str],
+    sources: str = "",
+    libraries: Sequence[tuple[str, bytes]] = (),
 ) -> bytes:
     """:func:`link` of ``(name, fatbin container bytes)`` pairs (what a child process gets)."""
     lib = c_library()
     if lib is None:
-        return _link_with_bindings(inputs, options, sources)
+        return _link_with_bindings(inputs, options, sources, libraries)
     opts = list(options)
     try:
-        return lib.link(inputs, opts)
+        return lib.link(inputs, opts, libraries)
     except _CallError as exc:
         raise _link_error(exc.stage, sources, opts, exc.status, exc.log) from None
 
@@ -527,7 +547,10 @@ def _link_error(stage: str, sources: str, opts: list[str], status: int, log: str
 
 
 def _link_with_bindings(
-    inputs: Sequence[tuple[str, bytes]], options: Sequence[str], sources: str = ""
+    inputs: Sequence[tuple[str, bytes]],
+    options: Sequence[str],
+    sources: str = "",
+    libraries: Sequence[tuple[str, bytes]] = (),
 ) -> bytes:
     """:func:`link_blobs` through ``cuda.bindings.nvjitlink`` (where the library could only
     be found by cuda-pathfinder)."""
@@ -541,6 +564,9 @@ def _link_with_bindings(
             for name, data in inputs:
                 stage = f"adding {name}"
                 nvjitlink.add_data(handle, nvjitlink.InputType.FATBIN, data, len(data), name)
+            for name, data in libraries:
+                stage = f"adding {name}"
+                nvjitlink.add_data(handle, nvjitlink.InputType.LIBRARY, data, len(data), name)
             stage = "linking"
             nvjitlink.complete(handle)
             size = int(nvjitlink.get_linked_cubin_size(handle))

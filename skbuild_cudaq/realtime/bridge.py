@@ -220,10 +220,15 @@ class HostRingBridge:
         return memoryview(self._buffer).cast("B")
 
     def reset(self) -> None:
-        """Zero every flag (a fresh ring) and rewind the client. Only while no kernel runs."""
+        """Zero every flag (a fresh ring), rewrite the transport context (a kernel that
+        suspended itself left its position there) and rewind the client. Only while no
+        kernel runs; a CUDA context is current."""
         self._require_open()
         start = self._host_ptr + self.layout.rx_flags_offset
         ctypes.memset(start, 0, 8 * self.num_slots)  # the ring's request-id source is kept
+        drv = self._drv if self._drv is not None else _driver.driver()
+        ctx = host_ring_ctx_bytes(self.layout, self._dev_ptr, self._ctx_ptr)
+        _driver.check(drv.cuMemcpyHtoD(self._ctx_ptr, ctx, len(ctx)), "cuMemcpyHtoD")
         if self._client is not None and not self._client.closed:
             self._client.reset()
 

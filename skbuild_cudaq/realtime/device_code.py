@@ -21,9 +21,11 @@ from ._binary import binary_path, bridge_files
 from .errors import DeviceCodeError
 
 __all__ = [
+    "GRAPH_RUNTIME_DIR",
     "HOST_RING_HOOKS",
     "DeviceCode",
     "LinkInput",
+    "LinkLibrary",
     "binary_path",
     "bridge_files",
     "container_sources",
@@ -41,11 +43,22 @@ class LinkInput:
 
 
 @dataclass(frozen=True)
+class LinkLibrary:
+    """One nvJitLink ``LIBRARY`` input: a static library (the device runtime)."""
+
+    name: str
+    path: Path
+    data: bytes
+
+
+@dataclass(frozen=True)
 class DeviceCode:
     """Every fatbin container of one binary (or of the package's run time)."""
 
     path: Path
     inputs: tuple[LinkInput, ...]
+    #: static libraries linked too (with graph launch, the device runtime ``libcudadevrt.a``)
+    libraries: tuple[LinkLibrary, ...] = ()
 
     @property
     def containers(self) -> tuple[FatbinContainer, ...]:
@@ -91,15 +104,25 @@ def container_sources(code: DeviceCode) -> dict[str, str]:
 HOST_RING_HOOKS = "host_ring_bridge.fatbin"
 
 
+#: The subdirectory of a device run-time set holding the graph dispatch kernel, linked
+#: (with the device runtime) only for dispatchers that serve graph handlers.
+GRAPH_RUNTIME_DIR = "graph"
+
+
 def runtime_device_code(
     directory: str | os.PathLike[str] | None = None,
     bridge: Iterable[str | os.PathLike[str]] | None = None,
+    *,
+    graph_launch: bool = False,
 ) -> DeviceCode:
     """skbuild-cudaq's own device run time: built-in kernel and bridge hooks (LTO-IR).
 
     ``bridge``: the device code (LTO-IR fatbins) of a bridge of your own; it
     replaces the host-ring hooks (``host_ring_bridge.fatbin``) and the built-in
-    kernel stays. None: the host-ring hooks.
+    kernel stays. None: the host-ring hooks. ``graph_launch``: also the graph
+    dispatch kernel (``graph/*.fatbin``) and the device runtime it calls
+    (``libcudadevrt.a`` of the set's CUDA major, found by
+    :func:`~skbuild_cudaq.realtime.graph.find_device_runtime`), a ``LIBRARY`` input.
     """
     root = Path(directory) if directory is not None else device_runtime_dir()
     files = sorted(root.glob("*.fatbin"))
@@ -128,8 +151,23 @@ def runtime_device_code(
                 msg = f"the bridge's device code {file} does not exist (expected an LTO-IR fatbin)"
                 raise DeviceCodeError(msg)
         files += own
+    libraries: tuple[LinkLibrary, ...] = ()
+    if graph_launch:
+        graph = sorted((root / GRAPH_RUNTIME_DIR).glob("*.fatbin"))
+        if not graph:
+            msg = (
+                f"no graph dispatch kernel (*.fatbin) in {root / GRAPH_RUNTIME_DIR}: this "
+                "skbuild-cudaq was built without it; reinstall skbuild-cudaq"
+            )
+            raise DeviceCodeError(msg)
+        files += graph
+        from .graph import find_device_runtime
+
+        digits = root.name[2:]
+        devrt = find_device_runtime(int(digits) if digits.isdigit() else None)
+        libraries = (LinkLibrary(devrt.name, devrt, devrt.read_bytes()),)
     inputs = []
     for file in files:
         for number, container in enumerate(read_fatbin_file(file)):
             inputs.append(LinkInput(f"{file.name}:{number}", container))
-    return DeviceCode(root, tuple(inputs))
+    return DeviceCode(root, tuple(inputs), libraries)

@@ -16,6 +16,7 @@ from skbuild_cudaq.errors import CudaqError, DeviceCodeError
 __all__ = [
     "CUDAError",
     "DeviceCodeError",
+    "DeviceRuntimeNotFoundError",
     "HostDispatcherError",
     "InvalidArgumentError",
     "LibraryConflictError",
@@ -88,6 +89,11 @@ class LibraryConflictError(RealtimeError):
     The dispatch kernel and the handlers of one dispatcher must come from one
     module; call :func:`skbuild_cudaq.realtime.release_library` to switch.
     """
+
+
+class DeviceRuntimeNotFoundError(LinkError):
+    """No device runtime (``libcudadevrt.a``) of nvJitLink's CUDA major, which graph
+    handlers need: install the ``nvidia-cuda-runtime`` wheel of that major."""
 
 
 class LinkCacheError(RealtimeError):

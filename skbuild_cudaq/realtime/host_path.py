@@ -10,8 +10,18 @@ The handlers come as a mapping ``{name: callable}`` or as the dispatcher's
 :class:`~skbuild_cudaq.realtime.FunctionTable` (one table for both paths): a
 host dispatcher serves the table's HOST_CALL entries (``table.add_host``), and
 its DEVICE_CALL entries, which only a GPU can call, are answered as unknown (-2).
-A device :class:`~skbuild_cudaq.realtime.Dispatcher` refuses HOST_CALL entries
-at ``start()``. So the path is the choice of dispatcher, not of table.
+Its GRAPH_LAUNCH entries are answered -2 as well (graph handlers are served on the
+device path). A device :class:`~skbuild_cudaq.realtime.Dispatcher` answers the
+table's HOST_CALL entries -2 likewise. So the path is the choice of dispatcher, not
+of table.
+
+A shared ring: ``HostDispatcher(layout, table, buffer=bridge.buffer,
+shared_ring=True)`` consumes the ring of a device dispatcher started with
+``DispatcherConfig(shared_ring=True)`` and the same table. Both walk every request
+in ring order; the host dispatcher answers exactly the well-formed requests for the
+table's HOST_CALL entries and leaves every other one to the device, which answers
+the rest (bad ones too) -- :func:`owns_on_shared_ring`, the same test the device
+kernel makes. Each request is answered once; each side's ``processed`` counts its own.
 
 Handlers are Python callables ``f(args: bytes) -> bytes | tuple[int, bytes]``
 (a bare bytes-like result -- ``bytes``, ``bytearray``, ``memoryview`` -- means status 0;
@@ -97,6 +107,7 @@ __all__ = [
     "HostDispatcher",
     "HostHandler",
     "echo",
+    "owns_on_shared_ring",
     "rpc_increment",
 ]
 
@@ -159,6 +170,18 @@ class _ResultTooLong(Exception):
     def __init__(self, size: int) -> None:
         super().__init__(size)
         self.size = size
+def owns_on_shared_ring(header: Any, handlers: Mapping[int, Any], max_payload: int) -> bool:
+    """Whether the host dispatcher answers a request on a shared ring: a well-formed one
+    (request magic, arguments that fit the slot) for one of its HOST_CALL ``handlers``
+    (function id -> handler). Every other request is the device dispatcher's, which
+    answers it (bad ones with -1/-3, unknown ids -2): the device kernel's test
+    (``cudaq_is_peer_request`` after ``cudaq_validate_request``) is the same, given the
+    same table. The native host loop ports this as is."""
+    return (
+        header.magic == REQUEST_MAGIC
+        and header.arg_len <= max_payload
+        and header.function_id in handlers
+    )
 
 
 def _host_handlers(
@@ -197,6 +220,7 @@ class HostDispatcher:
         slot_size: int | None = None,
         buffer: Any = None,
         idle_sleep: float = 1e-3,
+        shared_ring: bool = False,
     ) -> None:
         if layout is None:  # 0 is refused by RingLayout, never replaced by a default
             layout = RingLayout(
@@ -209,8 +233,15 @@ class HostDispatcher:
         self._buffer = bytearray(layout.total_bytes) if buffer is None else buffer
         self._server = RingServer(self._buffer, layout)
         self._handlers: dict[int, tuple[str, HostHandler]] = {}
+        if shared_ring and isinstance(handlers, Mapping):
+            refused = (
+                "shared_ring=True needs the device dispatcher's FunctionTable as handlers "
+                "(both sides decide who answers a request from the same table)"
+            )
+            raise HostDispatcherError(refused)
         for name, fn in _host_handlers(handlers):
             self.add_handler(name, fn)
+        self._shared_ring = shared_ring  # add_handler() is refused from here on
         self._idle_sleep = idle_sleep
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -250,6 +281,12 @@ class HostDispatcher:
         if not callable(checked):
             msg = f"handler {name!r} is not callable"
             raise TypeError(msg)
+        if getattr(self, "_shared_ring", False):
+            msg = (
+                f"add_handler({name!r}) on a shared ring: the device dispatcher would answer "
+                "it too; add it to the table (add_host) before both start"
+            )
+            raise HostDispatcherError(msg)
         fid = function_id(name)
         label = name.decode() if isinstance(name, bytes) else str(name)
         if fid in self._handlers and self._handlers[fid][1] is not handler:
@@ -361,8 +398,17 @@ class HostDispatcher:
         return status, result
 
     def serve_one(self) -> bool:
-        """Answer the next request if it is there (no thread needed); returns whether it was."""
-        req = self._server.poll()
+        """Answer the next request if it is there (no thread needed); returns whether it was
+        (on a shared ring: whether one was taken, answered or left to the device)."""
+        if self._shared_ring:
+            req = self._server.poll_shared()
+            if req is not None and not owns_on_shared_ring(
+                req.header, self._handlers, self._layout.max_payload
+            ):
+                self._server.leave()  # the device dispatcher's to answer
+                return True
+        else:
+            req = self._server.poll()
         if req is None:
             return False
         h = req.header

@@ -82,6 +82,9 @@ class LinkOptions:
     #: Bytes of address space an isolated link may use, or None for no limit. nvJitLink
     #: needs ~160 MB for a small module; damaged code has made it take 23 GB.
     memory_limit: int | None = DEFAULT_MEMORY_LIMIT
+    #: Also link the graph dispatch kernel and the device runtime (``libcudadevrt.a``)
+    #: it calls: the module of a dispatcher that serves graph handlers (GRAPH_LAUNCH).
+    graph_launch: bool = False
 
     def __post_init__(self) -> None:
         if self.timeout is not None and not 0 < self.timeout <= _MAX_TIMEOUT:
@@ -255,16 +258,22 @@ class PreparedLink:
                     return LinkResult(cubin, sm, self.code.path, True, self.cache.path_of(key))
         sources = f"{self.code.path} + {runtime} for {sm}"
         with timed(_logger, f"nvJitLink {self.code.path.name} for {sm} ({len(inputs)} inputs)"):
+            libraries = [(lib.name, lib.data) for lib in self.runtime.libraries]
             if self.options.isolated:
                 from ._link_child import link_in_child
 
                 blobs = [(i.name, i.container.data) for i in inputs]
                 cubin, seconds = link_in_child(
-                    blobs, opts, sources, self.options.timeout, self.options.memory_limit
+                    blobs,
+                    opts,
+                    sources,
+                    self.options.timeout,
+                    self.options.memory_limit,
+                    libraries=libraries,
                 )
             else:
                 start = time.perf_counter()
-                cubin = _nvjitlink.link(inputs, opts, sources=sources)
+                cubin = _nvjitlink.link(inputs, opts, sources=sources, libraries=libraries)
                 seconds = time.perf_counter() - start
         # a location that cannot be written: one warning, the cubin returned uncached
         stored = None if key is None else self.cache.store(key, cubin)
@@ -277,7 +286,10 @@ class PreparedLink:
 def link_digest(runtime: DeviceCode, code: DeviceCode, options: LinkOptions, identity: str) -> str:
     """The cache digest of linking ``runtime`` and ``code`` with nvJitLink ``identity``."""
     return cache_digest(
-        (i.container.data for i in runtime.inputs + code.inputs),
+        [
+            *(i.container.data for i in runtime.inputs + code.inputs),
+            *(lib.data for lib in runtime.libraries),
+        ],
         options.common_options(),
         identity,
     )
@@ -292,7 +304,9 @@ def prepare_link(
     options = options or LinkOptions()
     cache = default_cache() if cache is None else cache
     code = binary if isinstance(binary, DeviceCode) else device_code_of(binary)
-    runtime = runtime_device_code(options.runtime_dir, options.bridge)
+    runtime = runtime_device_code(
+        options.runtime_dir, options.bridge, graph_launch=options.graph_launch
+    )
     digest = identity = None
     if cache.enabled:
         identity = _nvjitlink.nvjitlink_identity()

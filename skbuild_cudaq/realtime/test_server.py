@@ -57,6 +57,7 @@ RESET = "CUDAQ_REALTIME_SERVER_RESET"
 
 DEFAULT_MODULE = "example_app._core"
 DEFAULT_DEVICE_HANDLERS = "rpc_increment,echo"
+DEFAULT_GRAPH_FACTORY = "example_app.graphs:graph_handler"
 BUILTIN_KERNEL = "cudaq_realtime_unified_dispatch"
 
 
@@ -169,6 +170,19 @@ def _build_parser() -> _Parser:
     p.add_argument("--timeout", type=_seconds, default=None, help="stop after S seconds")
     p.add_argument("--module", default=DEFAULT_MODULE, metavar="PKG.MOD")
     p.add_argument("--handlers", default=None, metavar="A,B", help="handlers to serve")
+    p.add_argument(
+        "--graphs",
+        default=None,
+        metavar="A,B",
+        help="graph handlers (GRAPH_LAUNCH) to serve too, built by --graph-factory",
+    )
+    p.add_argument(
+        "--graph-factory",
+        default=DEFAULT_GRAPH_FACTORY,
+        metavar="PKG.MOD:CALLABLE",
+        help="builds a graph handler: CALLABLE(name, module, device) -> an object with "
+        ".graph, .mailbox and .close()",
+    )
     p.add_argument("--grid", type=_dims, default=(1, 1, 1), metavar="X[,Y,Z]")
     p.add_argument("--block", type=_dims, default=(1, 1, 1), metavar="X[,Y,Z]")
     p.add_argument("--cluster", type=_dims, default=None, metavar="X[,Y,Z]")
@@ -223,6 +237,9 @@ def _start_host(args: argparse.Namespace, layout: RingLayout, buffer: Any) -> _S
         raise _UsageError(msg)
     if args.dispatcher != "builtin":
         msg = f"--dispatcher={args.dispatcher}: the host path has no dispatch kernels (use builtin)"
+        raise _UsageError(msg)
+    if args.graphs is not None:
+        msg = "--graphs: graph handlers are served on the device path (use --path=device)"
         raise _UsageError(msg)
     dispatcher = HostDispatcher(layout, {n: available[n] for n in names}, buffer=buffer)
     try:
@@ -281,6 +298,7 @@ def _start_device(args: argparse.Namespace, layout: RingLayout, device: int = 0)
         for name in _handler_names(args, DEFAULT_DEVICE_HANDLERS):
             address = get_device_handler(module, name, device=device)
             dispatcher.function_table.add_device(name, address)
+        _add_graphs(args, module, device, dispatcher.function_table, served)
         if args.dispatcher != "builtin":
             kernel = get_device_kernel(module, args.dispatcher, device=device)
             launch = LaunchConfig(
@@ -299,6 +317,36 @@ def _start_device(args: argparse.Namespace, layout: RingLayout, device: int = 0)
         served.shutdown()
         raise
     return served
+
+
+def _graph_factory(spec: str) -> Callable[..., Any]:
+    module_name, _, attribute = spec.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module_name), attribute or "graph_handler")
+    except (ImportError, AttributeError) as exc:
+        msg = f"--graph-factory={spec}: cannot load it ({exc})"
+        raise _UsageError(msg) from exc
+    if not callable(factory):
+        msg = f"--graph-factory={spec}: not callable"
+        raise _UsageError(msg)
+    return factory  # type: ignore[no-any-return]
+
+
+def _add_graphs(
+    args: argparse.Namespace, module: Any, device: int, table: Any, served: _Served
+) -> None:
+    """The ``--graphs`` entries: each built by the factory, closed after the dispatcher."""
+    if args.graphs is None:
+        return
+    names = [n.strip() for n in args.graphs.split(",") if n.strip()]
+    if not names:
+        msg = "--graphs needs at least one graph handler name"
+        raise _UsageError(msg)
+    factory = _graph_factory(args.graph_factory)
+    for name in names:
+        handler = factory(name, module, device)
+        served.close.insert(0, handler.close)  # after the dispatcher (close runs in reverse)
+        table.add_graph(name, handler.graph, handler.mailbox)
 
 
 def _serve_ring(args: argparse.Namespace, layout: RingLayout) -> tuple[_Served, str, Any]:

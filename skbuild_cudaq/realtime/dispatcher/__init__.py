@@ -32,10 +32,18 @@ the counter with an asynchronous copy on a second non-blocking stream.
 
 from __future__ import annotations
 
-from .config import BUILTIN_KERNEL, DispatcherConfig, LaunchArgs, Launcher
+from .config import (
+    BUILTIN_KERNEL,
+    BUILTIN_KERNEL_1024,
+    BUILTIN_KERNEL_SHARED,
+    DispatcherConfig,
+    LaunchArgs,
+    Launcher,
+)
 from .core import ALIVE_CHECK_S, Dispatcher
 from .table import (
     DEVICE_CALL,
+    GRAPH_LAUNCH,
     HOST_CALL,
     SHAPE_LAUNCH,
     SHAPE_THREAD,
@@ -46,7 +54,10 @@ from .table import (
 __all__ = [
     "ALIVE_CHECK_S",
     "BUILTIN_KERNEL",
+    "BUILTIN_KERNEL_1024",
+    "BUILTIN_KERNEL_SHARED",
     "DEVICE_CALL",
+    "GRAPH_LAUNCH",
     "HOST_CALL",
     "SHAPE_LAUNCH",
     "SHAPE_THREAD",

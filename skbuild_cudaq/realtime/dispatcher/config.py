@@ -11,9 +11,22 @@ from typing import Any
 
 from skbuild_cudaq.realtime.ring.layout import RingLayout
 
-__all__ = ["BUILTIN_KERNEL", "DispatcherConfig", "LaunchArgs", "Launcher"]
+__all__ = [
+    "BUILTIN_KERNEL",
+    "BUILTIN_KERNEL_1024",
+    "BUILTIN_KERNEL_SHARED",
+    "DispatcherConfig",
+    "LaunchArgs",
+    "Launcher",
+]
 
 BUILTIN_KERNEL = "cudaq_realtime_unified_dispatch"
+#: The built-in kernel built with ``__launch_bounds__(1024)``: what ``start()`` launches
+#: for a ``block_size`` over :data:`BUILTIN_KERNEL`'s own limit.
+BUILTIN_KERNEL_1024 = "cudaq_realtime_unified_dispatch_1024"
+#: The built-in kernel polling a shared ring, which ``start()`` launches for
+#: ``DispatcherConfig(shared_ring=True)`` (a table without graph handlers).
+BUILTIN_KERNEL_SHARED = "cudaq_realtime_unified_dispatch_shared"
 
 
 @dataclass(frozen=True)
@@ -23,8 +36,15 @@ class DispatcherConfig:
     device: int = 0
     num_slots: int = 64
     slot_size: int = 256  #: bytes per slot (24-byte header and payload), a multiple of 8
-    block_size: int = 128  #: threads of the built-in kernel's one block
+    #: threads of the built-in kernel's one block (over 512, ``start()`` launches its
+    #: 1024-thread build, :data:`BUILTIN_KERNEL_1024`)
+    block_size: int = 128
     stop_timeout: float = 10.0  #: seconds stop() waits for the kernel to exit
+    #: A host dispatcher consumes the same ring (``HostDispatcher(..., shared_ring=True)``
+    #: over this dispatcher's bridge and table): the device path serves every request but
+    #: the table's HOST_CALL ones, which it leaves to the host dispatcher. Built-in kernel
+    #: and host-ring bridge only. See ``docs/guides/dispatcher.md``, "A shared ring".
+    shared_ring: bool = False
 
     #: the ring's shape as one value object (validated there, and only there)
     layout: RingLayout = field(init=False, repr=False, compare=False)

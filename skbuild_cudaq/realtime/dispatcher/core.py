@@ -12,15 +12,26 @@ from types import ModuleType, TracebackType
 from typing import Any, Generic, TypeVar, cast, overload
 
 from skbuild_cudaq.realtime import _driver
+from skbuild_cudaq.realtime._logging import get_logger
 from skbuild_cudaq.realtime.bridge import Bridge, HostRingBridge
 from skbuild_cudaq.realtime.ring.layout import RingLayout
 
-from .config import BUILTIN_KERNEL, DispatcherConfig, LaunchArgs, Launcher
+from .config import (
+    BUILTIN_KERNEL,
+    BUILTIN_KERNEL_1024,
+    BUILTIN_KERNEL_SHARED,
+    DispatcherConfig,
+    LaunchArgs,
+    Launcher,
+)
+from .plan import GraphRun, StartPlan, device_call_names, plan_start
 from .resolve import check_table, resolve_library
 from .resources import NOT_READY, DeviceResources
 from .table import FunctionTable
 
 __all__ = ["ALIVE_CHECK_S", "Dispatcher"]
+
+_logger = get_logger(__name__)
 
 ALIVE_CHECK_S = 0.002  #: start() looks this long after the launch for a kernel that returned
 
@@ -110,6 +121,7 @@ class Dispatcher(Generic[BridgeT]):
         self._processed = 0
         self._launch_args: LaunchArgs | None = None
         self._abandoned = False
+        self._graphs: GraphRun | None = None  # graph handlers served while running
 
     # -- configuration ----------------------------------------------------
     def set_unified_launch(
@@ -163,13 +175,23 @@ class Dispatcher(Generic[BridgeT]):
         if self._abandoned:
             msg = "a previous kernel of this dispatcher never exited; make a new Dispatcher"
             raise _start_error(msg)
+        self._check_shared_ring()
         library = self._resolve_library()
         self._check_table(library)
         drv = self._gpu.ensure_context()
+        plan = plan_start(
+            self.function_table,
+            builtin=self._launcher is None,
+            shared_ring=self.config.shared_ring,
+            arch=_driver.ordinal_arch(self.config.device),
+            device=self.config.device,
+        )
+        graph_library = self._graph_library(plan)
+        plan.announce(self.config.device)
         try:
             self.bridge.open()
             self.bridge.reset()
-            self._allocate(drv, library)
+            self._allocate(drv, library, plan, graph_library)
             transport = (
                 self._transport_ctx
                 if self._transport_ctx is not None
@@ -186,19 +208,55 @@ class Dispatcher(Generic[BridgeT]):
                 stream=gpu.stream,
                 device=self.config.device,
             )
-            self._library = library
+            self._library = library if graph_library is None else (library, graph_library)
             self._launch_args = args
             self._running = True  # from here on a kernel may be enqueued
-            self._launch(args, library)
+            self._launch(args, library, plan, graph_library)
         except BaseException:
             self._teardown_after_failure()
             raise
 
-    def _allocate(self, drv: ModuleType, library: Any) -> None:
-        shapes = library.handler_shapes(device=self.config.device) if library is not None else None
-        self._gpu.allocate(drv, self.function_table.pack(shapes))
+    def _check_shared_ring(self) -> None:
+        """A shared ring needs the host-ring bridge: its hooks pass a request the host
+        dispatcher answered first over (``CUDAQ_POLL_SHARED``)."""
+        if self.config.shared_ring and not isinstance(self.bridge, HostRingBridge):
+            from skbuild_cudaq.realtime.errors import InvalidArgumentError
 
-    def _launch(self, args: LaunchArgs, library: Any) -> None:
+            msg = (
+                f"DispatcherConfig.shared_ring needs a HostRingBridge, not "
+                f"{type(self.bridge).__name__}: only the host-ring hooks poll a shared ring"
+            )
+            raise InvalidArgumentError(msg)
+
+    def _graph_library(self, plan: StartPlan) -> Any:
+        """The module linked with the graph dispatch kernel, when the plan serves graphs."""
+        if not plan.graphs:
+            return None
+        from skbuild_cudaq.realtime.library import get_graph_library
+
+        if self.module is None:
+            from skbuild_cudaq.realtime.errors import InvalidArgumentError
+
+            msg = "graph handlers need module= (the extension linked with the graph kernel)"
+            raise InvalidArgumentError(msg)
+        return get_graph_library(self.module, device=self.config.device)
+
+    def _allocate(self, drv: ModuleType, library: Any, plan: StartPlan, graph_library: Any) -> None:
+        device = self.config.device
+        shapes = library.handler_shapes(device=device) if library is not None else None
+        words: dict[str, int] = {}
+        self._graphs = None
+        if graph_library is not None:
+            # The graph module is linked on its own: its handlers have addresses of their own.
+            names = device_call_names(self.function_table, library, device)
+            found = graph_library.handler_addresses(device)
+            words = {entry: found[name] for entry, name in names.items()}
+            self._graphs = GraphRun(plan.graphs, self.layout.slot_size)
+            words.update(self._graphs.prepare(drv, self._gpu.reader))
+        table = self.function_table.pack(shapes, handlers=words, peer_host=plan.shared_kernel)
+        self._gpu.allocate(drv, table)
+
+    def _launch(self, args: LaunchArgs, library: Any, plan: StartPlan, graph_library: Any) -> None:
         launcher = self._launcher
         if launcher is None:
             from skbuild_cudaq.realtime.launch import LaunchConfig, launch_kernel
@@ -209,10 +267,24 @@ class Dispatcher(Generic[BridgeT]):
 
                 msg = "the built-in kernel needs module= (the extension linked with it)"
                 raise InvalidArgumentError(msg)
-            kernel = get_device_kernel(self.module, BUILTIN_KERNEL, device=self.config.device)
-            self._check_block_size(kernel)
             config = LaunchConfig(grid=(1, 1, 1), block=(self.config.block_size, 1, 1))
-            launch_kernel(kernel, config, args.stream, *args.kernel_args())
+            if self._graphs is not None:
+                from skbuild_cudaq.realtime.graph import GRAPH_DISPATCH_KERNEL
+
+                kernel = graph_library.get_kernel(GRAPH_DISPATCH_KERNEL)
+                self._check_block(kernel, GRAPH_DISPATCH_KERNEL)
+                self._graphs.launch(
+                    kernel, config, args.stream, args.kernel_args(), self._gpu.reader
+                )
+            elif plan.shared_kernel:
+                kernel = get_device_kernel(
+                    self.module, BUILTIN_KERNEL_SHARED, device=self.config.device
+                )
+                self._check_block(kernel, BUILTIN_KERNEL_SHARED)
+                launch_kernel(kernel, config, args.stream, *args.kernel_args())
+            else:
+                kernel = self._builtin_kernel(get_device_kernel)
+                launch_kernel(kernel, config, args.stream, *args.kernel_args())
             self._check_alive()
             return
         try:
@@ -225,34 +297,70 @@ class Dispatcher(Generic[BridgeT]):
             raise _start_error(msg)
         self._check_alive()
 
-    def _check_block_size(self, kernel: Any) -> None:
-        """Refuse a block the built-in kernel, as linked for this GPU, cannot run.
+    def _builtin_kernel(self, lookup: Any) -> Any:
+        """The build of the built-in kernel that runs ``config.block_size`` threads.
 
-        ``DispatcherConfig`` accepts 1..1024 threads (CUDA's own bound); the kernel's
-        limit (``CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK``: its registers per thread,
-        or its ``__launch_bounds__``) may be lower. Asked before any launch, so
-        the answer is this message rather than ``CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES``.
+        ``cudaq_realtime_unified_dispatch`` (no launch bounds: the registers it wants)
+        when it can run the block, else ``cudaq_realtime_unified_dispatch_1024``
+        (``__launch_bounds__(1024)``). Each one's limit is its own
+        ``CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`` as linked for this GPU, asked
+        before any launch, so a block neither can run is refused with this message
+        rather than ``CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES``.
         """
         from skbuild_cudaq.realtime.errors import InvalidArgumentError
 
+        device = self.config.device
+        wanted = self.config.block_size
+        kernel = lookup(self.module, BUILTIN_KERNEL, device=device)
+        limit = self._max_threads(kernel)
+        if limit is None or wanted <= limit:
+            return kernel
+        wide = lookup(self.module, BUILTIN_KERNEL_1024, device=device)
+        wide_limit = self._max_threads(wide)
+        if wide_limit is None or wanted <= wide_limit:
+            _logger.info(
+                "block_size=%d is over %s's %d threads: launching %s",
+                wanted,
+                BUILTIN_KERNEL,
+                limit,
+                BUILTIN_KERNEL_1024,
+            )
+            return wide
+        most = max(limit, wide_limit)
+        msg = (
+            f"DispatcherConfig.block_size={wanted}: the built-in kernel {BUILTIN_KERNEL} "
+            f"as linked for device {device} runs at most {most} threads per block "
+            f"(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK of its builds: {limit}, and {wide_limit} "
+            f"for {BUILTIN_KERNEL_1024}); set block_size to {most} or less"
+        )
+        raise InvalidArgumentError(msg)
+
+    def _check_block(self, kernel: Any, name: str) -> None:
+        """Refuse a block ``kernel`` (one build, ``name``) cannot run, before any launch."""
+        limit = self._max_threads(kernel)
+        if limit is not None and self.config.block_size > limit:
+            from skbuild_cudaq.realtime.errors import InvalidArgumentError
+
+            msg = (
+                f"DispatcherConfig.block_size={self.config.block_size}: the built-in kernel "
+                f"{name} as linked for device {self.config.device} runs at most {limit} "
+                f"threads per block (CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK); set block_size "
+                f"to {limit} or less"
+            )
+            raise InvalidArgumentError(msg)
+
+    def _max_threads(self, kernel: Any) -> int | None:
+        """``CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK`` of ``kernel`` here (None: no driver)."""
         drv = self._gpu.drv
         if drv is None:
-            return
+            return None
         attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
-        limit = int(
+        return int(
             _driver.check(
                 drv.cuKernelGetAttribute(attr, kernel.handle, self._gpu.cu_device),
                 "cuKernelGetAttribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)",
             )
         )
-        if self.config.block_size > limit:
-            msg = (
-                f"DispatcherConfig.block_size={self.config.block_size}: the built-in kernel "
-                f"{BUILTIN_KERNEL} as linked for device {self.config.device} runs at most "
-                f"{limit} threads per block (CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK); set "
-                f"block_size to {limit} or less"
-            )
-            raise InvalidArgumentError(msg)
 
     def _check_alive(self) -> None:
         """A persistent kernel only returns on shutdown: one that is gone at once never served.
@@ -302,6 +410,7 @@ class Dispatcher(Generic[BridgeT]):
             self._abandoned = True
             return
         self._gpu.free()
+        self._release_graphs()
         self._library = None
 
     def stop(self, timeout: float | None = None) -> int:
@@ -326,8 +435,34 @@ class Dispatcher(Generic[BridgeT]):
         self._running = False
         self._launch_args = None
         self._gpu.free()
+        self._release_graphs()
         self._library = None
         return self._processed
+
+    def _release_graphs(self) -> None:
+        """Free the graph handlers' records and the dispatch graph (the stream is idle)."""
+        graphs, self._graphs = self._graphs, None
+        if graphs is not None and self._gpu.drv is not None:
+            graphs.release(self._gpu.drv)
+
+    def graph_stats(self) -> dict[str, dict[str, int]]:
+        """Per GRAPH_LAUNCH entry the device path serves: ``requests`` handed to its graph,
+        ``launch_failures`` (answered ``STATUS_GRAPH_LAUNCH_FAILED``) and the
+        ``launch_error`` (``cudaError_t``) of the last failed launch. Empty when no graph
+        entry is served; only while running."""
+        graphs = self._graphs
+        if graphs is None or not self._running or self._gpu.drv is None:
+            return {}
+        found = {}
+        with self._gpu.in_context():
+            for index, entry in enumerate(graphs.entries):
+                io = graphs.read(self._gpu.drv, index)
+                found[entry.name] = {
+                    "requests": io.sequence,
+                    "launch_failures": io.launch_failures,
+                    "launch_error": io.launch_error,
+                }
+        return found
 
     def close(self) -> None:
         """stop(), then free the streams and the bridge (if the dispatcher made it).

@@ -3,8 +3,8 @@
 :func:`resolve_library` finds the :class:`~skbuild_cudaq.realtime.Library` from
 ``module=`` or, without it, from the launcher (its ``library``, or its
 ``kernel.library``: the example launchers carry one). :func:`check_table`
-refuses entries the GPU cannot serve from that module (HOST_CALL entries,
-handlers of another module or looked up on another GPU) before anything runs.
+refuses DEVICE_CALL entries the GPU cannot call from that module (handlers of
+another module or looked up on another GPU) before anything runs.
 """
 
 from __future__ import annotations
@@ -66,17 +66,11 @@ def check_launcher_arch(launcher_library: Any, arch: str | None, device: int) ->
 
 
 def check_table(table: FunctionTable, library: Any, device: int) -> None:
-    """Refuse a table the dispatch kernel on ``device`` cannot serve from ``library``."""
+    """Refuse DEVICE_CALL entries the dispatch kernel on ``device`` cannot call from
+    ``library``. (Entries of the other modes are answered -2, or served by the graph
+    dispatch kernel: see :mod:`.plan`.)"""
     from skbuild_cudaq.realtime.errors import InvalidArgumentError
 
-    host = table.host_entries()
-    if host:
-        names = ", ".join(repr(e.name) for e in host)
-        msg = (
-            f"HOST_CALL entries {names} in a device dispatcher's table: nothing on the GPU "
-            "serves them; serve them with the host path (HostDispatcher(layout, table))"
-        )
-        raise InvalidArgumentError(msg)
     entries = table.device_entries()
     if not entries:
         return

@@ -1,10 +1,15 @@
 """The dispatcher's function table: one table for both paths.
 
-DEVICE_CALL entries (handler addresses) are packed into device memory for a
-device :class:`~skbuild_cudaq.realtime.Dispatcher`; HOST_CALL entries (Python
-callables) are served by a :class:`~skbuild_cudaq.realtime.HostDispatcher`
-(``HostDispatcher(layout, table)``). A device dispatcher refuses HOST_CALL
-entries at ``start()``: nothing on the GPU would serve them.
+Dispatch modes as CUDA-Q realtime numbers them: DEVICE_CALL (0, a device function's
+address), GRAPH_LAUNCH (1, a CUDA graph the built-in device kernel launches from the
+GPU), HOST_CALL (2, a Python callable). One table may hold all three: a device
+:class:`~skbuild_cudaq.realtime.Dispatcher` serves its DEVICE_CALL entries (and its
+GRAPH_LAUNCH entries where it can: the built-in kernel on sm_90+) and a
+:class:`~skbuild_cudaq.realtime.HostDispatcher` (``HostDispatcher(layout, table)``) its
+HOST_CALL entries; each answers requests for the entries it does not serve -2 (unknown
+function), and says once, at ``start()``, which those are. On a shared ring
+(``DispatcherConfig.shared_ring``) the device path leaves HOST_CALL requests to the
+host dispatcher on the same ring instead.
 """
 
 from __future__ import annotations
@@ -16,7 +21,10 @@ from typing import Any
 
 __all__ = [
     "DEVICE_CALL",
+    "ENTRY_FLAG_PEER",
+    "GRAPH_LAUNCH",
     "HOST_CALL",
+    "MODE_NAMES",
     "SHAPE_LAUNCH",
     "SHAPE_THREAD",
     "FunctionEntry",
@@ -24,18 +32,23 @@ __all__ = [
 ]
 
 DEVICE_CALL = 0  # CUDAQ_DISPATCH_DEVICE_CALL
+GRAPH_LAUNCH = 1  # CUDAQ_DISPATCH_GRAPH_LAUNCH
 HOST_CALL = 2  # CUDAQ_DISPATCH_HOST_CALL
+#: The dispatch modes by number, as messages name them.
+MODE_NAMES = {DEVICE_CALL: "DEVICE_CALL", GRAPH_LAUNCH: "GRAPH_LAUNCH", HOST_CALL: "HOST_CALL"}
 SHAPE_LAUNCH = 0  # CUDAQ_HANDLER_SHAPE_LAUNCH: every thread of the launch calls the handler
 SHAPE_THREAD = 1  # CUDAQ_HANDLER_SHAPE_THREAD: one thread serves one request
+#: ``CUDAQ_ENTRY_FLAG_PEER`` (byte 14): a shared ring's other consumer answers the entry.
+ENTRY_FLAG_PEER = 0x01
 _SHAPES = {"launch": SHAPE_LAUNCH, "thread": SHAPE_THREAD}
-# cudaq_function_entry_t: handler, function_id, dispatch_mode, shape, reserved[2]
-_ENTRY = struct.Struct("<QIBB2x")
+# cudaq_function_entry_t: handler, function_id, dispatch_mode, shape, flags, reserved
+_ENTRY = struct.Struct("<QIBBBx")
 assert _ENTRY.size == 16
 
 
 @dataclass(frozen=True)
 class FunctionEntry:
-    """One function-table entry: a device handler address or a host callable."""
+    """One function-table entry: a device handler address, a graph or a host callable."""
 
     name: str
     function_id: int
@@ -47,11 +60,31 @@ class FunctionEntry:
     shape: int | None = None
     #: the GPU the address was looked up for (a ``DeviceHandler``'s), None if not known
     device: int | None = None
+    #: the exported name of the handler at ``address`` (a ``DeviceHandler``'s), if known
+    handler_name: str | None = None
+    #: the ``CUgraphExec`` (GRAPH_LAUNCH)
+    graph_exec: int = 0
+    #: the graph's :class:`~skbuild_cudaq.realtime.GraphMailbox` (GRAPH_LAUNCH)
+    mailbox: Any = None
+    #: the graph as it was given (kept alive with the entry, as a ``DeviceGraph`` owns its exec)
+    graph: Any = None
 
-    def pack(self, shape: int | None = None) -> bytes:
-        """The 16-byte ``cudaq_function_entry_t`` (``shape`` fills an unresolved one)."""
+    @property
+    def mode_name(self) -> str:
+        return MODE_NAMES.get(self.dispatch_mode, f"mode {self.dispatch_mode}")
+
+    def pack(
+        self, shape: int | None = None, *, handler: int | None = None, flags: int = 0
+    ) -> bytes:
+        """The 16-byte ``cudaq_function_entry_t`` (``shape`` fills an unresolved one).
+
+        ``handler``: the word to put in the handler field instead of :attr:`address`
+        (a GRAPH_LAUNCH entry's I/O context, or 0 where the entry is not served);
+        ``flags``: ``ENTRY_FLAG_*`` (byte 14).
+        """
         resolved = self.shape if self.shape is not None else (shape or SHAPE_LAUNCH)
-        return _ENTRY.pack(self.address, self.function_id, self.dispatch_mode, resolved)
+        word = self.address if handler is None else handler
+        return _ENTRY.pack(word, self.function_id, self.dispatch_mode, resolved, flags)
 
 
 @dataclass
@@ -86,6 +119,7 @@ class FunctionTable:
         from skbuild_cudaq.realtime.wire import function_id
 
         looked_up_for = getattr(address, "device", None)
+        exported = getattr(address, "name", None)
         address = int(address)
         if address <= 0 or address >= 1 << 64:
             msg = f"{name!r}: {address:#x} is not a device address"
@@ -100,15 +134,59 @@ class FunctionTable:
             name,
             function_id(name),
             DEVICE_CALL,
-            address=address,
+            address=int(address),
             shape=code,
             device=looked_up_for if isinstance(looked_up_for, int) else None,
+            handler_name=exported if isinstance(exported, str) else None,
+        )
+        return self._add(entry)
+
+    def add_graph(self, name: str, graph: Any, mailbox: Any) -> FunctionEntry:
+        """A GRAPH_LAUNCH entry: the CUDA graph ``graph`` answers ``name``'s requests.
+
+        ``graph``: a :class:`~skbuild_cudaq.realtime.DeviceGraph`, or a ``CUgraphExec`` /
+        ``cudaGraphExec_t`` made with ``cuda.bindings`` or returned by an extension (its
+        int value), instantiated with ``CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH``.
+        ``mailbox``: the :class:`~skbuild_cudaq.realtime.GraphMailbox` whose device
+        address its kernels were captured with. A device dispatcher with the built-in
+        kernel on sm_90+ launches it from the GPU for each request; any other path
+        answers its requests -2. See :mod:`skbuild_cudaq.realtime.graph`.
+        """
+        from skbuild_cudaq.realtime.errors import InvalidArgumentError
+        from skbuild_cudaq.realtime.graph import GraphMailbox, graph_exec_handle
+        from skbuild_cudaq.realtime.wire import function_id
+
+        handle = graph_exec_handle(graph)
+        if not isinstance(mailbox, GraphMailbox):
+            msg = (
+                f"{name!r}: the mailbox must be a GraphMailbox (the one its kernels were "
+                f"captured with), got {mailbox!r}"
+            )
+            raise InvalidArgumentError(msg)
+        if mailbox.closed:
+            msg = f"{name!r}: its GraphMailbox is closed"
+            raise InvalidArgumentError(msg)
+        for old in self._entries:
+            if old.dispatch_mode == GRAPH_LAUNCH and old.mailbox is mailbox:
+                msg = (
+                    f"{name!r}: its mailbox is {old.name!r}'s already; each graph entry needs "
+                    "a GraphMailbox of its own (it holds that entry's I/O context)"
+                )
+                raise InvalidArgumentError(msg)
+        entry = FunctionEntry(
+            name,
+            function_id(name),
+            GRAPH_LAUNCH,
+            graph_exec=handle,
+            mailbox=mailbox,
+            graph=graph,
         )
         return self._add(entry)
 
     def add_host(self, name: str, handler: Callable[..., Any]) -> FunctionEntry:
         """A HOST_CALL entry, served by the host path (``HostDispatcher(layout, table)``);
-        a device :class:`Dispatcher` refuses a table holding one at ``start()``."""
+        a device :class:`Dispatcher` answers its requests -2 (or, on a shared ring, leaves
+        them to the host dispatcher on the same ring)."""
         from skbuild_cudaq.realtime.errors import InvalidArgumentError
         from skbuild_cudaq.realtime.wire import function_id
 
@@ -124,14 +202,36 @@ class FunctionTable:
     def host_entries(self) -> list[FunctionEntry]:
         return [e for e in self._entries if e.dispatch_mode == HOST_CALL]
 
-    def pack(self, shapes: Mapping[int, int] | None = None) -> bytes:
+    def graph_entries(self) -> list[FunctionEntry]:
+        return [e for e in self._entries if e.dispatch_mode == GRAPH_LAUNCH]
+
+    def pack(
+        self,
+        shapes: Mapping[int, int] | None = None,
+        *,
+        handlers: Mapping[str, int] | None = None,
+        peer_host: bool = False,
+    ) -> bytes:
         """Every entry as ``cudaq_function_entry_t[len(self)]``.
 
         ``shapes`` maps handler addresses to the shape they were exported with,
-        for entries added without one (``Library.handler_shapes()``).
+        for entries added without one (``Library.handler_shapes()``). ``handlers``
+        maps entry names to the word their handler field holds instead of their own
+        address (GRAPH_LAUNCH entries: their I/O context; DEVICE_CALL entries of a
+        module linked again); a GRAPH_LAUNCH entry not in it packs 0 (not served:
+        answered -2). ``peer_host``: flag HOST_CALL entries ``ENTRY_FLAG_PEER`` (a
+        host dispatcher on the same ring answers them).
         """
         found = shapes or {}
-        return b"".join(e.pack(found.get(e.address)) for e in self._entries)
+        words = handlers or {}
+        packed = []
+        for e in self._entries:
+            word = words.get(e.name)
+            if word is None and e.dispatch_mode == GRAPH_LAUNCH:
+                word = 0
+            flags = ENTRY_FLAG_PEER if peer_host and e.dispatch_mode == HOST_CALL else 0
+            packed.append(e.pack(found.get(e.address), handler=word, flags=flags))
+        return b"".join(packed)
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -32,6 +32,7 @@ from .loaded import Library
 from .registry import (
     get_device_handler,
     get_device_kernel,
+    get_graph_library,
     get_library,
     loaded_libraries,
     release_library,
@@ -47,6 +48,7 @@ __all__ = [
     "cubin_symbols",
     "get_device_handler",
     "get_device_kernel",
+    "get_graph_library",
     "get_library",
     "loaded_libraries",
     "release_library",

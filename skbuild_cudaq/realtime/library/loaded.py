@@ -103,6 +103,7 @@ class Library:
         cubin: bytes | None = None,
         cache: LinkCache | None = None,
         bridge: BridgeCode = None,
+        graph_launch: bool = False,
     ) -> None:
         if binary is None and cubin is None:
             msg = "Library needs a binary (module or path) or a cubin"
@@ -112,6 +113,7 @@ class Library:
         self._arch = arch
         self._cache = cache
         self._bridge = bridge_files(bridge)
+        self._graph_launch = graph_launch
         self._cubin = cubin
         self._symbols: ModuleSymbols | None = None
         self._handle: Any = None
@@ -138,6 +140,11 @@ class Library:
     def bridge(self) -> tuple[Path, ...] | None:
         """The device code of the bridge linked in, or None for the built-in host-ring hooks."""
         return self._bridge
+
+    @property
+    def graph_launch(self) -> bool:
+        """Whether the graph dispatch kernel and the device runtime are linked in."""
+        return self._graph_launch
 
     @property
     def arch(self) -> str | None:
@@ -167,7 +174,7 @@ class Library:
         from skbuild_cudaq.realtime.link import LinkOptions, link_with_options
 
         assert self._binary is not None
-        options = LinkOptions(arch=arch, bridge=self._bridge)
+        options = LinkOptions(arch=arch, bridge=self._bridge, graph_launch=self._graph_launch)
         return link_with_options(self._binary, options, self._cache).cubin
 
     @property

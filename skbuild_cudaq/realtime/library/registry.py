@@ -17,6 +17,7 @@ from .loaded import Library
 __all__ = [
     "get_device_handler",
     "get_device_kernel",
+    "get_graph_library",
     "get_library",
     "loaded_libraries",
     "release_library",
@@ -26,6 +27,8 @@ __all__ = [
 _registry_lock = threading.Lock()
 # sm_XY -> the process's linked module for that architecture; all of one binary and bridge
 _libraries: dict[str, Library] = {}
+# sm_XY -> the same module linked with the graph dispatch kernel and the device runtime
+_graph_libraries: dict[str, Library] = {}
 
 
 def _describe_bridge(bridge: tuple[Path, ...] | None) -> str:
@@ -91,6 +94,28 @@ def get_library(
         return library
 
 
+def get_graph_library(binary: Binary, *, device: int | None = None) -> Library:
+    """``binary``'s module linked with the graph dispatch kernel and the device runtime.
+
+    The module of a dispatcher that serves graph handlers (GRAPH_LAUNCH entries): the
+    same device code as :func:`get_library`'s (same binary and bridge), plus
+    ``cudaq_realtime_graph_dispatch`` and ``libcudadevrt.a``, linked on first use (and
+    cached like every link). Its handler addresses are its own: the dispatcher looks its
+    DEVICE_CALL entries up in it by name. :func:`release_library` closes it too.
+    """
+    primary = get_library(binary, device=device)
+    with _registry_lock:
+        arch = primary.arch
+        assert arch is not None
+        found = _graph_libraries.get(arch)
+        if found is not None and not found.closed:
+            return found
+        library = Library(binary, arch=arch, bridge=primary.bridge, graph_launch=True)
+        library.load(device)
+        _graph_libraries[arch] = library
+        return library
+
+
 def loaded_libraries() -> dict[str, Library]:
     """The process's linked modules, by architecture (a copy; empty before the first lookup)."""
     with _registry_lock:
@@ -104,8 +129,9 @@ def release_library() -> None:
     dispatcher using them first.
     """
     with _registry_lock:
-        libraries = list(_libraries.values())
+        libraries = [*_libraries.values(), *_graph_libraries.values()]
         _libraries.clear()
+        _graph_libraries.clear()
     for library in libraries:
         library.close()
 

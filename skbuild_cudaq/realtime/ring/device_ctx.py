@@ -30,7 +30,9 @@ def host_ring_ctx_bytes(layout: RingLayout, ring_device_address: int, ctx_addres
 
     Each lane's back pointer (``ring``) is ``ctx_address``: the hooks read it
     through the read-only path and refuse a lane whose pointer is not its
-    context's. The rest of each lane is zero (the kernel fills it on entry).
+    context's. The rest of each lane is zero (the kernel fills it on entry; a
+    zero ``resume_seq`` means no suspended position: the next kernel starts at
+    the ring's first slot).
     """
     base = int(ring_device_address)
     header = _CTX_HEADER.pack(

@@ -78,6 +78,39 @@ class RingServer:
         self._pending = PolledRequest(k, slot, seq, header, args)
         return self._pending
 
+    def poll_shared(self) -> PolledRequest | None:
+        """:meth:`poll` on a ring another consumer shares (the twin of the device hooks'
+        ``CUDAQ_POLL_SHARED``): a slot whose request flag is ahead of the sequence this
+        server expects held a request the other consumer answered (and the producer
+        reused the slot): passed over; a request whose response flag is already set after
+        it was read was the other consumer's, answered meanwhile (its bytes may have
+        changed under the copy): dropped. Either way the next request is looked at.
+        Whether a request it returns is this server's, the caller decides: it answers it
+        (:meth:`publish`) or leaves it to the other consumer (:meth:`leave`)."""
+        while True:
+            if self._pending is not None or self._mem.released:
+                return self.poll()  # the errors of poll()
+            slot, seq = self._layout.position(self._next)
+            seen = int(self._mem.rx_flags[slot])
+            if seen != seq and 0 < (seen - seq) % (1 << 32) < 1 << 31:
+                self._next += 1  # answered by the other consumer, slot reused: not ours
+                continue
+            req = self.poll()
+            if req is None:
+                return None
+            if int(self._mem.tx_flags[slot]) == seq:  # after the payload (x86-TSO)
+                self._pending = None  # answered by the other consumer while read
+                continue
+            return req
+
+    def leave(self) -> None:
+        """Leave the request last polled to the ring's other consumer: neither answered
+        nor counted (a shared ring's host dispatcher, for requests it does not serve)."""
+        if self._pending is None:
+            msg = "leave() without a polled request"
+            raise RingError(msg)
+        self._pending = None
+
     def publish(self, status: int, result: bytes | bytearray | memoryview = b"") -> None:
         """Answer the request last polled (request id and timestamp echoed)."""
         req = self._pending

@@ -33,11 +33,12 @@ typedef struct cudaq_host_ring_lane {
   volatile int *shutdown; // the dispatcher's shutdown flag
   uint32_t next_slot;     // the slot this lane polls first (the hooks keep the lane's
   uint32_t next_seq;      // position in the opening block's shared memory) and its sequence
-  uint32_t pending_slot;  // unused: the hooks keep the request last polled in the
-  uint32_t pending_seq;   // opening block's shared memory (layout kept: mirrored in Python)
+  uint32_t resume_slot;   // where the next enter of this lane starts, written by
+  uint32_t resume_seq;    // cudaq_dev_suspend_kernel (resume_seq 0: at the ring's start)
   uint32_t lane;          // this lane's index
   uint32_t num_lanes;     // lanes sharing the ring (slots lane, lane+num_lanes, ...)
 } cudaq_host_ring_lane_t; // 40 bytes
+
 
 typedef struct cudaq_host_ring_ctx {
   uint32_t magic;               // CUDAQ_HOST_RING_CTX_MAGIC

@@ -36,6 +36,10 @@
 #define CUDAQ_RPC_STATUS_BAD_MAGIC (-1)
 #define CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION (-2)
 #define CUDAQ_RPC_STATUS_ARGS_TOO_LONG (-3)
+// A graph handler that could not be launched (the device runtime refused the
+// launch past a deadline): answered by the dispatch kernel itself. Positive, in
+// the range the run time reserves (0x7FFFFF00 and up; see host_path.py).
+#define CUDAQ_RPC_STATUS_GRAPH_LAUNCH_FAILED 0x7FFFFF04
 
 typedef struct __attribute__((packed, aligned(8))) cudaq_rpc_request_header {
   uint32_t magic;
@@ -79,8 +83,19 @@ static_assert(cudaq_fnv1a_32("rpc_increment") == 0x191b6322u, "FNV-1a golden val
 typedef int (*cudaq_device_handler_t)(const void *args, uint32_t arg_len, void *result,
                                       uint32_t max_result_len, uint32_t *result_len);
 
-#define CUDAQ_DISPATCH_DEVICE_CALL 0
-#define CUDAQ_DISPATCH_HOST_CALL 2
+// Dispatch modes, numbered as CUDA-Q realtime numbers them. One table may hold
+// all three: each path serves its own and answers the others
+// CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION (see cudaq_validate_request).
+#define CUDAQ_DISPATCH_DEVICE_CALL 0  /* a device function the dispatch kernel calls */
+#define CUDAQ_DISPATCH_GRAPH_LAUNCH 1 /* a CUDA graph the built-in kernel launches (sm_90+) */
+#define CUDAQ_DISPATCH_HOST_CALL 2    /* a handler the host path (a CPU thread) calls */
+
+// Flags of a table entry (byte 14, reserved[0]):
+//  - CUDAQ_ENTRY_FLAG_PEER: on a shared ring, another consumer of the ring (a host
+//    dispatcher) answers this entry's requests; a dispatch kernel that polls with
+//    CUDAQ_POLL_SHARED leaves them in the ring (cudaq_is_peer_request). The run
+//    time sets it on HOST_CALL entries when DispatcherConfig.shared_ring is on.
+#define CUDAQ_ENTRY_FLAG_PEER 0x01u
 
 // The shape a handler is written for (byte 13 of its table entry):
 //  - CUDAQ_HANDLER_SHAPE_LAUNCH (0, the default and what every handler exported
@@ -98,11 +113,14 @@ typedef int (*cudaq_device_handler_t)(const void *args, uint32_t arg_len, void *
 #define CUDAQ_HANDLER_SHAPE_THREAD 1
 
 typedef struct cudaq_function_entry {
-  cudaq_device_handler_t handler; // device address (DEVICE_CALL); unused for HOST_CALL
-  uint32_t function_id;           // cudaq_fnv1a_32(name)
-  uint8_t dispatch_mode;          // CUDAQ_DISPATCH_DEVICE_CALL or CUDAQ_DISPATCH_HOST_CALL
-  uint8_t shape;                  // CUDAQ_HANDLER_SHAPE_LAUNCH or CUDAQ_HANDLER_SHAPE_THREAD
-  uint8_t reserved[2];
+  // DEVICE_CALL: the handler's device address. GRAPH_LAUNCH: the device address of
+  // the entry's cudaq_graph_io_t (which holds the graph), or 0 where the device path
+  // does not serve it. HOST_CALL: 0.
+  cudaq_device_handler_t handler;
+  uint32_t function_id; // cudaq_fnv1a_32(name)
+  uint8_t dispatch_mode; // CUDAQ_DISPATCH_DEVICE_CALL, _GRAPH_LAUNCH or _HOST_CALL
+  uint8_t shape;         // CUDAQ_HANDLER_SHAPE_LAUNCH or CUDAQ_HANDLER_SHAPE_THREAD
+  uint8_t reserved[2];   // [0]: CUDAQ_ENTRY_FLAG_*; [1]: 0
 } cudaq_function_entry_t;
 
 static_assert(sizeof(cudaq_function_entry_t) == 16, "function table entries are 16 bytes");
@@ -143,6 +161,15 @@ __device__ void *cudaq_dev_enter_lane(void *transport_ctx, volatile int *shutdow
 // cudaq_dev_rx_poll and returns 0 once shutdown is set.
 __device__ int cudaq_dev_rx_try_poll(void *session, void **request, void **response);
 
+// `wait` of cudaq_dev_rx_poll_into: CUDAQ_POLL_WAIT waits (else it looks once);
+// CUDAQ_POLL_SHARED polls a ring that another consumer shares (a host dispatcher
+// answering the table's HOST_CALL entries, DispatcherConfig.shared_ring): a
+// request that consumer answered first is passed over, never staged. Only
+// bridges that support it may be asked (the host ring does; the run time's
+// default form ignores the bit).
+#define CUDAQ_POLL_WAIT 1
+#define CUDAQ_POLL_SHARED 2
+
 // Polls like cudaq_dev_rx_poll (wait != 0) or cudaq_dev_rx_try_poll (wait == 0),
 // and when the request (header + arguments) fits `stage_bytes` (at least 32),
 // copies it into `stage` -- a buffer of the caller's, 8-byte aligned, typically
@@ -153,6 +180,27 @@ __device__ int cudaq_dev_rx_try_poll(void *session, void **request, void **respo
 // host ring does); the run time's default form polls, then copies.
 __device__ int cudaq_dev_rx_poll_into(void *session, void **request, void **response,
                                       void *stage, uint32_t stage_bytes, int wait);
+
+// Optional: hands the publish of the request last polled to another kernel (a graph
+// handler). Returns 1 with *flag and *value such that, once the response bytes are
+// written, a system-scope release store of *value to *flag publishes it; the caller
+// then never calls cudaq_dev_tx_publish for that request. Returns 0 where the bridge
+// cannot hand its publish over (the run time's default form): the caller publishes
+// as usual. The host ring hands over its slot's response flag and sequence number.
+__device__ int cudaq_dev_tx_handoff(void *session, void *response, volatile uint32_t **flag,
+                                    uint32_t *value);
+
+// Optional: records the position of this kernel's session in the transport
+// context, so that the next cudaq_dev_resume_kernel over the same context (a
+// relaunch of the kernel) resumes there instead of at a fresh ring. Call it as
+// the session's last use, after its last publish. Returns 1 if recorded, 0 where
+// the bridge cannot resume (the run time's default form). The built-in graph
+// dispatch kernel relaunches itself through it (see cudaq_graph_io_t).
+__device__ int cudaq_dev_suspend_kernel(void *session);
+// Optional: cudaq_dev_enter_kernel, opening the session where the last kernel
+// over this context suspended (at a fresh ring if none did, or the record was
+// consumed). The run time's default form is cudaq_dev_enter_kernel.
+__device__ void *cudaq_dev_resume_kernel(void *transport_ctx, volatile int *shutdown_flag);
 
 // Calling a handler: the call a dispatch kernel makes where one thread serves
 // a request (cudaq_call_handler and cudaq_answer_request below). Defined at
@@ -362,6 +410,22 @@ cudaq_validate_request(const void *request, uint32_t slot_size,
 // 8 bytes as cudaq_validate_request, so after it the compiler reuses that load.
 static __device__ __forceinline__ uint32_t cudaq_entry_shape(const cudaq_function_entry_t *e) {
   return static_cast<uint8_t>(cudaq_detail_table_u64(&e->function_id) >> 40);
+}
+
+// On a shared ring: whether a request that cudaq_validate_request answered
+// CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION is one the ring's other consumer answers
+// (its entry is flagged CUDAQ_ENTRY_FLAG_PEER): then the kernel leaves it in the
+// ring -- neither answers nor publishes nor counts it. (Magic and length were
+// checked: a request that fails them is this kernel's to answer.)
+static __device__ __forceinline__ bool cudaq_is_peer_request(const void *request,
+                                                             const cudaq_function_entry_t *table,
+                                                             uint32_t table_count) {
+  const cudaq_detail_request_words_t h = cudaq_detail_request_header(request);
+  const cudaq_function_entry_t *e =
+      unified_lookup_entry(table, table_count, static_cast<uint32_t>(h.w0 >> 32));
+  return e != nullptr &&
+         (static_cast<uint8_t>(cudaq_detail_table_u64(&e->function_id) >> 48) &
+          CUDAQ_ENTRY_FLAG_PEER) != 0;
 }
 
 // A dispatch kernel's memory of the entry it looked up last, kept in registers
@@ -610,6 +674,96 @@ cudaq_serve_until_launch_wide(void *session, uint32_t slot_size,
                          max_result);
     cudaq_dev_tx_publish(session, *response);
   }
+}
+
+// ---------------------------------------------------------------------------
+// Graph handlers (CUDAQ_DISPATCH_GRAPH_LAUNCH).
+//
+// A graph handler is a CUDA graph -- several kernels, the whole GPU -- that the
+// built-in dispatch kernel launches from the GPU for each of its requests
+// (device graph launch, sm_90+: the graph instantiated with
+// CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH; the run time uploads it). The
+// launch is fire-and-forget: the dispatch kernel goes on serving the ring, and
+// the graph answers the request itself. Its kernels find the request through a
+// *mailbox*: 8 bytes of mapped pinned host memory (skbuild_cudaq.realtime.
+// GraphMailbox) whose device address the graph's kernels were captured with, and
+// which holds the address of the entry's cudaq_graph_io_t. So:
+//
+//   extern "C" __global__ void decode_step(void *const *mailbox, ...) {
+//     const cudaq_graph_io_t *io = cudaq_graph_io(mailbox);
+//     const uint8_t *args = (const uint8_t *)cudaq_graph_args(io);
+//     uint32_t n = cudaq_graph_arg_len(io);
+//     ... (any number of kernels, grids, blocks)
+//   }
+//   extern "C" __global__ void decode_last(void *const *mailbox, ...) {
+//     cudaq_graph_io_t *io = cudaq_graph_io(mailbox);
+//     ... write the result to cudaq_graph_result(io) (at most cudaq_graph_max_result(io))
+//     __syncthreads();                            // every store of the result first
+//     if (threadIdx.x == 0) cudaq_graph_publish(io, status, result_len);
+//   }
+//
+// Rules: exactly one thread publishes each request, once, from the graph's last
+// kernel, after every store of the result (a barrier orders its block's; a
+// multi-block last kernel must order its other blocks' stores itself, e.g. let a
+// final one-block kernel publish); after cudaq_graph_publish nothing reads the
+// I/O context (the dispatcher refills it for the graph's next request). The
+// request is a copy in device memory: reading it costs no PCIe round trip.
+// ---------------------------------------------------------------------------
+typedef struct cudaq_graph_io {
+  const void *request;              // RPC header + arguments (device memory)
+  void *response;                   // where the response header + result go
+  volatile uint32_t *response_flag; // publishing stores response_flag_value here
+  uint32_t response_flag_value;     //   (release, system scope), after the response
+  uint32_t slot_size;               // bytes of a slot: the result holds slot_size - 24
+  uint32_t sequence;                // requests handed to this graph so far (this one's number)
+  uint32_t released;                // set to `sequence` by cudaq_graph_publish
+  // The dispatcher's own (read-only to the graph):
+  unsigned long long graph_exec; // the cudaGraphExec_t it launches
+  uint32_t launch_error;         // cudaError_t of the last launch that failed (0: none)
+  uint32_t launch_failures;      // requests answered CUDAQ_RPC_STATUS_GRAPH_LAUNCH_FAILED
+} cudaq_graph_io_t;
+
+// Bytes of a graph entry's device record: the I/O context, then the request copy.
+#define CUDAQ_GRAPH_IO_SIZE 64u
+static_assert(sizeof(cudaq_graph_io_t) <= CUDAQ_GRAPH_IO_SIZE, "mirrored in realtime/graph.py");
+
+// The I/O context of the request the graph serves (read through its mailbox).
+static __device__ __forceinline__ cudaq_graph_io_t *cudaq_graph_io(void *const *mailbox) {
+  return static_cast<cudaq_graph_io_t *>(*const_cast<void *const volatile *>(mailbox));
+}
+// The request's arguments, their length, the result area and its room.
+static __device__ __forceinline__ const void *cudaq_graph_args(const cudaq_graph_io_t *io) {
+  return static_cast<const uint8_t *>(io->request) + CUDAQ_RPC_HEADER_SIZE;
+}
+static __device__ __forceinline__ uint32_t cudaq_graph_arg_len(const cudaq_graph_io_t *io) {
+  return static_cast<const cudaq_rpc_request_header_t *>(io->request)->arg_len;
+}
+static __device__ __forceinline__ void *cudaq_graph_result(const cudaq_graph_io_t *io) {
+  return static_cast<uint8_t *>(io->response) + CUDAQ_RPC_HEADER_SIZE;
+}
+static __device__ __forceinline__ uint32_t cudaq_graph_max_result(const cudaq_graph_io_t *io) {
+  return io->slot_size - CUDAQ_RPC_HEADER_SIZE;
+}
+
+// Answers the graph's request: writes the response header (`status`, `result_len`
+// capped at the slot's room, the request id and timestamp echoed) and publishes
+// it, then hands the I/O context back to the dispatcher. One thread, once per
+// request, after every store of the result (see above).
+static __device__ __forceinline__ void cudaq_graph_publish(cudaq_graph_io_t *io, int32_t status,
+                                                           uint32_t result_len) {
+  const void *request = io->request;
+  void *response = io->response;
+  volatile uint32_t *flag = io->response_flag;
+  const uint32_t value = io->response_flag_value;
+  const uint32_t sequence = io->sequence;
+  const uint32_t room = io->slot_size - CUDAQ_RPC_HEADER_SIZE;
+  cudaq_detail_write_header(response, request, status, result_len < room ? result_len : room);
+  // The result may come from earlier kernels of the graph: make every store this
+  // thread can observe visible to the host before the flag.
+  __threadfence_system();
+  asm volatile("st.release.sys.global.u32 [%0], %1;" : : "l"(flag), "r"(value) : "memory");
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" : : "l"(&io->released), "r"(sequence)
+               : "memory");
 }
 
 // Rank and size of the calling group, for handlers that stride their work.

@@ -1,0 +1,120 @@
+"""example_app's graph handler: ``graph_increment``, a CUDA graph of two kernels.
+
+The built-in dispatch kernel (sm_90+) launches it from the GPU for each request of
+its GRAPH_LAUNCH entry; it answers like ``rpc_increment`` (each byte plus one). The
+kernels are in ``src/graph_handlers.cu``; this module captures them into a graph
+instantiated for device launch::
+
+    from example_app import _core, graphs
+
+    handler = graphs.graph_increment(_core, device=0)
+    dispatcher.function_table.add_graph("graph_increment", handler.graph, handler.mailbox)
+    ...
+    handler.close()  # after the dispatcher stopped
+
+:func:`graph_handler` is the factory ``cudaq-realtime-test-server --graphs`` calls.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from skbuild_cudaq.realtime import (
+    DeviceGraph,
+    GraphMailbox,
+    InvalidArgumentError,
+    LaunchConfig,
+    capture_device_graph,
+    check_driver_result,
+    get_device_kernel,
+    launch_kernel,
+)
+
+__all__ = ["GRAPH_HANDLERS", "GraphHandler", "graph_handler", "graph_increment"]
+
+#: The graph handlers example_app builds (``graph_handler(name, ...)``).
+GRAPH_HANDLERS = ("graph_increment",)
+
+
+@dataclass
+class GraphHandler:
+    """A graph handler and what it owns: the graph, its mailbox, its scratch memory."""
+
+    graph: DeviceGraph
+    mailbox: GraphMailbox
+    scratch: int  #: device memory the first kernel writes and the second reads
+    device: int
+
+    def close(self) -> None:
+        """Free it all (idempotent); only once no dispatcher serves the graph."""
+        from cuda.bindings import driver
+
+        from skbuild_cudaq.realtime import _driver
+
+        self.graph.close()
+        self.mailbox.close()
+        scratch, self.scratch = self.scratch, 0
+        if scratch:
+            with _driver.pushed(_driver.primary_context(self.device)):
+                check_driver_result(driver.cuMemFree(scratch), "cuMemFree(scratch)")
+
+    def __enter__(self) -> GraphHandler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def graph_increment(
+    core: ModuleType,
+    *,
+    device: int = 0,
+    max_bytes: int = 1 << 16,
+    grid: int = 4,
+    block: int = 128,
+) -> GraphHandler:
+    """The two-kernel graph of ``graph_increment``, for requests of up to ``max_bytes``.
+
+    ``grid`` x ``block`` threads stage the bytes (kernel 1), one block of ``block``
+    threads copies them into the response and publishes it (kernel 2).
+    """
+    from cuda.bindings import driver
+
+    from skbuild_cudaq.realtime import _driver
+
+    stage = get_device_kernel(core, "graph_increment_stage", device=device)
+    publish = get_device_kernel(core, "graph_increment_publish", device=device)
+    mailbox = GraphMailbox(device)
+    try:
+        with _driver.pushed(_driver.primary_context(device)):
+            scratch = int(check_driver_result(driver.cuMemAlloc(max_bytes), "cuMemAlloc"))
+        box = ctypes.c_void_p(mailbox.device_address)
+        buf = ctypes.c_void_p(scratch)
+        size = ctypes.c_uint32(max_bytes)
+
+        def record(stream: Any) -> None:
+            launch_kernel(stage, LaunchConfig(grid=grid, block=block), stream, box, buf, size)
+            launch_kernel(publish, LaunchConfig(grid=1, block=block), stream, box, buf, size)
+
+        try:
+            graph = capture_device_graph(record, device=device)
+        except BaseException:
+            with _driver.pushed(_driver.primary_context(device)):
+                driver.cuMemFree(scratch)
+            raise
+    except BaseException:
+        mailbox.close()
+        raise
+    return GraphHandler(graph, mailbox, scratch, device)
+
+
+def graph_handler(name: str, module: ModuleType, device: int = 0) -> GraphHandler:
+    """The graph handler ``name`` (one of :data:`GRAPH_HANDLERS`) of ``module``'s device code
+    (what ``cudaq-realtime-test-server --graphs`` calls)."""
+    if name not in GRAPH_HANDLERS:
+        msg = f"example_app has no graph handler {name!r}; it has {', '.join(GRAPH_HANDLERS)}"
+        raise InvalidArgumentError(msg)
+    return graph_increment(module, device=device)

@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: Apache-2.0
+//
+// The built-in graph dispatch kernel, cudaq_realtime_graph_dispatch: the
+// built-in unified kernel (one block; thread 0 polls; launch-wide handlers run
+// on every thread of the block, thread-shaped ones and bad requests on thread
+// 0) that also serves GRAPH_LAUNCH entries: for each of their requests it
+// launches the entry's CUDA graph from the GPU, fire-and-forget, and goes on
+// serving the ring while the graph answers the request itself (see
+// cudaq_graph_io_t in unified_dispatch_device.cuh).
+//
+// Device graph launch (sm_90+) needs the device runtime (libcudadevrt, linked
+// by nvJitLink), so this kernel is not part of the modules every lookup links:
+// the run time links it, with the device runtime, into a module of its own
+// only for a dispatcher whose table holds GRAPH_LAUNCH entries.
+//
+// It must run as a node of a device-launchable graph (device graph launch is
+// allowed only from a kernel that runs in a graph), and a graph execution may
+// launch at most 120 fire-and-forget graphs. So Dispatcher.start() launches it
+// as the one node of a graph instantiated for device launch, and after
+// CUDAQ_GRAPH_LAUNCHES_PER_EXECUTION graph launches the kernel records its
+// ring position in the transport context (cudaq_dev_suspend_kernel), enqueues
+// its own graph as a tail launch (it runs once this execution and every graph
+// it launched are complete) and returns; the new execution resumes where this
+// one stopped (cudaq_dev_resume_kernel). Requests that arrive meanwhile wait in
+// the ring.
+#include <cudaq/realtime/unified_dispatch_device.cuh>
+
+#ifndef CUDAQ_GRAPH_LAUNCHES_PER_EXECUTION
+// Under the 120 fire-and-forget launches a graph execution may make.
+#define CUDAQ_GRAPH_LAUNCHES_PER_EXECUTION 100u
+#endif
+#ifndef CUDAQ_GRAPH_LAUNCH_DEADLINE_NS
+// How long a launch is retried while the previous execution of the same graph
+// is still running (a device graph cannot run twice at once: cudaGraphLaunch
+// refuses it), before the request is answered CUDAQ_RPC_STATUS_GRAPH_LAUNCH_FAILED.
+#define CUDAQ_GRAPH_LAUNCH_DEADLINE_NS 100000000ull
+#endif
+
+namespace {
+
+__device__ __forceinline__ unsigned long long globaltimer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ __forceinline__ uint32_t load_acquire_gpu(const uint32_t *p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void store_release_gpu(uint32_t *p, uint32_t v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" : : "l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ void store_release_sys(volatile uint32_t *p, uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" : : "l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ int load_shutdown(volatile int *flag) {
+  int v;
+  asm volatile("ld.relaxed.sys.global.s32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
+  return v;
+}
+
+// The I/O context of a GRAPH_LAUNCH entry the device path serves (its handler
+// word), or null: not a graph entry, or not served here (answered -2).
+__device__ __forceinline__ cudaq_graph_io_t *graph_entry_io(const void *request,
+                                                            const cudaq_function_entry_t *table,
+                                                            uint32_t table_count) {
+  const cudaq_detail_request_words_t h = cudaq_detail_request_header(request);
+  const cudaq_function_entry_t *e =
+      unified_lookup_entry(table, table_count, static_cast<uint32_t>(h.w0 >> 32));
+  if (e == nullptr)
+    return nullptr;
+  const uint64_t id_mode = cudaq_detail_table_u64(&e->function_id);
+  if (static_cast<uint8_t>(id_mode >> 32) != CUDAQ_DISPATCH_GRAPH_LAUNCH)
+    return nullptr;
+  return reinterpret_cast<cudaq_graph_io_t *>(cudaq_detail_table_u64(&e->handler));
+}
+
+// Whether any entry is flagged for a shared ring's other consumer: then this
+// kernel polls the ring as a shared one (CUDAQ_POLL_SHARED).
+__device__ __forceinline__ bool table_has_peer(const cudaq_function_entry_t *table,
+                                               uint32_t table_count) {
+  for (uint32_t i = 0; i < table_count; ++i)
+    if (static_cast<uint8_t>(cudaq_detail_table_u64(&table[i].function_id) >> 48) &
+        CUDAQ_ENTRY_FLAG_PEER)
+      return true;
+  return false;
+}
+
+enum GraphOutcome { kLaunched, kAnswered, kNotHandedOver, kShutdown };
+
+// Hands the polled request to its graph: waits until the graph's previous
+// request released the I/O context, fills it (the request copied into device
+// memory after the context), launches the graph fire-and-forget (retried while
+// the graph's previous execution is still running), or, past the deadline,
+// answers the request itself with CUDAQ_RPC_STATUS_GRAPH_LAUNCH_FAILED.
+__device__ GraphOutcome hand_to_graph(void *session, cudaq_graph_io_t *io, const void *request,
+                                      void *response, uint32_t slot_size,
+                                      volatile int *shutdown_flag) {
+  const uint32_t sequence = io->sequence + 1;
+  for (uint32_t polls = 0; load_acquire_gpu(&io->released) != sequence - 1; ++polls)
+    if (polls % 64 == 63 && load_shutdown(shutdown_flag) != 0)
+      return kShutdown;
+  volatile uint32_t *flag = nullptr;
+  uint32_t value = 0;
+  if (!cudaq_dev_tx_handoff(session, response, &flag, &value))
+    return kNotHandedOver;
+  // The request (validated: it fits the slot) into the context's own buffer:
+  // the bridge's staging area is reused by the next poll.
+  uint64_t *dst = reinterpret_cast<uint64_t *>(reinterpret_cast<uint8_t *>(io) +
+                                               CUDAQ_GRAPH_IO_SIZE);
+  const cudaq_detail_word_t *src = static_cast<const cudaq_detail_word_t *>(request);
+  const uint32_t words = (CUDAQ_RPC_HEADER_SIZE + cudaq_request_arg_len(request) + 7) / 8;
+  for (uint32_t i = 0; i < words; ++i)
+    dst[i] = src[i];
+  io->request = dst;
+  io->response = response;
+  io->response_flag = flag;
+  io->response_flag_value = value;
+  io->slot_size = slot_size;
+  io->sequence = sequence;
+  __threadfence(); // the graph's kernels (other grids of this GPU) see all of it
+  const cudaGraphExec_t exec = reinterpret_cast<cudaGraphExec_t>(io->graph_exec);
+  const unsigned long long deadline = globaltimer_ns() + CUDAQ_GRAPH_LAUNCH_DEADLINE_NS;
+  cudaError_t err;
+  do {
+    err = cudaGraphLaunch(exec, cudaStreamGraphFireAndForget);
+    if (err == cudaSuccess)
+      return kLaunched;
+  } while (globaltimer_ns() < deadline && load_shutdown(shutdown_flag) == 0);
+  io->launch_error = static_cast<uint32_t>(err);
+  io->launch_failures += 1;
+  cudaq_detail_write_header(response, dst, CUDAQ_RPC_STATUS_GRAPH_LAUNCH_FAILED, 0);
+  store_release_sys(flag, value);
+  store_release_gpu(&io->released, sequence);
+  return kAnswered;
+}
+
+} // namespace
+
+extern "C" __global__ void
+cudaq_realtime_graph_dispatch(void *transport_ctx, uint32_t slot_size,
+                              const cudaq_function_entry_t *table, uint32_t table_count,
+                              volatile int *shutdown_flag, unsigned long long *stats) {
+  __shared__ void *s_session;
+  __shared__ void *s_request;
+  __shared__ void *s_response;
+  __shared__ const cudaq_function_entry_t *s_entry;
+  __shared__ int s_running;
+  __shared__ uint32_t s_result_len;
+  __shared__ __align__(16) uint8_t s_stage[256];
+
+  if (blockIdx.x != 0 || blockIdx.y != 0 || blockIdx.z != 0)
+    return; // one block serves the ring
+  const bool leader = threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
+  const cudaq_function_entry_t *shared_table = cudaq_table_to_shared(table, table_count);
+  if (leader)
+    s_session = cudaq_dev_resume_kernel(transport_ctx, shutdown_flag);
+  __syncthreads();
+  void *session = s_session;
+  if (session == nullptr)
+    return;
+  const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
+  const bool shared_ring = table_has_peer(shared_table, table_count);
+  uint32_t launches = 0;  // this execution's graph launches (leader)
+  bool graphs_on = true;  // false once a relaunch failed: graph requests then fail
+
+  for (;;) {
+    if (leader) {
+      // Serve alone until a request needs the whole block, shutdown, or the
+      // launch budget of this execution is spent.
+      int running = 1;
+      const cudaq_function_entry_t *entry = nullptr;
+      void *request = nullptr;
+      void *response = nullptr;
+      for (;;) {
+        const int got =
+            shared_ring
+                ? cudaq_dev_rx_poll_into(session, &request, &response, s_stage, sizeof(s_stage),
+                                         CUDAQ_POLL_WAIT | CUDAQ_POLL_SHARED)
+                : cudaq_dev_rx_poll_into(session, &request, &response, s_stage, sizeof(s_stage),
+                                         CUDAQ_POLL_WAIT);
+        if (!got) {
+          running = 0;
+          break;
+        }
+        const cudaq_function_entry_t *e = nullptr;
+        int32_t status = cudaq_validate_request(request, slot_size, shared_table, table_count, &e);
+        if (status == CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION) {
+          if (shared_ring && cudaq_is_peer_request(request, shared_table, table_count))
+            continue; // the shared ring's other consumer answers it
+          cudaq_graph_io_t *io = graph_entry_io(request, shared_table, table_count);
+          if (io != nullptr) {
+            atomicAdd(stats, 1ull);
+            if (!graphs_on) {
+              status = CUDAQ_RPC_STATUS_GRAPH_LAUNCH_FAILED;
+            } else {
+              const GraphOutcome outcome =
+                  hand_to_graph(session, io, request, response, slot_size, shutdown_flag);
+              if (outcome == kShutdown) {
+                running = 0;
+                break;
+              }
+              if (outcome == kLaunched && ++launches == CUDAQ_GRAPH_LAUNCHES_PER_EXECUTION) {
+                // The budget of this execution is spent: continue in a new one.
+                if (cudaq_dev_suspend_kernel(session) &&
+                    cudaGraphLaunch(cudaGetCurrentGraphExec(), cudaStreamGraphTailLaunch) ==
+                        cudaSuccess) {
+                  running = 0;
+                  break;
+                }
+                graphs_on = false; // no new execution: later graph requests fail
+              }
+              if (outcome != kNotHandedOver)
+                continue; // the graph (or hand_to_graph) answers it
+              // The bridge cannot hand its publish over: not served here.
+            }
+            cudaq_answer_request(nullptr, CUDAQ_HANDLER_SHAPE_THREAD, status, request, response,
+                                 max_result);
+            cudaq_dev_tx_publish(session, response);
+            continue;
+          }
+        }
+        atomicAdd(stats, 1ull);
+        if (status == CUDAQ_RPC_STATUS_SUCCESS && cudaq_entry_shape(e) != CUDAQ_HANDLER_SHAPE_THREAD) {
+          entry = e;
+          break; // launch-wide: hand it to the block
+        }
+        const cudaq_device_handler_t handler =
+            e != nullptr ? reinterpret_cast<cudaq_device_handler_t>(
+                               cudaq_detail_table_u64(&e->handler))
+                         : nullptr;
+        cudaq_answer_request(handler, CUDAQ_HANDLER_SHAPE_THREAD, status, request, response,
+                             max_result);
+        cudaq_dev_tx_publish(session, response);
+      }
+      s_running = running;
+      s_entry = entry;
+      s_request = request;
+      s_response = response;
+      s_result_len = 0;
+    }
+    __syncthreads();
+    if (!s_running)
+      break;
+    uint32_t result_len = 0;
+    const int32_t status = cudaq_call_launch_handler(s_entry->handler, s_request, s_response,
+                                                     max_result, &result_len);
+    if (result_len != 0)
+      s_result_len = result_len;
+    __syncthreads();
+    if (leader) {
+      write_response_header(s_response, s_request, status, s_result_len);
+      cudaq_dev_tx_publish(session, s_response);
+    }
+    __syncthreads();
+  }
+}

@@ -1,0 +1,309 @@
+"""CUDA-Q realtime parity on a GPU: graph launch on the device path, 1024 threads, mixed
+tables on each path, a shared ring (a host and a device dispatcher on one ring), and the
+test server serving a graph handler.
+
+Needs a CUDA GPU (``gpu`` marker), example_app installed (``pip install ./example_app``)
+and, for graph handlers, sm_90+ and the ``nvidia-cuda-runtime`` wheel (libcudadevrt). Every
+test checks every byte of 10,000 round trips where it says so; every wait has a deadline.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+ROUND_TRIPS = 10_000
+WINDOW = 16  # requests in flight
+DEADLINE = 30.0
+
+
+def increment(payload: bytes) -> bytes:
+    return bytes((b + 1) & 0xFF for b in payload)
+
+
+def _needs_graph_launch(device: int = 0) -> None:
+    from skbuild_cudaq.realtime import DeviceRuntimeNotFoundError, find_device_runtime
+    from skbuild_cudaq.realtime._driver import ordinal_arch
+
+    arch = ordinal_arch(device)
+    if int(arch[3:].rstrip("af")) < 90:
+        pytest.skip(f"device graph launch needs sm_90+, device {device} is {arch}")
+    try:
+        find_device_runtime()
+    except DeviceRuntimeNotFoundError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture
+def graph_handler(core: Any) -> Iterator[Any]:
+    _needs_graph_launch()
+    from example_app import graphs
+
+    handler = graphs.graph_increment(core)
+    yield handler
+    handler.close()
+
+
+def run_traffic(
+    client: Any,
+    requests: list[tuple[str, bytes, Callable[[Any], None]]],
+    window: int = WINDOW,
+) -> None:
+    """Submit ``requests`` (name, payload, check(response)), ``window`` in flight, and
+    check each response in order."""
+    pending: list[tuple[Any, Callable[[Any], None]]] = []
+    for name, payload, check in requests:
+        pending.append((client.submit(name, payload), check))
+        if len(pending) >= window:
+            ticket, check_one = pending.pop(0)
+            check_one(client.wait(ticket, timeout=DEADLINE))
+    for ticket, check_one in pending:
+        check_one(client.wait(ticket, timeout=DEADLINE))
+
+
+def expect(status: int, result: bytes | None = None) -> Callable[[Any], None]:
+    def check(resp: Any) -> None:
+        assert resp.status == status, (resp.status, status)
+        if result is not None:
+            assert resp.result == result
+
+    return check
+
+
+def mixed_requests(
+    rng: random.Random, served: dict[str, Callable[[bytes], bytes]], unserved: list[str], n: int
+) -> tuple[list[tuple[str, bytes, Callable[[Any], None]]], dict[str, int]]:
+    """``n`` requests spread over the served names (checked against their expected result)
+    and the unserved ones (answered -2); their counts by name."""
+    from skbuild_cudaq.realtime.wire import STATUS_UNKNOWN_FUNCTION
+
+    names = [*served, *unserved]
+    counts = dict.fromkeys(names, 0)
+    out = []
+    for i in range(n):
+        name = names[i % len(names)] if i < len(names) else rng.choice(names)
+        payload = rng.randbytes(rng.randint(0, 200))
+        counts[name] += 1
+        if name in served:
+            out.append((name, payload, expect(0, served[name](payload))))
+        else:
+            out.append((name, payload, expect(STATUS_UNKNOWN_FUNCTION, b"")))
+    return out, counts
+
+
+# -- graph launch on the device path ---------------------------------------------------------
+
+
+def test_graph_launch_device_path_10000_checked_round_trips(core: Any, graph_handler: Any) -> None:
+    """The built-in kernel launches example_app's two-kernel graph from the GPU for every
+    graph_increment request, beside rpc_increment (a device function) on one ring: 10,000
+    requests, every byte checked; far more graph launches than one graph execution may make
+    (the dispatch graph relaunches itself every 100)."""
+    from skbuild_cudaq.realtime import Dispatcher, DispatcherConfig, get_device_handler
+
+    config = DispatcherConfig(num_slots=64, slot_size=256, stop_timeout=DEADLINE)
+    with Dispatcher(config, module=core) as d:
+        d.function_table.add_device("rpc_increment", get_device_handler(core, "rpc_increment"))
+        d.function_table.add_graph("graph_increment", graph_handler.graph, graph_handler.mailbox)
+        d.start()
+        rng = random.Random(1)
+        served = {"graph_increment": increment, "rpc_increment": increment}
+        requests, counts = mixed_requests(rng, served, ["nobody"], ROUND_TRIPS)
+        client = d.bridge.client()
+        run_traffic(client, requests)
+        stats = d.graph_stats()
+        assert d.stop() == ROUND_TRIPS
+    assert stats == {
+        "graph_increment": {
+            "requests": counts["graph_increment"],
+            "launch_failures": 0,
+            "launch_error": 0,
+        }
+    }
+    assert counts["graph_increment"] > 30 * 100  # dozens of relaunches of the dispatch graph
+
+
+def test_graph_launch_device_path_one_request_at_a_time(core: Any, graph_handler: Any) -> None:
+    """Back to back (each request after the last response: the graph's previous execution
+    may still be ending when the next launch comes), and a request longer than the slot,
+    which the dispatch kernel answers itself (-3) without launching the graph."""
+    from skbuild_cudaq.realtime import Dispatcher, DispatcherConfig
+    from skbuild_cudaq.realtime.wire import STATUS_ARGS_TOO_LONG
+
+    config = DispatcherConfig(num_slots=8, slot_size=256, stop_timeout=DEADLINE)
+    with Dispatcher(config, module=core) as d:
+        d.function_table.add_graph("graph_increment", graph_handler.graph, graph_handler.mailbox)
+        d.start()
+        client = d.bridge.client()
+        for i in range(500):
+            payload = bytes([i & 0xFF]) * (i % 232)
+            assert client.call("graph_increment", payload, timeout=DEADLINE) == (
+                0,
+                increment(payload),
+            )
+        ticket = client.submit("graph_increment", b"x", arg_len=1000)
+        assert client.wait(ticket, timeout=DEADLINE).status == STATUS_ARGS_TOO_LONG
+        stats = d.graph_stats()
+        assert d.stop() == 501
+    assert stats["graph_increment"]["requests"] == 500
+
+
+# -- 1024 threads ----------------------------------------------------------------------------
+
+
+def test_1024_threads_builtin_kernel_10000_checked_round_trips(core: Any) -> None:
+    """block_size=1024 (the default build runs 512 on sm_90): the 1024-thread build serves
+    a block-cooperative handler over large slots, every byte checked."""
+    from skbuild_cudaq.realtime import Dispatcher, DispatcherConfig, get_device_handler
+
+    config = DispatcherConfig(num_slots=32, slot_size=4096, block_size=1024, stop_timeout=DEADLINE)
+    with Dispatcher(config, module=core) as d:
+        for name in ("block_reverse", "rpc_increment"):
+            d.function_table.add_device(name, get_device_handler(core, name))
+        d.start()
+        rng = random.Random(2)
+        requests = []
+        for i in range(ROUND_TRIPS):
+            payload = rng.randbytes(rng.randint(0, 4072) if i % 10 == 0 else rng.randint(0, 600))
+            if i % 2:
+                requests.append(("block_reverse", payload, expect(0, payload[::-1])))
+            else:
+                requests.append(("rpc_increment", payload, expect(0, increment(payload))))
+        run_traffic(d.bridge.client(), requests)
+        assert d.stop() == ROUND_TRIPS
+
+
+# -- mixed tables ----------------------------------------------------------------------------
+
+
+def test_mixed_table_device_path_10000_checked_round_trips(core: Any) -> None:
+    """A table holding DEVICE_CALL, HOST_CALL and GRAPH_LAUNCH entries on the device path
+    (a custom kernel, which serves no graph): device ones served, the others answered -2."""
+    from example_app import launchers
+    from skbuild_cudaq.realtime import (
+        Dispatcher,
+        DispatcherConfig,
+        GraphMailbox,
+        get_device_handler,
+    )
+
+    config = DispatcherConfig(num_slots=64, slot_size=256, stop_timeout=DEADLINE)
+    with GraphMailbox() as mailbox, Dispatcher(config, module=core) as d:
+        d.function_table.add_device("rpc_increment", get_device_handler(core, "rpc_increment"))
+        d.function_table.add_device("echo", get_device_handler(core, "echo"))
+        d.function_table.add_host("host_echo", lambda args: args)
+        d.function_table.add_graph("decode", 0x1000, mailbox)  # never launched: not served
+        d.set_unified_launch(launchers.single_thread(core))
+        d.start()
+        served = {"rpc_increment": increment, "echo": lambda p: p}
+        requests, _ = mixed_requests(random.Random(3), served, ["host_echo", "decode"], ROUND_TRIPS)
+        run_traffic(d.bridge.client(), requests)
+        assert d.stop() == ROUND_TRIPS
+
+
+def test_mixed_table_host_path_with_real_device_and_graph_entries(
+    core: Any, graph_handler: Any
+) -> None:
+    """The same kind of table on the host path: HOST_CALL served, DEVICE_CALL (a real
+    handler address) and GRAPH_LAUNCH (a real device graph) answered -2."""
+    from skbuild_cudaq.realtime import FunctionTable, HostDispatcher, RingLayout, get_device_handler
+
+    table = FunctionTable()
+    table.add_device("rpc_increment", get_device_handler(core, "rpc_increment"))
+    table.add_graph("graph_increment", graph_handler.graph, graph_handler.mailbox)
+    table.add_host("host_increment", increment)
+    with HostDispatcher(RingLayout(16, 256), table) as host:
+        served = {"host_increment": increment}
+        requests, counts = mixed_requests(
+            random.Random(4), served, ["rpc_increment", "graph_increment"], 3000
+        )
+        run_traffic(host.client(), requests)
+        assert host.processed == 3000
+        assert host.rejected == counts["rpc_increment"] + counts["graph_increment"]
+
+
+# -- a shared ring ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("with_graph", [False, True], ids=["device_call", "graph_launch"])
+def test_shared_ring_host_and_device_10000_checked_round_trips(
+    core: Any, request: pytest.FixtureRequest, with_graph: bool
+) -> None:
+    """A host dispatcher and a device dispatcher on one ring, each serving only its own
+    entries (as CUDA-Q realtime's interleaved host-and-device test): every request answered
+    once and by the right side, bad and unknown ones by the device; each count exact."""
+    from skbuild_cudaq.realtime import (
+        Dispatcher,
+        DispatcherConfig,
+        HostDispatcher,
+        get_device_handler,
+    )
+    from skbuild_cudaq.realtime.wire import STATUS_BAD_MAGIC
+
+    handler = request.getfixturevalue("graph_handler") if with_graph else None
+    config = DispatcherConfig(num_slots=32, slot_size=256, stop_timeout=DEADLINE, shared_ring=True)
+    with Dispatcher(config, module=core) as d:
+        table = d.function_table
+        table.add_device("rpc_increment", get_device_handler(core, "rpc_increment"))
+        table.add_host("host_echo", bytes)
+        if handler is not None:
+            table.add_graph("graph_increment", handler.graph, handler.mailbox)
+        d.start()
+        host = HostDispatcher(d.layout, table, buffer=d.bridge.buffer, shared_ring=True)
+        host.start()
+        try:
+            client = d.bridge.client()
+            served = {"rpc_increment": increment, "host_echo": lambda p: p}
+            if handler is not None:
+                served["graph_increment"] = increment
+            requests, counts = mixed_requests(
+                random.Random(5), served, ["nobody"], ROUND_TRIPS - 100
+            )
+            pending: list[tuple[Any, Any]] = []
+            for index, (name, payload, check) in enumerate(requests):
+                pending.append((client.submit(name, payload), check))
+                if index % 99 == 0:  # bad magic: the device answers it, whatever the id
+                    ticket = client.submit("host_echo", b"x", magic=0xDEADBEEF)
+                    pending.append((ticket, expect(STATUS_BAD_MAGIC)))
+                while len(pending) >= WINDOW:
+                    ticket, check_one = pending.pop(0)
+                    check_one(client.wait(ticket, timeout=DEADLINE))
+            for ticket, check_one in pending:
+                check_one(client.wait(ticket, timeout=DEADLINE))
+            host.stop()
+            host_count = host.processed
+        finally:
+            host.close()
+        device_count = d.stop()
+    assert host_count == counts["host_echo"]
+    assert device_count == ROUND_TRIPS - counts["host_echo"]
+    assert counts["nobody"] > 0  # answered STATUS_UNKNOWN_FUNCTION (-2) by the device
+
+
+# -- the test server -------------------------------------------------------------------------
+
+
+def test_graph_launch_test_server_serves_graph_handler(core: Any) -> None:
+    """cudaq-realtime-test-server --graphs=graph_increment: UDP round trips to the graph."""
+    _needs_graph_launch()
+    from test_server import start_server
+
+    server = start_server("--path=device", "--graphs=graph_increment", "--num-slots=16")
+    try:
+        with server.client() as client:
+            rng = random.Random(6)
+            for _ in range(300):
+                payload = rng.randbytes(rng.randint(0, 200))
+                assert client.call("graph_increment", payload) == (0, increment(payload))
+                assert client.call("rpc_increment", payload) == (0, increment(payload))
+        processed, _, _ = server.stop()
+        assert processed == 600
+    finally:
+        if server.proc.poll() is None:
+            server.proc.kill()
+            server.proc.communicate()

@@ -464,9 +464,10 @@ def test_committed_results_are_the_current_run_only() -> None:
     """bench/results/ holds one file per benchmark the page shows, nothing else, and the docs
     cite no benchmark run or session (the page says the GPU, driver and date instead)."""
     names = sorted(p.name for p in (ROOT / "bench" / "results").glob("*") if p.is_file())
+    benchmarks = ("dispatch", "dispatch_multigpu", "startup", "startup_cu12", "build_overhead")
     assert set(names) <= {
-        f"{n}.json"
-        for n in ("dispatch", "dispatch_multigpu", "startup", "startup_cu12", "build_overhead")
+        *(f"{n}.json" for n in (*benchmarks, "graph", "wire")),
+        "gpu-tests.xml",  # the last run of every one-GPU test (JUnit XML)
     }, names
     cited = re.compile(r"\bsession \d|\bruns? [A-K]\b|\bseries \d|history/|\bs\d+-run")
     for page in [ROOT / "README.md", ROOT / "DEVELOPING.md", *DOCS.rglob("*.md")]:

@@ -2,8 +2,9 @@
 # Runs every GPU test and every benchmark in one go, on a machine with a CUDA GPU.
 # Results go to ${OUT:-bench/results/gpu-run}: each benchmark's JSON (copy them into
 # bench/results/ and run `python bench/report.py`), and one archive, logs.tgz, with the logs,
-# the JUnit XML of the tests and `nvidia-smi -q` (BUNDLE_LOGS= keeps them as files). A lent
-# machine returns few files (at most 8): the benchmarks' JSON plus the archive stay under that.
+# the several-GPU tests' JUnit XML and `nvidia-smi -q` (BUNDLE_LOGS= keeps them as files), beside
+# gpu-tests.xml (every one-GPU test). A lent machine returns few files (at most 8): the
+# benchmarks' JSON, the XML and the archive stay under that.
 #
 #   bash tools/gpu-check.sh                      # uses python3 from PATH, installs the project
 #   OUT=/tmp/res bash tools/gpu-check.sh
@@ -12,7 +13,8 @@
 #   DISPATCH_REPEAT=5 bash tools/gpu-check.sh    # bench/dispatch.py --repeat (default 3)
 #
 # The benchmarks: bench/dispatch.py (--repeat 3, about 75 s on an H200), bench/startup.py
-# (about a minute), bench/build_overhead.py (no GPU; --runs ${BUILD_RUNS:-3}, about two minutes)
+# (about a minute), bench/graph.py (graph handlers against a device-function handler and a bare
+# device graph launch, about 20 s), bench/build_overhead.py (no GPU; --runs ${BUILD_RUNS:-3}, about two minutes)
 # and, with 2 or more GPUs, bench/multigpu.py; with one GPU the several-GPU tests skip with the
 # reason and that benchmark is left out.
 #
@@ -59,7 +61,7 @@ fi
 # install, bytecode compiled, run outside the source tree.
 log "reinstalling skbuild-cudaq as a regular install for the benchmarks"
 "$PY" -m pip install -q --no-build-isolation --no-deps . 2>&1 | tail -20
-for bench in ${BENCHES-dispatch startup build_overhead multigpu}; do
+for bench in ${BENCHES-dispatch startup graph build_overhead multigpu}; do
   extra=()
   case "$bench" in
     dispatch) extra=(--repeat "${DISPATCH_REPEAT:-3}") ;;
@@ -78,8 +80,10 @@ for bench in ${BENCHES-dispatch startup build_overhead multigpu}; do
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 done
 log "done (status $status)"
-# The logs and the tests' XML go into one archive; the benchmarks' JSON stay files of their own.
+# The logs and the several-GPU tests' XML go into one archive; the benchmarks' JSON and the
+# one-GPU tests' XML (committed as bench/results/gpu-tests.xml) stay files of their own.
 if [ -n "${BUNDLE_LOGS-1}" ] && compgen -G "$OUT/*.log" >/dev/null; then
-  (cd "$OUT" && tar czf logs.tgz ./*.log $(ls ./*.xml 2>/dev/null) && rm -f ./*.log ./*.xml)
+  (cd "$OUT" && tar czf logs.tgz ./*.log $(ls ./gpu-tests-multigpu.xml 2>/dev/null) \
+    && rm -f ./*.log ./gpu-tests-multigpu.xml)
 fi
 exit $status

@@ -446,7 +446,8 @@ def test_1024_threads_launch_the_launch_bounds_build_over_the_default_limit(
 
 
 def test_bridge_clients_keep_ring_ids_across_resets(drv: FakeDriver) -> None:
-    from skbuild_cudaq.realtime.ring import RingClient, RingError, RingServer
+    from skbuild_cudaq.realtime.errors import RingError
+    from skbuild_cudaq.realtime.ring import RingClient, RingServer
 
     with HostRingBridge(num_slots=4, slot_size=64) as bridge:
         server = RingServer(bridge.buffer, bridge.layout)  # stands in for the GPU's hooks

@@ -29,17 +29,7 @@ def test_every_runtime_error_is_a_realtime_error_exported_from_the_package() -> 
     for cls in classes:
         assert issubclass(cls, rt.RealtimeError), cls
         assert getattr(rt, cls.__name__) is cls
-    assert rt.UdpBridgeError is rt.UdpFeederError  # the old name
     assert issubclass(rt.InvalidArgumentError, ValueError)
-
-
-def test_old_homes_of_moved_errors_still_name_them() -> None:
-    from skbuild_cudaq.realtime import host_path, udp, wire
-
-    assert wire.ProtocolError is rt.ProtocolError
-    assert host_path.HostDispatcherError is rt.HostDispatcherError
-    assert udp.UdpBridgeError is rt.UdpFeederError
-    assert udp.UdpBridge is udp.UdpFeeder is rt.UdpBridge is rt.UdpFeeder
 
 
 def test_check_driver_result_returns_values_and_raises_cuda_error() -> None:

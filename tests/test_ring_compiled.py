@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from skbuild_cudaq.realtime.ring import RingClient, RingError, RingLayout, RingServer
+from skbuild_cudaq.realtime.errors import RingError
+from skbuild_cudaq.realtime.ring import RingClient, RingLayout, RingServer
 from skbuild_cudaq.realtime.ring import client as client_module
 from skbuild_cudaq.realtime.wire import REQUEST_MAGIC, RESPONSE_MAGIC, function_id
 

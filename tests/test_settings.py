@@ -798,7 +798,7 @@ def test_unreadable_toml_is_one_line_at_every_front_door(
     assert hook.returncode == 1, hook.stderr
     assert hook.stderr == f"skbuild-cudaq: error: cannot read {pyproject}: {reason}\n"
     # the setuptools hook never raises: the file is not taken as a [tool.cudaq] project
-    from skbuild_cudaq.setuptools_ext import project_uses_cudaq
+    from skbuild_cudaq.setuptools import project_uses_cudaq
 
     assert project_uses_cudaq(pyproject) is False
 
@@ -858,6 +858,8 @@ def test_a_source_that_is_not_a_regular_file_says_so(project: Path) -> None:
         f"({gone}); expected a .cu path relative to the project directory; point the link at "
         "the kernel's .cu file, or list that file itself",
     ]
+
+
 def test_every_accepted_architecture_spelling_is_documented(tmp_path: Path) -> None:
     """What the grammar accepts (``architectures.txt``: a number, bare or with a prefix) is
     what the setting's help (the reference table) and the pyproject guide say: ``compute_90``

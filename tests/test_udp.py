@@ -11,7 +11,7 @@ import pytest
 
 from skbuild_cudaq.realtime.host_path import HostDispatcher, echo, rpc_increment
 from skbuild_cudaq.realtime.ring import RingLayout
-from skbuild_cudaq.realtime.udp import UdpBridge, UdpClient
+from skbuild_cudaq.realtime.udp import UdpClient, UdpFeeder
 from skbuild_cudaq.realtime.wire import (
     STATUS_ARGS_TOO_LONG,
     STATUS_BAD_MAGIC,
@@ -23,17 +23,17 @@ from skbuild_cudaq.realtime.wire import (
 
 
 @pytest.fixture
-def served() -> Iterator[tuple[HostDispatcher, UdpBridge, UdpClient]]:
+def served() -> Iterator[tuple[HostDispatcher, UdpFeeder, UdpClient]]:
     dispatcher = HostDispatcher(RingLayout(8, 128), {"echo": echo, "rpc_increment": rpc_increment})
     with (
         dispatcher,
-        UdpBridge(dispatcher.client(), spin=16) as bridge,
+        UdpFeeder(dispatcher.client(), spin=16) as bridge,
         UdpClient(*bridge.address, timeout=10) as client,
     ):
         yield dispatcher, bridge, client
 
 
-def test_calls_and_pipelining(served: tuple[HostDispatcher, UdpBridge, UdpClient]) -> None:
+def test_calls_and_pipelining(served: tuple[HostDispatcher, UdpFeeder, UdpClient]) -> None:
     dispatcher, bridge, client = served
     assert client.call("rpc_increment", b"\x00\x7f\xff") == (0, b"\x01\x80\x00")
     rng = random.Random(5)
@@ -43,7 +43,7 @@ def test_calls_and_pipelining(served: tuple[HostDispatcher, UdpBridge, UdpClient
     assert dispatcher.processed == bridge.forwarded == 201
 
 
-def test_malformed_datagrams(served: tuple[HostDispatcher, UdpBridge, UdpClient]) -> None:
+def test_malformed_datagrams(served: tuple[HostDispatcher, UdpFeeder, UdpClient]) -> None:
     dispatcher, bridge, client = served
     client.send_raw(b"")
     client.send_raw(b"short")
@@ -71,7 +71,7 @@ def test_malformed_datagrams(served: tuple[HostDispatcher, UdpBridge, UdpClient]
     assert c["received"] == 10 and c["answered"] == 3 == dispatcher.processed
 
 
-def test_responses_go_to_each_sender(served: tuple[HostDispatcher, UdpBridge, UdpClient]) -> None:
+def test_responses_go_to_each_sender(served: tuple[HostDispatcher, UdpFeeder, UdpClient]) -> None:
     _, bridge, first = served
     with UdpClient(*bridge.address) as second:
         t1 = first.submit("echo", b"one", request_id=1)
@@ -80,7 +80,7 @@ def test_responses_go_to_each_sender(served: tuple[HostDispatcher, UdpBridge, Ud
         assert first.wait(t1).result == b"one"
 
 
-def test_raw_socket_roundtrip(served: tuple[HostDispatcher, UdpBridge, UdpClient]) -> None:
+def test_raw_socket_roundtrip(served: tuple[HostDispatcher, UdpFeeder, UdpClient]) -> None:
     _, bridge, _ = served
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.settimeout(10)
@@ -93,7 +93,7 @@ def test_raw_socket_roundtrip(served: tuple[HostDispatcher, UdpBridge, UdpClient
 
 def test_bridge_lifecycle() -> None:
     dispatcher = HostDispatcher(RingLayout(2, 64), {"echo": echo})
-    bridge = UdpBridge(dispatcher.client(), spin=0)
+    bridge = UdpFeeder(dispatcher.client(), spin=0)
     bridge.stop()
     with dispatcher:
         bridge.start()
@@ -116,7 +116,7 @@ def test_bridge_lifecycle() -> None:
 
 
 def test_padded_slot_size_datagrams_are_served(
-    served: tuple[HostDispatcher, UdpBridge, UdpClient],
+    served: tuple[HostDispatcher, UdpFeeder, UdpClient],
 ) -> None:
     """CUDA-Q realtime's UDP transport sends header + arguments + padding up to the slot."""
     dispatcher, bridge, _ = served
@@ -147,7 +147,7 @@ def test_padded_slot_size_datagrams_are_served(
 
 
 def test_peers_ids_stay_theirs_and_ring_ids_stay_unique(
-    served: tuple[HostDispatcher, UdpBridge, UdpClient],
+    served: tuple[HostDispatcher, UdpFeeder, UdpClient],
 ) -> None:
     dispatcher, bridge, first = served
     ids_before = int(struct.unpack_from("<Q", dispatcher.buffer, dispatcher.layout.ids_offset)[0])
@@ -217,14 +217,14 @@ def _spoofed_udp(source: tuple[str, int], dest: tuple[str, int], payload: bytes)
         raw.sendto(ip + udp + payload, (dest[0], 0))
 
 
-def _settle(bridge: UdpBridge, key: str, value: int, timeout: float = 10.0) -> None:
+def _settle(bridge: UdpFeeder, key: str, value: int, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while bridge.counters[key] < value and time.monotonic() < deadline:
         time.sleep(1e-3)
 
 
 def test_datagrams_with_the_response_magic_are_dropped_never_answered(
-    served: tuple[HostDispatcher, UdpBridge, UdpClient],
+    served: tuple[HostDispatcher, UdpFeeder, UdpClient],
 ) -> None:
     """An answer is never answered: else two servers (or one, to itself) answer for ever."""
     dispatcher, bridge, client = served
@@ -251,7 +251,7 @@ def test_datagrams_with_the_response_magic_are_dropped_never_answered(
 
 
 def test_datagrams_from_the_feeders_own_address_are_dropped(
-    served: tuple[HostDispatcher, UdpBridge, UdpClient],
+    served: tuple[HostDispatcher, UdpFeeder, UdpClient],
 ) -> None:
     dispatcher, bridge, client = served
     own = bridge.address
@@ -273,8 +273,8 @@ def test_two_feeders_do_not_answer_each_others_answers() -> None:
     with (
         HostDispatcher(RingLayout(4, 64), {"echo": echo}) as d1,
         HostDispatcher(RingLayout(4, 64), {"echo": echo}) as d2,
-        UdpBridge(d1.client(), spin=16) as first,
-        UdpBridge(d2.client(), spin=16) as second,
+        UdpFeeder(d1.client(), spin=16) as first,
+        UdpFeeder(d2.client(), spin=16) as second,
     ):
         _spoofed_udp(second.address, first.address, encode_request("nope", request_id=7))
         _settle(second, "dropped_responses", 1)
@@ -298,7 +298,7 @@ def test_ipv6_loopback_is_served() -> None:
         pytest.skip("this machine has no IPv6 loopback")
     with (
         HostDispatcher(RingLayout(4, 64), {"echo": echo}) as dispatcher,
-        UdpBridge(dispatcher.client(), host="::1", spin=16) as bridge,
+        UdpFeeder(dispatcher.client(), host="::1", spin=16) as bridge,
     ):
         assert bridge.address[0] == "::1"
         with UdpClient("::1", bridge.address[1], timeout=10) as client:
@@ -311,10 +311,10 @@ def test_binding_beyond_loopback_warns_that_there_is_no_authentication(
 ) -> None:
     dispatcher = HostDispatcher(RingLayout(2, 64), {"echo": echo})
     with caplog.at_level("WARNING", logger="skbuild_cudaq"):
-        UdpBridge(dispatcher.client(), host="127.0.0.2").close()
-        UdpBridge(dispatcher.client(), host="localhost").close()
+        UdpFeeder(dispatcher.client(), host="127.0.0.2").close()
+        UdpFeeder(dispatcher.client(), host="localhost").close()
         assert caplog.records == []
-        UdpBridge(dispatcher.client(), host="").close()
+        UdpFeeder(dispatcher.client(), host="").close()
     assert [r.getMessage() for r in caplog.records] == [
         "the UDP feeder listens on 0.0.0.0, beyond loopback: anyone who can reach this port "
         "can call its handlers (the wire format has no authentication)"
@@ -324,7 +324,7 @@ def test_binding_beyond_loopback_warns_that_there_is_no_authentication(
 
 def test_feeder_close_takes_a_timeout() -> None:
     dispatcher = HostDispatcher(RingLayout(2, 64), {"echo": echo})
-    bridge = UdpBridge(dispatcher.client()).start()
+    bridge = UdpFeeder(dispatcher.client()).start()
     bridge.close(timeout=5.0)
     assert not bridge.running
     dispatcher.close()

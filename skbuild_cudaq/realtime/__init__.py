@@ -27,7 +27,6 @@ _EXPORTS: dict[str, str] = {
     "RingProtocolError": "errors",
     "HostDispatcherError": "errors",
     "UdpFeederError": "errors",
-    "UdpBridgeError": "errors",
     "check_driver_result": "errors",
     # device code of a binary, link, load, lookups
     "DeviceCode": "device_code",
@@ -69,7 +68,6 @@ _EXPORTS: dict[str, str] = {
     "HostRingBridge": "bridge",
     "HostDispatcher": "host_path",
     "UdpFeeder": "udp",
-    "UdpBridge": "udp",
     "UdpClient": "udp",
     # graph handlers (GRAPH_LAUNCH entries)
     "GraphMailbox": "graph",
@@ -161,9 +159,6 @@ if TYPE_CHECKING:  # what type checkers see; at run time the names load lazily
         RingProtocolError as RingProtocolError,
     )
     from .errors import (
-        UdpBridgeError as UdpBridgeError,
-    )
-    from .errors import (
         UdpFeederError as UdpFeederError,
     )
     from .errors import (
@@ -231,9 +226,6 @@ if TYPE_CHECKING:  # what type checkers see; at run time the names load lazily
     )
     from .ring import (
         RingLayout as RingLayout,
-    )
-    from .udp import (
-        UdpBridge as UdpBridge,
     )
     from .udp import (
         UdpClient as UdpClient,

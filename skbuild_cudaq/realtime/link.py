@@ -37,7 +37,6 @@ __all__ = [
     "LinkResult",
     "PreparedLink",
     "link_device_code",
-    "link_device_code_ex",
     "link_with_options",
     "parse_arch",
     "prepare_link",
@@ -357,7 +356,3 @@ def link_device_code(
         isolated=isolated,
     )
     return link_with_options(binary, options, cache).cubin
-
-
-#: The old name of :func:`link_with_options`.
-link_device_code_ex = link_with_options

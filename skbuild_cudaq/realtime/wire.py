@@ -32,7 +32,6 @@ __all__ = [
     "STATUS_BAD_MAGIC",
     "STATUS_SUCCESS",
     "STATUS_UNKNOWN_FUNCTION",
-    "ProtocolError",
     "Request",
     "RequestHeader",
     "Response",

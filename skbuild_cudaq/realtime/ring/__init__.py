@@ -54,8 +54,9 @@ another), restarts and resets:
   response flag is ``seq - 1`` too (the previous request of the slot was
   answered; if it is ``seq - 2`` it waits for that answer, which belongs to
   whoever sent it). A response flag already at ``seq`` is a response it did not
-  ask for: :class:`RingProtocolError`. So a matching response flag can only have
-  been stored by the consumer *after* this client's request was published.
+  ask for: :class:`~skbuild_cudaq.realtime.errors.RingProtocolError`. So a matching
+  response flag can only have been stored by the consumer *after* this client's request was
+  published.
 - *Request ids*: drawn from a 64-bit counter stored in the ring allocation itself
   (``ids_offset``), which :meth:`RingClient.reset` and ``HostRingBridge.reset``
   leave alone; the wire carries its low 32 bits. Two requests of one ring share
@@ -104,13 +105,15 @@ the *host* sees it. Not thread-safe: one producer thread at a time.
   sequence of bytes or a 2-D ``uint8`` array (one row per request).
 - ``reset()``: zero every flag and rewind the position (only while no consumer
   runs, or together with a consumer reset); the ring's id source is kept.
-- ``close()``: release the views; any later use raises :class:`RingError`.
+- ``close()``: release the views; any later use raises
+  :class:`~skbuild_cudaq.realtime.errors.RingError`.
 
 Every response is checked: response magic, ``result_len <= max_payload``, and
-the request id and timestamp echoed; a mismatch raises :class:`RingProtocolError`.
+the request id and timestamp echoed; a mismatch raises
+:class:`~skbuild_cudaq.realtime.errors.RingProtocolError`.
 Timeouts raise :class:`TimeoutError` naming the slot, the sequence number and
 the flag value seen. A ``Ticket`` is collected once; polling it again raises
-:class:`RingError`.
+:class:`~skbuild_cudaq.realtime.errors.RingError`.
 
 ``RingServer(buffer, layout)`` -- consumer, the Python twin of the device hooks
 ``cudaq_dev_rx_poll`` / ``cudaq_dev_tx_publish``: ``poll() -> PolledRequest |
@@ -122,8 +125,6 @@ result=b"")`` answers it (exactly once per polled request).
 """
 
 from __future__ import annotations
-
-from skbuild_cudaq.realtime.errors import RingError, RingProtocolError
 
 from .batch import BatchResult
 from .client import COMPILED, DEFAULT_TIMEOUT, RingClient, Ticket
@@ -147,9 +148,7 @@ __all__ = [
     "BatchResult",
     "PolledRequest",
     "RingClient",
-    "RingError",
     "RingLayout",
-    "RingProtocolError",
     "RingServer",
     "Ticket",
     "host_ring_ctx_bytes",

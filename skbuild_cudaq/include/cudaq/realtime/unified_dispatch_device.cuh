@@ -359,12 +359,8 @@ static __device__ __forceinline__ void cudaq_detail_write_header(void *response,
                                   result_len);
 }
 
-// `stage`: accepted for kernels written against earlier releases; unused (see
-// cudaq_call_handler).
 static __device__ __forceinline__ void write_response_header(void *response, const void *request,
-                                                             int32_t status, uint32_t result_len,
-                                                             const void *stage = nullptr) {
-  (void)stage;
+                                                             int32_t status, uint32_t result_len) {
   CUDAQ_REALTIME_PHASE(3);
   // Both are 8-byte aligned (the contract of cudaq_dev_rx_poll).
   const void *req = __builtin_assume_aligned(request, 8);
@@ -512,18 +508,13 @@ cudaq_detail_call_tested(Known known, Other other, const void *request, void *re
 // to the compiler: an inlined handler then reads its arguments with wide
 // shared-memory loads issued ahead of its global stores of the result, as the
 // same code would compile in a kernel of its own. Any other request goes through
-// the pointer. The test costs a few integer instructions.
-//
-// `stage`: accepted for kernels written against earlier releases, which passed
-// the buffer they gave cudaq_dev_rx_poll_into; unused. (Calling with the stage
-// itself as the arguments' pointer measured 0.09-0.11 us a request slower than
-// this on an H200.)
+// the pointer. The test costs a few integer instructions. (Calling the handler
+// with the staged copy itself as the arguments' pointer measured 0.09-0.11 us a
+// request slower than this on an H200.)
 static __device__ __forceinline__ int32_t cudaq_call_handler(cudaq_device_handler_t handler,
                                                              const void *request, void *response,
                                                              uint32_t max_result_len,
-                                                             uint32_t *result_len,
-                                                             const void *stage = nullptr) {
-  (void)stage;
+                                                             uint32_t *result_len) {
   return cudaq_detail_call_tested(
       [handler](const void *args, uint32_t arg_len, void *result, uint32_t max, uint32_t *len) {
         return cudaq_dev_call_handler(handler, args, arg_len, result, max, len);

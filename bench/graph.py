@@ -59,8 +59,9 @@ def build_floor(arch: str) -> Any:
     """``bench/graph.cu`` -> LTO-IR (nvcc) -> cubin with libcudadevrt (nvJitLink) -> loaded."""
     from skbuild_cudaq._paths import include_dir
     from skbuild_cudaq.fatbin import read_fatbin_file
-    from skbuild_cudaq.realtime import Library, find_device_runtime
     from skbuild_cudaq.realtime._nvjitlink import link_blobs
+    from skbuild_cudaq.realtime.graph import find_device_runtime
+    from skbuild_cudaq.realtime.library import Library
 
     number = arch[3:]
     with tempfile.TemporaryDirectory() as tmp:

@@ -194,7 +194,7 @@ def _summary(samples: list[dict[str, Any]], floors: list[dict[str, Any]] | None)
 def measure(args: argparse.Namespace, binary: Path, kernel: str, work: Path) -> dict[str, Any]:
     """Every variant on ``binary``, ``args.runs`` rounds: inputs, results and goals."""
     from skbuild_cudaq.realtime.cache import LinkCache
-    from skbuild_cudaq.realtime.link import LinkOptions, link_with_options
+    from skbuild_cudaq.realtime.link import LinkOptions, link_device_code
 
     env = dict(os.environ)
     env.pop("SKBUILD_CUDAQ_VERBOSE", None)
@@ -202,7 +202,7 @@ def measure(args: argparse.Namespace, binary: Path, kernel: str, work: Path) -> 
     if "error" in probe:
         raise SystemExit(f"startup bench: no usable GPU: {probe['error']}")
     arch, runs = probe["arch"], max(args.runs, 7)
-    linked = link_with_options(binary, LinkOptions(arch=arch), LinkCache(None)).cubin
+    linked = link_device_code(binary, LinkOptions(arch=arch), cache=LinkCache(None)).cubin
     cubin = work / "linked.cubin"
     cubin.write_bytes(linked)
     cold_env = dict(env, SKBUILD_CUDAQ_LINK_CACHE="off")

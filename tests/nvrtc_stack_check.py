@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     from skbuild_cudaq.realtime.device_code import DeviceCode, LinkInput
     from skbuild_cudaq.realtime.errors import VersionMismatchError
     from skbuild_cudaq.realtime.library import cubin_symbols
-    from skbuild_cudaq.realtime.link import LinkOptions, link_with_options
+    from skbuild_cudaq.realtime.link import LinkOptions, link_device_code
 
     nvrtc = find_nvrtc()
     runtime_dir = args.out / "runtime"
@@ -87,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         # the cluster kernel (lto_90) cannot link for sm_80: leave it out there
         usable = [i for i in inputs if not (arch == "sm_80" and i.name.startswith("cluster"))]
         code = DeviceCode(app_dir / "example_app", tuple(usable))
-        result = link_with_options(
-            code, LinkOptions(arch=arch, runtime_dir=runtime_dir), LinkCache(None)
+        result = link_device_code(
+            code, LinkOptions(arch=arch, runtime_dir=runtime_dir), cache=LinkCache(None)
         )
         symbols = cubin_symbols(result.cubin)
         links[arch] = {
@@ -102,8 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.nvcc_runtime is not None:
         code = DeviceCode(app_dir / "example_app", tuple(inputs))
         try:
-            link_with_options(
-                code, LinkOptions(arch="sm_90", runtime_dir=args.nvcc_runtime), LinkCache(None)
+            link_device_code(
+                code,
+                LinkOptions(arch="sm_90", runtime_dir=args.nvcc_runtime),
+                cache=LinkCache(None),
             )
         except VersionMismatchError as exc:
             report["nvcc_runtime"] = {"refused": True, "message": str(exc), "log": exc.log}

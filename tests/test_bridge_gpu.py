@@ -16,6 +16,7 @@ from gpu_kernels.testbins import DeviceBinaries
 
 import skbuild_cudaq.realtime as rt
 from skbuild_cudaq.realtime import wire
+from skbuild_cudaq.realtime.library import Kernel
 
 pytestmark = pytest.mark.gpu
 
@@ -29,7 +30,7 @@ def fresh() -> Iterator[None]:
     rt.release_library()
 
 
-def _single_thread(kernel: rt.Kernel) -> Callable[[rt.LaunchArgs], None]:
+def _single_thread(kernel: Kernel) -> Callable[[rt.LaunchArgs], None]:
     def launch(args: rt.LaunchArgs) -> None:
         cfg = rt.LaunchConfig(grid=1, block=1)
         rt.launch_kernel(kernel, cfg, args.stream, *args.kernel_args())

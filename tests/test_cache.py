@@ -20,7 +20,7 @@ from skbuild_cudaq.realtime.cache import (
     cache_key,
 )
 from skbuild_cudaq.realtime.errors import LinkCacheError
-from skbuild_cudaq.realtime.link import LinkOptions, link_with_options
+from skbuild_cudaq.realtime.link import LinkOptions, link_device_code
 
 
 def test_key_covers_every_input() -> None:
@@ -148,14 +148,14 @@ def test_hit_then_corrupt_entry_is_relinked_and_overwritten(
     bins: DeviceBinaries, tmp_path: Path
 ) -> None:
     cache = LinkCache(tmp_path / "link")
-    first = link_with_options(bins.app, LinkOptions(arch="sm_90"), cache)
+    first = link_device_code(bins.app, LinkOptions(arch="sm_90"), cache=cache)
     assert not first.cache_hit
     assert first.cache_path is not None and first.cache_path.is_file()
-    second = link_with_options(bins.app, LinkOptions(arch="sm_90"), cache)
+    second = link_device_code(bins.app, LinkOptions(arch="sm_90"), cache=cache)
     assert second.cache_hit
     assert second.cubin == first.cubin
     # another arch is another entry
-    other = link_with_options(bins.app, LinkOptions(arch="sm_100"), cache)
+    other = link_device_code(bins.app, LinkOptions(arch="sm_100"), cache=cache)
     assert not other.cache_hit
     assert len(list((tmp_path / "link").glob("*.cubin"))) == 2
     # corrupt, then truncate: each time re-linked and overwritten
@@ -166,17 +166,17 @@ def test_hit_then_corrupt_entry_is_relinked_and_overwritten(
         else:
             data = data[: len(data) // 3]
         first.cache_path.write_bytes(bytes(data))
-        again = link_with_options(bins.app, LinkOptions(arch="sm_90"), cache)
+        again = link_device_code(bins.app, LinkOptions(arch="sm_90"), cache=cache)
         assert not again.cache_hit
         assert again.cubin == first.cubin
-        assert link_with_options(bins.app, LinkOptions(arch="sm_90"), cache).cache_hit
+        assert link_device_code(bins.app, LinkOptions(arch="sm_90"), cache=cache).cache_hit
 
 
 _LINK_SCRIPT = """
 import hashlib, json, sys
-from skbuild_cudaq.realtime.link import LinkOptions, link_with_options
+from skbuild_cudaq.realtime.link import LinkOptions, link_device_code
 from skbuild_cudaq.realtime.cache import default_cache
-r = link_with_options(sys.argv[1], LinkOptions(arch="sm_90"), default_cache())
+r = link_device_code(sys.argv[1], LinkOptions(arch="sm_90"), cache=default_cache())
 maps = open("/proc/self/maps").read()
 print(json.dumps({
     "hit": r.cache_hit,
@@ -420,7 +420,7 @@ def test_link_and_lookup_with_an_unwritable_cache_return_the_cubin_uncached(
 
     directory = _unwritable_locations(tmp_path)[0]
     with caplog.at_level("WARNING", logger="skbuild_cudaq"):
-        result = link_with_options(bins.app, LinkOptions(arch="sm_90"), LinkCache(directory))
+        result = link_device_code(bins.app, LinkOptions(arch="sm_90"), cache=LinkCache(directory))
         assert result.cubin and not result.cache_hit and result.cache_path is None
         # a run-time lookup links the same way (the driver is a stand-in: no GPU here)
         use_driver(startup_driver([], lambda dev: (OK, "ctx")))

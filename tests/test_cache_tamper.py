@@ -27,7 +27,7 @@ from gpu_kernels.testbins import DeviceBinaries
 from skbuild_cudaq.realtime import cache as cache_module
 from skbuild_cudaq.realtime.cache import LinkCache, cache_entry, encode_entry
 from skbuild_cudaq.realtime.errors import LinkCacheError
-from skbuild_cudaq.realtime.link import LinkOptions, LinkResult, link_with_options, prepare_link
+from skbuild_cudaq.realtime.link import LinkOptions, LinkResult, link_device_code, prepare_link
 
 pytestmark = pytest.mark.toolchain
 
@@ -41,7 +41,7 @@ needs_root = pytest.mark.skipif(os.getuid() != 0, reason="making files of anothe
 def fresh(bins: DeviceBinaries) -> dict[str, bytes]:
     """The cubins a fresh link (no cache) gives, per arch: what the cache may serve."""
     return {
-        arch: link_with_options(bins.app, LinkOptions(arch=arch), LinkCache(None)).cubin
+        arch: link_device_code(bins.app, LinkOptions(arch=arch), cache=LinkCache(None)).cubin
         for arch in (ARCH, OTHER_ARCH)
     }
 
@@ -53,7 +53,7 @@ def _key(bins: DeviceBinaries, cache: LinkCache, arch: str = ARCH) -> str:
 
 
 def _link(bins: DeviceBinaries, cache: LinkCache, arch: str = ARCH) -> LinkResult:
-    return link_with_options(bins.app, LinkOptions(arch=arch), cache)
+    return link_device_code(bins.app, LinkOptions(arch=arch), cache=cache)
 
 
 def _private_dir(path: Path) -> Path:

@@ -1,4 +1,4 @@
-"""``skbuild-cudaq check`` and ``check_wheel`` / ``check_distribution``.
+"""``skbuild-cudaq check`` and ``check_package`` (wheels and installed distributions).
 
 Plain tests: targets that are not wheels, wheels without device code, the table, the
 program name. ``toolchain`` tests (nvcc, gcc, nvJitLink; no GPU): modules built the way the
@@ -60,29 +60,29 @@ def make_wheel(where: Path, members: dict[str, bytes], name: str = "pkg") -> Pat
 
 
 def test_a_missing_file_and_an_unknown_distribution_are_one_line_each(tmp_path: Path) -> None:
-    from skbuild_cudaq.realtime import check_distribution, check_wheel
+    from skbuild_cudaq.realtime import check_package
 
-    report = check_wheel(tmp_path / "nope.whl")
+    report = check_package(tmp_path / "nope.whl")
     assert not report.ok and report.kind == "unknown"
     (problem,) = report.problems
     assert (problem.kind, str(problem)) == ("not-found", f"{tmp_path / 'nope.whl'}: no such file")
-    report = check_distribution("no-such-distribution-here", path=[str(tmp_path)])
+    report = check_package("no-such-distribution-here", path=[str(tmp_path)])
     (problem,) = report.problems
     assert problem.kind == "not-found"
     assert "neither a wheel file nor an installed distribution" in str(problem)
     (tmp_path / "text.whl").write_text("not a zip")
-    (problem,) = check_wheel(tmp_path / "text.whl").problems
+    (problem,) = check_package(tmp_path / "text.whl").problems
     assert str(problem).startswith(f"{tmp_path / 'text.whl'}: not a wheel (cannot read it as a zip")
 
 
 def test_a_wheel_without_device_code_fails(tmp_path: Path) -> None:
     """A host-only binary (this Python) is listed as such; no module with device code is an
     error: a check of a wheel that should carry dispatch kernels must not pass on none."""
-    from skbuild_cudaq.realtime import check_wheel
+    from skbuild_cudaq.realtime import check_package
 
     host = Path(sys.executable).resolve().read_bytes()
     wheel = make_wheel(tmp_path, {"pkg/__init__.py": b"", "pkg/tool": host})
-    report = check_wheel(wheel)
+    report = check_package(wheel)
     assert report.kind == "wheel" and report.modules == ()
     assert report.other_binaries == ("pkg/tool",)
     (problem,) = report.problems
@@ -130,7 +130,7 @@ def test_program_name_follows_how_it_was_run() -> None:
 
 def test_table_lists_every_kernel_handler_and_architecture() -> None:
     from skbuild_cudaq.cli._check import render_table
-    from skbuild_cudaq.realtime import ArchCheck, CheckReport, ModuleCheck
+    from skbuild_cudaq.realtime.check import ArchCheck, CheckReport, ModuleCheck
 
     module = ModuleCheck(
         "pkg/_core.so",
@@ -252,9 +252,9 @@ def good_wheel(maker: ModuleMaker) -> Path:
 
 @pytest.mark.toolchain
 def test_good_wheel_names_every_kernel_handler_and_architecture(good_wheel: Path) -> None:
-    from skbuild_cudaq.realtime import check_wheel
+    from skbuild_cudaq.realtime import check_package
 
-    report = check_wheel(good_wheel)
+    report = check_package(good_wheel)
     assert report.ok, [str(p) for p in report.problems]
     (module,) = report.modules
     assert module.module == "pkg/_good.so"
@@ -331,11 +331,11 @@ def test_a_module_that_lost_its_relfatbin_fails_in_one_line(
 
 @pytest.mark.toolchain
 def test_a_module_that_lost_one_container(maker: ModuleMaker, tmp_path: Path) -> None:
-    from skbuild_cudaq.realtime import check_wheel
+    from skbuild_cudaq.realtime import check_package
 
     lost = Source(KERNELS / "handlers_b.cu", embed=False)
     wheel = wheel_of(maker.module("_partial", [DISPATCHER, HANDLERS, lost]), tmp_path)
-    report = check_wheel(wheel)
+    report = check_package(wheel)
     (problem,) = report.problems
     assert problem.kind == "lost-device-code" and problem.module == "pkg/_partial.so"
     assert "lost the device code of gpu_kernels/handlers_b.cu" in str(problem)
@@ -346,10 +346,10 @@ def test_a_module_that_lost_one_container(maker: ModuleMaker, tmp_path: Path) ->
 def test_an_architecture_that_does_not_link(maker: ModuleMaker, tmp_path: Path) -> None:
     """One source declared for sm_90 only: the module links for sm_90 and not for sm_80, the
     other declared architecture; the line names the source and the setting that fixes it."""
-    from skbuild_cudaq.realtime import check_wheel
+    from skbuild_cudaq.realtime import check_package
 
     wheel = wheel_of(maker.module("_mixed", [DISPATCHER, HANDLERS, LAUNCH_CHECKS_90]), tmp_path)
-    report = check_wheel(wheel)
+    report = check_package(wheel)
     (module,) = report.modules
     assert module.architectures == ("sm_80", "sm_90")
     assert [(link.arch, link.ok) for link in module.links] == [("sm_80", False), ("sm_90", True)]
@@ -372,11 +372,11 @@ def test_an_architecture_that_does_not_link(maker: ModuleMaker, tmp_path: Path) 
 def test_a_module_nvjitlink_refuses_is_one_line_with_its_log(
     maker: ModuleMaker, tmp_path: Path
 ) -> None:
-    from skbuild_cudaq.realtime import check_wheel
+    from skbuild_cudaq.realtime import check_package
 
     missing = Source(KERNELS / "missing_symbol.cu")
     wheel = wheel_of(maker.module("_missing", [DISPATCHER, missing]), tmp_path)
-    (problem,) = check_wheel(wheel).problems
+    (problem,) = check_package(wheel).problems
     assert (problem.kind, problem.arch) == ("link", "sm_80")
     assert "[ERROR_PTX_COMPILE]" in str(problem)
     assert "Unresolved extern function 'cudaq_test_missing_function'" in str(problem)
@@ -400,12 +400,12 @@ def test_declared_kernels_and_handlers_must_be_in_the_cubin(
 ) -> None:
     """Records that declare more than the code has (a record from another build of the source,
     say): each missing name is a problem of its own."""
-    from skbuild_cudaq.realtime import check_wheel
+    from skbuild_cudaq.realtime import check_package
 
     dispatcher = Source(DISPATCHER.file, record=_declare(kernel="ghost_kernel"))
     handlers = Source(HANDLERS.file, record=_declare(handler="ghost_handler"))
     wheel = wheel_of(maker.module("_ghosts", [dispatcher, handlers]), tmp_path)
-    report = check_wheel(wheel, architectures=["sm_90"])
+    report = check_package(wheel, architectures=["sm_90"])
     kinds = sorted((p.kind, p.arch) for p in report.problems)
     assert kinds == [("missing-handler", "sm_90"), ("missing-kernel", "sm_90")]
     text = "\n".join(str(p) for p in report.problems)
@@ -419,12 +419,12 @@ def test_declared_kernels_and_handlers_must_be_in_the_cubin(
 
 @pytest.mark.toolchain
 def test_an_installed_distribution_is_checked_in_place(good_wheel: Path, tmp_path: Path) -> None:
-    from skbuild_cudaq.realtime import check_distribution
+    from skbuild_cudaq.realtime import check_package
 
     site = tmp_path / "site"
     with zipfile.ZipFile(good_wheel) as zf:
         zf.extractall(site)
-    report = check_distribution("pkg", path=[str(site)])
+    report = check_package("pkg", path=[str(site)])
     assert report.ok, [str(p) for p in report.problems]
     assert (report.kind, report.target) == ("distribution", "pkg 1.0 (installed)")
     assert [m.module for m in report.modules] == ["pkg/_good.so"]

@@ -109,7 +109,7 @@ def test_the_project_names_nothing_about_nvrtc_and_tests_without_a_gpu() -> None
     assert not any("nvrtc" in r.lower() for r in pyproject["build-system"]["requires"])
     assert "compiler" not in pyproject["tool"]["cudaq"]
     tests = files[TESTS]
-    assert "check_distribution(" in tests and "HostDispatcher(" in tests
+    assert "check_package(" in tests and "HostDispatcher(" in tests
     assert "get_device_kernel" not in tests  # nothing that needs a GPU
 
 

@@ -71,7 +71,7 @@ def _run(line: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProce
 @pytest.mark.toolchain
 def test_editable_install_rebuilds_on_import_and_checks(tmp_path: Path, nvcc: Path) -> None:
     from skbuild_cudaq.build._device_info import read_records
-    from skbuild_cudaq.realtime import check_distribution
+    from skbuild_cudaq.realtime import check_package
 
     where = tmp_path / "work"
     project = write_project(files_of(GETTING_STARTED.read_text(encoding="utf-8")), where)
@@ -102,7 +102,7 @@ def test_editable_install_rebuilds_on_import_and_checks(tmp_path: Path, nvcc: Pa
     kernels = {k for r in read_records(module) for k in r["kernels"]}
     assert kernels == {"my_dispatcher", "my_second"}, kernels
     # check finds the editable distribution's module in the build tree and links it
-    report = check_distribution("my-app", path=[str(site_dir)])
+    report = check_package("my-app", path=[str(site_dir)])
     assert report.ok, [str(p) for p in report.problems]
     assert report.target == "my-app 0.1.0 (installed, editable)"
     (checked,) = report.modules

@@ -301,10 +301,10 @@ def test_auditwheel_repair_keeps_the_section(
     (module,) = (m for m in modules if m.name == the_module(b).name)
     assert relfatbin_containers(module) == relfatbin_containers(the_module(b))
     # and check links the repaired wheel's module (example_app: for the GPUs it serves)
-    from skbuild_cudaq.realtime import check_wheel
+    from skbuild_cudaq.realtime import check_package
 
     archs = ["sm_90", "sm_100"] if key == "example_app" else None
-    report = check_wheel(repaired, architectures=archs)
+    report = check_package(repaired, architectures=archs)
     assert report.ok, [str(p) for p in report.problems]
     assert [m.module.rsplit("/", 1)[-1] for m in report.modules] == [module.name]
 
@@ -416,9 +416,11 @@ def test_own_device_link_carries_sass_and_lto_ir(built: dict[str, Built]) -> Non
 def test_own_device_link_links_offline(built: dict[str, Built], arch: str, tmp_path: Path) -> None:
     from skbuild_cudaq.realtime.cache import LinkCache
     from skbuild_cudaq.realtime.library import cubin_symbols
-    from skbuild_cudaq.realtime.link import link_device_code
+    from skbuild_cudaq.realtime.link import LinkOptions, link_device_code
 
-    cubin = link_device_code(the_module(built["own_device_link"]), arch, cache=LinkCache(None))
+    cubin = link_device_code(
+        the_module(built["own_device_link"]), LinkOptions(arch=arch), cache=LinkCache(None)
+    ).cubin
     symbols = cubin_symbols(cubin)
     assert "odl_dispatcher" in symbols.kernels
     assert "odl_echo" in symbols.handlers
@@ -460,9 +462,11 @@ def test_handler_switch_links_past_a_name_under_if_0(built: dict[str, Built]) ->
     stand-in is not one). hs_reverse, which the scan cannot see, is still exported."""
     from skbuild_cudaq.realtime.cache import LinkCache
     from skbuild_cudaq.realtime.library import cubin_symbols
-    from skbuild_cudaq.realtime.link import link_device_code
+    from skbuild_cudaq.realtime.link import LinkOptions, link_device_code
 
-    cubin = link_device_code(the_module(built["handler_switch"]), "sm_90", cache=LinkCache(None))
+    cubin = link_device_code(
+        the_module(built["handler_switch"]), LinkOptions(arch="sm_90"), cache=LinkCache(None)
+    ).cubin
     symbols = cubin_symbols(cubin)
     assert "hs_dispatcher" in symbols.kernels
     assert set(symbols.handlers) == {"hs_add_one", "hs_reverse", "hs_sum", "hs_xor"}
@@ -663,10 +667,10 @@ def _records_of(module: Path) -> list[dict[str, object]]:
 def test_check_passes_on_every_built_wheel(built: dict[str, Built], key: str) -> None:
     """Every module links for every architecture its build declared, with every kernel and
     handler export its records name."""
-    from skbuild_cudaq.realtime import check_wheel
+    from skbuild_cudaq.realtime import check_package
 
     b = built[key]
-    report = check_wheel(b.wheel)
+    report = check_package(b.wheel)
     assert report.ok, [str(p) for p in report.problems]
     (module,) = report.modules
     records = _records_of(the_module(b))
@@ -681,10 +685,10 @@ def test_check_finds_what_keeps_example_app_from_sm80(built: dict[str, Built]) -
     """example_app declares sm_80 (its portable kernels) and sm_90 (its cluster kernel): the
     run time links a module whole, so on an sm_80 GPU no lookup of it can link. check says so
     in one line naming the source; the module links for sm_90 and newer."""
-    from skbuild_cudaq.realtime import check_wheel
+    from skbuild_cudaq.realtime import check_package
 
     b = built["example_app"]
-    report = check_wheel(b.wheel)
+    report = check_package(b.wheel)
     (module,) = report.modules
     assert module.architectures == ("sm_80", "sm_90")
     assert set(module.kernels) == {
@@ -701,14 +705,14 @@ def test_check_finds_what_keeps_example_app_from_sm80(built: dict[str, Built]) -
     assert "src/cluster_dispatcher.cu (container" in problem.message
     assert 'add "80" to its architectures' in problem.message
     assert [(link.arch, link.ok) for link in module.links] == [("sm_80", False), ("sm_90", True)]
-    assert check_wheel(b.wheel, architectures=["sm_90", "sm_100", "sm_120"]).ok
+    assert check_package(b.wheel, architectures=["sm_90", "sm_100", "sm_120"]).ok
 
 
 def test_check_of_the_installed_distribution(built: dict[str, Built]) -> None:
-    from skbuild_cudaq.realtime import check_distribution
+    from skbuild_cudaq.realtime import check_package
 
     b = built["two_kernels"]  # installed into b.target: the wheel's files and its RECORD
-    report = check_distribution("two-kernels", path=[str(b.target)])
+    report = check_package("two-kernels", path=[str(b.target)])
     assert report.ok, [str(p) for p in report.problems]
     assert report.target.startswith("two-kernels ") and report.kind == "distribution"
     (module,) = report.modules

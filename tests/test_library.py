@@ -15,6 +15,7 @@ from skbuild_cudaq.realtime.cache import LinkCache
 from skbuild_cudaq.realtime.errors import CUDAError, InvalidArgumentError, RealtimeError
 from skbuild_cudaq.realtime.launch import LaunchConfig
 from skbuild_cudaq.realtime.library import Library
+from skbuild_cudaq.realtime.link import LinkOptions
 
 
 def test_importing_realtime_touches_no_cuda() -> None:
@@ -22,7 +23,7 @@ def test_importing_realtime_touches_no_cuda() -> None:
     import sys
 
     code = (
-        "import sys, skbuild_cudaq.realtime as rt; rt.LaunchConfig; rt.Library; rt.LinkError;"
+        "import sys, skbuild_cudaq.realtime as rt; rt.LaunchConfig; rt.get_library; rt.LinkError;"
         "print(any(m.startswith('cuda') for m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -48,7 +49,7 @@ def test_check_turns_results_into_cuda_errors(use_driver: UseDriver) -> None:
 def test_not_found_is_invalid_argument_listing_kernels(
     bins: DeviceBinaries, monkeypatch: pytest.MonkeyPatch, use_driver: UseDriver
 ) -> None:
-    cubin = rt.link_device_code(bins.app, "sm_90", cache=LinkCache(None))
+    cubin = rt.link_device_code(bins.app, LinkOptions(arch="sm_90"), cache=LinkCache(None)).cubin
     fake = use_driver(startup_driver([], retain=None))
     fake.cuLibraryGetKernel = lambda lib, name: (Result(500, "CUDA_ERROR_NOT_FOUND"), None)
     monkeypatch.setattr(_driver, "ensure_context", lambda device=0: 1)
@@ -110,7 +111,7 @@ def test_load_links_while_the_context_is_created(
 
     events: list[str] = []
     linked = threading.Event()
-    real_link = link_module.link_with_options
+    real_link = link_module.link_device_code
 
     def link_and_tell(*args: Any, **kwargs: Any) -> Any:
         result = real_link(*args, **kwargs)
@@ -125,7 +126,7 @@ def test_load_links_while_the_context_is_created(
         events.append("link done during retain" if linked.wait(60) else "retain timed out")
         return (OK, "ctx")
 
-    monkeypatch.setattr(link_module, "link_with_options", link_and_tell)
+    monkeypatch.setattr(link_module, "link_device_code", link_and_tell)
     use_driver(startup_driver(events, retain))
     lib = Library(bins.app, cache=LinkCache(tmp_path / "cache"))
     assert lib.load() == "library-handle"

@@ -12,6 +12,7 @@ from gpu_kernels.testbins import DeviceBinaries
 
 import skbuild_cudaq.realtime as rt
 from skbuild_cudaq.realtime.cache import LinkCache
+from skbuild_cudaq.realtime.library import Library
 
 pytestmark = pytest.mark.gpu
 
@@ -93,7 +94,7 @@ def test_second_binary_is_refused_until_released(
 
 
 def test_kernel_keeps_library_alive_and_close_is_idempotent(bins: DeviceBinaries) -> None:
-    with rt.Library(bins.app, cache=LinkCache(None)) as lib:
+    with Library(bins.app, cache=LinkCache(None)) as lib:
         with lib.get_kernel("single_thread_dispatcher") as kernel:
             assert kernel.library is lib
             assert kernel.function() is not None
@@ -106,12 +107,12 @@ def test_kernel_keeps_library_alive_and_close_is_idempotent(bins: DeviceBinaries
 
 
 @pytest.fixture
-def checks(bins: DeviceBinaries) -> Iterator[rt.Library]:
-    with rt.Library(bins.launch_checks) as lib:
+def checks(bins: DeviceBinaries) -> Iterator[Library]:
+    with Library(bins.launch_checks) as lib:
         yield lib
 
 
-def test_launch_with_cluster_dimensions(checks: rt.Library) -> None:
+def test_launch_with_cluster_dimensions(checks: Library) -> None:
     from skbuild_cudaq.realtime._driver import current_arch
 
     if int(current_arch()[3:].rstrip("af")) < 90:
@@ -129,7 +130,7 @@ def test_launch_with_cluster_dimensions(checks: rt.Library) -> None:
         out.free()
 
 
-def test_launch_cooperative(checks: rt.Library) -> None:
+def test_launch_cooperative(checks: Library) -> None:
     kernel = checks.get_kernel("grid_sync_report")
     grid = 8
     counter, out, valid = DeviceBuffer(1), DeviceBuffer(grid), DeviceBuffer(grid)
@@ -148,7 +149,7 @@ def test_launch_cooperative(checks: rt.Library) -> None:
             buf.free()
 
 
-def test_launch_rejects_non_ctypes_arguments(checks: rt.Library) -> None:
+def test_launch_rejects_non_ctypes_arguments(checks: Library) -> None:
     kernel = checks.get_kernel("cluster_report")
     with pytest.raises(rt.InvalidArgumentError, match="not a ctypes value"):
         rt.launch_kernel(kernel, rt.LaunchConfig(grid=1, block=1), 0, 1234)

@@ -17,7 +17,7 @@ from skbuild_cudaq.realtime.cache import LinkCache
 from skbuild_cudaq.realtime.device_code import LinkInput, device_code_of, runtime_device_code
 from skbuild_cudaq.realtime.errors import DeviceCodeError, LinkError, VersionMismatchError
 from skbuild_cudaq.realtime.library import cubin_symbols
-from skbuild_cudaq.realtime.link import LinkOptions, link_device_code, link_with_options
+from skbuild_cudaq.realtime.link import LinkOptions, link_device_code
 
 NO_CACHE = LinkCache(None)
 HOOKS = ("cudaq_dev_enter_kernel", "cudaq_dev_rx_poll", "cudaq_dev_tx_publish")
@@ -26,7 +26,7 @@ HOOKS = ("cudaq_dev_enter_kernel", "cudaq_dev_rx_poll", "cudaq_dev_tx_publish")
 @pytest.mark.toolchain
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90", "sm_100", "sm_120"])
 def test_link_for_arch(bins: DeviceBinaries, arch: str) -> None:
-    cubin = link_device_code(bins.app, arch, cache=NO_CACHE)
+    cubin = link_device_code(bins.app, LinkOptions(arch=arch), cache=NO_CACHE).cubin
     import io
 
     from elftools.elf.elffile import ELFFile
@@ -72,7 +72,7 @@ def test_elf_symbols_match_pyelftools(bins: DeviceBinaries, arch: str) -> None:
 
     from skbuild_cudaq.fatbin import elf_symbols
 
-    cubin = link_device_code(bins.app, arch, cache=NO_CACHE)
+    cubin = link_device_code(bins.app, LinkOptions(arch=arch), cache=NO_CACHE).cubin
     ours = [(s.name, s.bind, s.kind, s.section) for s in elf_symbols(io.BytesIO(cubin), Path("c"))]
     assert ours == _pyelftools_symbols(cubin)
     assert len(ours) > 10
@@ -97,15 +97,16 @@ def test_module_object_and_path_link_the_same(bins: DeviceBinaries) -> None:
 
     module = types.ModuleType("fake_ext")
     module.__file__ = str(bins.app)
-    assert link_device_code(module, "sm_90", cache=NO_CACHE) == link_device_code(
-        str(bins.app), "sm_90", cache=NO_CACHE
+    assert (
+        link_device_code(module, LinkOptions(arch="sm_90"), cache=NO_CACHE).cubin
+        == link_device_code(str(bins.app), LinkOptions(arch="sm_90"), cache=NO_CACHE).cubin
     )
 
 
 @pytest.mark.toolchain
 def test_missing_symbol_is_a_link_error_with_the_log(bins: DeviceBinaries) -> None:
     with pytest.raises(LinkError) as info:
-        link_device_code(bins.missing, "sm_90", cache=NO_CACHE)
+        link_device_code(bins.missing, LinkOptions(arch="sm_90"), cache=NO_CACHE)
     assert info.value.result == "ERROR_PTX_COMPILE"
     assert "Unresolved extern function 'cudaq_test_missing_function'" in info.value.log
     assert "Unresolved extern function" in str(info.value)
@@ -114,7 +115,7 @@ def test_missing_symbol_is_a_link_error_with_the_log(bins: DeviceBinaries) -> No
 @pytest.mark.toolchain
 def test_duplicate_symbol_is_a_link_error_with_the_log(bins: DeviceBinaries) -> None:
     with pytest.raises(LinkError) as info:
-        link_device_code(bins.duplicate, "sm_90", cache=NO_CACHE)
+        link_device_code(bins.duplicate, LinkOptions(arch="sm_90"), cache=NO_CACHE)
     assert info.value.result == "ERROR_NVVM_COMPILE"
     assert "cudaq_dev_rx_poll" in info.value.log
     assert "multiply defined" in str(info.value)
@@ -124,7 +125,7 @@ def test_duplicate_symbol_is_a_link_error_with_the_log(bins: DeviceBinaries) -> 
 def test_sm75_is_refused_clearly(bins: DeviceBinaries) -> None:
     """Below the run time's floor no rebuild helps: the message says the floor, not a setting."""
     with pytest.raises(LinkError) as info:
-        link_device_code(bins.app, "sm_75", cache=NO_CACHE)
+        link_device_code(bins.app, LinkOptions(arch="sm_75"), cache=NO_CACHE)
     text = str(info.value)
     assert text.startswith("cannot link for sm_75: skbuild-cudaq serves GPUs of sm_80 and newer")
     assert "sm_75 is below that floor" in text and "link for sm_80 or newer" in text
@@ -136,14 +137,16 @@ def test_lto90_code_is_refused_for_sm80(bins: DeviceBinaries) -> None:
     """Speaks pyproject (``architectures``); without a build record the container is named by
     its place in the binary."""
     with pytest.raises(LinkError) as info:
-        link_device_code(bins.launch_checks, "sm_80", cache=NO_CACHE)
+        link_device_code(bins.launch_checks, LinkOptions(arch="sm_80"), cache=NO_CACHE)
     text = str(info.value)
     assert text.startswith(
         "cannot link liblaunch_checks.so for sm_80: container liblaunch_checks.so:"
     ), text
     assert "(no build record names its source) has no code for sm_80 (lto-ir sm_90)" in text
     assert 'Link for sm_90 or newer, or rebuild it for sm_80: add "80" to its architectures' in text
-    symbols = cubin_symbols(link_device_code(bins.launch_checks, "sm_90", cache=NO_CACHE))
+    symbols = cubin_symbols(
+        link_device_code(bins.launch_checks, LinkOptions(arch="sm_90"), cache=NO_CACHE).cubin
+    )
     assert {"cluster_report", "grid_sync_report"} <= set(symbols.kernels)
 
 
@@ -156,10 +159,21 @@ def test_invalid_arch_text() -> None:
         parse_arch("gfx90a")
 
 
+def test_link_options_are_normalised_on_construction(tmp_path: Path) -> None:
+    bridge = tmp_path / "hooks.fatbin"
+    options = LinkOptions(arch=90, extra=["-O3"], bridge=str(bridge))
+    assert (options.arch, options.extra, options.bridge) == ("sm_90", ("-O3",), (bridge,))
+    assert LinkOptions(arch="90a").arch == "sm_90a"
+    assert LinkOptions(bridge=[bridge, bridge]).bridge_paths == (bridge, bridge)
+    assert LinkOptions().bridge_paths is None
+    with pytest.raises(LinkError, match="invalid architecture 'gpu9'"):
+        LinkOptions(arch="gpu9")
+
+
 @pytest.mark.toolchain
 def test_file_without_device_code(bins: DeviceBinaries) -> None:
     with pytest.raises(DeviceCodeError, match="no __nv_relfatbin"):
-        link_device_code(bins.plain, "sm_90", cache=NO_CACHE)
+        link_device_code(bins.plain, LinkOptions(arch="sm_90"), cache=NO_CACHE)
 
 
 # --- version rule -------------------------------------------------------------------
@@ -238,7 +252,7 @@ def test_too_new_lto_ir_is_refused_up_front(bins: DeviceBinaries, tmp_path: Path
     container = dataclasses.replace(code.inputs[0].container, entries=(newer,))
     patched = dataclasses.replace(code, inputs=(LinkInput("patched", container), *code.inputs[1:]))
     with pytest.raises(VersionMismatchError, match=r"code version 1\.99") as info:
-        link_with_options(patched, LinkOptions(arch="sm_90"), NO_CACHE)
+        link_device_code(patched, LinkOptions(arch="sm_90"), cache=NO_CACHE)
     assert info.value.log == ""  # refused before nvJitLink ran
 
 
@@ -263,7 +277,7 @@ def test_cli_link_writes_the_cubin(bins: DeviceBinaries, tmp_path: Path) -> None
     out = tmp_path / "app.cubin"
     proc = _cli(str(bins.app), "--arch", "sm_90", "-o", str(out))
     assert proc.returncode == 0, proc.stderr
-    expected = link_device_code(bins.app, "sm_90", cache=NO_CACHE)
+    expected = link_device_code(bins.app, LinkOptions(arch="sm_90"), cache=NO_CACHE).cubin
     assert hashlib.sha256(out.read_bytes()).digest() == hashlib.sha256(expected).digest()
 
 

@@ -20,7 +20,7 @@ from skbuild_cudaq.realtime._link_child import link_in_child
 from skbuild_cudaq.realtime.cache import LinkCache
 from skbuild_cudaq.realtime.device_code import DeviceCode, LinkInput
 from skbuild_cudaq.realtime.errors import LinkError
-from skbuild_cudaq.realtime.link import LinkOptions, link_device_code, link_with_options
+from skbuild_cudaq.realtime.link import LinkOptions, link_device_code
 
 pytestmark = pytest.mark.toolchain
 NO_CACHE = LinkCache(None)
@@ -36,13 +36,16 @@ def _crashing(bins: DeviceBinaries) -> bytes:
 
 
 def test_isolated_link_gives_the_same_cubin(bins: DeviceBinaries) -> None:
-    inside = link_device_code(bins.app, "sm_90", cache=NO_CACHE)
-    assert link_device_code(bins.app, "sm_90", cache=NO_CACHE, isolated=True) == inside
+    inside = link_device_code(bins.app, LinkOptions(arch="sm_90"), cache=NO_CACHE).cubin
+    assert (
+        link_device_code(bins.app, LinkOptions(arch="sm_90", isolated=True), cache=NO_CACHE).cubin
+        == inside
+    )
 
 
 def test_link_errors_cross_the_process_boundary(bins: DeviceBinaries) -> None:
     with pytest.raises(LinkError) as info:
-        link_device_code(bins.missing, "sm_90", cache=NO_CACHE, isolated=True)
+        link_device_code(bins.missing, LinkOptions(arch="sm_90", isolated=True), cache=NO_CACHE)
     assert type(info.value) is LinkError
     assert info.value.result == "ERROR_PTX_COMPILE"
     assert "Unresolved extern function 'cudaq_test_missing_function'" in info.value.log
@@ -73,7 +76,7 @@ def test_a_crash_of_nvjitlink_is_one_error_line(bins: DeviceBinaries, tmp_path: 
     container = read_fatbin_file(bins.dispatcher_fatbin)[0]
     forged = DeviceCode(probe, (LinkInput("bad", _replace_data(container, bad)),))
     with pytest.raises(LinkError, match=r"^nvJitLink crashed \(SIG"):
-        link_with_options(forged, LinkOptions(arch="sm_90", isolated=True), NO_CACHE)
+        link_device_code(forged, LinkOptions(arch="sm_90", isolated=True), cache=NO_CACHE)
 
 
 def _replace_data(container: object, data: bytes) -> object:
@@ -92,8 +95,8 @@ def test_the_child_memory_limit(bins: DeviceBinaries) -> None:
     data = read_fatbin_file(bins.dispatcher_fatbin)[0].data
     # a normal link fits well within the smallest limit LinkOptions accepts
     options = LinkOptions(arch="sm_90", isolated=True, memory_limit=256 << 20)
-    inside = link_with_options(bins.app, LinkOptions(arch="sm_90"), NO_CACHE).cubin
-    assert link_with_options(bins.app, options, NO_CACHE).cubin == inside
+    inside = link_device_code(bins.app, LinkOptions(arch="sm_90"), cache=NO_CACHE).cubin
+    assert link_device_code(bins.app, options, cache=NO_CACHE).cubin == inside
     # too little to even load nvJitLink: a clean error, not a dead caller
     with pytest.raises((LinkError, ImportError)):
         link_in_child([("x", data)], OPTIONS, "x", memory_limit=48 << 20)
@@ -117,7 +120,10 @@ def test_cli_in_process_and_timeout_options(bins: DeviceBinaries, tmp_path: Path
     out = tmp_path / "in.cubin"
     proc = _cli(str(bins.app), "--arch", "sm_90", "-o", str(out), "--in-process")
     assert proc.returncode == 0, proc.stderr
-    assert out.read_bytes() == link_device_code(bins.app, "sm_90", cache=NO_CACHE)
+    assert (
+        out.read_bytes()
+        == link_device_code(bins.app, LinkOptions(arch="sm_90"), cache=NO_CACHE).cubin
+    )
     for bad in ("0", "-1", "inf", "nan", "1e300"):
         proc = _cli(str(bins.app), "--arch", "sm_90", "-o", str(out), "--timeout", bad)
         assert proc.returncode == 1

@@ -37,15 +37,15 @@ def links(monkeypatch: pytest.MonkeyPatch, cache_dir: Path) -> Iterator[list[str
     from skbuild_cudaq.realtime import link as link_module
 
     monkeypatch.setenv("SKBUILD_CUDAQ_LINK_CACHE", str(cache_dir))
-    real = link_module.link_with_options
+    real = link_module.link_device_code
     archs: list[str] = []
 
-    def counted(binary: Any, options: Any = None, cache: Any = None) -> Any:
-        result = real(binary, options, cache)
+    def counted(binary: Any, options: Any = None, *, cache: Any = None) -> Any:
+        result = real(binary, options, cache=cache)
         archs.append(result.arch)
         return result
 
-    monkeypatch.setattr(link_module, "link_with_options", counted)
+    monkeypatch.setattr(link_module, "link_device_code", counted)
     rt.release_library()
     yield archs
     rt.release_library()

@@ -193,14 +193,14 @@ def test_lookups_per_device(core: Any, fresh: None, monkeypatch: pytest.MonkeyPa
     from skbuild_cudaq.realtime import link as link_module
 
     links: list[str] = []
-    real = link_module.link_with_options
+    real = link_module.link_device_code
 
-    def counted(binary: Any, options: Any = None, cache: Any = None) -> Any:
-        result = real(binary, options, cache)
+    def counted(binary: Any, options: Any = None, *, cache: Any = None) -> Any:
+        result = real(binary, options, cache=cache)
         links.append(result.arch)
         return result
 
-    monkeypatch.setattr(link_module, "link_with_options", counted)
+    monkeypatch.setattr(link_module, "link_device_code", counted)
     archs = [_driver.ordinal_arch(d) for d in (0, 1)]
     addresses = {d: {n: rt.get_device_handler(core, n, device=d) for n in HANDLERS} for d in (0, 1)}
     kernels = {d: rt.get_device_kernel(core, "single_thread_dispatcher", device=d) for d in (0, 1)}

@@ -92,8 +92,9 @@ def test_a_cold_link_imports_neither_cuda_bindings_nvjitlink_nor_pathfinder(
         f"""
         import sys
         from skbuild_cudaq.realtime.cache import LinkCache
-        from skbuild_cudaq.realtime.link import link_device_code
-        cubin = link_device_code({str(bins.app)!r}, "sm_90", cache=LinkCache(None))
+        from skbuild_cudaq.realtime.link import LinkOptions, link_device_code
+        options = LinkOptions(arch="sm_90")
+        cubin = link_device_code({str(bins.app)!r}, options, cache=LinkCache(None)).cubin
         assert cubin[:4] == b"\\x7fELF", cubin[:4]
         print(sorted(m for m in sys.modules if m.startswith(("cuda.bindings", "cuda.pathfinder"))))
         """

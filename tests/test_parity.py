@@ -338,18 +338,18 @@ def test_graph_dispatch_kernel_links_with_cudadevrt_offline(arch: str) -> None:
     from skbuild_cudaq.realtime.cache import LinkCache
     from skbuild_cudaq.realtime.graph import GRAPH_DISPATCH_KERNEL, find_device_runtime
     from skbuild_cudaq.realtime.library.symbols import cubin_symbols
-    from skbuild_cudaq.realtime.link import LinkOptions, link_with_options
+    from skbuild_cudaq.realtime.link import LinkOptions, link_device_code
 
     try:
         find_device_runtime()
     except DeviceRuntimeNotFoundError as exc:
         pytest.skip(str(exc))
     off = LinkCache(None)
-    plain = cubin_symbols(link_with_options(core, LinkOptions(arch=arch), off).cubin)
+    plain = cubin_symbols(link_device_code(core, LinkOptions(arch=arch), cache=off).cubin)
     assert GRAPH_DISPATCH_KERNEL not in plain.kernels
     for isolated in (False, True):
         options = LinkOptions(arch=arch, graph_launch=True, isolated=isolated)
-        linked = cubin_symbols(link_with_options(core, options, off).cubin)
+        linked = cubin_symbols(link_device_code(core, options, cache=off).cubin)
         assert {GRAPH_DISPATCH_KERNEL, "graph_increment_stage", "graph_increment_publish"} <= set(
             linked.kernels
         )

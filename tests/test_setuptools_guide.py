@@ -73,7 +73,7 @@ def test_the_page_shows_a_whole_project() -> None:
 @pytest.mark.integration
 @pytest.mark.toolchain
 def test_the_page_project_builds_and_its_wheel_checks(tmp_path: Path, nvcc: Path) -> None:
-    from skbuild_cudaq.realtime import check_wheel
+    from skbuild_cudaq.realtime import check_package
 
     project = write_project(page_files(), tmp_path / "src")
     env = dict(os.environ, CUDACXX=str(nvcc))
@@ -84,7 +84,7 @@ def test_the_page_project_builds_and_its_wheel_checks(tmp_path: Path, nvcc: Path
     )  # fmt: skip
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
     (wheel,) = (tmp_path / "dist").glob("my_app-*.whl")
-    report = check_wheel(wheel)
+    report = check_package(wheel)
     assert report.ok, [str(p) for p in report.problems]
     (module,) = report.modules
     assert module.module.startswith("my_app/_core.")

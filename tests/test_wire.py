@@ -5,8 +5,8 @@ import struct
 import pytest
 
 from skbuild_cudaq.realtime import wire
+from skbuild_cudaq.realtime.errors import ProtocolError
 from skbuild_cudaq.realtime.wire import (
-    ProtocolError,
     RequestHeader,
     ResponseHeader,
     decode_request,

@@ -122,14 +122,14 @@ def render_table(report: CheckReport) -> str:
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        from skbuild_cudaq.realtime.check import check
+        from skbuild_cudaq.realtime.check import check_package
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise _needs_runtime(exc) from None
     start = time.perf_counter()
     reports = []
     for target in args.targets:
         try:
-            report = check(target, architectures=args.arch, timeout=args.timeout)
+            report = check_package(target, architectures=args.arch, timeout=args.timeout)
         except ImportError as exc:  # cuda-bindings / nvJitLink not installed
             raise _needs_runtime(exc) from None
         reports.append(report)

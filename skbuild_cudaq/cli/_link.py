@@ -94,22 +94,20 @@ def _needs_runtime(exc: ImportError) -> ToolchainError:
 def _run(args: argparse.Namespace) -> int:
     try:
         from skbuild_cudaq.realtime.cache import LinkCache, default_cache
-        from skbuild_cudaq.realtime.link import LinkOptions, link_with_options
+        from skbuild_cudaq.realtime.link import LinkOptions, link_device_code
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise _needs_runtime(exc) from None
     cache = LinkCache(None) if args.no_cache else default_cache()
-    from skbuild_cudaq.realtime.device_code import bridge_files
-
     options = LinkOptions(
         arch=args.arch,
         extra=tuple(args.option),
-        bridge=bridge_files(args.bridge),
+        bridge=args.bridge,
         isolated=not args.in_process,
         timeout=args.timeout,
         memory_limit=args.memory_limit << 20 if args.memory_limit else None,
     )
     try:
-        result = link_with_options(args.binary, options, cache)
+        result = link_device_code(args.binary, options, cache=cache)
     except ImportError as exc:  # cuda-bindings (nvJitLink's Python API) is not installed
         raise _needs_runtime(exc) from None
     output: Path = args.output

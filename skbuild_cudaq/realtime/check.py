@@ -1,7 +1,7 @@
 """Checking built wheels without a GPU: does every module link for every declared architecture?
 
 ``skbuild-cudaq check WHEEL...`` (:mod:`skbuild_cudaq.cli._check`) and a test suite's
-``check_wheel(...)`` / ``check_distribution(...)`` run the same steps:
+:func:`check_package` run the same steps:
 
 1. find every binary of the wheel (or installed distribution) that carries device code
    (an ``__nv_relfatbin`` section) or says it should (a ``__cudaq_rt_info`` build record,
@@ -29,19 +29,19 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._packaged import Packaged, PackagedBinary, open_distribution, open_wheel
 from .errors import DeviceCodeError, LinkError
+
+if TYPE_CHECKING:  # importlib.metadata and zipfile load with the first check
+    from ._packaged import Packaged, PackagedBinary
 
 __all__ = [
     "ArchCheck",
     "CheckProblem",
     "CheckReport",
     "ModuleCheck",
-    "check",
-    "check_distribution",
-    "check_wheel",
+    "check_package",
 ]
 
 #: Kinds of :class:`CheckProblem`.
@@ -169,72 +169,47 @@ class _Options:
     memory_limit: int | None
 
 
-def check_wheel(
-    wheel: str | os.PathLike[str],
-    *,
-    architectures: Iterable[str | int] | None = None,
-    timeout: float | None = None,
-    memory_limit: int | None = None,
-) -> CheckReport:
-    """Check every module of the wheel file ``wheel`` (see the module docstring).
-
-    ``architectures``: link for these (``"sm_90"``, ``"90"``, ``90``) instead of the ones
-    each module's build declared. ``timeout``: seconds one link may take (None: no limit);
-    ``memory_limit``: bytes of address space a link may use (None: the default limit of an
-    isolated link). Returns a :class:`CheckReport`; problems are in it, never raised.
-    Raises ``ImportError`` when nvJitLink (the ``runtime`` extra) cannot be loaded.
-    """
-    options = _options(architectures, timeout, memory_limit)
-    try:
-        packaged = open_wheel(wheel)
-    except DeviceCodeError as exc:
-        return _not_found(os.fspath(wheel), str(exc))
-    with packaged:
-        return _check_packaged(packaged, options)
-
-
-def check_distribution(
-    name: str,
+def check_package(
+    target: str | os.PathLike[str],
     *,
     path: Iterable[str] | None = None,
     architectures: Iterable[str | int] | None = None,
     timeout: float | None = None,
     memory_limit: int | None = None,
 ) -> CheckReport:
-    """:func:`check_wheel` of the installed distribution ``name`` (found on ``path``, default
-    ``sys.path``): its binaries are read where they are installed."""
+    """Check every module of a wheel file or of an installed distribution (see the module
+    docstring).
+
+    ``target``: a wheel when it is a path (not a ``str``, a name ending ``.whl``, a path with
+    a directory, or an existing file), else the name of an installed distribution, found on
+    ``path`` (default ``sys.path``) and read where it is installed. ``architectures``: link
+    for these (``"sm_90"``, ``"90"``, ``90``) instead of the ones each module's build
+    declared. ``timeout``: seconds one link may take (None: no limit); ``memory_limit``:
+    bytes of address space a link may use (None: the default limit of an isolated link).
+    Returns a :class:`CheckReport`; problems are in it, never raised. Raises
+    ``ImportError`` when nvJitLink (the ``runtime`` extra) cannot be loaded.
+    """
+    from ._packaged import open_distribution, open_wheel
+
     options = _options(architectures, timeout, memory_limit)
+    text = os.fspath(target)
     try:
-        packaged = open_distribution(name, path)
+        packaged = open_wheel(target) if _is_wheel(target) else open_distribution(text, path)
     except DeviceCodeError as exc:
-        return _not_found(name, str(exc))
+        return _not_found(text, str(exc))
     with packaged:
         return _check_packaged(packaged, options)
 
 
-def check(
-    target: str | os.PathLike[str],
-    *,
-    architectures: Iterable[str | int] | None = None,
-    timeout: float | None = None,
-    memory_limit: int | None = None,
-) -> CheckReport:
-    """:func:`check_wheel` when ``target`` is a path (an existing file, a ``.whl`` name or a
-    path with a directory), else :func:`check_distribution` of that name."""
+def _is_wheel(target: str | os.PathLike[str]) -> bool:
+    """Whether ``target`` names a wheel file rather than an installed distribution."""
     text = os.fspath(target)
-    looks_like_a_file = (
+    return (
         not isinstance(target, str)
         or text.endswith(".whl")
         or os.sep in text
         or (os.altsep is not None and os.altsep in text)
         or Path(text).is_file()
-    )
-    if looks_like_a_file:
-        return check_wheel(
-            target, architectures=architectures, timeout=timeout, memory_limit=memory_limit
-        )
-    return check_distribution(
-        text, architectures=architectures, timeout=timeout, memory_limit=memory_limit
     )
 
 

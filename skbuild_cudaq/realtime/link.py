@@ -13,12 +13,13 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import cast
 
 from . import _nvjitlink
+from ._binary import BridgeCode
 from ._logging import get_logger, timed
 from .cache import LinkCache, cache_digest, cache_entry, default_cache
 from .device_code import (
@@ -37,7 +38,6 @@ __all__ = [
     "LinkResult",
     "PreparedLink",
     "link_device_code",
-    "link_with_options",
     "parse_arch",
     "prepare_link",
 ]
@@ -63,14 +63,19 @@ def parse_arch(arch: str | int) -> tuple[str, int]:
 
 @dataclass(frozen=True)
 class LinkOptions:
-    """How to link. ``arch=None``: the current GPU's. ``extra``: more nvJitLink options."""
+    """How to link (see :func:`link_device_code`); normalised on construction.
 
-    arch: str | None = None
+    ``arch``: ``"sm_90"``, ``"90"`` or ``90`` (kept as ``"sm_90"``), None: the current
+    GPU's. ``extra``: more nvJitLink options.
+    """
+
+    arch: str | int | None = None
     extra: tuple[str, ...] = ()
     runtime_dir: Path | None = None  #: None: ``skbuild_cudaq.device_runtime_dir()``
-    #: LTO-IR fatbins of a bridge of your own, replacing the host-ring hooks
-    #: (None: the built-in host-ring hooks); see :doc:`/guides/bridges`.
-    bridge: tuple[Path, ...] | None = None
+    #: The LTO-IR fatbins of a bridge of your own, which replace the host-ring hooks (one
+    #: path or several, kept as a tuple of resolved paths), or None for the built-in
+    #: host-ring hooks; see :doc:`/guides/bridges`.
+    bridge: BridgeCode = None
     #: Whether nvJitLink runs in a child process, so that a crash of nvJitLink on
     #: malformed code becomes a :class:`LinkError` instead of killing this process.
     #: For device code you did not build (``python -m skbuild_cudaq link`` does so
@@ -86,6 +91,10 @@ class LinkOptions:
     graph_launch: bool = False
 
     def __post_init__(self) -> None:
+        if self.arch is not None:
+            object.__setattr__(self, "arch", parse_arch(self.arch)[0])
+        object.__setattr__(self, "extra", tuple(self.extra))
+        object.__setattr__(self, "bridge", bridge_files(self.bridge))
         if self.timeout is not None and not 0 < self.timeout <= _MAX_TIMEOUT:
             msg = (
                 f"invalid link timeout {self.timeout!r}: expected a positive number of seconds "
@@ -98,6 +107,11 @@ class LinkOptions:
                 f"{_MIN_MEMORY >> 20} MiB (in bytes), or None for no limit"
             )
             raise LinkError(msg)
+
+    @property
+    def bridge_paths(self) -> tuple[Path, ...] | None:
+        """:attr:`bridge` as normalised on construction."""
+        return cast("tuple[Path, ...] | None", self.bridge)
 
     def common_options(self) -> list[str]:
         """The nvJitLink options other than ``-arch``."""
@@ -198,7 +212,7 @@ class PreparedLink:
     """A link's inputs read and hashed: everything but the architecture.
 
     :func:`prepare_link` needs no GPU and no nvJitLink, so it can run while CUDA
-    creates its context (see :class:`~skbuild_cudaq.realtime.Library`);
+    creates its context (see :class:`~skbuild_cudaq.realtime.library.Library`);
     :meth:`finish` then takes the arch and returns the cached or linked cubin.
     """
 
@@ -219,8 +233,8 @@ class PreparedLink:
         sm, _ = parse_arch(arch)
         runtime_name = "skbuild-cudaq's device run time"
         runtime = "run time"
-        if self.options.bridge is not None:
-            bridge = " with the bridge " + ", ".join(str(f) for f in self.options.bridge)
+        if self.options.bridge_paths is not None:
+            bridge = " with the bridge " + ", ".join(str(f) for f in self.options.bridge_paths)
             runtime_name += bridge
             runtime += bridge
         groups = [
@@ -304,7 +318,7 @@ def prepare_link(
     cache = default_cache() if cache is None else cache
     code = binary if isinstance(binary, DeviceCode) else device_code_of(binary)
     runtime = runtime_device_code(
-        options.runtime_dir, options.bridge, graph_launch=options.graph_launch
+        options.runtime_dir, options.bridge_paths, graph_launch=options.graph_launch
     )
     digest = identity = None
     if cache.enabled:
@@ -313,13 +327,24 @@ def prepare_link(
     return PreparedLink(code, runtime, options, cache, digest, identity)
 
 
-def link_with_options(
+def link_device_code(
     binary: ModuleType | str | os.PathLike[str] | DeviceCode,
     options: LinkOptions | None = None,
+    *,
     cache: LinkCache | None = None,
 ) -> LinkResult:
-    """Link ``binary``'s device code with the run time as ``options`` say, and return the
-    cubin with what was linked (:class:`LinkResult`); see :func:`link_device_code`."""
+    """Link ``binary``'s device code with the package's run time into one cubin.
+
+    ``binary``: an extension module object, a path, or its
+    :class:`~skbuild_cudaq.realtime.device_code.DeviceCode`. ``options``: how to link
+    (default ``LinkOptions()``: for the current GPU, with the host-ring hooks, in this
+    process); with ``options.arch`` set (``"sm_90"``) no GPU is needed. ``cache``: a
+    :class:`~skbuild_cudaq.realtime.LinkCache` (default: from ``SKBUILD_CUDAQ_LINK_CACHE``;
+    ``LinkCache(None)`` disables it). Returns the cubin with what was linked
+    (:class:`LinkResult`). Raises :class:`~skbuild_cudaq.realtime.LinkError` (with
+    nvJitLink's log), :class:`~skbuild_cudaq.realtime.errors.VersionMismatchError`, or
+    :class:`~skbuild_cudaq.realtime.DeviceCodeError`.
+    """
     prepared = prepare_link(binary, options, cache)
     arch = prepared.options.arch
     if arch is None:
@@ -327,32 +352,3 @@ def link_with_options(
 
         arch = current_arch()
     return prepared.finish(arch)
-
-
-def link_device_code(
-    binary: ModuleType | str | os.PathLike[str] | DeviceCode,
-    arch: str | int | None = None,
-    *,
-    extra_options: tuple[str, ...] = (),
-    cache: LinkCache | None = None,
-    bridge: Iterable[str | os.PathLike[str]] | None = None,
-    isolated: bool = False,
-) -> bytes:
-    """The cubin of ``binary``'s device code linked with the package's run time.
-
-    ``binary``: an extension module object or a path. ``arch``: ``"sm_90"``
-    (works with no GPU) or None for the current GPU's. ``cache``: a
-    :class:`LinkCache` (default: from ``SKBUILD_CUDAQ_LINK_CACHE``; pass
-    ``LinkCache(None)`` to disable). ``bridge``: LTO-IR fatbins of a bridge of
-    your own, linked instead of the host-ring hooks. ``isolated``: run nvJitLink
-    in a child process (for device code you did not build; see
-    :attr:`LinkOptions.isolated`). Raises :class:`LinkError` (with nvJitLink's
-    log), :class:`VersionMismatchError`, or ``DeviceCodeError``.
-    """
-    options = LinkOptions(
-        arch=None if arch is None else str(arch),
-        extra=tuple(extra_options),
-        bridge=bridge_files(bridge),
-        isolated=isolated,
-    )
-    return link_with_options(binary, options, cache).cubin

@@ -23,7 +23,6 @@ from types import ModuleType
 from typing import Any
 
 from skbuild_cudaq.realtime import (
-    DeviceGraph,
     GraphMailbox,
     InvalidArgumentError,
     LaunchConfig,
@@ -32,6 +31,7 @@ from skbuild_cudaq.realtime import (
     get_device_kernel,
     launch_kernel,
 )
+from skbuild_cudaq.realtime.graph import DeviceGraph
 
 __all__ = ["GRAPH_HANDLERS", "GraphHandler", "graph_handler", "graph_increment"]
 

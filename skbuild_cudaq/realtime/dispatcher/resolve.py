@@ -1,6 +1,6 @@
 """Which linked module a device dispatcher serves, and whether its table belongs to it.
 
-:func:`resolve_library` finds the :class:`~skbuild_cudaq.realtime.Library` from
+:func:`resolve_library` finds the :class:`~skbuild_cudaq.realtime.library.Library` from
 ``module=`` or, without it, from the launcher (its ``library``, or its
 ``kernel.library``: the example launchers carry one). :func:`check_table`
 refuses DEVICE_CALL entries the GPU cannot call from that module (handlers of

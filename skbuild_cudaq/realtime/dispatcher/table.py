@@ -144,7 +144,7 @@ class FunctionTable:
     def add_graph(self, name: str, graph: Any, mailbox: Any) -> FunctionEntry:
         """A GRAPH_LAUNCH entry: the CUDA graph ``graph`` answers ``name``'s requests.
 
-        ``graph``: a :class:`~skbuild_cudaq.realtime.DeviceGraph`, or a ``CUgraphExec`` /
+        ``graph``: a :class:`~skbuild_cudaq.realtime.graph.DeviceGraph`, or a ``CUgraphExec`` /
         ``cudaGraphExec_t`` made with ``cuda.bindings`` or returned by an extension (its
         int value), instantiated with ``CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH``.
         ``mailbox``: the :class:`~skbuild_cudaq.realtime.GraphMailbox` whose device

@@ -171,11 +171,11 @@ class Library:
 
     def _link(self, arch: str | None) -> bytes:
         """Link (or take from the cache) this library's device code for ``arch``."""
-        from skbuild_cudaq.realtime.link import LinkOptions, link_with_options
+        from skbuild_cudaq.realtime.link import LinkOptions, link_device_code
 
         assert self._binary is not None
         options = LinkOptions(arch=arch, bridge=self._bridge, graph_launch=self._graph_launch)
-        return link_with_options(self._binary, options, self._cache).cubin
+        return link_device_code(self._binary, options, cache=self._cache).cubin
 
     @property
     def symbols(self) -> ModuleSymbols:

@@ -866,7 +866,7 @@ def test_every_accepted_architecture_spelling_is_documented(tmp_path: Path) -> N
     is accepted because it is documented, not by accident."""
     from conftest import ROOT
 
-    from skbuild_cudaq.build._architectures import PREFIXES
+    from skbuild_cudaq._architectures import PREFIXES
 
     (spec,) = [f for f in dataclasses.fields(DispatchKernelSettings) if f.name == "architectures"]
     help_text = spec.metadata["help"]

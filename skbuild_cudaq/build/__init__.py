@@ -31,9 +31,9 @@ a "did you mean". Known keys: see :data:`CONFIG_SETTINGS`.
 
 The build side's other modules live in this package too (private): ``_embed`` (the nvcc
 compile and ``.incbin`` embed recipe), ``_toolchain`` (finding nvcc), ``_nvrtc`` (NVRTC
-from pip), ``_device_info`` (the ``__cudaq_rt_info`` build records) and ``_architectures``
-(the architecture grammar). scikit-build-core is imported on the first hook call, not
-with this package, so that they load without it.
+from pip) and ``_device_info`` (the ``__cudaq_rt_info`` build records); the architecture
+grammar, which the settings share, is ``skbuild_cudaq._architectures``. scikit-build-core is
+imported on the first hook call, not with this package, so that they load without it.
 """
 
 from __future__ import annotations

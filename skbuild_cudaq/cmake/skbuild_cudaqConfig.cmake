@@ -177,7 +177,7 @@ set(SKBUILD_CUDAQ_INCLUDE_DIR "${SKBUILD_CUDAQ_INCLUDE_DIR}"
 set(_SKBUILD_CUDAQ_CMAKE_DIR "${CMAKE_CURRENT_LIST_DIR}"
     CACHE INTERNAL "skbuild-cudaq CMake package directory")
 # The architecture grammar: architectures.txt next to this file, which
-# skbuild_cudaq/build/_architectures.py reads too (prefixes, minimum, maximum, default).
+# skbuild_cudaq/_architectures.py reads too (prefixes, minimum, maximum, default).
 file(STRINGS "${CMAKE_CURRENT_LIST_DIR}/architectures.txt" _skbuild_cudaq_grammar REGEX "^[a-z]")
 foreach(_line IN LISTS _skbuild_cudaq_grammar)
   string(REGEX REPLACE "#.*" "" _line "${_line}")

@@ -21,7 +21,7 @@ This package is build-side only: the run time never imports it.
 
 from __future__ import annotations
 
-from skbuild_cudaq.build._architectures import (
+from skbuild_cudaq._architectures import (
     DEFAULT_ARCHITECTURES,
     MAX_ARCHITECTURE,
     MIN_ARCHITECTURE,

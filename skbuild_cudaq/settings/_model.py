@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from skbuild_cudaq.build._architectures import DEFAULT_ARCHITECTURES
+from skbuild_cudaq._architectures import DEFAULT_ARCHITECTURES
 
 from ._fields import Reporter, setting
 from ._rules import ARCHITECTURE, COMPILER, KERNEL_SOURCE, TARGET_NAME

@@ -2,7 +2,7 @@
 
 Each :class:`~._fields.Rule` checks one scalar, returns its normal form or raises
 :class:`~._fields.Invalid` with what is wrong and how to fix it. The architecture grammar
-comes from :mod:`skbuild_cudaq.build._architectures` (shared with the CMake package).
+comes from :mod:`skbuild_cudaq._architectures` (shared with the CMake package).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import re
 import stat
 from pathlib import Path
 
-from skbuild_cudaq.build._architectures import (
+from skbuild_cudaq._architectures import (
     ARCHITECTURE_FORM,
     MAX_ARCHITECTURE,
     MIN_ARCHITECTURE,

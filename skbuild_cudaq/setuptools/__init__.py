@@ -41,8 +41,8 @@ from typing import Any, NoReturn
 from setuptools import Command
 
 from skbuild_cudaq import _log
+from skbuild_cudaq._architectures import DEFAULT_ARCHITECTURES
 from skbuild_cudaq.build import _device_info, _embed, _handler_switch
-from skbuild_cudaq.build._architectures import DEFAULT_ARCHITECTURES
 from skbuild_cudaq.errors import CudaqError, KernelCompileError, SettingsError, SettingsProblem
 
 __all__ = [

@@ -5,6 +5,8 @@ that ``[tool.cudaq]``, the setuptools command and ``ARCHITECTURES`` of the CMake
 accept the same values: a number from :data:`MIN_ARCHITECTURE` to :data:`MAX_ARCHITECTURE`,
 bare or with an ``sm_``/``lto_``/``compute_`` prefix. (The GPU a cubin is *linked* for, the
 ``link --arch`` of the run time, is another thing: ``sm_90a`` names a GPU.)
+
+Neither build side nor settings: both use it (``settings/`` never imports ``build/``).
 """
 
 from __future__ import annotations

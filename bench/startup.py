@@ -123,12 +123,12 @@ t0 = time.perf_counter()
 import json, sys
 from pathlib import Path
 from cuda.core import Device, Linker, LinkerOptions, ObjectCode
-from skbuild_cudaq import device_runtime_dir
 from skbuild_cudaq.fatbin import read_fatbin_file, read_relfatbin_sections
+from skbuild_cudaq.realtime.device_code import runtime_dir
 dev = Device(0)
 dev.set_current()
 containers = []
-for f in sorted(Path(device_runtime_dir()).glob("*.fatbin")):
+for f in sorted(runtime_dir().glob("*.fatbin")):
     containers += read_fatbin_file(f)
 for s in read_relfatbin_sections(sys.argv[1]):
     containers += s.containers

@@ -42,9 +42,11 @@ def device_runtime_dir(major: int | None = None) -> Path:
     These are built when skbuild-cudaq itself is built (NVRTC of each CUDA major,
     or nvcc) and ship in the wheel, so linking at run time needs no nvcc. The wheel
     holds one set per CUDA major (``_device/cu12``, ``_device/cu13``): this is the
-    set of CUDA ``major``, by default the major of the installed nvJitLink (read
-    from its wheel, without loading it). ``SKBUILD_CUDAQ_DEVICE_RUNTIME_DIR``
-    overrides the location (a set, or a directory of ``cu*`` sets).
+    set of CUDA ``major``, by default the newest one shipped. (The run time links
+    with the set of the installed nvJitLink's major:
+    :func:`skbuild_cudaq.realtime.device_code.runtime_dir`.)
+    ``SKBUILD_CUDAQ_DEVICE_RUNTIME_DIR`` overrides the location (a set, or a
+    directory of ``cu*`` sets).
     """
     override = os.environ.get(DEVICE_RUNTIME_DIR_ENV)
     if override:
@@ -70,26 +72,5 @@ def _set_of_major(root: Path, major: int | None) -> Path:
     if not sets:
         return root  # one flat set (a build tree, or an override)
     if major is None:
-        major = _nvjitlink_major()
-    if major is None:
         return sets[max(sets)]
     return root / f"cu{major}"  # may not exist: the run time says what to install
-
-
-def _nvjitlink_major() -> int | None:
-    """The CUDA major of the nvJitLink the run time links with (None if unknown)."""
-    from .realtime._nvjitlink import installed_nvjitlink
-
-    info = installed_nvjitlink()
-    if info is not None:
-        # the wheel's version, else the library's name (libnvJitLink.so.12[.9.86])
-        for text in (info.version or "", info.library.name.partition(".so.")[2]):
-            head = text.split(".", 1)[0]
-            if head.isdigit():
-                return int(head)
-    try:
-        from .realtime._nvjitlink import nvjitlink_version
-
-        return nvjitlink_version()[0]
-    except Exception:  # no cuda-bindings / nvJitLink: the link reports that itself
-        return None

@@ -8,6 +8,7 @@ a lazy import cannot hide a dependency; the import checks run in fresh interpret
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import subprocess
 import sys
@@ -86,3 +87,130 @@ def test_importing_every_run_time_module_loads_no_cuda_and_no_settings_code() ->
     )
     loaded = _fresh(_LOADED.format(body=body))
     assert not [m for m in loaded if not m.startswith("skbuild_cudaq.build")], loaded
+
+
+# ---------------------------------------------------------------------------------------------
+# Layers, from the sources
+# ---------------------------------------------------------------------------------------------
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_module(name: str) -> bool:
+    path = PACKAGE.parent.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+@functools.cache
+def _imports() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """Per module of the package: what it imports at module level, and anywhere."""
+    top: dict[str, set[str]] = {}
+    anywhere: dict[str, set[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = _module_name(path)
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        top[name], anywhere[name] = set(), set()
+        module_level = {id(n) for n in tree.body} | {
+            id(n) for stmt in tree.body if isinstance(stmt, ast.If) for n in stmt.body
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, *([base] if base else [])])
+                # "from pkg import sub": the module pkg.sub (pkg itself only runs its
+                # __init__, see _reach); "from mod import name": mod
+                targets = [f"{base}.{alias.name}" for alias in node.names]
+                if not all(_is_module(t) for t in targets):
+                    targets.append(base)
+            else:
+                continue
+            anywhere[name].update(targets)
+            if id(node) in module_level:
+                top[name].update(targets)
+    return top, anywhere
+
+
+def _reach(start: str) -> set[str]:
+    """Every module importing ``start`` can load: a module an import names with all its own
+    imports (any of them may run once it is used), the packages above it with their
+    module-level imports (``__init__`` runs on import; its functions need not be called)."""
+    top, anywhere = _imports()
+    used: set[str] = set()
+    loaded: set[str] = set()
+    todo = [(start, True)]
+    while todo:
+        name, is_used = todo.pop()
+        if (name in used) if is_used else (name in loaded):
+            continue
+        loaded.add(name)
+        if is_used:
+            used.add(name)
+        for target in (anywhere if is_used else top).get(name, ()):
+            parts = target.split(".")
+            todo += [(".".join(parts[:depth]), False) for depth in range(1, len(parts))]
+            todo.append((target, True))
+    return loaded
+
+
+def _modules(prefix: str) -> list[str]:
+    top, _ = _imports()
+    return [m for m in top if m == prefix or m.startswith(prefix + ".")]
+
+
+def _offending(starts: list[str], forbidden: tuple[str, ...]) -> dict[str, list[str]]:
+    bad = {}
+    for start in starts:
+        hits = sorted(
+            m for m in _reach(start) if any(m == f or m.startswith(f + ".") for f in forbidden)
+        )
+        if hits:
+            bad[start] = hits
+    return bad
+
+
+def test_settings_import_nothing_of_the_build_backend_or_the_run_time() -> None:
+    forbidden = (
+        "skbuild_cudaq.build",
+        "skbuild_cudaq.setuptools",
+        "skbuild_cudaq.realtime",
+        "skbuild_cudaq.cli",
+        "cuda",
+    )
+    assert _offending(_modules("skbuild_cudaq.settings"), forbidden) == {}
+
+
+def test_the_run_time_imports_no_settings_code() -> None:
+    forbidden = (
+        "skbuild_cudaq.settings",
+        "skbuild_cudaq._compat",
+        "skbuild_cudaq.setuptools",
+        "skbuild_cudaq.cli",
+        "scikit_build_core",
+        "setuptools",
+        "tomllib",
+        "tomli",
+    )
+    assert _offending(_modules("skbuild_cudaq.realtime"), forbidden) == {}
+
+
+def test_build_side_code_imports_no_cuda_and_no_run_time() -> None:
+    build_side = [
+        *_modules("skbuild_cudaq.build"),
+        *_modules("skbuild_cudaq.settings"),
+        *_modules("skbuild_cudaq.setuptools"),
+        "skbuild_cudaq._architectures",
+        "skbuild_cudaq._log",
+        "skbuild_cudaq._paths",
+        "skbuild_cudaq.errors",
+        "skbuild_cudaq.fatbin",
+        "skbuild_cudaq.schema",
+    ]
+    assert _offending(build_side, ("cuda", "skbuild_cudaq.realtime")) == {}

@@ -252,10 +252,10 @@ def test_cli_writes_fatbin_and_depfile(nvrtc: _nvrtc.Nvrtc, tmp_path: Path) -> N
 
 
 def _stack_check(python: str, out: Path, env: dict[str, str] | None = None) -> dict[str, object]:
-    from skbuild_cudaq._paths import device_runtime_dir
+    from skbuild_cudaq.realtime.device_code import runtime_dir
 
     proc = subprocess.run(
-        [python, str(STACK_CHECK), str(out), "--nvcc-runtime", str(device_runtime_dir())],
+        [python, str(STACK_CHECK), str(out), "--nvcc-runtime", str(runtime_dir())],
         capture_output=True, text=True, check=False, env=env, timeout=900,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -404,7 +404,7 @@ def test_runtime_set_follows_the_nvjitlink_major(
 ) -> None:
     from skbuild_cudaq import device_runtime_dir
     from skbuild_cudaq.realtime import _nvjitlink
-    from skbuild_cudaq.realtime.device_code import runtime_device_code
+    from skbuild_cudaq.realtime.device_code import runtime_device_code, runtime_dir
 
     container = make_ltoir_container([(80, fake_ltoir(65, 64))])
     (tmp_path / "cu13").mkdir()
@@ -415,11 +415,12 @@ def test_runtime_set_follows_the_nvjitlink_major(
     for version, expected in (("12.9.86", "cu12"), ("13.0.88", "cu13")):
         info = _nvjitlink.NvJitLinkInfo(tmp_path / "lib.so", "nvidia-nvjitlink", version)
         monkeypatch.setattr(_nvjitlink, "installed_nvjitlink", lambda info=info: info)
-        assert device_runtime_dir() == tmp_path / expected
+        assert runtime_dir() == tmp_path / expected
+        assert device_runtime_dir() == tmp_path / "cu13"  # the path helper: the newest set
     # without a wheel version, the library's name tells the major
     info = _nvjitlink.NvJitLinkInfo(tmp_path / "libnvJitLink.so.12.9.86")
     monkeypatch.setattr(_nvjitlink, "installed_nvjitlink", lambda: info)
-    assert device_runtime_dir() == tmp_path / "cu12"
+    assert runtime_dir() == tmp_path / "cu12"
     assert len(runtime_device_code(device_runtime_dir(13)).inputs) == 1
     with pytest.raises(DeviceCodeError) as info:
         runtime_device_code(device_runtime_dir(12))

@@ -310,11 +310,10 @@ def test_device_runtime_not_found_names_the_wheel(
 def test_graph_module_link_needs_the_device_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without libcudadevrt the graph run time cannot be read: a typed error before any
     link (the plain run time needs none)."""
-    from skbuild_cudaq._paths import device_runtime_dir
     from skbuild_cudaq.realtime import graph
-    from skbuild_cudaq.realtime.device_code import runtime_device_code
+    from skbuild_cudaq.realtime.device_code import runtime_device_code, runtime_dir
 
-    root = device_runtime_dir()
+    root = runtime_dir()
     if not (root / "graph").is_dir():
         pytest.skip(f"no graph dispatch kernel in {root} (an older build)")
 

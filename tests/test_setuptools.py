@@ -570,15 +570,13 @@ def test_setuptools_package_serves_10000_rpcs_on_the_gpu(built_pip: Built) -> No
 def test_nvjitlink_links_the_embedded_code_for_sm90(built: Built, tmp_path: Path) -> None:
     """Independent of the link CLI: each container plus the device run time, one cubin."""
     nvjitlink = pytest.importorskip("cuda.bindings.nvjitlink")
-    import skbuild_cudaq
+    from skbuild_cudaq.realtime.device_code import runtime_dir
 
     options = ["-arch=sm_90", "-lto"]
     handle = nvjitlink.create(len(options), options)
     try:
         inputs = relfatbin_containers(built.extension)
-        inputs += [
-            p.read_bytes() for p in sorted(skbuild_cudaq.device_runtime_dir().glob("*.fatbin"))
-        ]
+        inputs += [p.read_bytes() for p in sorted(runtime_dir().glob("*.fatbin"))]
         for i, data in enumerate(inputs):
             nvjitlink.add_data(handle, nvjitlink.InputType.FATBIN, data, len(data), f"input{i}")
         try:

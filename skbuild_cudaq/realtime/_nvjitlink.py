@@ -43,6 +43,7 @@ __all__ = [
     "link_blobs",
     "mapped_nvjitlink",
     "nvjitlink_identity",
+    "nvjitlink_major",
     "nvjitlink_version",
     "version_problem",
 ]
@@ -174,6 +175,24 @@ def installed_nvjitlink() -> NvJitLinkInfo | None:
         return _wheel_of(mapped[0])
     found = _found_nvjitlink()
     return None if found is None else _wheel_of(found)
+
+
+def nvjitlink_major() -> int | None:
+    """The CUDA major of the nvJitLink the run time links with (None if unknown).
+
+    Read from its wheel's version or the library's name (``libnvJitLink.so.12[.9.86]``)
+    without loading it; only when neither says is the library loaded to ask it.
+    """
+    info = installed_nvjitlink()
+    if info is not None:
+        for text in (info.version or "", info.library.name.partition(".so.")[2]):
+            head = text.split(".", 1)[0]
+            if head.isdigit():
+                return int(head)
+    try:
+        return nvjitlink_version()[0]
+    except Exception:  # no cuda-bindings / nvJitLink: the link reports that itself
+        return None
 
 
 def nvjitlink_identity() -> str:

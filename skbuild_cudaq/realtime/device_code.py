@@ -31,6 +31,7 @@ __all__ = [
     "container_sources",
     "device_code_of",
     "runtime_device_code",
+    "runtime_dir",
 ]
 
 
@@ -109,6 +110,15 @@ HOST_RING_HOOKS = "host_ring_bridge.fatbin"
 GRAPH_RUNTIME_DIR = "graph"
 
 
+def runtime_dir() -> Path:
+    """The device run-time set this process links with: the set of the installed
+    nvJitLink's CUDA major (:func:`skbuild_cudaq.device_runtime_dir` of it; LTO-IR links
+    only with an nvJitLink of its own major), found without loading nvJitLink."""
+    from ._nvjitlink import nvjitlink_major
+
+    return device_runtime_dir(nvjitlink_major())
+
+
 def runtime_device_code(
     directory: str | os.PathLike[str] | None = None,
     bridge: Iterable[str | os.PathLike[str]] | None = None,
@@ -124,7 +134,7 @@ def runtime_device_code(
     (``libcudadevrt.a`` of the set's CUDA major, found by
     :func:`~skbuild_cudaq.realtime.graph.find_device_runtime`), a ``LIBRARY`` input.
     """
-    root = Path(directory) if directory is not None else device_runtime_dir()
+    root = Path(directory) if directory is not None else runtime_dir()
     files = sorted(root.glob("*.fatbin"))
     if not files and root.name.startswith("cu") and device_runtime_sets(root.parent):
         have = ", ".join(f"CUDA {m}" for m in device_runtime_sets(root.parent))

@@ -113,9 +113,7 @@ def find_device_runtime(major: int | None = None) -> Path:
     No CUDA toolkit is needed. Raises :class:`DeviceRuntimeNotFoundError` saying what to
     install.
     """
-    from skbuild_cudaq._paths import _nvjitlink_major
-
-    from ._nvjitlink import _site_packages
+    from ._nvjitlink import _site_packages, nvjitlink_major
 
     override = os.environ.get(DEVICE_RUNTIME_ENV)
     if override:
@@ -125,7 +123,7 @@ def find_device_runtime(major: int | None = None) -> Path:
             raise DeviceRuntimeNotFoundError(msg)
         return path.resolve()
     if major is None:
-        major = _nvjitlink_major() or max(_WHEEL_DEVRT)
+        major = nvjitlink_major() or max(_WHEEL_DEVRT)
     tried: list[str] = []
     sub = _WHEEL_DEVRT.get(major)
     if sub is not None:

@@ -2,7 +2,7 @@
 
 Inputs, each added to nvJitLink separately as ``FATBIN``: skbuild-cudaq's
 device run time (the built-in kernel ``cudaq_realtime_unified_dispatch`` and
-the bridge hooks, ``device_runtime_dir()/*.fatbin``) and every fatbin
+the bridge hooks, ``runtime_dir()/*.fatbin``) and every fatbin
 container of the binary's ``__nv_relfatbin`` sections. Options:
 ``-arch=sm_XY -lto``. The cubin is cached on disk (see :mod:`.cache`); a cache
 hit neither loads libnvJitLink nor touches the GPU (when ``arch`` is given).
@@ -71,7 +71,9 @@ class LinkOptions:
 
     arch: str | int | None = None
     extra: tuple[str, ...] = ()
-    runtime_dir: Path | None = None  #: None: ``skbuild_cudaq.device_runtime_dir()``
+    #: The device run-time set to link (None: the installed nvJitLink's,
+    #: :func:`~skbuild_cudaq.realtime.device_code.runtime_dir`).
+    runtime_dir: Path | None = None
     #: The LTO-IR fatbins of a bridge of your own, which replace the host-ring hooks (one
     #: path or several, kept as a tuple of resolved paths), or None for the built-in
     #: host-ring hooks; see :doc:`/guides/bridges`.

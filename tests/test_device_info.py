@@ -71,9 +71,9 @@ def test_an_nvrtc_built_record_names_nvrtc(tmp_path: Path) -> None:
     """What the CMake package's NVRTC path writes (``side --nvrtc VERSION``): the record names
     NVRTC and its version, and ``inspect`` labels the container with it -- not with an nvcc
     whose version it could not read."""
+    from skbuild_cudaq.build._container import make_ltoir_container
     from skbuild_cudaq.build._device_info import main
     from skbuild_cudaq.cli._inspect import render_text
-    from skbuild_cudaq.fatbin import make_ltoir_container
 
     fatbin = tmp_path / "k.fatbin"
     fatbin.write_bytes(make_ltoir_container([(80, b"\xedCN\x7f\x01\x41" + bytes(58))]))

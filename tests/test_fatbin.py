@@ -148,7 +148,7 @@ def test_garbage_inside_the_section(bins: DeviceBinaries, tmp_path: Path) -> Non
 def test_section_reader_agrees_with_pyelftools(bins: DeviceBinaries) -> None:
     from elftools.elf.elffile import ELFFile
 
-    from skbuild_cudaq.fatbin import elf_sections
+    from skbuild_cudaq._elf import elf_sections
 
     for binary in (bins.app, bins.two_sections, bins.plain, bins.root / "handlers_a.o"):
         with binary.open("rb") as stream:

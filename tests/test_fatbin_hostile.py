@@ -222,7 +222,7 @@ def test_many_distinct_overlapping_ranges_are_refused_early(tmp_path: Path) -> N
 
 def test_long_and_unterminated_section_names(tmp_path: Path) -> None:
     """Names are compared in constant time; a name table without NULs costs no more."""
-    from skbuild_cudaq.fatbin import MAX_SECTION_NAME, elf_sections
+    from skbuild_cudaq._elf import MAX_SECTION_NAME, elf_sections
 
     long_name = "x" * 100_000
     headers = [Shdr(long_name, 0, 8) for _ in range(2000)] + [Shdr(SECTION, 0, len(GOOD))]

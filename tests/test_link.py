@@ -70,7 +70,7 @@ def test_elf_symbols_match_pyelftools(bins: DeviceBinaries, arch: str) -> None:
     """Our small ELF symbol reader (on the first answer's path) against pyelftools."""
     import io
 
-    from skbuild_cudaq.fatbin import elf_symbols
+    from skbuild_cudaq._elf import elf_symbols
 
     cubin = link_device_code(bins.app, LinkOptions(arch=arch), cache=NO_CACHE).cubin
     ours = [(s.name, s.bind, s.kind, s.section) for s in elf_symbols(io.BytesIO(cubin), Path("c"))]

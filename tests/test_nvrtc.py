@@ -24,13 +24,9 @@ from conftest import ROOT
 
 from skbuild_cudaq import include_dir
 from skbuild_cudaq.build import _nvrtc, cmake_defines, prepare_config_settings
+from skbuild_cudaq.build._container import make_ltoir_container
 from skbuild_cudaq.errors import CompileError, DeviceCodeError, ToolchainError
-from skbuild_cudaq.fatbin import (
-    ltoir_code_version,
-    make_ltoir_container,
-    read_fatbin_file,
-    split_containers,
-)
+from skbuild_cudaq.fatbin import ltoir_code_version, read_fatbin_file, split_containers
 
 STACK_CHECK = Path(__file__).resolve().parent / "nvrtc_stack_check.py"
 

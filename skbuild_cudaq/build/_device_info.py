@@ -102,7 +102,7 @@ def names_from_ptx(ptx: str) -> tuple[list[str], list[str]]:
 
 def names_from_object(path: Path) -> tuple[list[str], list[str]]:
     """``(kernels, handlers)`` an ``nvcc -c -rdc=true`` object defines (its host symbols)."""
-    from skbuild_cudaq.fatbin import elf_symbols
+    from skbuild_cudaq._elf import elf_symbols
 
     with Path(path).open("rb") as f:
         defined = [s.name for s in elf_symbols(f, Path(path)) if s.section != 0]  # defined
@@ -228,7 +228,7 @@ def _records_in(data: bytes, where: str) -> list[dict[str, Any]]:
 
 def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Every record in the ``__cudaq_rt_info`` sections of an ELF file (none: ``[]``)."""
-    from skbuild_cudaq.fatbin import elf_sections
+    from skbuild_cudaq._elf import elf_sections
 
     path = Path(path)
     records: list[dict[str, Any]] = []

@@ -322,7 +322,7 @@ def embed_c_source(
 
 def linked_binary_module_ids(objects: Iterable[Path]) -> list[str]:
     """Module ids of the ``__cudaRegisterLinkedBinary_*`` symbols the objects leave undefined."""
-    from skbuild_cudaq.fatbin import elf_symbols
+    from skbuild_cudaq._elf import elf_symbols
 
     ids: set[str] = set()
     for obj in objects:

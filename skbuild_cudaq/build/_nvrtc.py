@@ -9,7 +9,7 @@ LTO-IR where no CUDA toolkit (no nvcc) is installed. It is driven through
 Each source is compiled once per architecture with
 ``-dlto -rdc=true -arch=compute_XX -default-device -std=... -I... -D...`` and
 the LTO-IR is wrapped in a fatbin container exactly as nvcc writes one
-(:func:`skbuild_cudaq.fatbin.make_ltoir_container`), so the output takes the
+(:func:`skbuild_cudaq.build._container.make_ltoir_container`), so the output takes the
 same embed, reader and link path as nvcc's ``-fatbin`` output.
 
 NVRTC has no dependency output (no ``-MD``): :func:`include_dependencies`
@@ -28,8 +28,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from skbuild_cudaq.build._container import make_ltoir_container
 from skbuild_cudaq.errors import CompileError, ToolchainError
-from skbuild_cudaq.fatbin import ltoir_code_version, make_ltoir_container
+from skbuild_cudaq.fatbin import ltoir_code_version
 
 __all__ = [
     "NVRTC_ENV",

@@ -267,7 +267,7 @@ def _check_packaged(packaged: Packaged, options: _Options) -> CheckReport:
 
 
 def _section_names(path: Path) -> set[str]:
-    from skbuild_cudaq.fatbin import elf_sections
+    from skbuild_cudaq._elf import elf_sections
 
     with path.open("rb") as stream:
         return {s.name for s in elf_sections(stream, path)}

@@ -170,8 +170,6 @@ class _ResultTooLong(Exception):
     def __init__(self, size: int) -> None:
         super().__init__(size)
         self.size = size
-
-
 def owns_on_shared_ring(header: Any, handlers: Mapping[int, Any], max_payload: int) -> bool:
     """Whether the host dispatcher answers a request on a shared ring: a well-formed one
     (request magic, arguments that fit the slot) for one of its HOST_CALL ``handlers``

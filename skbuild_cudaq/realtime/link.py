@@ -71,8 +71,8 @@ class LinkOptions:
 
     arch: str | int | None = None
     extra: tuple[str, ...] = ()
-    #: The device run-time set to link (None: the installed nvJitLink's,
-    #: :func:`~skbuild_cudaq.realtime.device_code.runtime_dir`).
+    #: The device run-time set to link, or None for the installed nvJitLink's
+    #: (:func:`~skbuild_cudaq.realtime.device_code.runtime_dir`).
     runtime_dir: Path | None = None
     #: The LTO-IR fatbins of a bridge of your own, which replace the host-ring hooks (one
     #: path or several, kept as a tuple of resolved paths), or None for the built-in

@@ -37,8 +37,8 @@ class ModuleSymbols:
 
 def cubin_symbols(cubin: bytes) -> ModuleSymbols:
     """Read a cubin's symbol table (our small ELF reader; no CUDA, no pyelftools)."""
+    from skbuild_cudaq._elf import elf_sections, elf_symbols
     from skbuild_cudaq.errors import DeviceCodeError
-    from skbuild_cudaq.fatbin import elf_sections, elf_symbols
 
     kernels: list[str] = []
     globals_: list[str] = []

@@ -26,7 +26,7 @@ def served() -> Iterator[tuple[HostDispatcher, UdpBridge, UdpClient]]:
     dispatcher = HostDispatcher(RingLayout(8, 128), {"echo": echo, "rpc_increment": rpc_increment})
     with (
         dispatcher,
-        UdpBridge(dispatcher.client(), spin=16) as bridge,
+        UdpBridge(dispatcher.client()) as bridge,
         UdpClient(*bridge.address, timeout=10) as client,
     ):
         yield dispatcher, bridge, client
@@ -92,7 +92,7 @@ def test_raw_socket_roundtrip(served: tuple[HostDispatcher, UdpBridge, UdpClient
 
 def test_bridge_lifecycle() -> None:
     dispatcher = HostDispatcher(RingLayout(2, 64), {"echo": echo})
-    bridge = UdpBridge(dispatcher.client(), spin=0)
+    bridge = UdpBridge(dispatcher.client())
     bridge.stop()
     with dispatcher:
         bridge.start()

@@ -531,30 +531,55 @@ static void short_repr(PyObject *obj, char *buf, size_t size) {
   Py_XDECREF(r);
 }
 
-static const char *type_name(PyObject *obj, char *buf, size_t size) {
+/* "type repr" of a handler's result for an error message (never fails). */
+static void shown(PyObject *obj, char *buf, size_t size) {
   PyObject *name = PyObject_GetAttrString((PyObject *)Py_TYPE(obj), "__name__");
-  const char *s = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8AndSize(name, NULL) : NULL;
-  if (s == NULL) {
+  const char *n = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8AndSize(name, NULL) : NULL;
+  if (n == NULL)
     PyErr_Clear();
-    s = "?";
-  }
-  snprintf(buf, size, "%s", s);
+  char rep[96];
+  short_repr(obj, rep, sizeof rep);
+  snprintf(buf, size, "%s %s", n ? n : "object", rep);
   Py_XDECREF(name);
-  return buf;
 }
 
-static int32_t bad_result(LoopObject *self, const entry_t *e, PyObject *res, const char *why) {
-  char tn[64], rep[96];
+/* A result that is no answer: counted, its reason recorded (`why` may use one %s: the
+ * result shown as "type repr"). */
+static int32_t bad_result(LoopObject *self, const entry_t *e, PyObject *shown_obj,
+                          const char *why) {
+  char what[160], text[ERROR_TEXT];
   PyErr_Clear();
   BUMP(&self->handler_errors);
-  type_name(res, tn, sizeof tn);
-  short_repr(res, rep, sizeof rep);
-  record_error(self, "%s: returned %s %s: %s", e->name, tn, rep, why);
+  if (shown_obj != NULL) {
+    shown(shown_obj, what, sizeof what);
+    snprintf(text, sizeof text, why, what);
+  } else {
+    snprintf(text, sizeof text, "%s", why);
+  }
+  record_error(self, "%s: %s", e->name, text);
   return STATUS_BAD_HANDLER_RESULT;
 }
 
-/* The handler's return value -> status and result bytes in `out` (GIL held). The size is
- * checked before anything is copied. */
+/* A result that cannot be read (an exception is set): counted, with the exception's text. */
+static int32_t unreadable_result(LoopObject *self, const entry_t *e) {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_NormalizeException(&type, &value, &tb);
+  PyObject *text = value ? exception_text(value) : NULL;
+  BUMP(&self->handler_errors);
+  record_error(self, "%s: its result cannot be read (%s)", e->name,
+               text ? PyBytes_AsString(text) : "?");
+  Py_XDECREF(text);
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(tb);
+  PyErr_Clear();
+  return STATUS_BAD_HANDLER_RESULT;
+}
+
+/* The handler's return value -> status and result bytes in `out` (GIL held): bytes-like,
+ * or (status, bytes-like) with any integer status but a bool, within int32. The size is
+ * checked before anything is copied. The messages are host_path.py's. */
 static int32_t convert_result(LoopObject *self, const entry_t *e, PyObject *res, uint8_t *out,
                               uint32_t max, uint32_t *out_len) {
   PyObject *data = res;
@@ -562,63 +587,82 @@ static int32_t convert_result(LoopObject *self, const entry_t *e, PyObject *res,
   *out_len = 0;
   if (PyTuple_Check(res)) {
     if (PyTuple_Size(res) != 2)
-      return bad_result(self, e, res, "expected bytes or (int status, bytes)");
+      return bad_result(self, e, res, "returned %s, expected bytes or (status, bytes)");
     PyObject *st = PyTuple_GetItem(res, 0);
     data = PyTuple_GetItem(res, 1);
     if (st == NULL || data == NULL)
-      return bad_result(self, e, res, "expected bytes or (int status, bytes)");
-    if (PyBool_Check(st))
-      return bad_result(self, e, res, "the status is a bool, not an integer");
+      return bad_result(self, e, res, "returned %s, expected bytes or (status, bytes)");
+    if (PyBool_Check(st)) {
+      char text[96];
+      snprintf(text, sizeof text, "returned the status %s, a bool: return an integer status",
+               st == Py_True ? "True" : "False");
+      return bad_result(self, e, NULL, text);
+    }
     PyObject *index = PyNumber_Index(st);
     if (index == NULL)
-      return bad_result(self, e, res, "the status is not an integer");
+      return bad_result(self, e, st, "returned the status %s, expected an integer");
     int overflow = 0;
     status = PyLong_AsLongLongAndOverflow(index, &overflow);
-    Py_DECREF(index);
     if (overflow || (status == -1 && PyErr_Occurred()) || status < INT32_MIN ||
-        status > INT32_MAX)
-      return bad_result(self, e, res, "the status does not fit in 32 bits (int32)");
+        status > INT32_MAX) {
+      PyObject *digits = PyObject_Str(index);
+      const char *d = digits ? PyUnicode_AsUTF8AndSize(digits, NULL) : NULL;
+      char text[160];
+      snprintf(text, sizeof text, "returned the status %.60s, which does not fit an int32",
+               d ? d : "?");
+      Py_XDECREF(digits);
+      Py_DECREF(index);
+      return bad_result(self, e, NULL, text);
+    }
+    Py_DECREF(index);
   }
   PyObject *copy = NULL;
   const char *bytes = NULL;
-  Py_ssize_t size = 0;
-  if (PyBytes_Check(data)) {
+  Py_ssize_t size;
+  if (PyObject_TypeCheck(data, &PyMemoryView_Type)) {
+    PyObject *nbytes = PyObject_GetAttrString(data, "nbytes"); /* a released view raises */
+    if (nbytes == NULL)
+      return unreadable_result(self, e);
+    size = PyLong_AsSsize_t(nbytes);
+    Py_DECREF(nbytes);
+    if (size < 0)
+      return unreadable_result(self, e);
+  } else if (PyBytes_Check(data)) {
     size = PyBytes_Size(data);
-    bytes = PyBytes_AsString(data);
   } else if (PyByteArray_Check(data)) {
     size = PyByteArray_Size(data);
-    bytes = PyByteArray_AsString(data);
-  } else if (PyObject_TypeCheck(data, &PyMemoryView_Type)) {
-    PyObject *nbytes = PyObject_GetAttrString(data, "nbytes");
-    size = nbytes ? PyLong_AsSsize_t(nbytes) : -1;
-    Py_XDECREF(nbytes);
-    if (size < 0)
-      return bad_result(self, e, res, "its memoryview cannot be read");
-    if ((size_t)size <= max) {
-      copy = PyObject_CallMethod(data, "tobytes", NULL);
-      if (copy == NULL || !PyBytes_Check(copy)) {
-        Py_XDECREF(copy);
-        return bad_result(self, e, res, "its memoryview cannot be read");
-      }
-      size = PyBytes_Size(copy);
-      bytes = PyBytes_AsString(copy);
-    }
   } else {
-    return bad_result(self, e, res, "expected bytes or (int status, bytes)");
-  }
-  if (size < 0 || (size > 0 && bytes == NULL && (size_t)size <= max)) {
-    Py_XDECREF(copy);
-    return bad_result(self, e, res, "its bytes cannot be read");
+    return bad_result(self, e, data, "returned %s, expected bytes");
   }
   if ((size_t)size > max) {
-    Py_XDECREF(copy);
-    PyErr_Clear();
     BUMP(&self->handler_errors);
     record_error(self, "%s: result of %lld bytes exceeds the max payload %u", e->name,
                  (long long)size, max);
     return STATUS_RESULT_TOO_LONG;
   }
-  memcpy(out, bytes, (size_t)size);
+  Py_ssize_t got;
+  if (PyBytes_Check(data)) {
+    bytes = PyBytes_AsString(data);
+    got = PyBytes_Size(data);
+  } else if (PyByteArray_Check(data)) {
+    bytes = PyByteArray_AsString(data);
+    got = PyByteArray_Size(data);
+  } else {
+    copy = PyObject_CallMethod(data, "tobytes", NULL);
+    if (copy == NULL)
+      return unreadable_result(self, e);
+    bytes = PyBytes_Check(copy) ? PyBytes_AsString(copy) : NULL;
+    got = PyBytes_Check(copy) ? PyBytes_Size(copy) : -1;
+  }
+  if (got != size || (size > 0 && bytes == NULL)) { /* a view that changed while read */
+    char text[160];
+    snprintf(text, sizeof text, "returned a result of %lld bytes that read as %lld",
+             (long long)size, (long long)got);
+    Py_XDECREF(copy);
+    return bad_result(self, e, NULL, text);
+  }
+  if (size > 0)
+    memcpy(out, bytes, (size_t)size);
   *out_len = (uint32_t)size;
   Py_XDECREF(copy);
   return (int32_t)status;
@@ -999,23 +1043,24 @@ typedef struct {
   socklen_t addr_len;
 } inflight_t;
 
+/* The counters of UdpFeeder (udp.py): every datagram received is forwarded, rejected
+ * (answered by the feeder), dropped (shorter than a header), or one of the two drops
+ * that are never answered (the response magic; the feeder's own address). */
 enum {
   C_RECEIVED,
   C_FORWARDED,
   C_ANSWERED,
   C_REJECTED,
   C_DROPPED,
-  C_DROPPED_SHORT,
-  C_DROPPED_RESPONSE,
-  C_DROPPED_SELF,
+  C_DROPPED_RESPONSES,
+  C_DROPPED_OWN_ADDRESS,
   C_SEND_ERRORS,
   C_PROTOCOL_ERRORS,
   C_COUNT
 };
 static const char *const counter_names[C_COUNT] = {
-    "received",      "forwarded",        "answered",       "rejected",
-    "dropped",       "dropped_short",    "dropped_response", "dropped_self",
-    "send_errors",   "protocol_errors",
+    "received",          "forwarded",           "answered",    "rejected",        "dropped",
+    "dropped_responses", "dropped_own_address", "send_errors", "protocol_errors",
 };
 
 typedef struct {
@@ -1087,22 +1132,37 @@ static int feeder_init(PyObject *self_obj, PyObject *args, PyObject *kwds) {
   return 0;
 }
 
-/* Whether `from` is the feeder's own address (a datagram it sent itself). */
+static int is_loopback(const struct sockaddr_storage *a) {
+  if (a->ss_family == AF_INET)
+    return (ntohl(((const struct sockaddr_in *)a)->sin_addr.s_addr) >> 24) == 127;
+  if (a->ss_family == AF_INET6) {
+    const struct in6_addr *ip = &((const struct sockaddr_in6 *)a)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(ip) || (IN6_IS_ADDR_V4MAPPED(ip) && ip->s6_addr[12] == 127);
+  }
+  return 0;
+}
+
+/* Whether `from` is the feeder's own address: its address and port, or, bound to every
+ * interface, its port on a loopback address (its other addresses are caught by the
+ * response-magic rule: the feeder only ever sends answers). */
 static int is_self(const FeederObject *f, const struct sockaddr_storage *from) {
   if (from->ss_family != f->self_addr.ss_family)
     return 0;
   if (from->ss_family == AF_INET) {
     const struct sockaddr_in *a = (const struct sockaddr_in *)from;
     const struct sockaddr_in *s = (const struct sockaddr_in *)&f->self_addr;
-    return a->sin_port == s->sin_port &&
-           (s->sin_addr.s_addr == htonl(INADDR_ANY) || a->sin_addr.s_addr == s->sin_addr.s_addr);
+    if (a->sin_port != s->sin_port)
+      return 0;
+    return a->sin_addr.s_addr == s->sin_addr.s_addr ||
+           (s->sin_addr.s_addr == htonl(INADDR_ANY) && is_loopback(from));
   }
   if (from->ss_family == AF_INET6) {
     const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)from;
     const struct sockaddr_in6 *s = (const struct sockaddr_in6 *)&f->self_addr;
-    return a->sin6_port == s->sin6_port &&
-           (memcmp(&s->sin6_addr, &in6addr_any, sizeof in6addr_any) == 0 ||
-            memcmp(&a->sin6_addr, &s->sin6_addr, sizeof s->sin6_addr) == 0);
+    if (a->sin6_port != s->sin6_port)
+      return 0;
+    return memcmp(&a->sin6_addr, &s->sin6_addr, sizeof s->sin6_addr) == 0 ||
+           (IN6_IS_ADDR_UNSPECIFIED(&s->sin6_addr) && is_loopback(from));
   }
   return 0;
 }
@@ -1236,21 +1296,18 @@ static void feeder_datagrams(FeederObject *f, unsigned int n) {
     const uint32_t size = f->rmsgs[i].msg_len;
     const int truncated = (m->msg_flags & MSG_TRUNC) != 0;
     BUMP(&f->counters[C_RECEIVED]);
-    if (size < HEADER_SIZE) {
-      BUMP(&f->counters[C_DROPPED]);
-      BUMP(&f->counters[C_DROPPED_SHORT]);
+    if (is_self(f, &f->raddrs[i])) { /* nothing of the feeder's own can be a request */
+      BUMP(&f->counters[C_DROPPED_OWN_ADDRESS]);
       continue;
     }
-    if (is_self(f, &f->raddrs[i])) { /* never answer ourselves */
+    if (size < HEADER_SIZE) { /* no header: no answer possible */
       BUMP(&f->counters[C_DROPPED]);
-      BUMP(&f->counters[C_DROPPED_SELF]);
       continue;
     }
     header_t h;
     read_header(data, &h);
-    if (h.magic == RESPONSE_MAGIC) { /* an answer (ours, or another server's): no answer */
-      BUMP(&f->counters[C_DROPPED]);
-      BUMP(&f->counters[C_DROPPED_RESPONSE]);
+    if (h.magic == RESPONSE_MAGIC) { /* an answer is never answered: no loops between servers */
+      BUMP(&f->counters[C_DROPPED_RESPONSES]);
       continue;
     }
     if (truncated || size > r->slot_size || size - HEADER_SIZE < h.arg_len) {

@@ -3,28 +3,54 @@
 :class:`HostDispatcher` owns a ring (ordinary memory, or a buffer you pass, e.g.
 shared memory) and a thread that consumes it exactly like the device dispatch
 kernels do: take the next request in ring order, validate it, call the
-HOST_CALL handler, publish the response. The protocol, the UDP bridge and the
+HOST_CALL handler, publish the response. The protocol, the UDP feeder and the
 two-process test server thus run without a GPU.
 
-The handlers come as a mapping ``{name: callable}`` or as the dispatcher's
+The serving thread is native (``_native.c``, :mod:`skbuild_cudaq.realtime._native`):
+it polls the ring without the GIL, calls *native* handlers without the GIL and
+takes the GIL only to call a *Python* handler, with one thread state for the
+thread's life. It spins while serving (lowest latency, one CPU busy);
+``idle_sleep=S`` makes it sleep, with growing delays up to ``S`` seconds, after
+100 us with nothing to do (a request that arrives during a sleep waits for its end).
+
+The handlers come as a mapping ``{name: handler}`` or as the dispatcher's
 :class:`~skbuild_cudaq.realtime.FunctionTable` (one table for both paths): a
 host dispatcher serves the table's HOST_CALL entries (``table.add_host``), and
 its DEVICE_CALL entries, which only a GPU can call, are answered as unknown (-2).
 A device :class:`~skbuild_cudaq.realtime.Dispatcher` refuses HOST_CALL entries
-at ``start()``. So the path is the choice of dispatcher, not of table.
+at ``start()``. So the path is the choice of dispatcher, not of table. A handler is
 
-Handlers are Python callables ``f(args: bytes) -> bytes | tuple[int, bytes]``
-(a bare bytes-like result means status 0). Bad requests are answered with the
-wire format's status and never stop the thread: bad magic -1, ``arg_len`` longer than
-the slot's payload -3, unknown function id -2 (checked in that order, like
-``cudaq_validate_request``). A handler that fails is answered with a reserved
-positive status and the thread keeps serving:
+- a native host handler, :func:`~skbuild_cudaq.realtime.get_host_handler` (a C
+  function exported with ``CUDAQ_REALTIME_EXPORT_HOST_FUNCTION``, the device
+  handlers' signature): called on the serving thread without the GIL, its
+  arguments read in the ring, its result written into the response slot; or
+- a Python callable ``f(args: bytes) -> bytes | tuple[int, bytes]`` (a bare
+  bytes-like result -- ``bytes``, ``bytearray``, ``memoryview`` -- means status 0;
+  the status is any integer, ``operator.index`` taking it, but not a ``bool``,
+  within int32).
+
+Bad requests are answered with the wire format's status and never stop the
+thread: bad magic -1, ``arg_len`` longer than the slot's payload -3, unknown
+function id -2 (checked in that order, like ``cudaq_validate_request``). A handler
+that fails is answered with a reserved positive status, counted in
+``handler_errors`` (what went wrong last in ``last_handler_error``), and the
+thread keeps serving:
 
 - :data:`STATUS_HANDLER_EXCEPTION` (0x7FFFFF01): the handler raised; the result
-  is ``"ExceptionType: message"`` (UTF-8, truncated to the slot's payload);
-- :data:`STATUS_RESULT_TOO_LONG` (0x7FFFFF02): the result does not fit the slot;
+  is ``"ExceptionType: message"`` (UTF-8, truncated to the slot's payload;
+  ``"ExceptionType: <exception str() failed>"`` when the message itself raises);
+- :data:`STATUS_RESULT_TOO_LONG` (0x7FFFFF02): the result does not fit the slot
+  (its size is checked before anything is copied; a native handler's
+  ``*result_len`` above ``max_result_len``);
 - :data:`STATUS_BAD_HANDLER_RESULT` (0x7FFFFF03): the handler returned something
-  other than bytes or ``(int32 status, bytes)``.
+  other than a bytes-like object or ``(int32 status, bytes-like)``, or a result
+  that cannot be read (a released ``memoryview``).
+
+Nothing between taking a request and publishing its answer can end the thread:
+whatever fails there (a result that cannot be read, an exception whose ``str()``
+or a result whose ``repr()`` raises) is answered with one of these statuses and
+counted, so no client waits for ever and the ring stays in step. A native
+handler's own status is answered as it returns it (as on the device path).
 
 Applications should keep their own positive statuses below 0x7FFFFF00.
 
@@ -42,27 +68,29 @@ directly, :meth:`HostDispatcher.serve_one` answers and then re-raises at once.
 meaning as ``Dispatcher.processed`` of the device path, whose counter a kernel
 launch starts at zero. A dispatcher is closed for good by ``close()``:
 ``start()`` then raises :class:`HostDispatcherError`.
+
+A handler that hangs: ``stop(timeout)`` and ``close(timeout)`` raise
+:class:`HostDispatcherError` after ``timeout`` seconds. The thread is not killed: it
+keeps its views of the ring, publishes the answer when the handler returns and then
+stops (the stop was asked for); a later ``close()`` releases the views. Serving
+threads still running when the interpreter exits are stopped first (``atexit``).
 """
 
 from __future__ import annotations
 
+import atexit
 import threading
+import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from . import _native
 from .errors import HostDispatcherError
-from .ring.client import RingClient
+from .host_handlers import NativeHostHandler
+from .ring.client import RingClient, _buffer_address
 from .ring.layout import RingLayout
-from .ring.memory import Backoff
-from .ring.server import RingServer
-from .wire import (
-    REQUEST_MAGIC,
-    STATUS_ARGS_TOO_LONG,
-    STATUS_BAD_MAGIC,
-    STATUS_SUCCESS,
-    STATUS_UNKNOWN_FUNCTION,
-    function_id,
-)
+from .ring.memory import RingMemory
+from .wire import function_id
 
 if TYPE_CHECKING:
     from .dispatcher.table import FunctionTable
@@ -113,14 +141,29 @@ def _host_handlers(
     return [(e.name, e.callable) for e in handlers.host_entries() if e.callable is not None]
 
 
+#: dispatchers whose thread may run: stopped at interpreter exit (a native thread would
+#: otherwise try to take the GIL of a finalizing interpreter)
+_SERVING: weakref.WeakSet[HostDispatcher] = weakref.WeakSet()
+_AT_EXIT: list[bool] = []  # [True] once the atexit hook is registered (under _AT_EXIT_LOCK)
+_AT_EXIT_LOCK = threading.Lock()
+
+
+def _stop_all_at_exit() -> None:
+    for dispatcher in list(_SERVING):
+        dispatcher._loop.stop(1.0)
+
+
 class HostDispatcher:
     """A CPU thread serving HOST_CALL handlers over a ring (see the module docstring).
 
     ``HostDispatcher(RingLayout(8, 256), {"echo": echo})``,
     ``HostDispatcher(handlers={...}, num_slots=8, slot_size=256)`` or
     ``HostDispatcher(layout, table)`` with a :class:`FunctionTable` (its HOST_CALL
-    entries). ``buffer`` (optional) is the ring memory; by default the dispatcher
-    allocates it.
+    entries). Handlers are Python callables or native host handlers
+    (:func:`~skbuild_cudaq.realtime.get_host_handler`), side by side. ``buffer``
+    (optional) is the ring memory; by default the dispatcher allocates it.
+    ``idle_sleep``: ``None`` (the default) spins while serving; a number of seconds
+    sleeps, growing up to it, after 100 us with nothing to do.
     """
 
     def __init__(
@@ -131,7 +174,7 @@ class HostDispatcher:
         num_slots: int | None = None,
         slot_size: int | None = None,
         buffer: Any = None,
-        idle_sleep: float = 1e-3,
+        idle_sleep: float | None = None,
     ) -> None:
         if layout is None:  # 0 is refused by RingLayout, never replaced by a default
             layout = RingLayout(
@@ -140,21 +183,21 @@ class HostDispatcher:
         elif num_slots is not None or slot_size is not None:
             msg = "give either a RingLayout or num_slots/slot_size, not both"
             raise ValueError(msg)
+        if idle_sleep is not None and not idle_sleep > 0:
+            msg = f"idle_sleep={idle_sleep!r}: None (spin while serving) or seconds > 0"
+            raise ValueError(msg)
         self._layout = layout
         self._buffer = bytearray(layout.total_bytes) if buffer is None else buffer
-        self._server = RingServer(self._buffer, layout)
+        self._mem = RingMemory(self._buffer, layout)  # holds an export: the memory stays put
+        self._loop = _native.Loop(
+            _buffer_address(self._mem.mv), layout.num_slots, layout.slot_size, self._buffer
+        )
+        self._loop.idle_sleep_ns = 0 if idle_sleep is None else max(1, round(idle_sleep * 1e9))
         self._handlers: dict[int, tuple[str, HostHandler]] = {}
         for name, fn in _host_handlers(handlers):
             self.add_handler(name, fn)
-        self._idle_sleep = idle_sleep
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self.handler_errors = 0  #: handler failures answered with a reserved status
-        self.rejected = 0  #: requests answered with -1, -2 or -3
-        self.last_handler_error: str | None = None
-        self._processed_base = 0  # the server's published count at the last start()
-        self._exit: BaseException | None = None  # raised by a handler, not yet re-raised
+        self._processed_base = 0  # the loop's published count at the last start()
         self._closed = False
 
     # -- configuration -------------------------------------------------------
@@ -169,18 +212,35 @@ class HostDispatcher:
     @property
     def processed(self) -> int:
         """Requests answered (good and bad) since the last :meth:`start`."""
-        return self._server.published - self._processed_base
+        return int(self._loop.published) - self._processed_base
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return bool(self._loop.running)
+
+    @property
+    def handler_errors(self) -> int:
+        """Handler failures answered with a reserved status."""
+        return int(self._loop.handler_errors)
+
+    @property
+    def rejected(self) -> int:
+        """Requests answered with -1, -2 or -3."""
+        return int(self._loop.rejected)
+
+    @property
+    def last_handler_error(self) -> str | None:
+        """What went wrong in the last handler failure (``"name: ..."``), or None."""
+        error: str | None = self._loop.last_handler_error
+        return error
 
     @property
     def handler_names(self) -> list[str]:
         return [name for name, _ in self._handlers.values()]
 
     def add_handler(self, name: str | bytes | int, handler: HostHandler) -> int:
-        """Register a HOST_CALL handler; returns its function id."""
+        """Register a HOST_CALL handler (a Python callable or a native host handler);
+        returns its function id. Takes effect at once, also while serving."""
         checked: object = handler  # callers without type checking may pass anything
         if not callable(checked):
             msg = f"handler {name!r} is not callable"
@@ -194,94 +254,42 @@ class HostDispatcher:
             )
             raise HostDispatcherError(msg)
         self._handlers[fid] = (label, handler)
+        self._loop.set_table(
+            [
+                (f, n, h.address, None) if isinstance(h, NativeHostHandler) else (f, n, 0, h)
+                for f, (n, h) in self._handlers.items()
+            ]
+        )
         return fid
 
     def client(self, **kwargs: Any) -> RingClient:
         """A :class:`RingClient` over this dispatcher's ring (one producer at a time).
 
-        Its waits spin only briefly (``spin=16``): the consumer is a thread of this
-        process and needs the GIL to make progress.
+        Its compiled round trip waits for the answer without the GIL
+        (``release_gil=True``), which a Python handler needs; its Python-level waits
+        spin only briefly (``spin=16``) before they sleep, for the same reason.
         """
         kwargs.setdefault("spin", 16)
+        kwargs.setdefault("release_gil", True)
         return RingClient(self._buffer, self._layout, **kwargs)
 
     # -- serving -------------------------------------------------------------
-    def _answer(self, magic: int, fid: int, arg_len: int, args: bytes) -> tuple[int, bytes]:
-        if magic != REQUEST_MAGIC:
-            self.rejected += 1
-            return STATUS_BAD_MAGIC, b""
-        if arg_len > self._layout.max_payload:
-            self.rejected += 1
-            return STATUS_ARGS_TOO_LONG, b""
-        entry = self._handlers.get(fid)
-        if entry is None:
-            self.rejected += 1
-            return STATUS_UNKNOWN_FUNCTION, b""
-        name, handler = entry
-        max_payload = self._layout.max_payload
-        try:
-            out: Any = handler(args)
-        except BaseException as exc:  # SystemExit & co: answered too, re-raised by serve_one
-            self.handler_errors += 1
-            self.last_handler_error = f"{name}: {type(exc).__name__}: {exc}"
-            text = f"{type(exc).__name__}: {exc}".encode(errors="replace")[:max_payload]
-            if not isinstance(exc, Exception):
-                self._exit = exc
-            return STATUS_HANDLER_EXCEPTION, text
-        status = STATUS_SUCCESS
-        if isinstance(out, tuple):
-            if (
-                len(out) != 2
-                or not isinstance(out[0], int)
-                or not -(2**31) <= out[0] < 2**31
-                or not isinstance(out[1], (bytes, bytearray, memoryview))
-            ):
-                self.handler_errors += 1
-                self.last_handler_error = f"{name}: returned {type(out).__name__} {out!r:.80}"
-                return STATUS_BAD_HANDLER_RESULT, b""
-            status, out = out
-        if not isinstance(out, (bytes, bytearray, memoryview)):
-            self.handler_errors += 1
-            self.last_handler_error = f"{name}: returned {type(out).__name__}, expected bytes"
-            return STATUS_BAD_HANDLER_RESULT, b""
-        result = bytes(out)
-        if len(result) > max_payload:
-            self.handler_errors += 1
-            self.last_handler_error = (
-                f"{name}: result of {len(result)} bytes exceeds the max payload {max_payload}"
-            )
-            return STATUS_RESULT_TOO_LONG, b""
-        return status, result
-
     def serve_one(self) -> bool:
-        """Answer the next request if it is there (no thread needed); returns whether it was."""
-        req = self._server.poll()
-        if req is None:
-            return False
-        h = req.header
-        status, result = self._answer(h.magic, h.function_id, h.arg_len, req.args)
-        self._server.publish(status, result)
-        if self._exit is not None and threading.current_thread() is not self._thread:
-            self._raise_exit()
-        return True
+        """Answer the next request if it is there, on this thread (the serving thread
+        must not run); returns whether it was."""
+        if self._closed:
+            msg = "the host dispatcher is closed; make a new one"
+            raise HostDispatcherError(msg)
+        try:
+            return bool(self._loop.serve_one())
+        except RuntimeError as exc:
+            raise HostDispatcherError(str(exc)) from None
 
     def _raise_exit(self) -> None:
         """Raise (once) what a handler raised to stop the program (see the module docstring)."""
-        exc, self._exit = self._exit, None
+        exc = self._loop.take_exit()
         if exc is not None:
             raise exc
-
-    def _run(self) -> None:
-        backoff = Backoff(spin=64, max_sleep=self._idle_sleep)
-        stop = self._stop
-        try:
-            while not stop.is_set() and self._exit is None:
-                if self.serve_one():
-                    backoff.reset()
-                else:
-                    backoff.pause()
-        except BaseException as exc:  # never die silently: the owner's stop()/start() raises it
-            self._exit = exc
 
     def start(self) -> HostDispatcher:
         """Start the serving thread (no-op if it runs); the processed count starts at zero.
@@ -295,43 +303,46 @@ class HostDispatcher:
             if self.running:
                 return self
             self._raise_exit()
-            self._processed_base = self._server.published
-            self._stop.clear()
-            self._thread = threading.Thread(
-                target=self._run, name="cudaq-host-dispatcher", daemon=True
-            )
-            self._thread.start()
+            self._processed_base = int(self._loop.published)
+            with _AT_EXIT_LOCK:
+                if not _AT_EXIT:
+                    atexit.register(_stop_all_at_exit)
+                    _AT_EXIT.append(True)
+            _SERVING.add(self)
+            self._loop.start()
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the thread after the request in hand (idempotent). Pending requests stay
         in the ring and are served after a later :meth:`start`. Raises what a handler
-        raised to stop the program (see the module docstring), once."""
+        raised to stop the program (see the module docstring), once.
+
+        :class:`HostDispatcherError` if the thread is still in a handler after ``timeout``
+        seconds: it answers when the handler returns, then stops (see the module docstring).
+        """
         with self._lock:
-            thread = self._thread
-            self._stop.set()
-            if thread is not None:
-                thread.join(timeout)
-                if thread.is_alive():
-                    msg = f"host dispatcher thread did not stop within {timeout:g} s"
-                    raise HostDispatcherError(msg)
-            self._thread = None
+            if not self._loop.stop(float(timeout)):
+                msg = f"host dispatcher thread did not stop within {timeout:g} s"
+                raise HostDispatcherError(msg)
+            _SERVING.discard(self)
             self._raise_exit()
 
-    def close(self) -> None:
-        """Stop and release the dispatcher's views of the ring memory (idempotent)."""
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop and release the dispatcher's views of the ring memory (idempotent).
+
+        Waits up to ``timeout`` seconds for the thread, like :meth:`stop`; if it is still in
+        a handler then, :class:`HostDispatcherError` and the views are kept (the thread
+        still answers): call ``close()`` again to release them.
+        """
         try:
-            self.stop()
-        except HostDispatcherError:
-            raise  # the thread still runs: keep its views of the ring
-        except BaseException:
-            self._release()
-            raise
-        self._release()
+            self.stop(timeout)
+        finally:
+            if not self.running:  # else the thread still runs: keep its views of the ring
+                self._release()
 
     def _release(self) -> None:
         self._closed = True
-        self._server.close()
+        self._mem.release()
 
     def __enter__(self) -> HostDispatcher:
         return self.start()

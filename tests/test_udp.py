@@ -4,10 +4,12 @@ import os
 import random
 import socket
 import struct
+import time
 from collections.abc import Iterator
 
 import pytest
 
+from skbuild_cudaq.realtime.errors import UdpFeederError
 from skbuild_cudaq.realtime.host_path import HostDispatcher, echo, rpc_increment
 from skbuild_cudaq.realtime.ring import RingLayout
 from skbuild_cudaq.realtime.udp import UdpBridge, UdpClient
@@ -193,3 +195,191 @@ def test_client_accepts_only_answers_to_its_own_outstanding_requests() -> None:
             client.submit("echo", request_id=77, timestamp=1)
             with pytest.raises(ValueError, match="already in flight"):
                 client.submit("echo", request_id=77, timestamp=1)
+
+
+# -- issue 40 (rule 1), in the native feeder: no answer loops ----------------------------------
+
+
+def _settle(bridge: UdpBridge, key: str, value: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while bridge.counters[key] < value and time.monotonic() < deadline:
+        time.sleep(1e-3)
+
+
+def test_datagrams_with_the_response_magic_are_dropped_never_answered(
+    served: tuple[HostDispatcher, UdpBridge, UdpClient],
+) -> None:
+    """An answer is never answered: else two servers (or one, to itself) answer for ever."""
+    dispatcher, bridge, client = served
+    slot = dispatcher.layout.slot_size
+    answers = [
+        encode_response(0, b"abc", request_id=1),
+        encode_response(STATUS_BAD_MAGIC, request_id=2),
+        encode_response(0, b"x" * slot, request_id=3),  # longer than a slot
+        encode_response(0, request_id=4) + b"x" * 7,  # shorter than its "arg_len" says
+    ]
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.settimeout(0.3)
+        for data in answers:
+            s.sendto(data, bridge.address)
+        with pytest.raises(TimeoutError):
+            s.recv(2000)
+    assert client.call("echo", b"alive") == (0, b"alive")
+    c = bridge.counters
+    assert c["dropped_responses"] == 4 and c["received"] == 5
+    assert c["rejected"] == 0 and c["forwarded"] == c["answered"] == dispatcher.processed == 1
+    # other bad magic is still answered -1, as CUDA-Q realtime does
+    bad = client.submit("echo", b"abc", request_id=9, magic=0x12345678)
+    assert client.wait(bad).status == STATUS_BAD_MAGIC
+
+
+def test_datagrams_from_the_feeders_own_address_are_dropped(
+    served: tuple[HostDispatcher, UdpBridge, UdpClient],
+) -> None:
+    dispatcher, bridge, client = served
+    own = bridge._sock  # the feeder's own socket: datagrams whose source is its address
+    own.sendto(encode_request("echo", b"me", request_id=1), bridge.address)
+    own.sendto(encode_response(0, b"me", request_id=2), bridge.address)
+    _settle(bridge, "dropped_own_address", 2)
+    time.sleep(0.3)  # a loop would go on meanwhile
+    c = bridge.counters
+    assert c["dropped_own_address"] == 2 and c["received"] == 2
+    assert c["forwarded"] == c["answered"] == dispatcher.processed == 0
+    assert client.call("echo", b"alive") == (0, b"alive")
+
+
+def test_a_feeder_bound_to_every_interface_knows_its_loopback_address() -> None:
+    dispatcher = HostDispatcher(RingLayout(2, 64), {"echo": echo})
+    with dispatcher, UdpBridge(dispatcher.client(), host="0.0.0.0") as bridge:
+        port = bridge.address[1]
+        bridge._sock.sendto(encode_request("echo", b"me"), ("127.0.0.1", port))
+        _settle(bridge, "dropped_own_address", 1)
+        with UdpClient("127.0.0.1", port, timeout=10) as client:
+            assert client.call("echo", b"you") == (0, b"you")
+        assert bridge.counters["dropped_own_address"] == 1
+
+
+def test_two_feeders_do_not_answer_each_others_answers() -> None:
+    """A request whose source is the second server: the first answers the second, which
+    must drop that answer (before, they answered each other for ever)."""
+    with (
+        HostDispatcher(RingLayout(4, 64), {"echo": echo}) as d1,
+        HostDispatcher(RingLayout(4, 64), {"echo": echo}) as d2,
+        UdpBridge(d1.client()) as first,
+        UdpBridge(d2.client()) as second,
+    ):
+        second._sock.sendto(encode_request("nope", request_id=7), first.address)
+        _settle(second, "dropped_responses", 1)
+        time.sleep(0.3)
+        assert first.counters["answered"] == 1 and first.counters["received"] == 1
+        assert second.counters["dropped_responses"] == 1 and second.counters["received"] == 1
+        assert second.counters["answered"] == 0 and second.counters["forwarded"] == 0
+
+
+# -- issue 42: the native feeder ---------------------------------------------------------------
+
+
+def test_bursts_are_batched_and_every_datagram_is_accounted_for() -> None:
+    """Bursts of 256 datagrams (good, malformed, short) in flight at once: recvmmsg takes
+    them in batches; every one is forwarded, rejected or dropped, every good one answered."""
+    layout = RingLayout(64, 128)
+    rng = random.Random(3)
+    with (
+        HostDispatcher(layout, {"echo": echo, "rpc_increment": rpc_increment}) as dispatcher,
+        UdpBridge(dispatcher.client()) as bridge,
+        UdpClient(*bridge.address, timeout=30) as client,
+    ):
+        good = 0
+        for burst in range(8):
+            tickets, expected = [], []
+            for i in range(256):
+                kind = rng.random()
+                if kind < 0.1:
+                    client.send_raw(os.urandom(rng.randint(0, 23)))
+                elif kind < 0.2:
+                    client.send_raw(encode_request("echo", b"x", request_id=i, arg_len=50))
+                else:
+                    p = rng.randbytes(rng.randint(0, layout.max_payload))
+                    tickets.append(client.submit("rpc_increment", p))
+                    expected.append(bytes((b + 1) % 256 for b in p))
+            assert [r.result for r in client.collect(tickets)] == expected, burst
+            good += len(tickets)
+            client.discard()  # the answers to the malformed ones
+        c = bridge.counters
+        assert c["received"] == 8 * 256 == c["forwarded"] + c["rejected"] + c["dropped"]
+        assert c["forwarded"] == c["answered"] == good == dispatcher.processed
+        assert c["send_errors"] == c["protocol_errors"] == 0
+
+
+def test_requests_in_flight_at_stop_are_answered_after_the_next_start() -> None:
+    dispatcher = HostDispatcher(RingLayout(4, 64), {"echo": echo})
+    bridge = UdpBridge(dispatcher.client()).start()  # nobody serves the ring yet
+    with UdpClient(*bridge.address, timeout=10) as client:
+        tickets = [client.submit("echo", b"%d" % i) for i in range(3)]
+        _settle(bridge, "forwarded", 3)
+        bridge.stop()
+        with dispatcher:
+            bridge.start()
+            assert [r.result for r in client.collect(tickets)] == [b"0", b"1", b"2"]
+            assert client.call("echo", b"next") == (0, b"next")
+    bridge.close()
+    dispatcher.close()
+
+
+def test_closing_the_ring_client_stops_the_feeder_first() -> None:
+    """A bridge closes its client before it frees the ring: the native thread is stopped
+    before the memory can go."""
+    dispatcher = HostDispatcher(RingLayout(4, 64), {"echo": echo})
+    with dispatcher:
+        ring_client = dispatcher.client()
+        bridge = UdpBridge(ring_client).start()
+        assert bridge.running
+        ring_client.close()
+        assert not bridge.running
+        with pytest.raises(UdpFeederError, match="the ring client is closed"):
+            bridge.start()
+        bridge.close()
+
+
+def test_a_second_producer_on_the_ring_stops_the_feeder_with_the_reason() -> None:
+    dispatcher = HostDispatcher(RingLayout(2, 64), {"echo": echo})
+    with dispatcher:
+        bridge = UdpBridge(dispatcher.client()).start()
+        other = dispatcher.client()  # a second producer: writes where the feeder will
+        other.call("echo", b"mine")
+        with UdpClient(*bridge.address, timeout=0.5) as client, pytest.raises(TimeoutError):
+            client.call("echo", b"lost")
+        deadline = time.monotonic() + 10
+        while bridge.running and time.monotonic() < deadline:
+            time.sleep(1e-3)
+        assert not bridge.running
+        assert "another producer wrote to the ring" in (bridge.error or "")
+        with pytest.raises(UdpFeederError, match="UDP feeder thread failed: slot 0: request flag"):
+            bridge.stop()
+        bridge._sock.close()
+
+
+def test_a_ring_client_with_requests_in_flight_is_refused() -> None:
+    dispatcher = HostDispatcher(RingLayout(2, 64), {"echo": echo})
+    ring_client = dispatcher.client()
+    ring_client.submit("echo", b"pending")
+    bridge = UdpBridge(ring_client)
+    with pytest.raises(UdpFeederError, match="1 requests in flight"):
+        bridge.start()
+    bridge.close()
+    with pytest.raises(ValueError, match="idle_sleep"):
+        UdpBridge(ring_client, idle_sleep=-1)
+
+
+def test_an_idle_feeder_waits_on_its_socket_and_wakes_for_a_datagram() -> None:
+    with (
+        HostDispatcher(RingLayout(4, 64), {"echo": echo}) as dispatcher,
+        UdpBridge(dispatcher.client(), idle_sleep=0.05) as bridge,
+        UdpClient(*bridge.address, timeout=10) as client,
+    ):
+        for i in range(5):
+            time.sleep(0.02)  # idle: the feeder waits in poll()
+            assert client.call("echo", bytes([i])) == (0, bytes([i]))
+        t0 = time.monotonic()
+        bridge.stop()
+        assert time.monotonic() - t0 < 0.5

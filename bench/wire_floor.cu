@@ -123,6 +123,8 @@ struct Result { std::vector<double> t; double rps = 0; long lost = 0; };
 Result client(int cs, const sockaddr_in &server, uint32_t fid, bool raw, int n, int total, int in_flight, int warmup) {
   Result res; res.t.reserve(n);
   uint8_t msg[kDatagram], in[2048];
+  timeval limit{10, 0};  // a serial answer that does not come within 10 s fails the run
+  setsockopt(cs, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
   for (int i = 0; i < n + warmup; ++i) {
     make_request(msg, fid, (uint32_t)i);
     const double t0 = now_us();

@@ -1,6 +1,6 @@
-/* Native load generator for the host ring (bench/dispatch.py compiles it with gcc
- * at bench time and calls it through ctypes), so that the host side is not the
- * bottleneck of a round trip or of throughput.
+/* Native load generator for the host ring (bench/common.py compiles it with gcc at
+ * bench time; bench/dispatch.py and bench/multigpu.py call it through ctypes), so
+ * that the host side is not the bottleneck of a round trip or of throughput.
  *
  * It writes the ring layout of DEVELOPING.md directly: request k goes to slot
  * k % num_slots with sequence k / num_slots + 1; the request bytes are written
@@ -8,12 +8,9 @@
  * tx_flags[slot] == seq (acquire). `*next` is the ring's request counter, kept
  * by the caller across calls (0 after a reset). Times come from
  * clock_gettime(CLOCK_MONOTONIC) (vDSO, ~20 ns). Every wait has a deadline. */
-#define _GNU_SOURCE /* pthread_setaffinity_np, CPU_SET */
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
-#include <pthread.h>
-#include <sched.h>
 
 #define REQ_MAGIC 0x43555152u
 #define RESP_MAGIC 0x43555153u
@@ -81,24 +78,19 @@ static inline int await(const ring_t *r, uint64_t k, uint32_t arg_len, int check
   return 0;
 }
 
-/* Serial round trips: one request in flight; out_ns[i] = round trip of request i.
- * With max_gap_ns, a pause drawn uniformly from [0, max_gap_ns] (xorshift, fixed
- * seed; not timed) comes before each request, so that requests arrive at every
- * phase of the consumer's poll loop instead of at the one a back-to-back
- * ping-pong locks into (a poll of mapped host memory samples the flag once per
- * PCIe round trip). With `read`, the timed part also checks the response's header
- * and copies its result out (what a client that returns the answer does: the
- * response's line, written by the device, misses the host's caches); without it,
- * the clock stops when the flag is seen. */
-static int serial_rounds(uint8_t *base, uint32_t num_slots, uint32_t slot_size,
-                         uint32_t function_id, const uint8_t *args, uint32_t arg_len,
-                         uint64_t count, uint64_t max_gap_ns, int read, uint64_t *next,
-                         double *out_ns) {
+/* Serial round trips: one request in flight; out_ns[i] = round trip of request i
+ * (from before its bytes are written to when its response flag is seen; the
+ * response is checked after the clock stops). With max_gap_ns, a pause drawn
+ * uniformly from [0, max_gap_ns] (xorshift, fixed seed; not timed) comes before
+ * each request, so that requests arrive at every phase of the consumer's poll loop
+ * instead of at the one a back-to-back ping-pong locks into (a poll of mapped host
+ * memory samples the flag once per PCIe round trip). */
+static inline int serial_rounds(uint8_t *base, uint32_t num_slots, uint32_t slot_size,
+                                uint32_t function_id, const uint8_t *args, uint32_t arg_len,
+                                uint64_t count, uint64_t max_gap_ns, uint64_t *next,
+                                double *out_ns) {
   ring_t r = ring_of(base, num_slots, slot_size);
   uint64_t k = *next, x = 0x9e3779b97f4a7c15ull;
-  uint8_t result[4096];
-  if (arg_len > sizeof result)
-    return -3;
   for (uint64_t i = 0; i < count; ++i, ++k) {
     if (max_gap_ns) {
       x ^= x << 13;
@@ -110,12 +102,7 @@ static int serial_rounds(uint8_t *base, uint32_t num_slots, uint32_t slot_size,
     }
     uint64_t t0 = now_ns();
     submit(&r, k, function_id, args, arg_len);
-    int rc = await(&r, k, arg_len, read);
-    if (read && rc == 0) {
-      const uint8_t *resp = r.tx + (size_t)(k % num_slots) * slot_size;
-      memcpy(result, resp + HEADER, arg_len);
-      __asm__ volatile("" : : "r"(result) : "memory"); /* the copy is kept */
-    }
+    int rc = await(&r, k, arg_len, 0);
     uint64_t t1 = now_ns();
     if (rc != 0) {
       *next = k;
@@ -134,7 +121,7 @@ static int serial_rounds(uint8_t *base, uint32_t num_slots, uint32_t slot_size,
 int lg_latency(uint8_t *base, uint32_t num_slots, uint32_t slot_size, uint32_t function_id,
                const uint8_t *args, uint32_t arg_len, uint64_t count, uint64_t *next,
                double *out_ns) {
-  return serial_rounds(base, num_slots, slot_size, function_id, args, arg_len, count, 0, 0, next,
+  return serial_rounds(base, num_slots, slot_size, function_id, args, arg_len, count, 0, next,
                        out_ns);
 }
 
@@ -142,15 +129,7 @@ int lg_latency_gap(uint8_t *base, uint32_t num_slots, uint32_t slot_size, uint32
                    const uint8_t *args, uint32_t arg_len, uint64_t count, uint64_t max_gap_ns,
                    uint64_t *next, double *out_ns) {
   return serial_rounds(base, num_slots, slot_size, function_id, args, arg_len, count, max_gap_ns,
-                       0, next, out_ns);
-}
-
-/* lg_latency_gap with the response read in the timed part (see serial_rounds). */
-int lg_latency_read(uint8_t *base, uint32_t num_slots, uint32_t slot_size, uint32_t function_id,
-                    const uint8_t *args, uint32_t arg_len, uint64_t count, uint64_t max_gap_ns,
-                    uint64_t *next, double *out_ns) {
-  return serial_rounds(base, num_slots, slot_size, function_id, args, arg_len, count, max_gap_ns,
-                       1, next, out_ns);
+                       next, out_ns);
 }
 
 /* `count` requests with up to `in_flight` outstanding (<= num_slots); *seconds = wall time. */
@@ -177,70 +156,4 @@ int lg_throughput(uint8_t *base, uint32_t num_slots, uint32_t slot_size, uint32_
   *seconds = (double)(now_ns() - t0) * 1e-9;
   *next = sent;
   return 0;
-}
-
-/* A host echo consumer: a thread of this process playing the dispatch kernel's part
- * (poll a request's flag, echo its arguments with status 0, publish the response), so
- * that a client's host-side work can be measured without a GPU (bench/python_host.py):
- * against it, a round trip is two cache-line hand-offs between CPUs, not two PCIe
- * crossings. It starts at request `first` and serves in order until lg_serve_stop(). */
-
-static struct {
-  ring_t r;
-  uint64_t first;
-  int cpu;
-  volatile int stop;
-  pthread_t thread;
-  int running;
-} serve_state;
-
-static void *serve_loop(void *unused) {
-  (void)unused;
-  ring_t *r = &serve_state.r;
-  if (serve_state.cpu >= 0) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(serve_state.cpu, &set);
-    pthread_setaffinity_np(pthread_self(), sizeof set, &set);
-  }
-  for (uint64_t k = serve_state.first;; ++k) {
-    const uint32_t slot = (uint32_t)(k % r->num_slots);
-    const uint32_t seq = (uint32_t)(k / r->num_slots + 1);
-    while (__atomic_load_n(&r->rx_flags[slot], __ATOMIC_ACQUIRE) != seq)
-      if (serve_state.stop)
-        return NULL;
-    const uint8_t *req = r->rx + (size_t)slot * r->slot_size;
-    uint8_t *resp = r->tx + (size_t)slot * r->slot_size;
-    uint32_t head[4];
-    memcpy(head, req, 16);
-    uint32_t len = head[2] <= r->slot_size - HEADER ? head[2] : 0;
-    const uint32_t out[4] = {RESP_MAGIC, 0, len, head[3]};
-    memcpy(resp, out, 16);
-    memcpy(resp + 16, req + 16, 8);
-    memcpy(resp + HEADER, req + HEADER, len);
-    __atomic_store_n(&r->tx_flags[slot], seq, __ATOMIC_RELEASE);
-  }
-}
-
-/* Starts the consumer on `cpu` (-1: anywhere); 0 on success. */
-int lg_serve_start(uint8_t *base, uint32_t num_slots, uint32_t slot_size, uint64_t first,
-                   int cpu) {
-  if (serve_state.running)
-    return -1;
-  serve_state.r = ring_of(base, num_slots, slot_size);
-  serve_state.first = first;
-  serve_state.cpu = cpu;
-  serve_state.stop = 0;
-  if (pthread_create(&serve_state.thread, NULL, serve_loop, NULL) != 0)
-    return -2;
-  serve_state.running = 1;
-  return 0;
-}
-
-void lg_serve_stop(void) {
-  if (!serve_state.running)
-    return;
-  serve_state.stop = 1;
-  pthread_join(serve_state.thread, NULL);
-  serve_state.running = 0;
 }

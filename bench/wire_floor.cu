@@ -18,13 +18,39 @@
 //
 // Built with -DWIRE_HANDLER_MODULE (Python's headers, skbuild-cudaq's include directory) it is
 // the extension module `wire_handlers` instead: the native host handlers rpc_increment and echo
-// for the test server's --module=wire_handlers and bench/wire.py's in-process rows.
+// for the test server's --module=wire_handlers and bench/wire.py's in-process rows, and the
+// two-thread ring ping-pong floor (wire_ring_floor_start/stop, through ctypes): a C thread that
+// echoes each request of a ring in the layout of skbuild_cudaq.realtime.ring, nothing else.
 #include <cstdint>
 #include <cstring>
 
 #ifdef WIRE_HANDLER_MODULE
 #include <Python.h>
+#include <atomic>
+#include <pthread.h>
 #include <cudaq/realtime/host_handler.h>
+
+static struct { uint8_t *base; uint32_t n, size; std::atomic<int> stop; pthread_t thread; } ring;
+
+static void *ring_floor(void *) {
+  uint8_t *rx = ring.base, *tx = ring.base + (size_t)ring.n * ring.size;
+  uint32_t *rx_flags = (uint32_t *)(tx + (size_t)ring.n * ring.size), *tx_flags = rx_flags + ring.n;
+  for (uint64_t k = 0;; ++k) {
+    const uint32_t slot = (uint32_t)(k % ring.n), seq = (uint32_t)(k / ring.n + 1);
+    while (__atomic_load_n(&rx_flags[slot], __ATOMIC_ACQUIRE) != seq)
+      if (ring.stop.load(std::memory_order_relaxed)) return nullptr;
+    const uint8_t *q = rx + (size_t)slot * ring.size; uint8_t *r = tx + (size_t)slot * ring.size;
+    uint32_t h[4]; std::memcpy(h, q, 16);
+    const uint32_t len = h[2] <= ring.size - 24 ? h[2] : 0, out[4] = {0x43555153u, 0, len, h[3]};
+    std::memcpy(r, out, 16); std::memcpy(r + 16, q + 16, 8); std::memcpy(r + 24, q + 24, len);
+    __atomic_store_n(&tx_flags[slot], seq, __ATOMIC_RELEASE);
+  }
+}
+extern "C" __attribute__((visibility("default"))) int wire_ring_floor_start(uint8_t *base, uint32_t n, uint32_t size) {
+  ring.base = base; ring.n = n; ring.size = size; ring.stop = 0;
+  return pthread_create(&ring.thread, nullptr, ring_floor, nullptr);
+}
+extern "C" __attribute__((visibility("default"))) void wire_ring_floor_stop() { ring.stop = 1; pthread_join(ring.thread, nullptr); }
 
 static int rpc_increment(const void *args, uint32_t arg_len, void *result, uint32_t max_len,
                          uint32_t *result_len) {

@@ -1,5 +1,5 @@
-"""A benchmark of ``bench/`` as a module, for tests without a GPU: the benchmarks import nothing
-from CUDA at import, and import each other by name (``bench/`` goes on ``sys.path``)."""
+"""A script of ``bench/`` as a module, for tests without a GPU: the benchmarks import nothing
+from CUDA at import, and import ``bench/common.py`` by name (``bench/`` goes on ``sys.path``)."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from gpu_kernels.testbins import DeviceBinaries
@@ -261,6 +262,7 @@ def _shadow_nvjitlink(tmp_path: Path) -> tuple[Path, Path]:
 _IDENTITY_SCRIPT = """
 import json, sys
 from pathlib import Path
+from typing import Any
 from skbuild_cudaq.realtime import _nvjitlink as n
 before = n.nvjitlink_identity()
 found = str(n.installed_nvjitlink().library)
@@ -291,6 +293,7 @@ def test_identity_is_the_nvjitlink_cuda_bindings_loads(tmp_path: Path) -> None:
 _REKEY_SCRIPT = """
 import ctypes, json, sys
 from pathlib import Path
+from typing import Any
 from skbuild_cudaq.realtime import _nvjitlink as n
 from skbuild_cudaq.realtime.cache import LinkCache, cache_entry
 from skbuild_cudaq.realtime.link import LinkOptions, link_digest, prepare_link
@@ -337,3 +340,112 @@ def test_cold_link_is_keyed_by_the_nvjitlink_actually_loaded(
     # ... one that would load the wheel's does not: it links with its own nvJitLink
     plain = run("none")
     assert not plain["hit"] and plain["entry"] == plain["prepared"] != cold["entry"]
+
+
+# -- issue 40: a location that cannot be created or written is a warning, not a lost link ------
+
+
+def _unwritable_locations(tmp_path: Path) -> list[Path]:
+    """Cache directories that cannot be created, also for root: under a regular file, and
+    (where the machine has it, read-only) under /sys."""
+    blocker = tmp_path / "a-file"
+    blocker.write_bytes(b"")
+    found = [blocker / "skbuild-cudaq" / "link"]
+    probe = Path("/sys/skbuild-cudaq-cache-probe")
+    try:
+        probe.mkdir()
+    except OSError:
+        found.append(probe / "link")
+    else:
+        probe.rmdir()
+    return found
+
+
+def test_a_location_that_cannot_be_created_is_one_warning_and_no_cache(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    for directory in _unwritable_locations(tmp_path):
+        caplog.clear()
+        cache = LinkCache(directory)
+        with caplog.at_level("WARNING", logger="skbuild_cudaq"):
+            assert cache.load("k" * 64) is None
+            assert cache.store("k" * 64, b"cubin") is None
+            assert cache.store("j" * 64, b"cubin") is None
+            assert cache.load("k" * 64) is None
+        messages = [r.getMessage() for r in caplog.records]
+        assert len(messages) == 1, messages  # one warning per location and process
+        assert str(directory) in messages[0]
+        assert messages[0].endswith(
+            f"linking without the link cache (point {CACHE_ENV} at a writable private "
+            "directory, or set it to off)"
+        )
+    # unsafe stays refused
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    with pytest.raises(LinkCacheError, match="writable by group or others"):
+        LinkCache(shared).store("k" * 64, b"cubin")
+
+
+def test_an_entry_that_cannot_be_written_is_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    cache = LinkCache(tmp_path / "full")
+
+    def full_disk(fd: int, data: bytes) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "write", full_disk)
+    with caplog.at_level("WARNING", logger="skbuild_cudaq"):
+        assert cache.store("k" * 64, b"cubin") is None
+        assert cache.store("k" * 64, b"cubin") is None
+    monkeypatch.undo()
+    assert [r.getMessage() for r in caplog.records] == [
+        f"cannot write the link cache directory {tmp_path / 'full'}: No space left on device; "
+        f"linking without the link cache (point {CACHE_ENV} at a writable private directory, "
+        "or set it to off)"
+    ]
+    assert list((tmp_path / "full").iterdir()) == []  # no temporary left
+
+
+@pytest.mark.toolchain
+def test_link_and_lookup_with_an_unwritable_cache_return_the_cubin_uncached(
+    bins: DeviceBinaries, tmp_path: Path, caplog: pytest.LogCaptureFixture, use_driver: Any
+) -> None:
+    from _fake_driver import OK, startup_driver
+
+    from skbuild_cudaq.realtime.library import Library
+
+    directory = _unwritable_locations(tmp_path)[0]
+    with caplog.at_level("WARNING", logger="skbuild_cudaq"):
+        result = link_with_options(bins.app, LinkOptions(arch="sm_90"), LinkCache(directory))
+        assert result.cubin and not result.cache_hit and result.cache_path is None
+        # a run-time lookup links the same way (the driver is a stand-in: no GPU here)
+        use_driver(startup_driver([], lambda dev: (OK, "ctx")))
+        lib = Library(bins.app, cache=LinkCache(directory))
+        assert lib.load() == "library-handle"
+        assert lib.symbols.kernels
+        lib.close()
+    assert len(caplog.records) == 1 and str(directory) in caplog.records[0].getMessage()
+
+
+@pytest.mark.toolchain
+def test_cli_link_with_a_read_only_home(bins: DeviceBinaries, tmp_path: Path) -> None:
+    """A service user: HOME read-only or missing, no XDG_CACHE_HOME, no cache setting."""
+    home = _unwritable_locations(tmp_path)[-1].parent
+    env = {k: v for k, v in os.environ.items() if k not in (CACHE_ENV, "XDG_CACHE_HOME")}
+    env["HOME"] = str(home)
+    out = tmp_path / "app.cubin"
+    proc = subprocess.run(
+        [sys.executable, "-m", "skbuild_cudaq", "link", str(bins.app), "--arch", "sm_90",
+         "-o", str(out)],
+        capture_output=True, text=True, check=False, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert out.stat().st_size > 0
+    lines = proc.stderr.splitlines()
+    assert lines[0].startswith("skbuild-cudaq: warning: ") and "Traceback" not in proc.stderr
+    assert f"{home}/.cache/skbuild-cudaq/link" in lines[0]
+    assert lines[-1].startswith(f"skbuild-cudaq: wrote {out}")

@@ -148,6 +148,54 @@ def test_every_error_message_is_in_troubleshooting() -> None:
     )
 
 
+#: Runs Sphinx as ``python -m sphinx`` does, in an environment cut down to what
+#: ``pip install ".[docs]"`` installs: the distributions the project's dependencies and its
+#: ``docs`` extra require (transitively, from the installed metadata) and the standard
+#: library. Any other installed distribution cannot be imported (optional imports fall back
+#: as they would where it is missing), so the build fails where autodoc needs a package the
+#: extra does not bring (setuptools, which venvs no longer carry from Python 3.12 on).
+_DOCS_EXTRA_ONLY = r"""
+import importlib.abc, importlib.metadata as md, sys
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from skbuild_cudaq._compat import tomllib
+
+with open(sys.argv[1], "rb") as f:
+    project = tomllib.load(f)["project"]
+todo = [*project["dependencies"], *project["optional-dependencies"]["docs"]]
+allowed = set()
+while todo:
+    req = Requirement(todo.pop())
+    if req.marker is not None and not req.marker.evaluate({**default_environment(), "extra": ""}):
+        continue
+    name = canonicalize_name(req.name)
+    if name in allowed:
+        continue
+    allowed.add(name)
+    try:
+        todo.extend(md.requires(req.name) or [])
+    except md.PackageNotFoundError:
+        pass
+owners = md.packages_distributions()
+
+class DocsExtraOnly(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        top = name.partition(".")[0]
+        dists = owners.get(top)
+        if top in sys.stdlib_module_names or not dists:
+            return None
+        if not any(canonicalize_name(d) in allowed for d in dists):
+            msg = f"No module named {name!r} (installed, but not by the docs extra)"
+            raise ModuleNotFoundError(msg, name=name)
+        return None
+
+sys.meta_path.insert(0, DocsExtraOnly())
+from sphinx.cmd.build import main
+raise SystemExit(main(sys.argv[2:]))
+"""
+
+
 @pytest.fixture(scope="session")
 def built_docs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("html")
@@ -155,8 +203,9 @@ def built_docs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     proc = subprocess.run(
         [
             sys.executable,
-            "-m",
-            "sphinx",
+            "-c",
+            _DOCS_EXTRA_ONLY,
+            str(ROOT / "pyproject.toml"),
             "-n",  # nitpicky: every cross-reference must resolve
             "-W",
             "--keep-going",
@@ -299,106 +348,79 @@ def test_report_says_not_measured_without_results(tmp_path: Path) -> None:
     out = tmp_path / "docs" / "performance.md"
     _report(tmp_path / "no-results", out)
     page = out.read_text(encoding="utf-8")
-    for name in ("dispatch", "startup", "build_overhead"):
+    for name in ("dispatch", "dispatch_multigpu", "startup", "build_overhead"):
         assert f"Not measured yet: no `{name}` results file" in page
-    assert "![" not in page
+    assert "![" not in page and "## Headline" not in page
     assert not (tmp_path / "docs" / "_static").exists()
+
+
+def _header(benchmark: str, date: str, gpus: int = 1) -> dict[str, object]:
+    """The header every results file starts with (bench/common.py header())."""
+    return {
+        "benchmark": benchmark,
+        "date": date,
+        "devices": [{"ordinal": i, "name": "GPU-X17", "compute_capability": "9.0"} for i in
+                    range(gpus)],
+        "driver": {"nvidia": "580.99", "cuda": "13.0"} if gpus else {},
+        "host": {"cpu": "CPU-Q", "cpus": 3},
+        "versions": {"cuda-bindings": "13.3.7", "skbuild-cudaq": "0.1.0"},
+    }  # fmt: skip
+
+
+def _percentiles(p50: float, n: int = 777) -> dict[str, float]:
+    return {"p50": p50, "p99": p50 + 0.5, "p99.9": p50 + 3, "min": p50 - 1, "mean": p50, "n": n}
 
 
 def test_report_tables_and_figures_come_from_the_json(tmp_path: Path) -> None:
     results = tmp_path / "results"
     results.mkdir()
     # distinctive inputs; the page must carry exactly these, with where they were measured
-    (results / "dispatch.json").write_text(
-        json.dumps(
-            {
-                "benchmark": "dispatch",
-                "date": "2031-02-03T04:05:06+00:00",
-                "device": "GPU-X17",
-                "compute_capability": "9.0",
-                "versions": {
-                    "cuda-bindings": "13.3.7",
-                    "nvidia_driver": "580.99",
-                    "cuda_driver_api": "13.0",
-                },
-                "latency_us": {
-                    "pingpong_floor": {
-                        "p50": 3.217,
-                        "p99": 3.9,
-                        "p99.9": 4.4,
-                        "min": 3.0,
-                        "mean": 3.3,
-                        "n": 777,
-                    },
-                    "single_thread": {
-                        "p50": 6.434,
-                        "p99": 7.1,
-                        "p99.9": 8.8,
-                        "min": 6.0,
-                        "mean": 6.5,
-                        "n": 777,
-                    },
-                },
-                "throughput_mrps": {"warp_parallel": {"1": 0.123, "64": 4.567}},
-                "errors": {"cluster": "InvalidArgumentError: needs sm_90"},
-            }
-        ),
-        encoding="utf-8",
-    )
-    (results / "old-dispatch.json").write_text(
-        json.dumps(
-            {
-                "benchmark": "dispatch",
-                "date": "2020-01-01T00:00:00+00:00",
-                "device": "OLD-GPU",
-                "latency_us": {"pingpong_floor": {"p50": 99.0}},
-            }
-        ),
-        encoding="utf-8",
-    )
-    (results / "startup.json").write_text(
-        json.dumps(
-            {
-                "benchmark": "startup",
-                "date": "2031-02-04T00:00:00+00:00",
-                "device": {"name": "GPU-X17", "arch": "sm_90", "sms": 132},
-                "driver": {"nvidia": "580.99", "cuda_driver_api": "13.0"},
-                "versions": {"nvJitLink": "13.0"},
-                "results": {
-                    "floor": {
-                        "runs": 7,
-                        "ok": 7,
-                        "median_in_process_s": 0.0812,
-                        "in_process_s": [0.0812, 0.0815],
-                    },
-                    "warm": {
-                        "runs": 7,
-                        "ok": 7,
-                        "median_in_process_s": 0.0833,
-                        "ratio_to_floor": 1.026,
-                        "in_process_s": [0.0833],
-                    },
-                },
-            }
-        ),
-        encoding="utf-8",
-    )
+    pair = {"p50_over_floor": 2.0, "p99_over_p50": 1.1, "floor_p99_over_p50": 1.3}
+    dispatch = {
+        **_header("dispatch", "2031-02-03T04:05:06+00:00"),
+        "config": {"arg_len": 32, "num_slots": 256, "slot_size": 128},
+        "latency_us": {"pingpong_floor": _percentiles(3.217), "single_thread": _percentiles(6.434)},
+        "paired": {"single_thread": {"b2b": pair, "random": {**pair, "p50_over_floor": 1.9}}},
+        "throughput_mrps": {"warp_parallel:thread": {"1": 0.123, "64": 4.567},
+                            "warp_floor": {"1": 0.2, "64": 9.134}},
+        "python_client_us": {**_percentiles(6.5), "native": _percentiles(6.4),
+                             "over_native_p50_us": 0.1, "over_native_random_arrival_p50_us": 0.2},
+        "goals": {"single_thread_p50_over_floor": {"value": 2.0, "goal": "<= 1.05", "met": False}},
+        "errors": {"cluster": "InvalidArgumentError: needs sm_90"},
+    }  # fmt: skip
+    (results / "dispatch.json").write_text(json.dumps(dispatch), encoding="utf-8")
+    old = {**_header("dispatch", "2020-01-01T00:00:00+00:00"), "devices": [{"name": "OLD-GPU"}]}
+    (results / "old-dispatch.json").write_text(json.dumps(old), encoding="utf-8")
+    startup = {
+        **_header("startup", "2031-02-04T00:00:00+00:00"),
+        "inputs": {"kernel": "k", "arch": "sm_90", "runs": 7},
+        "results": {
+            "floor": {"runs": 7, "ok": 7, "median_in_process_s": 0.0812, "median_wall_s": 0.2},
+            "warm": {"runs": 7, "ok": 7, "median_in_process_s": 0.0833, "ratio_to_floor": 1.026},
+        },
+    }
+    (results / "startup.json").write_text(json.dumps(startup), encoding="utf-8")
     (results / "smoke.json").write_text('{"p50_us": 5.15}', encoding="utf-8")
     (results / "broken.json").write_text("{", encoding="utf-8")
     out = tmp_path / "docs" / "performance.md"
     _report(results, out)
     page = out.read_text(encoding="utf-8")
 
-    assert "GPU-X17" in page and "580.99" in page and "2031-02-03T04:05:06+00:00" in page
-    assert "cuda-bindings 13.3.7" in page
-    assert "| 3.22 |" in page and "| 6.43 |" in page and "| 777 |" in page
-    assert "2.00×" in page  # 6.434 / 3.217
-    assert "4.567" in page and "81.2" in page and "1.03" in page
+    assert "GPU-X17" in page and "580.99 / CUDA 13.0" in page and "2031-02-03" in page
+    assert "cuda-bindings 13.3.7" in page and "CPU-Q, 3 CPUs" in page
+    # the headline: each path against its floor, with where and when it ran
+    assert (
+        "| single-thread, launch-wide `echo`: round trip p50 | 6.43 µs | 3.22 µs | 2.000× "
+        "| GPU-X17 | 580.99 / CUDA 13.0 | 2031-02-03 |" in page
+    )
+    assert "| 4.57 M/s | 9.13 M/s | 0.500× |" in page  # warp-parallel at 64 against its floor
+    assert "| 83 ms | 81 ms | 1.026× |" in page  # a warm start against the raw load
+    assert "| 6.43 | 6.93 | 2.000 | — | 1.900 |" in page  # the round-trip table
+    assert "| `single_thread_p50_over_floor` | 2.000 | <= 1.05 | **no** |" in page
     assert "InvalidArgumentError: needs sm_90" in page
-    assert "OLD-GPU" not in page and "old-dispatch.json" in page  # superseded, named
+    assert "OLD-GPU" not in page and "`old-dispatch.json`: an older `dispatch`" in page
     assert "Not measured yet: no `build_overhead` results file" in page
-    assert "does not state its device, date, versions" in page  # smoke.json
-    assert "broken.json" in page
+    assert "`smoke.json`: not a results file" in page and "`broken.json`: not read" in page
     figures = sorted(p.name for p in (tmp_path / "docs" / "_static" / "perf").iterdir())
     assert figures == ["dispatch_latency.png", "dispatch_throughput.png", "startup.png"]
     for name in figures:
@@ -420,28 +442,36 @@ def test_report_shows_the_spread_of_repeated_dispatch_runs(tmp_path: Path) -> No
         "max": 1.0822,
         "values": [1.0471, 1.0822, 1.063],
         "met_runs": 1,
+        "floor_value": 1.31,
     }
-    (results / "dispatch.json").write_text(
-        json.dumps(
-            {
-                "benchmark": "dispatch",
-                "date": "2031-02-03T04:05:06+00:00",
-                "device": "GPU-X17",
-                "versions": {"cuda-bindings": "13.3.7"},
-                "repeat": 3,
-                "goals": {"single_thread:thread_p50_over_floor": goal},
-            }
-        ),
-        encoding="utf-8",
-    )
+    doc = {
+        **_header("dispatch", "2031-02-03T04:05:06+00:00"),
+        "repeat": 3,
+        "goals": {"single_thread:thread_p50_over_floor": goal},
+    }
+    (results / "dispatch.json").write_text(json.dumps(doc), encoding="utf-8")
     out = tmp_path / "docs" / "performance.md"
     _report(results, out, "--no-figures")
     page = out.read_text(encoding="utf-8")
     assert "each the median of 3 whole runs" in page
     assert (
-        "| `single_thread:thread_p50_over_floor` | 1.063 | <= 1.05 | no | 1.047 | 1.082 | 1 of 3 |"
-        in page
+        "| `single_thread:thread_p50_over_floor` | 1.063 | <= 1.05 | **no** | 1.047 to 1.082 "
+        "| 1 of 3 | 1.310 |" in page
     )
+
+
+def test_committed_results_are_the_current_run_only() -> None:
+    """bench/results/ holds one file per benchmark the page shows, nothing else, and the docs
+    cite no benchmark run or session (the page says the GPU, driver and date instead)."""
+    names = sorted(p.name for p in (ROOT / "bench" / "results").glob("*") if p.is_file())
+    assert set(names) <= {
+        f"{n}.json"
+        for n in ("dispatch", "dispatch_multigpu", "startup", "startup_cu12", "build_overhead")
+    }, names
+    cited = re.compile(r"\bsession \d|\bruns? [A-K]\b|\bseries \d|history/|\bs\d+-run")
+    for page in [ROOT / "README.md", ROOT / "DEVELOPING.md", *DOCS.rglob("*.md")]:
+        found = cited.findall(page.read_text(encoding="utf-8"))
+        assert not found, f"{page.relative_to(ROOT)} cites benchmark runs: {found}"
 
 
 def test_committed_performance_page_is_fresh(tmp_path: Path) -> None:

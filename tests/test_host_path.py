@@ -284,10 +284,12 @@ def test_zero_sized_rings_are_refused(kwargs: dict[str, int], match: str) -> Non
 
 
 _CHILD_CLIENT = """
-import sys
-from skbuild_cudaq.realtime.test_server import connect_host_ring
+import mmap, sys
+from skbuild_cudaq.realtime.ring import RingClient, RingLayout
 
-client = connect_host_ring(sys.argv[1], 4, 64)
+layout = RingLayout(4, 64)
+with open("/dev/shm/" + sys.argv[1], "r+b") as f:
+    client = RingClient(mmap.mmap(f.fileno(), layout.total_bytes), layout, spin=16)
 tickets = client.submit_many([("echo", b"child %d" % i) for i in range(6)])
 for t in tickets[:4]:
     assert client.wait(t).result == b"child %d" % t.index
@@ -515,6 +517,7 @@ def test_serve_one_while_the_thread_serves_is_refused_and_handlers_can_be_added(
 
 
 # -- issue 40 (rules 2, 3, 7), in the native loop: nothing wedges the host path ---------------
+# -- issue 40: nothing between taking a request and answering it can wedge the host path -----
 
 
 class _Unprintable(Exception):
@@ -534,6 +537,10 @@ def _released() -> memoryview:
 
 
 def test_results_and_errors_that_cannot_be_turned_into_answers_are_answered() -> None:
+    """Each used to kill the serving thread after it took the request and before it answered:
+    the client timed out, ``handler_errors`` stayed 0, every later start() died on the
+    unanswered slot and close() raised the handler's error."""
+
     def unprintable(args: bytes) -> bytes:
         raise _Unprintable
 
@@ -573,10 +580,30 @@ def test_results_and_errors_that_cannot_be_turned_into_answers_are_answered() ->
         dispatcher.stop()  # nothing left unanswered: stop() and start() raise nothing
         dispatcher.start()
         assert c.call("released", timeout=10)[0] == STATUS_BAD_HANDLER_RESULT
+        assert c.call("echo", b"again", timeout=10) == (0, b"again")
+
+
+def test_a_failure_while_forming_the_answer_over_udp_is_answered_and_serving_goes_on() -> None:
+    from skbuild_cudaq.realtime.udp import UdpClient, UdpFeeder
+
+    def unprintable(args: bytes) -> bytes:
+        raise _Unprintable
+
+    handlers = {"released": lambda a: _released(), "unprintable": unprintable, "echo": echo}
+    with (
+        HostDispatcher(RingLayout(4, 64), handlers) as dispatcher,  # type: ignore[arg-type]
+        UdpFeeder(dispatcher.client()) as feeder,
+        UdpClient(*feeder.address, timeout=10) as client,
+    ):
+        for _ in range(3):  # more than once round the ring: every slot stays in step
+            assert client.call("released")[0] == STATUS_BAD_HANDLER_RESULT
+            assert client.call("unprintable")[0] == STATUS_HANDLER_EXCEPTION
+        assert client.call("echo", b"ok") == (0, b"ok")
+        assert dispatcher.handler_errors == 6 and dispatcher.processed == 7
 
 
 _BIG_RESULT = """
-import mmap, resource
+import mmap, resource, sys
 from skbuild_cudaq.realtime.host_path import HostDispatcher, STATUS_RESULT_TOO_LONG
 from skbuild_cudaq.realtime.ring import RingLayout
 
@@ -587,7 +614,7 @@ c = d.client()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t = c.submit("big")
 assert d.serve_one()
-assert c.wait(t).status == STATUS_RESULT_TOO_LONG
+assert c.wait(t).status == STATUS_RESULT_TOO_LONG, c
 t = c.submit("ba")
 assert d.serve_one()
 assert c.wait(t).status == STATUS_RESULT_TOO_LONG
@@ -602,12 +629,15 @@ def test_a_result_too_long_is_refused_before_it_is_copied() -> None:
     import sys
 
     proc = subprocess.run(
-        [sys.executable, "-c", _BIG_RESULT], capture_output=True, text=True, timeout=120,
+        [sys.executable, "-c", _BIG_RESULT],
+        capture_output=True,
+        text=True,
+        timeout=120,
         check=False,
-    )  # fmt: skip
+    )
     assert proc.returncode == 0, proc.stderr
     grown, error = proc.stdout.splitlines()
-    assert int(grown) < 64 << 20  # not the 1 GiB buffer
+    assert int(grown) < 64 << 20  # was 1 GiB: the whole buffer copied before the length check
     assert error == "ba: result of 100 bytes exceeds the max payload 40"
 
 
@@ -659,7 +689,7 @@ def test_close_of_a_hung_handler_takes_a_timeout_and_the_thread_answers_later() 
     t0 = time.monotonic()
     with pytest.raises(HostDispatcherError, match=r"did not stop within 0\.2 s"):
         dispatcher.close(timeout=0.2)
-    assert time.monotonic() - t0 < 2.0
+    assert time.monotonic() - t0 < 2.0  # was a fixed 10 s more
     assert dispatcher.running  # the thread still runs the handler and keeps the ring's views
     release.set()
     assert client.wait(ticket, timeout=10).result == b"late"  # it answers, then stops
@@ -667,3 +697,57 @@ def test_close_of_a_hung_handler_takes_a_timeout_and_the_thread_answers_later() 
     assert not dispatcher.running
     with pytest.raises(HostDispatcherError, match="closed"):
         dispatcher.start()
+
+
+def test_the_owner_resets_a_ring_a_foreign_writer_left_unusable() -> None:
+    from skbuild_cudaq.realtime.errors import RingError
+
+    layout = RingLayout(4, 64)
+    buffer = bytearray(layout.total_bytes)
+    with HostDispatcher(layout, HANDLERS, buffer=buffer) as dispatcher:
+        client = dispatcher.client()
+        assert client.call("echo", b"before", timeout=10) == (0, b"before")
+        client.close()
+        ids = bytes(buffer[layout.ids_offset :])
+        # a same-user writer scribbles over the flags: no client can take the ring any more
+        flags = np.frombuffer(buffer, dtype="<u4", count=2 * 4, offset=layout.rx_flags_offset)
+        flags[:] = [7, 1, 9, 3, 2, 8, 0, 5]
+        with pytest.raises(RingError, match="not in ring order"):
+            dispatcher.client()
+        dispatcher.reset()  # serving: paused, reset, resumed
+        assert dispatcher.running and dispatcher.processed == 0
+        assert bytes(buffer[layout.ids_offset :]) == ids  # request ids stay unique
+        fresh = dispatcher.client()
+        for i in range(10):
+            assert fresh.call("rpc_increment", bytes([i]), timeout=10) == (0, bytes([i + 1]))
+        assert dispatcher.processed == 10
+        dispatcher.stop()
+        flags[:] = [3, 3, 3, 3, 3, 3, 3, 1]  # a response flag ahead of its request's
+        dispatcher.reset()  # stopped: reset, left stopped
+        assert not dispatcher.running
+        dispatcher.start()
+        assert dispatcher.client().call("echo", b"after", timeout=10) == (0, b"after")
+    with pytest.raises(HostDispatcherError, match="closed"):
+        dispatcher.reset()
+
+
+def test_start_after_a_stop_that_timed_out_has_the_same_thread_serve_on() -> None:
+    started, release = threading.Event(), threading.Event()
+
+    def hung(args: bytes) -> bytes:
+        started.set()
+        release.wait(60)
+        return b"late"
+
+    with HostDispatcher(RingLayout(2, 64), {"hung": hung, "echo": echo}) as dispatcher:
+        client = dispatcher.client()
+        ticket = client.submit("hung")
+        assert started.wait(10)
+        with pytest.raises(HostDispatcherError, match="did not stop within"):
+            dispatcher.stop(timeout=0.1)
+        dispatcher.start()  # the thread, still in the handler, is asked to go on
+        release.set()
+        assert client.wait(ticket, timeout=10).result == b"late"
+        time.sleep(0.05)
+        assert dispatcher.running
+        assert client.call("echo", b"on", timeout=10) == (0, b"on")

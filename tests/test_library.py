@@ -182,7 +182,7 @@ def test_the_lookup_path_imports_only_light_modules() -> None:
 
     The fatbin reader, the link cache (hashlib) and nvJitLink are imported on the
     worker thread, overlapped with context creation; the caller's own imports are
-    on the start-up critical path (bench/startup_phases.py) and must stay small.
+    on the start-up critical path and must stay small.
     """
     import subprocess
     import sys

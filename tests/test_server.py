@@ -9,6 +9,7 @@ import random
 import re
 import select
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -179,8 +180,9 @@ def test_host_path_fuzz(host_server: Server) -> None:
             c.discard()
     processed, counters, _ = host_server.stop()
     assert counters["received"] == 10_000 + good
-    assert (
-        counters["received"] == counters["forwarded"] + counters["rejected"] + counters["dropped"]
+    dropped = ("dropped", "dropped_responses", "dropped_own_address")
+    assert counters["received"] == (
+        counters["forwarded"] + counters["rejected"] + sum(counters[k] for k in dropped)
     )
     assert processed == counters["forwarded"] == counters["answered"]
     assert counters["dropped"] > 0 and counters["rejected"] > 0
@@ -489,3 +491,183 @@ def test_refused_native_handlers_and_bad_modules_are_one_line(
     assert (proc.returncode, proc.stdout) == (status, ""), proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and re.search(message, lines[0]), proc.stderr
+
+
+# -- issue 40: shared-memory rings attached only as created, never outliving their server ----
+
+SHM = Path("/dev/shm")
+HOST_RING = ["--path=host", "--transport=host-ring", "--num-slots=4", "--slot-size=64"]
+HOST_RING_READY = re.compile(
+    r"CUDAQ_REALTIME_SERVER_READY transport=host-ring shm=(\S+) path=host .*slots=4 slot_size=64$"
+)
+
+
+def _start_ring_server(*extra: str, new_group: bool = False) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "skbuild_cudaq.realtime.test_server", *HOST_RING, *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=new_group,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    m = HOST_RING_READY.match(line.strip())
+    if not m:
+        proc.kill()
+        pytest.fail(f"no READY line: {line!r} {proc.communicate()}")
+    return proc, m[1]
+
+
+def _stop(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    return out, err
+
+
+def test_connect_host_ring_attaches_only_what_a_server_created(tmp_path: Path) -> None:
+    from skbuild_cudaq.realtime import RingError
+    from skbuild_cudaq.realtime.test_server import connect_host_ring
+
+    total = RingLayout(4, 64).total_bytes
+    target = tmp_path / "victim"
+    target.write_bytes(bytes(total))
+    name = f"cudaq-rt-ring-{os.getpid()}-"  # our own pid: no server start sweeps these
+    planted: list[Path] = []
+
+    def plant(token: str) -> tuple[str, Path]:
+        path = SHM / f"{name}{token}"
+        planted.append(path)
+        return path.name, path
+
+    try:
+        with pytest.raises(RingError, match="is not the name of a shared-memory ring"):
+            connect_host_ring("../../" + str(target).lstrip("/"), 4, 64)
+        with pytest.raises(RingError, match="is not the name"):
+            connect_host_ring("psm_0123abcd", 4, 64)
+        missing, _ = plant("0" * 16)
+        with pytest.raises(RingError, match=r"no shared-memory ring .*: is its server still"):
+            connect_host_ring(missing, 4, 64)
+        link, path = plant("1" * 16)
+        path.symlink_to(target)
+        with pytest.raises(RingError, match="is a symbolic link"):
+            connect_host_ring(link, 4, 64)
+        assert target.read_bytes() == bytes(total)  # never mapped, never reset
+        open_to_all, path = plant("2" * 16)
+        path.write_bytes(bytes(total))
+        path.chmod(0o666)
+        with pytest.raises(RingError, match="has mode 0666, not 0600"):
+            connect_host_ring(open_to_all, 4, 64)
+        short, path = plant("3" * 16)
+        path.write_bytes(bytes(100))
+        path.chmod(0o600)
+        with pytest.raises(RingError, match=rf"has 100 bytes, but a ring of 4 slots .* {total}"):
+            connect_host_ring(short, 4, 64)
+        fifo, path = plant("4" * 16)
+        os.mkfifo(path, 0o600)
+        with pytest.raises(RingError, match="is not a regular file"):
+            connect_host_ring(fifo, 4, 64)
+        if os.geteuid() == 0:
+            foreign, path = plant("5" * 16)
+            path.write_bytes(bytes(total))
+            path.chmod(0o600)
+            os.chown(path, 65534, 65534)
+            with pytest.raises(RingError, match="is owned by uid 65534, not by you"):
+                connect_host_ring(foreign, 4, 64)
+    finally:
+        for path in planted:
+            path.unlink(missing_ok=True)
+
+
+def test_a_server_killed_with_its_process_group_leaves_no_segment_for_good() -> None:
+    """SIGKILL of the whole group (an OOM kill, a container stop) runs no clean-up and kills
+    Python's resource tracker too: the next server start removes what the dead left."""
+    groups = [_start_ring_server(new_group=True) for _ in range(5)]
+    alone, alone_name = _start_ring_server()
+    killed = [name for _, name in groups] + [alone_name]
+    assert all((SHM / name).is_file() for name in killed)
+    for proc, _ in groups:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=30)
+    alone.send_signal(signal.SIGKILL)  # the pid alone: no resource-tracker warning either
+    _, err = alone.communicate(timeout=30)
+    assert err == ""
+    assert all((SHM / name).exists() for name in killed)  # until the next start ...
+    live, live_name = _start_ring_server()
+    try:
+        assert not any((SHM / name).exists() for name in killed)  # ... which removed them
+        second, second_name = _start_ring_server()  # a live server's segment is never swept
+        assert (SHM / live_name).is_file() and (SHM / second_name).is_file()
+        from skbuild_cudaq.realtime.test_server import connect_host_ring
+
+        client = connect_host_ring(live_name, 4, 64)
+        assert client.call("echo", b"still served", timeout=10) == (0, b"still served")
+        client.close()
+        _stop(second)
+        assert not (SHM / second_name).exists()
+    finally:
+        _stop(live)
+    assert not (SHM / live_name).exists()
+
+
+def test_sighup_resets_the_shared_ring_a_writer_left_unusable() -> None:
+    import mmap
+
+    from skbuild_cudaq.realtime import RingError
+    from skbuild_cudaq.realtime.test_server import connect_host_ring
+
+    proc, name = _start_ring_server()
+    try:
+        layout = RingLayout(4, 64)
+        client = connect_host_ring(name, 4, 64)
+        assert client.call("echo", b"one", timeout=10) == (0, b"one")
+        client.close()
+        with (SHM / name).open("r+b") as f, mmap.mmap(f.fileno(), layout.total_bytes) as m:
+            m[layout.rx_flags_offset : layout.rx_flags_offset + 8] = struct.pack("<II", 5, 9)
+        with pytest.raises(RingError, match="not in ring order"):
+            connect_host_ring(name, 4, 64)
+        proc.send_signal(signal.SIGHUP)
+        assert proc.stdout is not None
+        line = proc.stdout.readline().strip()
+        assert line == f"CUDAQ_REALTIME_SERVER_RESET transport=host-ring shm={name}"
+        client = connect_host_ring(name, 4, 64)
+        for i in range(6):
+            assert client.call("rpc_increment", bytes([i]), timeout=10) == (0, bytes([i + 1]))
+        client.close()
+        out, _ = _stop(proc)
+        assert out.splitlines()[-1] == "CUDAQ_REALTIME_SERVER_PROCESSED count=6"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def test_binding_beyond_loopback_warns_once() -> None:
+    server = start_server("--path=host", "--host=", "--timeout=1")
+    with UdpClient("127.0.0.1", server.port, timeout=10) as c:
+        assert c.call("echo", b"x") == (0, b"x")
+    _, err = server.proc.communicate(timeout=30)
+    assert server.proc.returncode == 0, err
+    assert "host=0.0.0.0 " in server.ready_line
+    assert err == (
+        "skbuild-cudaq: warning: the UDP feeder listens on 0.0.0.0, beyond loopback: anyone "
+        "who can reach this port can call its handlers (the wire format has no "
+        "authentication)\n"
+    )
+
+
+def test_ipv6_loopback() -> None:
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as s:
+            s.bind(("::1", 0))
+    except OSError:
+        pytest.skip("this machine has no IPv6 loopback")
+    server = start_server("--path=host", "--host=::1")
+    assert "host=::1 " in server.ready_line
+    with server.client() as c:
+        assert c.call("rpc_increment", b"\x05") == (0, b"\x06")
+    processed, counters, err = server.stop()
+    assert processed == 1 and counters["answered"] == 1 and err == ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -827,3 +828,26 @@ def test_check_cli_reports_hostile_values_in_one_line_each(
     lines = proc.stderr.splitlines()
     assert lines[0] == "skbuild-cudaq: error: 1 problem in [tool.cudaq] of pyproject.toml:"
     assert len(lines) == 2 and lines[1].startswith(f"  - {key}: ") and fragment in lines[1]
+
+
+def test_a_source_that_is_not_a_regular_file_says_so(project: Path) -> None:
+    """A FIFO (nvcc would wait on it) or a link to /dev/zero (read for ever) used to be
+    reported as missing, with itself as the suggestion."""
+    os.mkfifo(project / "src/fifo.cu")
+    (project / "src/zero.cu").symlink_to("/dev/zero")
+    (project / "src/dangling.cu").symlink_to(project / "src/gone.cu")
+    body = f'[{DK}]\n_core = ["src/fifo.cu", "src/zero.cu", "src/dangling.cu"]\n'
+    gone = json.dumps(str(project / "src/gone.cu"))
+    assert problems_of(project, body) == [
+        f'{DK}._core[0]: "src/fifo.cu" is a named pipe (FIFO), not a regular file; expected a '
+        ".cu path relative to the project directory; a kernel source must be a regular file "
+        "(nvcc would wait on a pipe, or read a device for ever): put the kernel's .cu file "
+        "itself there",
+        f'{DK}._core[1]: "src/zero.cu" is a character device, not a regular file; expected a '
+        ".cu path relative to the project directory; a kernel source must be a regular file "
+        "(nvcc would wait on a pipe, or read a device for ever): put the kernel's .cu file "
+        "itself there",
+        f'{DK}._core[2]: "src/dangling.cu" is a symbolic link to a file that does not exist '
+        f"({gone}); expected a .cu path relative to the project directory; point the link at "
+        "the kernel's .cu file, or list that file itself",
+    ]

@@ -197,7 +197,25 @@ def test_client_accepts_only_answers_to_its_own_outstanding_requests() -> None:
                 client.submit("echo", request_id=77, timestamp=1)
 
 
-# -- issue 40 (rule 1), in the native feeder: no answer loops ----------------------------------
+# -- issue 40: no answer loops, own address, IPv6, binding beyond loopback --------------------
+
+
+def _spoofed_udp(source: tuple[str, int], dest: tuple[str, int], payload: bytes) -> None:
+    """Send one IPv4 UDP datagram whose source address is ``source`` (a raw socket: root only;
+    loopback only). How a server's own address, or a second server's, arrives as a source."""
+    try:
+        raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    except PermissionError:
+        pytest.skip("needs CAP_NET_RAW (root) to send a datagram from another address")
+    assert dest[0].startswith("127.")
+    udp = struct.pack("!HHHH", source[1], dest[1], 8 + len(payload), 0)  # checksum 0: none
+    ip = struct.pack(
+        "!BBHHHBBH4s4s",
+        0x45, 0, 20 + len(udp) + len(payload), 0, 0, 64, socket.IPPROTO_UDP, 0,
+        socket.inet_aton(source[0]), socket.inet_aton(dest[0]),
+    )  # fmt: skip  # the kernel fills in the length, id and checksum of the IP header
+    with raw:
+        raw.sendto(ip + udp + payload, (dest[0], 0))
 
 
 def _settle(bridge: UdpBridge, key: str, value: int, timeout: float = 10.0) -> None:
@@ -237,9 +255,11 @@ def test_datagrams_from_the_feeders_own_address_are_dropped(
     served: tuple[HostDispatcher, UdpBridge, UdpClient],
 ) -> None:
     dispatcher, bridge, client = served
-    own = bridge._sock  # the feeder's own socket: datagrams whose source is its address
-    own.sendto(encode_request("echo", b"me", request_id=1), bridge.address)
-    own.sendto(encode_response(0, b"me", request_id=2), bridge.address)
+    own = bridge.address
+    # a request and an answer that claim to come from the feeder itself: before, the request
+    # was answered to itself and that answer answered (-1) again, for ever
+    _spoofed_udp(own, own, encode_request("echo", b"me", request_id=1))
+    _spoofed_udp(own, own, encode_response(0, b"me", request_id=2))
     _settle(bridge, "dropped_own_address", 2)
     time.sleep(0.3)  # a loop would go on meanwhile
     c = bridge.counters
@@ -260,15 +280,15 @@ def test_a_feeder_bound_to_every_interface_knows_its_loopback_address() -> None:
 
 
 def test_two_feeders_do_not_answer_each_others_answers() -> None:
-    """A request whose source is the second server: the first answers the second, which
-    must drop that answer (before, they answered each other for ever)."""
+    """A request forged with the second server's address as its source: the first answers the
+    second, which must drop that answer (before, they answered each other for ever)."""
     with (
         HostDispatcher(RingLayout(4, 64), {"echo": echo}) as d1,
         HostDispatcher(RingLayout(4, 64), {"echo": echo}) as d2,
         UdpBridge(d1.client()) as first,
         UdpBridge(d2.client()) as second,
     ):
-        second._sock.sendto(encode_request("nope", request_id=7), first.address)
+        _spoofed_udp(second.address, first.address, encode_request("nope", request_id=7))
         _settle(second, "dropped_responses", 1)
         time.sleep(0.3)
         assert first.counters["answered"] == 1 and first.counters["received"] == 1
@@ -383,3 +403,49 @@ def test_an_idle_feeder_waits_on_its_socket_and_wakes_for_a_datagram() -> None:
         t0 = time.monotonic()
         bridge.stop()
         assert time.monotonic() - t0 < 0.5
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as s:
+            s.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+def test_ipv6_loopback_is_served() -> None:
+    if not _ipv6_loopback():
+        pytest.skip("this machine has no IPv6 loopback")
+    with (
+        HostDispatcher(RingLayout(4, 64), {"echo": echo}) as dispatcher,
+        UdpBridge(dispatcher.client(), host="::1") as bridge,
+    ):
+        assert bridge.address[0] == "::1"
+        with UdpClient("::1", bridge.address[1], timeout=10) as client:
+            assert client.call("echo", b"six") == (0, b"six")
+            assert client.address == bridge.address
+
+
+def test_binding_beyond_loopback_warns_that_there_is_no_authentication(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    dispatcher = HostDispatcher(RingLayout(2, 64), {"echo": echo})
+    with caplog.at_level("WARNING", logger="skbuild_cudaq"):
+        UdpBridge(dispatcher.client(), host="127.0.0.2").close()
+        UdpBridge(dispatcher.client(), host="localhost").close()
+        assert caplog.records == []
+        UdpBridge(dispatcher.client(), host="").close()
+    assert [r.getMessage() for r in caplog.records] == [
+        "the UDP feeder listens on 0.0.0.0, beyond loopback: anyone who can reach this port "
+        "can call its handlers (the wire format has no authentication)"
+    ]
+    dispatcher.close()
+
+
+def test_feeder_close_takes_a_timeout() -> None:
+    dispatcher = HostDispatcher(RingLayout(2, 64), {"echo": echo})
+    bridge = UdpBridge(dispatcher.client()).start()
+    bridge.close(timeout=5.0)
+    assert not bridge.running
+    dispatcher.close()

@@ -19,12 +19,12 @@ launch-wide ones (``CUDAQ_REALTIME_EXPORT_DEVICE_FUNCTION``), so each call site 
 only the handlers it can call. Each handler called directly is compiled into every
 dispatch kernel of the module that calls its hook. On an H200 the thread switch took
 0.07-0.19 us off a small handler's round trip and 0.3-0.5 us off a byte loop's
-(``bench/phases.py``, the ``@pointer`` rows) and made example_app's link 1.04x as long
-there (1.5x on a 2-core machine; a cold start only: the link cache serves later ones).
-One switch over every export, both shapes, made the cluster kernel's launch-wide round
-trip slower (1.16x -> 1.42x of the floor, history run K): its leader's path then inlined
-the launch-wide handlers too; with a switch a shape, the launch-wide call got 0.16-0.22 us
-faster (``cluster_launch_switch``, measured as a probe in session 10).
+and made example_app's link 1.04x as long there (1.5x on a 2-core machine; a cold start
+only: the link cache serves later ones). One switch over every export, both shapes, made
+the cluster kernel's launch-wide round trip slower (1.16x -> 1.42x of the floor): its
+leader's path then inlined the launch-wide handlers too; with a switch a shape, the
+launch-wide call got 0.16-0.22 us faster (``bench/README.md`` says where these
+measurements are kept).
 
 The exports are found in the sources' text (a line starting with
 ``CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION(name)`` or ``..._DEVICE_FUNCTION(name)``);
@@ -33,8 +33,8 @@ the switch refers to each one *weakly*, so a name the compiler never sees (under
 misses (written through another macro) still works through the pointer.
 
 One generator for every front door: the CMake package runs this module at
-configure time (``_run_handler_switch.py``), the setuptools command and the
-benchmarks import it.
+configure time (``_run_handler_switch.py``), the setuptools command and
+``skbuild-cudaq phases`` import it.
 """
 
 from __future__ import annotations

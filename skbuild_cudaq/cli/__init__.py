@@ -1,7 +1,7 @@
 """``python -m skbuild_cudaq``: the command-line front door.
 
-One module per sub-command here (``inspect``, ``schema``, ``link``, ``nvrtc``), each a thin
-parser over the code it drives; this module only parses, calls, and turns typed errors
+One module per sub-command here (``inspect``, ``schema``, ``link``, ``nvrtc``, ``phases``),
+each a thin parser over the code it drives; this module only parses, calls, and turns typed errors
 into one clear line and an exit status.
 """
 
@@ -46,6 +46,9 @@ def _build_parser() -> argparse.ArgumentParser:
     from . import _nvrtc
 
     _nvrtc.add_parser(sub)
+    from . import _phases
+
+    _phases.add_parser(sub)
     return parser
 
 

@@ -8,7 +8,7 @@
 #include <cudaq/realtime/unified_dispatch_device.cuh>
 
 #ifdef CUDAQ_REALTIME_PHASES
-// The measurement build's phase records (see unified_dispatch_device.cuh).
+// The measurement build's phase records (cudaq/realtime/detail/phases.cuh).
 extern "C" {
 __device__ cudaq_phase_record_t cudaq_phase_log[CUDAQ_REALTIME_PHASE_RECORDS];
 __device__ unsigned int cudaq_phase_next;
@@ -169,11 +169,11 @@ __device__ __forceinline__ LaneState state_of(const HotSession *h) {
 // A predicate a word, left to ptxas to schedule, measured faster than fewer
 // instructions: the batch loaded and stored in whole groups under one predicate
 // each (30 fewer instructions before the last load) made the one-thread round
-// trip 0.05-0.18 us slower (session 15; bench/variants/bridge-grouped-batch.patch),
+// trip 0.05-0.18 us slower on an H200,
 // and a short request's own path storing only its words (47 fewer instructions
 // after the data arrive) made the built-in and cluster kernels 0.015-0.02x
-// faster but the single-thread kernel 0.02x slower (session 16;
-// bench/variants/bridge-short-stores*.patch).
+// faster but the single-thread kernel 0.02x slower (bench/README.md says where
+// these experiments are kept).
 constexpr uint32_t kStageWords = 32; // 256 bytes in the first batch
 constexpr uint32_t kTailWords = 8;   // then 64 bytes per batch (fewer registers)
 

@@ -140,8 +140,8 @@ def current_device(device: int = 0) -> tuple[Any, Any]:
 def make_primary_current(dev: Any) -> Any:
     """Retain ``dev``'s primary context and make it current; returns it.
 
-    Creating the primary context is most of CUDA's start-up (~120 ms on an H200,
-    ``bench/startup_phases.py``); ``cuda.bindings`` releases the GIL meanwhile.
+    Creating the primary context is most of CUDA's start-up (~120 ms on an H200);
+    ``cuda.bindings`` releases the GIL meanwhile.
     """
     drv = driver()
     ctx = check(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")

@@ -655,8 +655,13 @@ static int32_t convert_result(LoopObject *self, const entry_t *e, PyObject *res,
     got = PyBytes_Check(copy) ? PyBytes_Size(copy) : -1;
   }
   if (got != size || (size > 0 && bytes == NULL)) { /* a view that changed while read */
-    char text[160];
-    snprintf(text, sizeof text, "returned a result of %lld bytes that read as %lld",
+    char text[160], tn[64];
+    PyObject *name = PyObject_GetAttrString((PyObject *)Py_TYPE(data), "__name__");
+    const char *n = name && PyUnicode_Check(name) ? PyUnicode_AsUTF8AndSize(name, NULL) : NULL;
+    snprintf(tn, sizeof tn, "%s", n ? n : "object");
+    Py_XDECREF(name);
+    PyErr_Clear();
+    snprintf(text, sizeof text, "returned %s of %lld bytes that read as %lld", tn,
              (long long)size, (long long)got);
     Py_XDECREF(copy);
     return bad_result(self, e, NULL, text);
@@ -748,6 +753,7 @@ static void *loop_thread(void *arg) {
   life_set(&self->life, STATE_RUNNING);
   uint64_t k = self->next, idle_start = 0, nap = 1000;
   uint32_t spins = 0;
+serve:
   while (!LOAD_RLX(&self->life.stop)) {
     if (LOAD_ACQ(&r->rx_flags[slot_of(r, k)]) != seq_of(r, k)) {
       if (idle_sleep && (++spins & 1023u) == 0) {
@@ -768,8 +774,16 @@ static void *loop_thread(void *arg) {
     if (self->exit_exc != NULL) /* set by this thread, with the GIL */
       break;
   }
+  /* Stop, unless a start() cleared the stop meanwhile (after a stop() that timed out). */
+  pthread_mutex_lock(&self->life.mu);
+  if (!LOAD_RLX(&self->life.stop) && self->exit_exc == NULL) {
+    pthread_mutex_unlock(&self->life.mu);
+    goto serve;
+  }
+  self->life.state = STATE_IDLE; /* nothing touches the ring after this */
+  pthread_cond_broadcast(&self->life.cv);
+  pthread_mutex_unlock(&self->life.mu);
   PyEval_RestoreThread(ts);
-  life_set(&self->life, STATE_IDLE);
   Py_DECREF(self); /* the thread's reference (start() took it) */
   PyGILState_Release(gil);
   return NULL;
@@ -782,8 +796,13 @@ static PyObject *loop_start(PyObject *self_obj, PyObject *unused) {
     PyErr_SetString(PyExc_RuntimeError, "Loop: not initialised");
     return NULL;
   }
-  if (life_state(&self->life) != STATE_IDLE)
+  pthread_mutex_lock(&self->life.mu);
+  if (self->life.state != STATE_IDLE) { /* e.g. after a stop() that timed out: serve on */
+    STORE_RLX(&self->life.stop, 0);
+    pthread_mutex_unlock(&self->life.mu);
     Py_RETURN_FALSE;
+  }
+  pthread_mutex_unlock(&self->life.mu);
   STORE_RLX(&self->life.stop, 0);
   life_set(&self->life, STATE_STARTING);
   Py_INCREF(self);

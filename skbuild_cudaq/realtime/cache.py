@@ -34,6 +34,15 @@ directory is ``fsync``'d.
 Location: ``$SKBUILD_CUDAQ_LINK_CACHE`` if set (``0``/``off``/``false``/``no``
 disable the cache), else ``$XDG_CACHE_HOME/skbuild-cudaq/link`` or
 ``~/.cache/skbuild-cudaq/link``. Missing directories are created 0700.
+
+Unsafe is not the same as unusable. An *unsafe* location (above: another user's
+directory on the path, one writable by others, a symbolic link as the cache
+directory) is refused with :class:`LinkCacheError`: loading code from it would run
+whatever another user put there. A location that *cannot be created or written*
+(a read-only or missing ``HOME``, as for a service user; a file where a directory
+should be; a full disk) is one warning per directory and process, and the cubin is
+linked and returned uncached: :meth:`LinkCache.load` finds nothing,
+:meth:`LinkCache.store` returns ``None``.
 """
 
 from __future__ import annotations
@@ -184,9 +193,30 @@ def _check_cache_dir(st: os.stat_result, directory: Path) -> None:
         raise LinkCacheError(msg)
 
 
+class _Unusable(LinkCacheError):
+    """The location cannot be created, opened or written (not unsafe): the link goes on
+    without the cache, after one warning (see the module docstring)."""
+
+
 def _unusable(directory: Path, exc: OSError) -> LinkCacheError:
     msg = f"cannot use the link cache directory {directory}: {exc.strerror or exc}"
-    return LinkCacheError(msg)
+    return _Unusable(msg)
+
+
+#: directories already warned about in this process (one warning each)
+_warned: set[Path] = set()
+
+
+def _warn_unusable(directory: Path, problem: object) -> None:
+    if directory in _warned:
+        return
+    _warned.add(directory)
+    _logger.warning(
+        "%s; linking without the link cache (point %s at a writable private directory, "
+        "or set it to off)",
+        problem,
+        CACHE_ENV,
+    )
 
 
 def open_cache_dir(directory: Path, create: bool) -> int | None:
@@ -227,15 +257,15 @@ def open_cache_dir(directory: Path, create: bool) -> int | None:
                         f"cannot create the link cache directory {directory}: "
                         f"{exc.strerror or exc} ({shown})"
                     )
-                    raise LinkCacheError(msg) from None
+                    raise _Unusable(msg) from None
                 fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
             except OSError as exc:
                 if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
                     raise
                 st = os.stat(name, dir_fd=parent, follow_symlinks=False)
                 if not stat.S_ISLNK(st.st_mode):
-                    msg = f"not a directory on the link cache path: {shown}; {_fix()}"
-                    raise LinkCacheError(msg) from None
+                    msg = f"not a directory on the link cache path {directory}: {shown}"
+                    raise _Unusable(msg) from None
                 target = os.readlink(name, dir_fd=parent)
                 if is_final:
                     msg = (
@@ -326,14 +356,19 @@ class LinkCache:
         return None if self.directory is None else self.directory / _entry_name(key)
 
     def load(self, key: str) -> bytes | None:
-        """The verified cubin for ``key``, or None (missing, refused entry, disabled).
+        """The verified cubin for ``key``, or None (missing, refused entry, disabled, a
+        location that cannot be used: one warning).
 
         Raises :class:`LinkCacheError` when the directory itself is unsafe.
         """
         if self.directory is None:
             return None
         name = _entry_name(key)
-        dir_fd = open_cache_dir(self.directory, create=False)
+        try:
+            dir_fd = open_cache_dir(self.directory, create=False)
+        except _Unusable as exc:
+            _warn_unusable(self.directory, exc)
+            return None
         if dir_fd is None:
             return None
         try:
@@ -398,13 +433,26 @@ class LinkCache:
             os.close(fd)
 
     def store(self, key: str, cubin: bytes) -> Path | None:
-        """Write ``cubin`` for ``key`` atomically; returns its path (None when disabled).
+        """Write ``cubin`` for ``key`` atomically; returns its path (None when disabled, or
+        when the location cannot be created or written: one warning).
 
-        Raises :class:`LinkCacheError` when the directory is unsafe, ``OSError``
-        when the entry cannot be written.
+        Raises :class:`LinkCacheError` when the directory is unsafe.
         """
         if self.directory is None:
             return None
+        try:
+            return self._store(key, cubin)
+        except _Unusable as exc:
+            _warn_unusable(self.directory, exc)
+        except OSError as exc:
+            _warn_unusable(
+                self.directory,
+                f"cannot write the link cache directory {self.directory}: {exc.strerror or exc}",
+            )
+        return None
+
+    def _store(self, key: str, cubin: bytes) -> Path:
+        assert self.directory is not None
         name = _entry_name(key)
         dir_fd = open_cache_dir(self.directory, create=True)
         assert dir_fd is not None  # created

@@ -70,10 +70,17 @@ launch starts at zero. A dispatcher is closed for good by ``close()``:
 ``start()`` then raises :class:`HostDispatcherError`.
 
 A handler that hangs: ``stop(timeout)`` and ``close(timeout)`` raise
+A handler that hangs: ``stop(timeout)`` and ``close(timeout)`` raise
 :class:`HostDispatcherError` after ``timeout`` seconds. The thread is not killed: it
 keeps its views of the ring, publishes the answer when the handler returns and then
-stops (the stop was asked for); a later ``close()`` releases the views. Serving
-threads still running when the interpreter exits are stopped first (``atexit``).
+stops (the stop was asked for; a ``start()`` meanwhile has it serve on instead); a
+later ``close()`` releases the views. Serving threads still running when the
+interpreter exits are stopped first (``atexit``).
+
+A ring that a writer of the same user left in a state no client can use (flags out
+of ring order, a response flag ahead of its request's): its owner calls
+:meth:`HostDispatcher.reset`, which pauses serving, zeroes every flag, rewinds, and
+serves again; clients made before the reset are refused and must be made again.
 """
 
 from __future__ import annotations
@@ -294,13 +301,15 @@ class HostDispatcher:
     def start(self) -> HostDispatcher:
         """Start the serving thread (no-op if it runs); the processed count starts at zero.
 
-        Raises first what a handler raised to stop the program, if nobody has yet.
+        Raises first what a handler raised to stop the program, if nobody has yet. After a
+        :meth:`stop` that timed out, a thread still running goes on serving.
         """
         with self._lock:
             if self._closed:
                 msg = "the host dispatcher is closed; make a new one"
                 raise HostDispatcherError(msg)
-            if self.running:
+            if self.running:  # after a stop() that timed out: it serves on
+                self._loop.start()
                 return self
             self._raise_exit()
             self._processed_base = int(self._loop.published)
@@ -339,6 +348,28 @@ class HostDispatcher:
         finally:
             if not self.running:  # else the thread still runs: keep its views of the ring
                 self._release()
+
+    def reset(self, timeout: float = 10.0) -> None:
+        """Make the ring fresh again, for its owner: after a writer left it in a state no
+        client can use (flags out of ring order, a response flag ahead of its request's).
+
+        Stops serving (as :meth:`stop`, waiting up to ``timeout`` seconds), zeroes every
+        request and response flag, rewinds to request 0 and, if it was serving, starts
+        again. Requests in the ring are dropped unanswered; the ring's request-id source is
+        kept (ids stay unique for the ring's life). Clients made before are refused with
+        :class:`~skbuild_cudaq.realtime.RingError` ("reset under it"): make new ones.
+        """
+        with self._lock:
+            if self._closed:
+                msg = "the host dispatcher is closed; make a new one"
+                raise HostDispatcherError(msg)
+            serving = self.running
+        self.stop(timeout)
+        self._mem.clear_flags()
+        self._loop.next = 0
+        self._processed_base = int(self._loop.published)
+        if serving:
+            self.start()
 
     def _release(self) -> None:
         self._closed = True

@@ -210,12 +210,8 @@ class PreparedLink:
                 )
             else:
                 cubin = _nvjitlink.link(inputs, opts, sources=sources)
-        stored = None
-        if key is not None:
-            try:
-                stored = self.cache.store(key, cubin)
-            except OSError as exc:
-                _logger.warning("could not write the link cache: %s", exc)
+        # a location that cannot be written: one warning, the cubin returned uncached
+        stored = None if key is None else self.cache.store(key, cubin)
         return LinkResult(cubin, sm, self.code.path, False, stored)
 
     def _digest(self, identity: str) -> str:

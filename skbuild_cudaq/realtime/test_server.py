@@ -13,7 +13,9 @@ dispatch=unified dispatcher=<name> slots=<N> slot_size=<B>
 shared-memory ring, host path only). On SIGTERM, SIGINT or ``--timeout`` it stops
 cleanly and prints ``CUDAQ_REALTIME_SERVER_PROCESSED count=<K>`` (K = requests
 the dispatcher answered), preceded by ``CUDAQ_REALTIME_SERVER_BRIDGE ...`` with
-the UDP bridge's counters.
+the UDP bridge's counters. With ``--transport=host-ring``, SIGHUP resets the
+shared ring (``HostDispatcher.reset``) and prints ``CUDAQ_REALTIME_SERVER_RESET
+transport=host-ring shm=<name>``.
 
 ``--device N`` serves GPU N; ``--devices all`` (or ``0,1,...``) serves several
 GPUs at once: one dispatcher and one UDP port per GPU (the READY line gains
@@ -43,6 +45,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from skbuild_cudaq import _log
 from skbuild_cudaq.errors import CudaqError
 
+from .errors import RealtimeError
 from .ring import RingClient, RingLayout
 
 if TYPE_CHECKING:
@@ -53,6 +56,7 @@ __all__ = ["connect_host_ring", "main"]
 READY = "CUDAQ_REALTIME_SERVER_READY"
 PROCESSED = "CUDAQ_REALTIME_SERVER_PROCESSED"
 BRIDGE = "CUDAQ_REALTIME_SERVER_BRIDGE"
+RESET = "CUDAQ_REALTIME_SERVER_RESET"
 
 DEFAULT_MODULE = "example_app._core"
 DEFAULT_DEVICE_HANDLERS = "rpc_increment,echo"
@@ -198,6 +202,7 @@ class _Served:
     close: list[Callable[[], None]] = field(default_factory=list)
     alive: Callable[[], bool] = lambda: True
     extra: dict[str, Any] = field(default_factory=dict)
+    reset: Callable[[], None] | None = None  #: the host path's HostDispatcher.reset
 
     def shutdown(self) -> None:
         errors: list[BaseException] = []
@@ -278,6 +283,7 @@ def _start_host(args: argparse.Namespace, layout: RingLayout, buffer: Any) -> _S
         name=args.dispatcher,
         close=[dispatcher.close],
         alive=lambda: dispatcher.running,
+        reset=dispatcher.reset,
     )
 
 
@@ -339,27 +345,16 @@ def _start_device(args: argparse.Namespace, layout: RingLayout, device: int = 0)
     return served
 
 
-def _release_segment(shm: Any) -> None:
-    """Remove a shared-memory ring's name first (so that it never outlives the server, whatever
-    still holds views of it), then unmap it; views held by a failing step are freed with it."""
-    try:
-        shm.unlink()
-    finally:
-        with contextlib.suppress(BufferError):
-            shm.close()
-
-
 def _serve_ring(args: argparse.Namespace, layout: RingLayout) -> tuple[_Served, str, Any]:
-    """Host path over a shared-memory ring another process attaches to."""
-    import mmap
-    from multiprocessing import shared_memory
+    """Host path over a shared-memory ring another process attaches to (see :mod:`._shm` for
+    the segment's name, checks and lifetime)."""
+    from . import _shm
 
     try:
-        # Map the size once anonymously first (the same shmem-backed kind of mapping): when
-        # mmap fails inside SharedMemory, CPython's resource tracker prints a KeyError
-        # traceback of its own (seen on 3.11: it unregisters a name it never registered).
-        mmap.mmap(-1, layout.total_bytes).close()
-        shm = shared_memory.SharedMemory(create=True, size=layout.total_bytes)
+        segment = _shm.create(layout.total_bytes)
+    except RealtimeError as exc:  # no /dev/shm to create it in
+        msg = f"cannot create the shared-memory ring ({_ring_size(layout)}): {exc}"
+        raise CudaqError(msg) from None
     except OSError as exc:
         msg = (
             f"cannot create the shared-memory ring ({_ring_size(layout)}): "
@@ -367,30 +362,38 @@ def _serve_ring(args: argparse.Namespace, layout: RingLayout) -> tuple[_Served, 
         )
         raise CudaqError(msg) from None
     try:
-        served = _start_host(args, layout, shm.buf)
+        served = _start_host(args, layout, segment.buf)
     except BaseException:
-        _release_segment(shm)
+        segment.close()
         raise
 
     def release() -> None:
         served.client.close()
-        _release_segment(shm)
+        segment.close()
 
     served.close.insert(0, release)
-    return served, f"transport=host-ring shm={shm.name}", None
+    return served, f"transport=host-ring shm={segment.name}", None
 
 
 def connect_host_ring(name: str, num_slots: int, slot_size: int) -> RingClient:
     """A :class:`RingClient` over the shared-memory ring of a ``--transport=host-ring``
-    server (``shm=<name>`` of its READY line). Close it before the server exits."""
-    import mmap
-    from pathlib import Path
+    server (``shm=<name>`` of its READY line). Close it before the server exits.
+
+    Only a ring such a server created is attached: ``name`` must have the form the server
+    gives it (``cudaq-rt-ring-<pid>-<hex>``), and the segment must be a regular file in
+    ``/dev/shm`` (not a link), owned by you, mode 0600, of the size of a ring of
+    ``num_slots`` slots of ``slot_size`` bytes; otherwise :class:`RingError` says which.
+    """
+    from . import _shm
 
     layout = RingLayout(num_slots, slot_size)
-    path = Path("/dev/shm") / name.lstrip("/")
-    with path.open("r+b") as f:
-        mapping = mmap.mmap(f.fileno(), layout.total_bytes)
-    return RingClient(mapping, layout, spin=4096)
+    mapping = _shm.attach(name, layout.total_bytes, f"a ring of {_ring_size(layout)}")
+    try:
+        return RingClient(mapping, layout, spin=4096)
+    except BaseException:
+        with contextlib.suppress(BufferError):
+            mapping.close()
+        raise
 
 
 def _devices_to_serve(args: argparse.Namespace) -> list[int] | None:
@@ -454,11 +457,17 @@ def _run(args: argparse.Namespace) -> int:
     devices = _devices_to_serve(args)
 
     stop = threading.Event()
+    reset = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
+    def on_reset(signum: int, frame: FrameType | None) -> None:
+        reset.set()
+
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    if args.transport == "host-ring":  # a ring other processes write to: SIGHUP resets it
+        previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, on_reset)
     # one (served, UDP bridge or None) per GPU; one in every other mode
     units: list[tuple[_Served, Any]] = []
     try:
@@ -503,6 +512,12 @@ def _run(args: argparse.Namespace) -> int:
             if remaining <= 0:
                 break
             stop.wait(remaining)
+            if reset.is_set():
+                reset.clear()
+                for served, _ in units:
+                    if served.reset is not None:
+                        served.reset()
+                _log.result(f"{RESET} {endpoint}")
             for index, (served, bridge) in enumerate(units):
                 if not served.alive() or (bridge is not None and not bridge.running):
                     where = "" if devices is None else f" of device {devices[index]}"

@@ -37,6 +37,11 @@ the arguments; whatever follows, up to the slot size, is padding and ignored.
   function id is answered -1 / -2 by the dispatcher like any other request (as
   CUDA-Q realtime does).
 
+Addresses: IPv4 or IPv6 (``host="::1"``); a host name is looked up, IPv4 first.
+Binding beyond loopback (``""``, ``0.0.0.0``, an interface's address) logs a
+warning: the wire format has no authentication, so anyone who reaches the port
+can call the handlers.
+
 Request ids: in the ring, each forwarded request gets an id from the ring's own
 id source (unique for the ring's life, see :mod:`.ring`), so requests of different
 UDP peers never share one there; the feeder keeps the peer's id and timestamp
@@ -59,6 +64,7 @@ frees the ring) stops the feeder first: its thread never touches freed memory.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import secrets
 import socket
 import threading
@@ -66,8 +72,10 @@ import time
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from . import _native
+from ._logging import get_logger
 from .errors import ProtocolError, UdpBridgeError, UdpFeederError
 from .ring import RingClient
 from .ring.client import _buffer_address
@@ -84,6 +92,58 @@ __all__ = ["UdpBridge", "UdpBridgeError", "UdpClient", "UdpFeeder", "UdpFeederEr
 
 _MAX_DATAGRAM = 65535
 _SOCKET_BUFFER = 4 << 20
+_logger = get_logger(__name__)
+
+#: a socket address: (host, port) for IPv4, (host, port, flowinfo, scope_id) for IPv6
+_Address = tuple[Any, ...]
+
+
+def _resolve(host: str, port: int) -> tuple[socket.AddressFamily, _Address]:
+    """The family and socket address of ``host:port``: an IP literal as it is (IPv4 or IPv6),
+    ``""`` every IPv4 interface (as ``bind`` takes it), a host name looked up, IPv4 first
+    (so that ``localhost`` is the same address for a feeder and its clients everywhere)."""
+    if host == "":
+        return socket.AF_INET, ("", port)
+    try:
+        ip = _ip(host)
+    except ValueError:
+        ip = None
+    if ip is not None and ip.version == 4:
+        return socket.AF_INET, (host, port)
+    families = (socket.AF_INET6,) if ip is not None else (socket.AF_INET, socket.AF_INET6)
+    error: OSError | None = None
+    for family in families:
+        try:
+            infos = socket.getaddrinfo(host, port, family, socket.SOCK_DGRAM)
+        except OSError as exc:  # socket.gaierror: no address of this family
+            error = error or exc
+            continue
+        if infos:
+            return family, tuple(infos[0][4])
+    assert error is not None
+    raise error
+
+
+def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """The address of a numeric host as a socket reports it (an IPv6 zone, ``%eth0``, dropped)."""
+    return ipaddress.ip_address(host.split("%", 1)[0])
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        ip = _ip(host)
+    except ValueError:
+        return False
+    mapped = getattr(ip, "ipv4_mapped", None)  # ::ffff:127.0.0.1 on an IPv6 socket
+    return bool(ip.is_loopback or (mapped is not None and mapped.is_loopback))
+
+
+def _big_buffers(sock: socket.socket) -> None:
+    for opt in (socket.SO_RCVBUF, socket.SO_SNDBUF):
+        with contextlib.suppress(OSError):  # capped by the kernel: not fatal
+            sock.setsockopt(socket.SOL_SOCKET, opt, _SOCKET_BUFFER)
+
+
 #: the feeder's counters, in the order :attr:`UdpFeeder.counters` lists them
 COUNTERS = (
     "received",  # datagrams read from the socket
@@ -96,12 +156,6 @@ COUNTERS = (
     "send_errors",  # answers the socket refused to send
     "protocol_errors",  # ring responses that broke the protocol (dropped)
 )
-
-
-def _big_buffers(sock: socket.socket) -> None:
-    for opt in (socket.SO_RCVBUF, socket.SO_SNDBUF):
-        with contextlib.suppress(OSError):  # capped by the kernel: not fatal
-            sock.setsockopt(socket.SOL_SOCKET, opt, _SOCKET_BUFFER)
 
 
 class _Counter:
@@ -120,7 +174,8 @@ class UdpFeeder:
     """A native thread feeding a ring from UDP (formerly ``UdpBridge``, still an alias).
 
     Moves UDP datagrams on ``host:port`` into the ring of ``client`` and the answers
-    back. ``port=0`` picks a free port (see :attr:`address`). ``idle_sleep``: ``None``
+    back. ``host``: an IPv4 or IPv6 address or a host name (see the module docstring);
+    ``port=0`` picks a free port (see :attr:`address`). ``idle_sleep``: ``None``
     (the default) spins while serving; a number of seconds waits on the socket when
     idle (see the module docstring). :attr:`counters` says what happened to every
     datagram.
@@ -151,16 +206,27 @@ class UdpFeeder:
             msg = "the ring client is closed: the UDP feeder needs an open one"
             raise UdpFeederError(msg)
         self._client = client
-        self._sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET,
-                                   socket.SOCK_DGRAM)  # fmt: skip
+        try:
+            family, where = _resolve(host, port)
+            self._sock = socket.socket(family, socket.SOCK_DGRAM)
+        except OSError as exc:
+            msg = f"cannot bind a UDP socket to {host}:{port}: {exc}"
+            raise UdpFeederError(msg) from None
         try:
             _big_buffers(self._sock)
-            self._sock.bind((host, port))
+            self._sock.bind(where)
         except OSError as exc:
             self._sock.close()
             msg = f"cannot bind a UDP socket to {host}:{port}: {exc}"
-            raise UdpFeederError(msg) from exc
+            raise UdpFeederError(msg) from None
         self._sock.setblocking(False)
+        bound_host = self.address[0]
+        if not _is_loopback(bound_host):
+            _logger.warning(
+                "the UDP feeder listens on %s, beyond loopback: anyone who can reach this port "
+                "can call its handlers (the wire format has no authentication)",
+                bound_host,
+            )
         layout = client.layout
         mem = client._mem
         self._core = _native.Feeder(
@@ -260,15 +326,22 @@ UdpBridge = UdpFeeder
 class UdpClient:
     """Client of a :class:`UdpFeeder` (or any CUDA-Q realtime UDP endpoint).
 
+    ``host``: an IPv4 or IPv6 address or a host name (looked up IPv4 first, like the feeder).
+
     Responses may arrive in any order; they are matched to requests by
     ``(request_id, timestamp)``. Not thread-safe.
     """
 
     def __init__(self, host: str, port: int, *, timeout: float = 10.0) -> None:
         self.timeout = timeout
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        _big_buffers(self._sock)
-        self._sock.connect((host, port))
+        family, where = _resolve(host, port)
+        self._sock = socket.socket(family, socket.SOCK_DGRAM)
+        try:
+            _big_buffers(self._sock)
+            self._sock.connect(where)
+        except BaseException:
+            self._sock.close()
+            raise
         self._responses: dict[tuple[int, int], Response] = {}
         self._outstanding: set[tuple[int, int]] = set()  # sent, response not collected
         self._next_request_id = secrets.randbits(32)

@@ -12,6 +12,7 @@ import errno
 import os
 import posixpath
 import re
+import stat
 from pathlib import Path
 
 from skbuild_cudaq.build._architectures import (
@@ -116,6 +117,27 @@ def _check_source(path: str, ctx: Context) -> str:
         raise _path_error(shown, exc) from None
 
 
+_SPECIAL_FILES = (
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _special_file(path: Path) -> str | None:
+    """What ``path`` is when it exists but is neither a regular file nor a directory (links
+    followed), else None. Never opens it (opening a FIFO would wait for a writer)."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return None
+    for test, kind in _SPECIAL_FILES:
+        if test(mode):
+            return kind
+    return None if stat.S_ISREG(mode) or stat.S_ISDIR(mode) else "a special file"
+
+
 def _check_source_file(path: str, normal: str, ctx: Context) -> str:
     """The checks of :func:`_check_source` that look at the file system (may raise OSError)."""
     where = "relative to the project directory"
@@ -135,7 +157,21 @@ def _check_source_file(path: str, normal: str, ctx: Context) -> str:
             f"{shown} is a directory; expected a .cu path {where}", "name the kernel file itself"
         )
     if not full.is_file():
-        close = difflib.get_close_matches(normal, ctx.cu_files(), n=1, cutoff=0.6)
+        kind = _special_file(full)
+        if kind is not None:  # it exists: a FIFO, a device (a link to /dev/zero), a socket
+            raise Invalid(
+                f"{shown} is {kind}, not a regular file; expected a .cu path {where}",
+                "a kernel source must be a regular file (nvcc would wait on a pipe, or read a "
+                "device for ever): put the kernel's .cu file itself there",
+            )
+        if full.is_symlink():
+            raise Invalid(
+                f"{shown} is a symbolic link to a file that does not exist "
+                f"({show_value(str(full.readlink()))}); expected a .cu path {where}",
+                "point the link at the kernel's .cu file, or list that file itself",
+            )
+        others = [f for f in ctx.cu_files() if f != normal]
+        close = difflib.get_close_matches(normal, others, n=1, cutoff=0.6)
         fix = (
             f"did you mean {show_value(close[0])}?"
             if close

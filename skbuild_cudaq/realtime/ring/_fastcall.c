@@ -20,7 +20,7 @@
  *       and calls again); None as below, and also before attach().
  *   Ring.call_next_stamped(function, payload) -> (out, written_ns, seen_ns)
  *       call_next() with two clock reads: before the request is written, after its
- *       response flag is seen (for bench/python_client.py; call() never stamps).
+ *       response flag is seen (for measurements; call() never stamps).
  *   Ring.call_next_traced(function, payload) -> (out, (entry, ..., built))
  *       call_next() with a clock read at each of its steps (trace_t; benchmarks).
  *   Ring.remember(function, function_id), Ring.attach(pending)
@@ -349,7 +349,7 @@ static PyObject *ring_call_next(PyObject *self_obj, PyObject *const *args, Py_ss
 /* Ring.call_next_stamped(function, payload) -> (out, written_ns, seen_ns): call_next() with
  * the clock (CLOCK_MONOTONIC, ns) read right before the request is written and right after
  * its response flag is seen (0, 0 where it was not): the C part of a round trip, timed as
- * bench/loadgen.c times the native client's. For benchmarks; call() never stamps. */
+ * a native client times its own. For measurements; call() never stamps. */
 static PyObject *ring_call_next_stamped(PyObject *self_obj, PyObject *const *args,
                                         Py_ssize_t nargs) {
   if (nargs != 2) {

@@ -10,7 +10,7 @@ The compiled round trip: where the package was built with a C compiler
 :mod:`._fastcall` (``_fastcall.c``, the same steps and checks in C), its bookkeeping too
 (``Ring.call_next``: the next request number, the responses collected, whether the slot
 holds a ticket, the last function's id; 0.22 us a call with random arrival on the H200
-host, ``bench/python_client.py``), and keeps only the general path (waits, errors,
+host), and keeps only the general path (waits, errors,
 tickets) in Python. ``call`` itself is then compiled code (``_fastcall.call``, a method
 descriptor the class takes as its ``call``): ``client.call(...)`` enters C with no Python
 frame, and goes back to Python only for what is not a plain answered round trip
@@ -573,8 +573,7 @@ class RingClient(_BatchPath):
         """
         self._check_open()
         lay = self._layout
-        mv = self._mem.mv
-        mv[lay.rx_flags_offset : lay.ids_offset] = bytes(lay.ids_offset - lay.rx_flags_offset)
+        self._mem.clear_flags()
         self._pending[:] = [None] * lay.num_slots  # the same list: the compiled ring reads it
         self._completed.clear()
         self._next = 0

@@ -107,6 +107,11 @@ class RingMemory:
         (the UDP feeder) stops before the memory may go."""
         self._on_release.append(hook)
 
+    def clear_flags(self) -> None:
+        """Zero every request and response flag (a fresh ring; the id source is kept)."""
+        lay = self.layout
+        self.mv[lay.rx_flags_offset : lay.ids_offset] = bytes(lay.ids_offset - lay.rx_flags_offset)
+
     def release(self) -> None:
         hooks, self._on_release = self._on_release, []
         for hook in hooks:

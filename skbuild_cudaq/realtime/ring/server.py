@@ -105,8 +105,14 @@ class RingServer:
         self.published += 1  # counted first: never behind a response a reader can see
         self._mem.tx_flags[req.slot] = req.seq  # after the response bytes (x86-TSO)
 
-    def reset(self) -> None:
-        """Forget the position (pair with :meth:`RingClient.reset`)."""
+    def reset(self, *, clear_flags: bool = False) -> None:
+        """Forget the position (pair with :meth:`RingClient.reset`); with ``clear_flags``,
+        zero every request and response flag too (no producer may be writing meanwhile)."""
+        if clear_flags:
+            if self._mem.released:
+                msg = "the ring server is closed"
+                raise RingError(msg)
+            self._mem.clear_flags()
         self._next = 0
         self._pending = None
         self.published = 0

@@ -165,7 +165,7 @@ __device__ int cudaq_dev_rx_poll_into(void *session, void **request, void **resp
 // The result is the same either way; only the cost of the call differs (an
 // indirect call spills the caller's registers to local memory and reloads
 // what the handler may have changed: 0.07-0.19 us a request for a small handler
-// on an H200, bench/phases.py).
+// on an H200; bench/README.md says where the measurements are).
 __device__ int cudaq_dev_call_handler(cudaq_device_handler_t handler, const void *args,
                                       uint32_t arg_len, void *result, uint32_t max_result_len,
                                       uint32_t *result_len);
@@ -178,7 +178,7 @@ __device__ int cudaq_dev_call_handler(cudaq_device_handler_t handler, const void
 // launch-wide kernel keeps its registers (one switch over both shapes made the
 // cluster kernel's launch-wide round trip slower on an H200, 1.16x -> 1.42x of
 // the floor), and the launch-wide call of the cluster example got 0.16-0.22 us
-// faster (bench/phases.py, cluster_launch_switch).
+// faster.
 __device__ int cudaq_dev_call_launch_handler(cudaq_device_handler_t handler, const void *args,
                                              uint32_t arg_len, void *result,
                                              uint32_t max_result_len, uint32_t *result_len);
@@ -201,56 +201,9 @@ static __device__ __forceinline__ int32_t cudaq_detail_call_direct(cudaq_device_
   return status;
 }
 
-// ---------------------------------------------------------------------------
-// Measurement build (bench/phases.py): compiled with -DCUDAQ_REALTIME_PHASES,
-// the helpers below and the host-ring hooks stamp each request's phases with
-// the SM clock (clock64) into cudaq_phase_log, defined by the hooks:
-//   0 seen (the poll's acquire saw the request), 1 staged (the hook copied it),
-//   2 looked up (cudaq_validate_request found the entry), 3 handler done
-//   (write_response_header begins), 4 header written, 5 published (after the
-//   release store), 6 %globaltimer at 0, 7 %globaltimer at 5.
-// Without the macro CUDAQ_REALTIME_PHASE(i) is nothing: no code, no symbol.
-// ---------------------------------------------------------------------------
-#ifdef CUDAQ_REALTIME_PHASES
-#define CUDAQ_REALTIME_PHASE_RECORDS 65536u
-typedef struct cudaq_phase_record {
-  unsigned long long t[8];
-} cudaq_phase_record_t;
-extern "C" {
-extern __device__ cudaq_phase_record_t cudaq_phase_log[CUDAQ_REALTIME_PHASE_RECORDS];
-extern __device__ unsigned int cudaq_phase_next; // requests seen so far
-}
-// The record of the request in flight: in shared memory (one variable for every
-// translation unit: an inline function's static), so that a stamp after the
-// poll's acquire costs no device-memory round trip of its own.
-__device__ inline unsigned int *cudaq_detail_phase_cur() {
-  __shared__ unsigned int cur;
-  return &cur;
-}
-static __device__ __forceinline__ unsigned long long cudaq_detail_globaltimer() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-// Starts the record of a newly seen request (the hooks call it).
-static __device__ __forceinline__ void cudaq_detail_phase_begin() {
-  const unsigned long long c = clock64();
-  const unsigned int i = cudaq_phase_next++ % CUDAQ_REALTIME_PHASE_RECORDS;
-  *cudaq_detail_phase_cur() = i;
-  cudaq_phase_log[i].t[0] = c;
-  cudaq_phase_log[i].t[6] = cudaq_detail_globaltimer();
-}
-#define CUDAQ_REALTIME_PHASE(i)                                                                  \
-  (cudaq_phase_log[*cudaq_detail_phase_cur()].t[(i)] = clock64())
-#define CUDAQ_REALTIME_PHASE_END()                                                               \
-  do {                                                                                           \
-    CUDAQ_REALTIME_PHASE(5);                                                                     \
-    cudaq_phase_log[*cudaq_detail_phase_cur()].t[7] = cudaq_detail_globaltimer();                \
-  } while (0)
-#else
-#define CUDAQ_REALTIME_PHASE(i) ((void)0)
-#define CUDAQ_REALTIME_PHASE_END() ((void)0)
-#endif
+// The measurement build (-DCUDAQ_REALTIME_PHASES: each request's phases stamped
+// for `skbuild-cudaq phases`); without the macro its stamps are nothing.
+#include <cudaq/realtime/detail/phases.cuh>
 
 // ---------------------------------------------------------------------------
 // Helpers shared by every dispatch kernel (inline: no symbol of their own).
@@ -500,7 +453,7 @@ cudaq_detail_call_tested(Known known, Other other, const void *request, void *re
 // `stage`: accepted for kernels written against earlier releases, which passed
 // the buffer they gave cudaq_dev_rx_poll_into; unused. (Calling with the stage
 // itself as the arguments' pointer measured 0.09-0.11 us a request slower than
-// this on an H200: bench/phases.py, `variant_stage` against `variant_aligned`.)
+// this on an H200.)
 static __device__ __forceinline__ int32_t cudaq_call_handler(cudaq_device_handler_t handler,
                                                              const void *request, void *response,
                                                              uint32_t max_result_len,
@@ -637,7 +590,7 @@ cudaq_serve_until_launch_wide(void *session, uint32_t slot_size,
     // on every request's path. Choosing by stage_bytes (a constant at the call
     // sites) instead took it off and made this loop in a one-thread kernel as
     // fast as the single-thread example, but the built-in and cluster kernels
-    // slower back to back (bench/variants/serve-stage-bytes.patch, session 17).
+    // slower back to back (on an H200).
     const int running = stage != nullptr
                             ? cudaq_dev_rx_poll_into(session, request, response, stage,
                                                      stage_bytes, 1)

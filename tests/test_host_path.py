@@ -751,3 +751,32 @@ def test_start_after_a_stop_that_timed_out_has_the_same_thread_serve_on() -> Non
         time.sleep(0.05)
         assert dispatcher.running
         assert client.call("echo", b"on", timeout=10) == (0, b"on")
+
+
+_LEFT_RUNNING = """
+import gc
+from skbuild_cudaq.realtime.host_path import HostDispatcher, echo
+from skbuild_cudaq.realtime.ring import RingLayout
+
+d = HostDispatcher(RingLayout(2, 64), {"echo": echo}).start()
+c = d.client()
+assert c.call("echo", b"x") == (0, b"x")
+t = c.submit("echo", b"y")  # in flight while the interpreter exits
+del d, c, t
+gc.collect()
+print("bye", flush=True)
+"""
+
+
+def test_a_serving_thread_left_running_is_stopped_at_interpreter_exit() -> None:
+    """Never stopped, its dispatcher dropped: the native thread (which takes the GIL for the
+    Python handler) is stopped before the interpreter finalizes, and the process exits."""
+    import subprocess
+    import sys
+
+    for _ in range(3):
+        proc = subprocess.run(
+            [sys.executable, "-X", "dev", "-c", _LEFT_RUNNING], capture_output=True, text=True,
+            timeout=60, check=False,
+        )  # fmt: skip
+        assert (proc.returncode, proc.stdout, proc.stderr) == (0, "bye\n", "")

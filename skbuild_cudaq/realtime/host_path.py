@@ -87,7 +87,6 @@ from __future__ import annotations
 
 import atexit
 import threading
-import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -148,16 +147,17 @@ def _host_handlers(
     return [(e.name, e.callable) for e in handlers.host_entries() if e.callable is not None]
 
 
-#: dispatchers whose thread may run: stopped at interpreter exit (a native thread would
-#: otherwise try to take the GIL of a finalizing interpreter)
-_SERVING: weakref.WeakSet[HostDispatcher] = weakref.WeakSet()
+#: the native loops whose thread may run (held even when their dispatcher is gone, as a
+#: running Python thread outlives its Thread object): stopped at interpreter exit, since a
+#: native thread would otherwise try to take the GIL of a finalizing interpreter
+_SERVING: set[_native.Loop] = set()
 _AT_EXIT: list[bool] = []  # [True] once the atexit hook is registered (under _AT_EXIT_LOCK)
 _AT_EXIT_LOCK = threading.Lock()
 
 
 def _stop_all_at_exit() -> None:
-    for dispatcher in list(_SERVING):
-        dispatcher._loop.stop(1.0)
+    for loop in list(_SERVING):
+        loop.stop(1.0)
 
 
 class HostDispatcher:
@@ -317,7 +317,7 @@ class HostDispatcher:
                 if not _AT_EXIT:
                     atexit.register(_stop_all_at_exit)
                     _AT_EXIT.append(True)
-            _SERVING.add(self)
+            _SERVING.add(self._loop)
             self._loop.start()
         return self
 
@@ -333,7 +333,7 @@ class HostDispatcher:
             if not self._loop.stop(float(timeout)):
                 msg = f"host dispatcher thread did not stop within {timeout:g} s"
                 raise HostDispatcherError(msg)
-            _SERVING.discard(self)
+            _SERVING.discard(self._loop)
             self._raise_exit()
 
     def close(self, timeout: float = 10.0) -> None:

@@ -32,6 +32,7 @@ class Loop:
 
 class Feeder:
     idle_sleep_ns: int
+    answer_spin_ns: int
     @property
     def next(self) -> int: ...
     @property

@@ -15,7 +15,9 @@ order as they arrive.
 The feeder's thread is native (``_native.c``) and never takes the GIL: it receives
 with ``recvmmsg`` (as many datagrams as there are free slots, up to 64 a call),
 validates each, writes the request into the ring, and sends the answers that are
-ready with ``sendmmsg``, the result straight from the response slot. It spins while
+ready with ``sendmmsg``, the result straight from the response slot (with requests in
+flight and none answered, it watches the oldest one's response flag for up to 10 us
+before its next receive call). It spins while
 serving (lowest latency, one CPU busy); ``idle_sleep=S`` makes it wait on the socket
 (``poll``, at most ``S`` seconds, or 10 ms, at a time) after 100 us with nothing in
 flight and nothing received: a datagram then wakes it (a few microseconds).

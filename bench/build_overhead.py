@@ -44,7 +44,8 @@ EXAMPLE_APP = c.BENCH.parent / "example_app"
 
 
 def pip_wheel(src: Path, out: Path, build_dir: Path, *extra: str) -> tuple[float, str]:
-    env = dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL="1")
+    # SKBUILD_CUDAQ_VERBOSE: the CMake package's steps runner prints each nvcc command it runs
+    env = dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL="1", SKBUILD_CUDAQ_VERBOSE="1")
     start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
@@ -59,12 +60,14 @@ def pip_wheel(src: Path, out: Path, build_dir: Path, *extra: str) -> tuple[float
 
 
 def kernel_nvcc_commands(log: str) -> list[tuple[str, str]]:
-    """(working directory, nvcc command) of every kernel fatbin in a verbose build log."""
+    """(working directory, nvcc command) of every kernel fatbin in a verbose build log (the
+    steps runner's ``skbuild-cudaq: cd DIR && nvcc ...`` lines)."""
     commands = []
     for line in log.splitlines():
         if " -fatbin " not in line or "nvcc" not in line:
             continue
-        parts = [p.strip() for p in re.sub(r"^\s*\[\d+/\d+\]\s*", "", line).split(" && ")]
+        text = re.sub(r"^\s*(\[\d+/\d+\]\s*)?(skbuild-cudaq: )?", "", line)
+        parts = [p.strip() for p in text.split(" && ")]
         cwd = next(shlex.split(p)[1] for p in parts if p.startswith("cd "))
         commands.append((cwd, next(p for p in parts if " -fatbin " in p)))
     return commands

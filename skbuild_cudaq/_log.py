@@ -25,6 +25,7 @@ from typing import TextIO
 
 __all__ = [
     "LOGGER_NAME",
+    "diagnostics",
     "error",
     "info",
     "progress",
@@ -68,6 +69,12 @@ def warning(message: str) -> None:
 def error(message: str) -> None:
     """An error message. Multi-line messages keep their layout."""
     print(f"{PREFIX}: error: {message}", file=_stream(), flush=True)
+
+
+def diagnostics(text: str) -> None:
+    """A compiler's own diagnostics, verbatim (no prefix), on stderr."""
+    _stream().write(text if text.endswith("\n") else text + "\n")
+    _stream().flush()
 
 
 def result(text: str) -> None:

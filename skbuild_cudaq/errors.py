@@ -66,7 +66,16 @@ class DeviceCodeError(CudaqError):
 
 
 class CompileError(CudaqError):
-    """A device compiler (NVRTC) rejected a source; the message carries its log."""
+    """A device compiler (NVRTC) rejected a source; the message carries its log.
+
+    ``log`` is the compiler's own log (its diagnostics) alone, ``compiler`` the compiler
+    that wrote it (e.g. ``"NVRTC 13.0"``), for front doors that show them apart.
+    """
+
+    def __init__(self, message: str, log: str = "", compiler: str = "") -> None:
+        super().__init__(message)
+        self.log = log
+        self.compiler = compiler
 
 
 class KernelCompileError(CudaqError):

@@ -71,22 +71,31 @@ def test_no_kernels_no_defines(tmp_path: Path) -> None:
     }
 
 
-def test_empty_kernel_table_warns(tmp_path: Path) -> None:
+def test_empty_kernel_table_is_an_error_pip_shows(tmp_path: Path) -> None:
+    """An empty ``[tool.cudaq.dispatch-kernels]`` declares nothing: a warning would build a
+    binary without the kernel, and pip hides a successful build's output. So it fails, at the
+    first hook pip calls, in one line; ``schema --check`` says the same."""
     (tmp_path / "pyproject.toml").write_text(PYPROJECT + "\n[tool.cudaq.dispatch-kernels]\n")
-    code = "print(sorted(b.prepare_config_settings({}, __import__('pathlib').Path.cwd())))"
-    proc = run_hook(tmp_path, code)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "[]"  # builds, with nothing added
-    assert proc.stderr.startswith(
-        "skbuild-cudaq: warning: [tool.cudaq.dispatch-kernels] is empty: no dispatch kernel is "
-        "built or embedded."
-    ), proc.stderr
-    # only the build hooks warn (not each of pip's requirement and metadata calls), once
-    assert proc.stderr.count("warning:") == 1
+    expected = [
+        "skbuild-cudaq: error: 1 problem in [tool.cudaq] of pyproject.toml:",
+        "  - tool.cudaq.dispatch-kernels: empty table; expected at least 1 entry <target> = an "
+        "array of .cu paths relative to the project directory or a table { sources = [...], "
+        'architectures = [...] }; add one, e.g. _core = ["src/my_dispatcher.cu"], or remove '
+        "the table",
+    ]
     proc = run_hook(tmp_path, "b.get_requires_for_build_wheel()")
-    assert proc.returncode == 0 and "skbuild-cudaq" not in proc.stderr, proc.stderr
-    # no table, or a table with a kernel: no warning
+    assert proc.returncode == 1
+    head = expected[0].replace("pyproject.toml", str(tmp_path / "pyproject.toml"))
+    assert proc.stderr.splitlines() == [head, *expected[1:]], proc.stderr
+    proc = subprocess.run(
+        [sys.executable, "-m", "skbuild_cudaq", "schema", "--check"], cwd=tmp_path,
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.splitlines() == expected, proc.stderr
+    # no table at all: nothing to say
     (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    code = "print(sorted(b.prepare_config_settings({}, __import__('pathlib').Path.cwd())))"
     proc = run_hook(tmp_path, code)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
 

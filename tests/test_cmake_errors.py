@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -251,3 +252,55 @@ def test_characters_that_are_allowed_build(tmp_path: Path, nvcc: Path, generator
 
     containers = [c for s in read_relfatbin_sections(module) for c in s.containers]
     assert len(containers) == len(dirs)
+
+
+@pytest.mark.parametrize("compiler", ["nvcc", "nvrtc"])
+def test_a_compile_error_ends_with_one_line_naming_source_and_target(
+    tmp_path: Path, nvcc: Path, compiler: str
+) -> None:
+    """The device compiler's diagnostics, then one ``skbuild-cudaq: error:`` line naming the
+    source (relative to the project) and the target; ninja's FAILED command is the short
+    steps runner, not nvcc's full command line with every flag of the target."""
+    if CMAKE is None or shutil.which("ninja") is None:
+        pytest.skip("cmake or ninja is not on PATH")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "k.cu").write_text(
+        'extern "C" __global__ void k(int *out) { out[0] = not_declared_anywhere; }\n'
+    )
+    (tmp_path / "lib.c").write_text("int f(void) { return 0; }\n")
+    (tmp_path / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.20)\nproject(broken LANGUAGES C)\n"
+        "add_library(mod MODULE lib.c)\nfind_package(skbuild_cudaq CONFIG REQUIRED)\n"
+        "target_include_directories(mod PRIVATE "
+        + " ".join(f"{tmp_path}/include{i}" for i in range(20))
+        + ")\ncudaq_realtime_add_dispatch_kernel(mod src/k.cu)\n"
+    )
+    build = tmp_path / "build"
+    env = {**os.environ, "CUDACXX": str(nvcc)}
+    proc = subprocess.run(
+        [CMAKE, "-S", str(tmp_path), "-B", str(build), "-G", "Ninja",
+         f"-Dskbuild_cudaq_DIR={skbuild_cudaq.cmake_dir()}",
+         f"-DSKBUILD_CUDAQ_COMPILER={compiler}", f"-DSKBUILD_CUDAQ_PYTHON={sys.executable}"],
+        capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = subprocess.run(
+        [CMAKE, "--build", str(build)], capture_output=True, text=True, env=env, check=False
+    )
+    assert proc.returncode != 0
+    log = proc.stdout + proc.stderr
+    lines = log.splitlines()
+    assert any('identifier "not_declared_anywhere" is undefined' in line for line in lines), log
+    errors = [line for line in lines if line.startswith("skbuild-cudaq: error:")]
+    name = "nvcc" if compiler == "nvcc" else "NVRTC 13."
+    assert len(errors) == 1, log
+    assert errors[0].startswith(f"skbuild-cudaq: error: {name}"), errors
+    assert "could not compile src/k.cu for CMake target mod" in errors[0], errors
+    assert errors[0].endswith("its diagnostics are above"), errors
+    # the diagnostics come before the line, and ninja's command is short
+    diagnostic = next(i for i, line in enumerate(lines) if "not_declared_anywhere" in line)
+    assert diagnostic < lines.index(errors[0])
+    failed = lines.index(next(line for line in lines if line.startswith("FAILED: ")))
+    command = lines[failed + 1]
+    assert "_run_device_compile.py" in command and "-gencode" not in command, command
+    assert "include19" not in command and len(command) < 1000, command

@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_getting_started import _checkout_copy, _user_env
+from _doc_pages import checkout_copy, user_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.toolchain]
 
@@ -39,8 +39,8 @@ def test_demo_builds_links_and_serves_without_system_cmake(tmp_path: Path, nvcc:
     if shutil.which("git") is None:
         pytest.skip("needs git (the demo runs in a copy of the checkout)")
     checkout = tmp_path / "checkout"
-    _checkout_copy(checkout)
-    env = _user_env()
+    checkout_copy(checkout)
+    env = user_env()
     env["PATH"] = path_without_cmake(tmp_path / "bin", env["PATH"])
     assert shutil.which("cmake", path=env["PATH"]) is None
     assert shutil.which("ninja", path=env["PATH"]) is None

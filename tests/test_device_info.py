@@ -67,6 +67,38 @@ def test_malformed_record_section_is_an_error(tmp_path: Path) -> None:
         _records_in(MAGIC + (1).to_bytes(4, "little") + (99).to_bytes(4, "little"), "x")
 
 
+def test_an_nvrtc_built_record_names_nvrtc(tmp_path: Path) -> None:
+    """What the CMake package's NVRTC path writes (``side --nvrtc VERSION``): the record names
+    NVRTC and its version, and ``inspect`` labels the container with it -- not with an nvcc
+    whose version it could not read."""
+    from skbuild_cudaq.build._device_info import main
+    from skbuild_cudaq.cli._inspect import render_text
+    from skbuild_cudaq.fatbin import make_ltoir_container
+
+    fatbin = tmp_path / "k.fatbin"
+    fatbin.write_bytes(make_ltoir_container([(80, b"\xedCN\x7f\x01\x41" + bytes(58))]))
+    ptx = tmp_path / "k.ptx"
+    ptx.write_text(".visible .entry my_kernel(\n)\n")
+    out = tmp_path / "k.json"
+    source = tmp_path / "src" / "k.cu"
+    argv = ["side", "--fatbin", str(fatbin), "--ptx", str(ptx), "--source", str(source),
+            "--project-dir", str(tmp_path), "--nvrtc", "13.0", "--arch", "80",
+            "-o", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    record = json.loads(out.read_text())
+    assert record["compiler"] == "NVRTC 13.0" and record["kernels"] == ["my_kernel"]
+    doc = {
+        "file": "m.so",
+        "sections": [
+            {"index": 1, "file_offset": 0, "size": 0, "flags": 0,
+             "containers": [{"offset": 0, "size": 0, "entries": [], "record": record}]}
+        ],
+    }  # fmt: skip
+    text = render_text(doc)
+    assert "source   src/k.cu (side-compiled, NVRTC 13.0, sm_80)" in text, text
+    assert "nvcc" not in text
+
+
 def _inspect(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "skbuild_cudaq", "inspect", *args],
@@ -169,7 +201,7 @@ def test_inspect_json_names_every_kernel_and_handler(built: Path, nvcc: Path) ->
         "src/single_thread_dispatcher.cu": {
             "source": "src/single_thread_dispatcher.cu",
             "compiled": "side",
-            "nvcc": version,
+            "compiler": f"nvcc {version}",
             "architectures": ["80", "90"],
             "kernels": ["single_thread_dispatcher"],
             "handlers": [],
@@ -177,7 +209,7 @@ def test_inspect_json_names_every_kernel_and_handler(built: Path, nvcc: Path) ->
         "src/side_handlers.cu": {
             "source": "src/side_handlers.cu",
             "compiled": "side",
-            "nvcc": version,
+            "compiler": f"nvcc {version}",
             "architectures": ["80"],
             "kernels": [],
             "handlers": ["side_echo"],
@@ -185,7 +217,7 @@ def test_inspect_json_names_every_kernel_and_handler(built: Path, nvcc: Path) ->
         "src/handlers.cu": {
             "source": "src/handlers.cu",
             "compiled": "nvcc",
-            "nvcc": version,
+            "compiler": f"nvcc {version}",
             "architectures": ["80"],
             "kernels": [],
             "handlers": ["echo", "echo_thread", "rpc_increment", "rpc_increment_thread"],
@@ -195,7 +227,7 @@ def test_inspect_json_names_every_kernel_and_handler(built: Path, nvcc: Path) ->
         "<handler switch of mod>": {
             "source": "<handler switch of mod>",
             "compiled": "side",
-            "nvcc": version,
+            "compiler": f"nvcc {version}",
             "architectures": ["80"],
             "kernels": [],
             "handlers": [],
@@ -221,8 +253,8 @@ def test_inspect_text_carries_the_same_as_json(built: Path) -> None:
     for block, record in zip(blocks, records, strict=True):
         assert record is not None
         archs = ", ".join(f"sm_{a}" for a in record["architectures"])
-        how = "side-compiled" if record["compiled"] == "side" else "compiled by nvcc"
-        assert f"source   {record['source']} ({how}, nvcc {record['nvcc']}, {archs})" in block
+        how = "side-compiled" if record["compiled"] == "side" else "compiled with the extension"
+        assert f"source   {record['source']} ({how}, {record['compiler']}, {archs})" in block
         assert f"kernels  {', '.join(record['kernels']) or 'none'}" in block
         assert f"handlers {', '.join(record['handlers']) or 'none'}" in block
 

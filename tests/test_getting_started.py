@@ -21,6 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from _doc_pages import (
+    PROJECT,
+    Command,
+    checkout_copy,
+    commands_of,
+    files_of,
+    user_env,
+    write_project,
+)
 from _elf_helpers import relfatbin_containers
 from conftest import ROOT
 
@@ -31,63 +40,6 @@ else:  # pragma: no cover - Python 3.10
 
 PAGE = ROOT / "docs" / "getting-started.md"
 README = ROOT / "README.md"
-PROJECT = "my_app"
-GPU_MARK = "# needs a GPU"
-
-_FENCE = re.compile(r"^```(?P<info>[^\n`]*)\n(?P<body>.*?)^```[ \t]*$", re.M | re.S)
-_FILE_LINE = re.compile(r"^(?:#|//)\s*(?P<path>my_app/\S+)\s*$")
-
-
-@dataclass(frozen=True)
-class Command:
-    line: str  #: what runs (one shell line; continuation lines joined)
-    gpu: bool  #: marked "# needs a GPU": run only where a GPU is
-    output: tuple[str, ...]  #: the lines the page shows after it
-
-
-def blocks(text: str) -> list[tuple[str, str]]:
-    """``(info string, body)`` of every fenced code block, in order."""
-    return [(m.group("info").strip(), m.group("body")) for m in _FENCE.finditer(text)]
-
-
-def files_of(text: str) -> dict[str, str]:
-    """The project files a page shows: code blocks whose first line names ``my_app/...``."""
-    found: dict[str, str] = {}
-    for _info, body in blocks(text):
-        first = body.split("\n", 1)[0]
-        m = _FILE_LINE.match(first)
-        if m:
-            assert m.group("path") not in found, f"{m.group('path')} is shown twice"
-            found[m.group("path")] = body
-    return found
-
-
-def commands_of(text: str) -> list[Command]:
-    """The ``$`` lines of every ``console`` block, in order, with the output shown after each."""
-    out: list[Command] = []
-    for info, body in blocks(text):
-        if info != "console":
-            continue
-        lines = body.splitlines()
-        i = 0
-        while i < len(lines):
-            line = lines[i]
-            i += 1
-            if not line.startswith("$ "):
-                continue
-            command = line[2:]
-            while command.endswith("\\") and i < len(lines):
-                command = command[:-1] + lines[i].strip()
-                i += 1
-            shown = []
-            while i < len(lines) and not lines[i].startswith("$ "):
-                shown.append(lines[i])
-                i += 1
-            gpu = command.rstrip().endswith(GPU_MARK)
-            if gpu:
-                command = command.rstrip()[: -len(GPU_MARK)].rstrip()
-            out.append(Command(command, gpu, tuple(shown)))
-    return out
 
 
 def page_files() -> dict[str, str]:
@@ -96,14 +48,6 @@ def page_files() -> dict[str, str]:
 
 def page_commands() -> list[Command]:
     return commands_of(PAGE.read_text(encoding="utf-8"))
-
-
-def write_project(files: dict[str, str], where: Path) -> Path:
-    for rel, body in files.items():
-        path = where / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(body, encoding="utf-8")
-    return where / PROJECT
 
 
 # ---------------------------------------------------------------------------------------------
@@ -158,6 +102,27 @@ def test_the_commands_are_the_recipe_that_works_today() -> None:
     assert run.output == ("0 010203",)  # what __main__.py prints: rpc_increment(00 01 02)
 
 
+def test_the_find_links_export_keeps_a_value_the_user_had(tmp_path: Path) -> None:
+    """The page's ``export PIP_FIND_LINKS=...`` line, run as it is: the wheelhouse first, and
+    what the variable held before after it (pip splits it at spaces); nothing else when empty."""
+    (line,) = [c.line for c in page_commands() if c.line.startswith("export PIP_FIND_LINKS=")]
+    wheelhouse = (tmp_path / "wheelhouse").as_uri()
+    for before, after in (
+        (None, wheelhouse),
+        ("", wheelhouse),
+        ("/opt/wheels https://example.org/w", f"{wheelhouse} /opt/wheels https://example.org/w"),
+    ):
+        env = {k: v for k, v in os.environ.items() if k != "PIP_FIND_LINKS"}
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+        if before is not None:
+            env["PIP_FIND_LINKS"] = before
+        proc = subprocess.run(
+            ["bash", "-c", f'{line}\nprintf %s "$PIP_FIND_LINKS"'], cwd=tmp_path, env=env,
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        assert proc.stdout == after, (before, proc.stdout)
+
+
 def test_the_readme_shows_the_same_project_and_install() -> None:
     readme = README.read_text(encoding="utf-8")
     assert files_of(readme) == page_files()
@@ -189,29 +154,6 @@ def test_the_parser_reads_what_a_page_can_hold() -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def _checkout_copy(dest: Path) -> None:
-    """The checkout's files (tracked, and new ones git does not ignore): what a clone holds."""
-    names = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT, capture_output=True, check=True,
-    ).stdout.decode().split("\0")  # fmt: skip
-    for name in filter(None, names):
-        src = ROOT / name
-        if src.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name)
-
-
-def _user_env() -> dict[str, str]:
-    """A user's shell: no virtual environment active, no find-links of ours."""
-    env = {k: v for k, v in os.environ.items() if k not in {"VIRTUAL_ENV", "PIP_FIND_LINKS"}}
-    venv_bin = str(Path(sys.prefix) / "bin")
-    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != venv_bin)
-    env["CMAKE_BUILD_PARALLEL_LEVEL"] = "1"
-    env.pop("PYTHONPATH", None)
-    return env
-
-
 @dataclass(frozen=True)
 class Followed:
     where: Path
@@ -223,11 +165,11 @@ def followed(tmp_path_factory: pytest.TempPathFactory, nvcc: Path) -> Followed:
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("needs a git checkout (the page builds skbuild-cudaq from one)")
     where = tmp_path_factory.mktemp("getting started")
-    _checkout_copy(where / "skbuild-cudaq")
+    checkout_copy(where / "skbuild-cudaq")
     write_project(page_files(), where)
     script = "set -euxo pipefail\n" + "\n".join(c.line for c in page_commands() if not c.gpu)
     proc = subprocess.run(
-        ["bash", "-c", script], cwd=where, env=_user_env(), capture_output=True, text=True,
+        ["bash", "-c", script], cwd=where, env=user_env(), capture_output=True, text=True,
         timeout=1500, check=False,
     )  # fmt: skip
     log = proc.stdout + proc.stderr
@@ -247,7 +189,7 @@ def test_following_the_page_builds_installs_and_links(followed: Followed) -> Non
         "print(md.distribution('my-app').requires)"
     )
     out = subprocess.run(
-        [str(venv_python), "-c", code], cwd=where, env=_user_env(), capture_output=True,
+        [str(venv_python), "-c", code], cwd=where, env=user_env(), capture_output=True,
         text=True, check=True,
     ).stdout.splitlines()  # fmt: skip
     module, ours, requires = out

@@ -153,7 +153,9 @@ def build_wheel(src: Path, out: Path, build_dir: Path, *extra: str) -> tuple[Pat
     before = set(out.glob("*.whl"))
     for old in before:
         old.unlink()
-    env = dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL="1")
+    # SKBUILD_CUDAQ_VERBOSE: the steps runner prints each nvcc command it runs (nvcc_runs); the
+    # environment rather than -C cudaq.verbose, which only the skbuild_cudaq.build backend takes
+    env = dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL="1", SKBUILD_CUDAQ_VERBOSE="1")
     proc = subprocess.run(
         [
             sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
@@ -302,6 +304,13 @@ def test_auditwheel_repair_keeps_the_section(
     modules = install(repaired, tmp_path / "site")
     (module,) = (m for m in modules if m.name == the_module(b).name)
     assert relfatbin_containers(module) == relfatbin_containers(the_module(b))
+    # and check links the repaired wheel's module (example_app: for the GPUs it serves)
+    from skbuild_cudaq.realtime import check_wheel
+
+    archs = ["sm_90", "sm_100"] if key == "example_app" else None
+    report = check_wheel(repaired, architectures=archs)
+    assert report.ok, [str(p) for p in report.problems]
+    assert [m.module.rsplit("/", 1)[-1] for m in report.modules] == [module.name]
 
 
 def fatbins(build_dir: Path) -> dict[str, int]:
@@ -635,3 +644,92 @@ ok(lib.odl_free(early), "cudaFree")
 """
     code = _odl_script(built["own_device_link"], body, preload=False)
     _run_odl(code, CUDA_MODULE_LOADING="LAZY")
+
+
+# ---------------------------------------------------------------------------------------------
+# skbuild-cudaq check on the built wheels (pip wheel, python -m build, installed)
+# ---------------------------------------------------------------------------------------------
+
+
+def _records_of(module: Path) -> list[dict[str, object]]:
+    from skbuild_cudaq.build._device_info import read_records
+
+    return read_records(module)
+
+
+@pytest.mark.parametrize("key", [k for k in PROJECTS if k != "example_app"])
+def test_check_passes_on_every_built_wheel(built: dict[str, Built], key: str) -> None:
+    """Every module links for every architecture its build declared, with every kernel and
+    handler export its records name."""
+    from skbuild_cudaq.realtime import check_wheel
+
+    b = built[key]
+    report = check_wheel(b.wheel)
+    assert report.ok, [str(p) for p in report.problems]
+    (module,) = report.modules
+    records = _records_of(the_module(b))
+    declared = {f"sm_{a}" for r in records for a in r["architectures"]}  # type: ignore[attr-defined]
+    assert set(module.architectures) == declared
+    assert [link.arch for link in module.links] == list(module.architectures)
+    assert module.kernels == tuple(sorted({k for r in records for k in r["kernels"]}))  # type: ignore[attr-defined]
+    assert all(link.ok and link.cubin_size for link in module.links)
+
+
+def test_check_finds_what_keeps_example_app_from_sm80(built: dict[str, Built]) -> None:
+    """example_app declares sm_80 (its portable kernels) and sm_90 (its cluster kernel): the
+    run time links a module whole, so on an sm_80 GPU no lookup of it can link. check says so
+    in one line naming the source; the module links for sm_90 and newer."""
+    from skbuild_cudaq.realtime import check_wheel
+
+    b = built["example_app"]
+    report = check_wheel(b.wheel)
+    (module,) = report.modules
+    assert module.architectures == ("sm_80", "sm_90")
+    assert set(module.kernels) == {
+        "single_thread_dispatcher",
+        "cooperative_grid_dispatcher",
+        "warp_parallel_dispatcher",
+        "cluster_dispatcher",
+    }
+    assert set(module.handlers) == {
+        "block_reverse", "echo", "echo_thread", "rpc_increment", "rpc_increment_thread",
+    }  # fmt: skip
+    (problem,) = report.problems
+    assert (problem.kind, problem.arch) == ("link", "sm_80")
+    assert "src/cluster_dispatcher.cu (container" in problem.message
+    assert 'add "80" to its architectures' in problem.message
+    assert [(link.arch, link.ok) for link in module.links] == [("sm_80", False), ("sm_90", True)]
+    assert check_wheel(b.wheel, architectures=["sm_90", "sm_100", "sm_120"]).ok
+
+
+def test_check_of_the_installed_distribution(built: dict[str, Built]) -> None:
+    from skbuild_cudaq.realtime import check_distribution
+
+    b = built["two_kernels"]  # installed into b.target: the wheel's files and its RECORD
+    report = check_distribution("two-kernels", path=[str(b.target)])
+    assert report.ok, [str(p) for p in report.problems]
+    assert report.target.startswith("two-kernels ") and report.kind == "distribution"
+    (module,) = report.modules
+    assert module.architectures == ("sm_80", "sm_90")
+
+
+def test_check_of_a_wheel_from_python_build(built: dict[str, Built], workdir: Path) -> None:
+    """``python -m build --wheel`` (no isolation: this environment's skbuild-cudaq) and the
+    CLI's exit status."""
+    b = built["two_kernels"]
+    out = workdir / "build-dist"
+    proc = subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "-o", str(out),
+         "-C", f"build-dir={workdir / 'build-two_kernels'}", str(b.src)],
+        capture_output=True, text=True, check=False,
+        env=dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL="1"),
+    )  # fmt: skip
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    (wheel,) = out.glob("two_kernels-*.whl")
+    proc = subprocess.run(
+        [sys.executable, "-m", "skbuild_cudaq", "check", str(wheel)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "first_dispatcher" in proc.stdout and "second_dispatcher" in proc.stdout
+    assert proc.stdout.rstrip().endswith(": ok")

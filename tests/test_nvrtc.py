@@ -368,13 +368,20 @@ def test_auto_compiler_without_nvcc_builds_with_nvrtc(nvrtc: _nvrtc.Nvrtc, tmp_p
     version = f"{nvrtc.version[0]}.{nvrtc.version[1]}"
     assert f"skbuild-cudaq: device compiler: NVRTC {version}" in log
     assert "nvcc (LTO-IR" not in log
-    assert log.count("-m skbuild_cudaq nvrtc") == 3, log[-4000:]  # and the handler switch
+    # one steps runner per source (NVRTC runs in it), and the handler switch
+    assert log.count("_run_device_compile.py") == 3, log[-4000:]
     with zipfile.ZipFile(wheel) as zf:
         zf.extractall(tmp_path / "site")
     (module,) = (tmp_path / "site").glob("plain_backend*.so")
     (section,) = read_relfatbin_sections(module)
     entries = [e for c in section.containers for e in c.entries]
     assert len(section.containers) == 3  # the kernel, the handlers and the handler switch
+    # inspect names the compiler of each container: NVRTC and its version
+    proc = subprocess.run(
+        [sys.executable, "-m", "skbuild_cudaq", "inspect", str(module)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert proc.stdout.count(f"(side-compiled, NVRTC {version}, sm_80)") == 3, proc.stdout
     assert {(e.kind, e.arch) for e in entries} == {("lto-ir", 80)}
     proc = subprocess.run(
         [sys.executable, "-c", "import plain_backend"],
@@ -383,7 +390,7 @@ def test_auto_compiler_without_nvcc_builds_with_nvrtc(nvrtc: _nvrtc.Nvrtc, tmp_p
     assert proc.returncode == 0, proc.stderr
     # a rebuild with nothing changed runs NVRTC for nothing; touching the header re-runs both
     _, again = _build_without_nvcc(src, tmp_path / "dist2", build_dir)
-    assert "-m skbuild_cudaq nvrtc" not in again
+    assert "_run_device_compile.py" not in again
     header = include_dir() / "cudaq" / "realtime" / "unified_dispatch_device.cuh"
     depfiles = list(build_dir.rglob("*.fatbin.d"))
     assert len(depfiles) == 3 and all(str(header) in d.read_text() for d in depfiles)

@@ -108,7 +108,6 @@ def pyproject(body: str) -> dict[str, Any]:
 GOOD = [
     pytest.param("", id="no-table"),
     pytest.param("[tool.cudaq]\n", id="empty"),
-    pytest.param("[tool.cudaq.dispatch-kernels]\n", id="no-kernels"),
     pytest.param('[tool.cudaq.dispatch-kernels]\n_core = ["src/k.cu"]\n', id="short"),
     pytest.param(
         '[tool.cudaq.dispatch-kernels]\n"pkg._core" = { sources = ["src/k.cu", "src/j.cu"], '
@@ -121,6 +120,8 @@ GOOD = [
 # `tool.cudaq...` path validate-pyproject names.
 BAD = [
     pytest.param("[tool]\ncudaq = 3\n", "tool.cudaq", id="not-a-table"),
+    # an empty table declares nothing: a mistake (an entry left out or commented out)
+    pytest.param("[tool.cudaq.dispatch-kernels]\n", "tool.cudaq.dispatch-kernels", id="no-kernels"),
     pytest.param(
         '[tool.cudaq.dispatch-kernel]\n_core = ["src/k.cu"]\n', "tool.cudaq", id="unknown-key"
     ),

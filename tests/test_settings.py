@@ -151,6 +151,14 @@ MALFORMED: list[tuple[str, str, list[str]]] = [
         ],
     ),
     (
+        "no-kernels",
+        f"[{DK}]\n",
+        [
+            f"{DK}: empty table; expected at least 1 entry <target> = {ACCEPTED_ENTRY}; "
+            'add one, e.g. _core = ["src/my_dispatcher.cu"], or remove the table'
+        ],
+    ),
+    (
         "short-form-empty",
         f"[{DK}]\n_core = []\n",
         [
@@ -536,7 +544,6 @@ def test_several_targets_keep_declaration_order(project: Path) -> None:
         pytest.param("", id="no-tool-table"),
         pytest.param("[tool.other]\nx = 1\n", id="no-cudaq-table"),
         pytest.param("[tool.cudaq]\n", id="empty-cudaq"),
-        pytest.param(f"[{DK}]\n", id="empty-dispatch-kernels"),
     ],
 )
 def test_defaults(project: Path, body: str) -> None:
@@ -851,3 +858,24 @@ def test_a_source_that_is_not_a_regular_file_says_so(project: Path) -> None:
         f"({gone}); expected a .cu path relative to the project directory; point the link at "
         "the kernel's .cu file, or list that file itself",
     ]
+def test_every_accepted_architecture_spelling_is_documented(tmp_path: Path) -> None:
+    """What the grammar accepts (``architectures.txt``: a number, bare or with a prefix) is
+    what the setting's help (the reference table) and the pyproject guide say: ``compute_90``
+    is accepted because it is documented, not by accident."""
+    from conftest import ROOT
+
+    from skbuild_cudaq.build._architectures import PREFIXES
+
+    (spec,) = [f for f in dataclasses.fields(DispatchKernelSettings) if f.name == "architectures"]
+    help_text = spec.metadata["help"]
+    guide = (ROOT / "docs" / "guides" / "pyproject.md").read_text(encoding="utf-8")
+    assert set(PREFIXES) == {"sm", "lto", "compute"}
+    for prefix in PREFIXES:
+        assert f'"{prefix}_80"' in help_text, prefix
+        assert f'`"{prefix}_80"`' in guide, prefix
+    (tmp_path / "k.cu").write_text("// k\n")
+    settings = parse_settings(
+        {"dispatch-kernels": {"_core": {"sources": ["k.cu"], "architectures": ["compute_90"]}}},
+        tmp_path,
+    )
+    assert settings.dispatch_kernels["_core"].architectures == ("90",)

@@ -20,6 +20,11 @@ calls the scikit-build-core hook of the same name with extra config settings:
   nvcc or nvrtc) and ``SKBUILD_CUDAQ_PYTHON`` (this interpreter, whose environment
   holds NVRTC when that is the compiler; see ``skbuild_cudaq_nvrtc.cmake``).
 
+``get_requires_for_build_wheel`` (and ``_editable``) add, to what scikit-build-core asks
+for (``cmake``, ``ninja`` where the system has none), the NVRTC wheels of the project's
+CUDA major where no nvcc is found (:mod:`._requires`): a project builds with build
+isolation on a machine without a CUDA toolkit and nothing about NVRTC in its requirements.
+
 Our own ``-C cudaq.*`` config settings are removed before scikit-build-core
 sees them (its config is strict); an unknown ``cudaq.*`` key is an error with
 a "did you mean". Known keys: see :data:`CONFIG_SETTINGS`.
@@ -232,10 +237,6 @@ def prepare_config_settings(
     )
     if not for_build:
         return rest
-    from skbuild_cudaq.settings import settings_warnings
-
-    for warning in settings_warnings(pyproject or {}):
-        _log.warning(warning)
     if defines and _DEFINE + "skbuild_cudaq_DIR" not in rest:
         defines["skbuild_cudaq_DIR"] = str(cmake_dir())
     for name, value in defines.items():
@@ -296,9 +297,27 @@ def build_sdist(sdist_directory: str, config_settings: ConfigSettings | None = N
     )
 
 
+def _with_device_compiler(requires: list[str], config_settings: Mapping[str, Any]) -> list[str]:
+    """scikit-build-core's requirements, plus NVRTC where no nvcc will compile
+    (:mod:`._requires`); the build log says which it is."""
+    from skbuild_cudaq.settings import settings_from_pyproject
+
+    from ._requires import device_compiler_requires
+
+    path = Path.cwd() / "pyproject.toml"
+    pyproject = _read_pyproject(Path.cwd()) or {}
+    settings = settings_from_pyproject(pyproject, path)  # validated by this hook already
+    found = device_compiler_requires(pyproject, settings.compiler, config_settings)
+    if found.requirements:
+        _log.info(found.reason)
+    else:
+        _log.progress(f"no NVRTC requirement added: {found.reason}")
+    return [*requires, *(r for r in found.requirements if r not in requires)]
+
+
 def get_requires_for_build_wheel(config_settings: ConfigSettings | None = None) -> list[str]:
     return _call(
-        lambda cs: list(_backend().get_requires_for_build_wheel(cs)),
+        lambda cs: _with_device_compiler(list(_backend().get_requires_for_build_wheel(cs)), cs),
         config_settings,
         for_build=False,
     )
@@ -306,7 +325,7 @@ def get_requires_for_build_wheel(config_settings: ConfigSettings | None = None) 
 
 def get_requires_for_build_editable(config_settings: ConfigSettings | None = None) -> list[str]:
     return _call(
-        lambda cs: list(_backend().get_requires_for_build_editable(cs)),
+        lambda cs: _with_device_compiler(list(_backend().get_requires_for_build_editable(cs)), cs),
         config_settings,
         for_build=False,
     )

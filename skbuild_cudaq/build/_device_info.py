@@ -10,7 +10,8 @@ SHA-256 of each container's bytes. A record holds::
 
     {"source": "src/kernel.cu",          # relative to the project when inside it
      "compiled": "side" | "nvcc",         # side-compiled fatbin, or an nvcc object
-     "nvcc": "13.0.88", "architectures": ["80"],
+     "compiler": "nvcc 13.0.88",          # or "NVRTC 13.0": the device compiler that built it
+     "architectures": ["80"],
      "kernels": ["my_dispatcher"],        # extern "C" __global__ functions it defines
      "handlers": ["rpc_increment"],       # CUDAQ_REALTIME_EXPORT_DEVICE_FUNCTION names
      "containers": ["<sha256 hex>", ...]} # of each fatbin container the source became
@@ -62,6 +63,7 @@ __all__ = [
     "make_record",
     "names_from_object",
     "names_from_ptx",
+    "nvcc_compiler",
     "nvcc_version",
     "object_record",
     "object_records",
@@ -133,6 +135,12 @@ def nvcc_version(nvcc: str | os.PathLike[str]) -> str:
     return match.group(1) if match else "unknown"
 
 
+def nvcc_compiler(nvcc: str | os.PathLike[str]) -> str:
+    """A record's ``compiler`` for ``nvcc``: ``"nvcc 13.0.88"`` (``"nvcc unknown"`` when its
+    version cannot be read)."""
+    return f"nvcc {nvcc_version(nvcc)}"
+
+
 def _display_source(source: Path, project_dir: Path | None) -> str:
     source = Path(source).resolve()
     generated = generated_switch_name(source)
@@ -151,17 +159,18 @@ def make_record(
     source: Path,
     project_dir: Path | None,
     compiled: str,
-    nvcc: str,
+    compiler: str,
     architectures: Sequence[str],
     kernels: Iterable[str],
     handlers: Iterable[str],
     containers: Iterable[bytes],
 ) -> dict[str, Any]:
-    """One record (see the module docstring); ``containers`` are the containers' bytes."""
+    """One record (see the module docstring); ``containers`` are the containers' bytes,
+    ``compiler`` the device compiler and its version (``"nvcc 13.0.88"``, ``"NVRTC 13.0"``)."""
     return {
         "source": _display_source(source, project_dir),
         "compiled": compiled,
-        "nvcc": nvcc,
+        "compiler": compiler,
         "architectures": [str(a) for a in architectures],
         "kernels": sorted(kernels),
         "handlers": sorted(handlers),
@@ -249,7 +258,7 @@ def _side(args: argparse.Namespace) -> None:
         source=Path(args.source),
         project_dir=Path(args.project_dir) if args.project_dir else None,
         compiled="side",
-        nvcc=nvcc_version(args.nvcc),
+        compiler=f"NVRTC {args.nvrtc}" if args.nvrtc else nvcc_compiler(args.nvcc),
         architectures=args.arch,
         kernels=kernels,
         handlers=handlers,
@@ -263,10 +272,11 @@ def object_record(
     source: Path,
     *,
     project_dir: Path | None,
-    nvcc: str,
+    compiler: str,
     architectures: Sequence[str],
 ) -> dict[str, Any] | None:
-    """The record of an nvcc object compiled from ``source`` (None: no device code of its own).
+    """The record of an nvcc object compiled from ``source`` (None: no device code of its own);
+    ``compiler`` as :func:`make_record` takes it (:func:`nvcc_compiler`).
 
     An object without ``__nv_relfatbin`` is a host object; one that already
     carries records is an embed object of side-compiled fatbins.
@@ -284,7 +294,7 @@ def object_record(
         source=source,
         project_dir=project_dir,
         compiled="nvcc",
-        nvcc=nvcc,
+        compiler=compiler,
         architectures=architectures,
         kernels=kernels,
         handlers=handlers,
@@ -305,7 +315,7 @@ def object_records(
     CMake names an object ``<dir>/<source path>.o``: the source is the one whose
     path ends the object's path (longest match); else the object itself is named.
     """
-    version = nvcc_version(nvcc)
+    compiler = nvcc_compiler(nvcc)
     out: list[tuple[Path, dict[str, Any]]] = []
     for obj in objects:
         stem = Path(obj).as_posix()
@@ -317,7 +327,7 @@ def object_records(
             Path(obj),
             source,
             project_dir=project_dir,
-            nvcc=version,
+            compiler=compiler,
             architectures=architectures,
         )
         if record is not None:
@@ -366,7 +376,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     side.add_argument("--ptx", required=True)
     side.add_argument("--source", required=True)
     side.add_argument("--project-dir", default="")
-    side.add_argument("--nvcc", required=True)
+    compiler = side.add_mutually_exclusive_group(required=True)
+    compiler.add_argument("--nvcc", help="the nvcc that compiled it (its version is recorded)")
+    compiler.add_argument("--nvrtc", help="the version of the NVRTC that compiled it")
     side.add_argument("--arch", nargs="+", required=True)
     side.add_argument("-o", "--output", required=True)
     side.set_defaults(func=_side)

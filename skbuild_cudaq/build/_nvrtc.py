@@ -232,7 +232,8 @@ def _compile(nvrtc: Nvrtc, source: Path, options: Sequence[str], what: str) -> b
                 f"{nvrtc.describe()} failed to compile {source} "
                 f"({_error_string(lib, code)}; options {' '.join(options)}):\n{log}"
             )
-            raise CompileError(msg.rstrip())
+            name = f"NVRTC {nvrtc.version[0]}.{nvrtc.version[1]}"
+            raise CompileError(msg.rstrip(), log=log, compiler=name)
         size = ctypes.c_size_t()
         get_size = getattr(lib, f"nvrtcGet{what}Size")
         if get_size(prog, ctypes.byref(size)) != _NVRTC_SUCCESS or not size.value:

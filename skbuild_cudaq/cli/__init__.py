@@ -1,24 +1,35 @@
 """``python -m skbuild_cudaq``: the command-line front door.
 
-One module per sub-command here (``inspect``, ``schema``, ``link``, ``nvrtc``, ``phases``),
-each a thin parser over the code it drives; this module only parses, calls, and turns typed errors
-into one clear line and an exit status.
+One module per sub-command here (``inspect``, ``schema``, ``link``, ``check``, ``nvrtc``,
+``phases``), each a thin parser over the code it drives; this module only parses, calls, and
+turns typed errors into one clear line and an exit status.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from skbuild_cudaq import _log
 from skbuild_cudaq.errors import CudaqError
 
-__all__ = ["main"]
+__all__ = ["main", "program_name"]
+
+
+def program_name(argv0: str | None = None) -> str:
+    """How the user ran us, for usage lines: ``python -m skbuild_cudaq`` (``argv[0]`` is our
+    ``__main__.py``), else the ``skbuild-cudaq`` script."""
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    if Path(argv0).name == "__main__.py":
+        return "python -m skbuild_cudaq"
+    return "skbuild-cudaq"
 
 
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m skbuild_cudaq",
+        prog=program_name(),
         description=(
             "Build and inspect CUDA-Q realtime dispatch kernels shipped in Python packages."
         ),
@@ -43,6 +54,9 @@ def _build_parser() -> argparse.ArgumentParser:
     from . import _link
 
     _link.add_parser(sub)
+    from . import _check
+
+    _check.add_parser(sub)
     from . import _nvrtc
 
     _nvrtc.add_parser(sub)

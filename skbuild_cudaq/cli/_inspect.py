@@ -4,8 +4,9 @@ Shows every ``__nv_relfatbin`` section, its fatbin containers and their entries
 (kind, architecture, compression, size, code version), and for each container
 what the build recorded about it (:mod:`skbuild_cudaq.build._device_info`): the
 source it was compiled from, the kernels and exported handlers it defines, the
-nvcc version and architectures. Containers without a record (modules built
-before records existed, or without a Python at build time) are shown unnamed.
+device compiler (nvcc or NVRTC, and its version) and architectures. Containers
+without a record (modules built before records existed, or without a Python at
+build time) are shown unnamed.
 ``cuobjdump`` does not list a linked module's ``__nv_relfatbin``; this is the
 tool for it. Never imports ``cuda.*``.
 """
@@ -30,7 +31,7 @@ def add_parser(sub: Any) -> None:
             "List every __nv_relfatbin section of an ELF binary (extension module, "
             "shared library or object), its fatbin containers and their entries, and "
             "for each container what the build recorded: the source it came from, the "
-            'extern "C" kernels and exported handlers it defines, the nvcc version and '
+            'extern "C" kernels and exported handlers it defines, the device compiler and '
             "architectures (containers built without a record are shown unnamed). "
             "A plain .fatbin file is listed too."
         ),
@@ -40,7 +41,7 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=_run)
 
 
-_RECORD_KEYS = ("source", "compiled", "nvcc", "architectures", "kernels", "handlers")
+_RECORD_KEYS = ("source", "compiled", "compiler", "architectures", "kernels", "handlers")
 
 
 def _join_records(doc: dict[str, Any], sections: Any, binary: Path) -> None:
@@ -92,10 +93,10 @@ def _record_lines(record: dict[str, Any] | None, recordable: bool) -> list[str]:
         return []
     if record is None:
         return ["      unnamed: no build record (built without one, or by an older skbuild-cudaq)"]
-    how = "side-compiled" if record.get("compiled") == "side" else "compiled by nvcc"
+    how = "side-compiled" if record.get("compiled") == "side" else "compiled with the extension"
     archs = ", ".join(f"sm_{a}" for a in record.get("architectures") or []) or "unknown"
     return [
-        f"      source   {record.get('source')} ({how}, nvcc {record.get('nvcc')}, {archs})",
+        f"      source   {record.get('source')} ({how}, {record.get('compiler')}, {archs})",
         f"      kernels  {_names(record.get('kernels'))}",
         f"      handlers {_names(record.get('handlers'))}",
     ]

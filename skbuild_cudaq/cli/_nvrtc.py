@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skbuild_cudaq import _log
+from skbuild_cudaq.errors import CompileError
 
-__all__ = ["add_parser"]
+if TYPE_CHECKING:
+    from skbuild_cudaq.build._nvrtc import Nvrtc
+
+__all__ = ["add_parser", "compile_args"]
 
 
 def add_parser(sub: Any) -> None:
@@ -47,16 +51,34 @@ def add_parser(sub: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from skbuild_cudaq.build._nvrtc import compile_file, find_nvrtc
+    from skbuild_cudaq.build._nvrtc import find_nvrtc
 
-    nvrtc = find_nvrtc(args.cuda_major)
     if args.find:
+        nvrtc = find_nvrtc(args.cuda_major)
         _log.result(f"{nvrtc.version[0]}.{nvrtc.version[1]};{nvrtc.library}")
         return 0
     sources = [s for s in args.source if s]
     if len(sources) != 1 or args.output is None or not args.arch:
         _log.error("nvrtc: give exactly one source, -o OUTPUT and at least one --arch")
         return 2
+    compile_args(args)
+    return 0
+
+
+def compile_args(args: argparse.Namespace) -> Nvrtc:
+    """Compile what the parsed ``nvrtc`` arguments say; the NVRTC used.
+
+    Raises :class:`~skbuild_cudaq.errors.CompileError` (NVRTC's log in ``log``) or
+    :class:`~skbuild_cudaq.errors.ToolchainError`; the CMake package's steps runner
+    (:mod:`skbuild_cudaq.build._device_compile`) calls it in its own process.
+    """
+    from skbuild_cudaq.build._nvrtc import compile_file, find_nvrtc
+
+    nvrtc = find_nvrtc(args.cuda_major)
+    sources = [s for s in args.source if s]
+    if len(sources) != 1 or args.output is None or not args.arch:
+        msg = "nvrtc: give exactly one source, -o OUTPUT and at least one --arch"
+        raise CompileError(msg)
     with _log.step(f"{nvrtc.describe()}: {sources[0]}"):
         compile_file(
             Path(sources[0]),
@@ -70,4 +92,4 @@ def _run(args: argparse.Namespace) -> int:
             ptx=args.ptx,
             nvrtc=nvrtc,
         )
-    return 0
+    return nvrtc

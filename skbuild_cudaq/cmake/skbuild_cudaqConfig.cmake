@@ -444,7 +444,7 @@ endfunction()
 _cudaq_realtime_check_architectures(<caller> <out-var> <arch>...)
 
 Validates LTO architectures in the grammar of architectures.txt (a number from
-its minimum to its maximum, bare or prefixed: 80, sm_80, lto_80; no 90a-style
+its minimum to its maximum, bare or prefixed: 80, sm_80, lto_80, compute_80; no 90a-style
 variants, which have no portable LTO-IR) and returns them as bare numbers;
 default: SKBUILD_CUDAQ_DEFAULT_ARCHITECTURES.
 #]=]
@@ -617,12 +617,54 @@ function(_cudaq_realtime_nvcc_recipe recipe out_var)
 endfunction()
 
 #[=[
+_cudaq_realtime_step(<out-var> <kind> <argument>...)
+
+One step of a steps file (skbuild_cudaq/build/_device_compile.py): "step <kind>", one
+argument per line, "end". The arguments may be generator expressions holding
+$<SEMICOLON> lists (as for COMMAND_EXPAND_LISTS): each list element gets a line.
+#]=]
+function(_cudaq_realtime_step out_var kind)
+  string(REPLACE ";" "\n" _lines "${ARGN}")
+  string(REPLACE "$<SEMICOLON>" "\n" _lines "${_lines}")
+  set(${out_var} "step ${kind}\n${_lines}\nend\n" PARENT_SCOPE)
+endfunction()
+
+#[=[
+_cudaq_realtime_add_steps(<target> <source> <output> <python> <comment> <step>...)
+
+The custom command of a side-compiled source when Python runs it: <step>s (from
+_cudaq_realtime_step) go into <output>.steps, written at generate time (file(GENERATE):
+the target's flags are generator expressions; rewritten only when they change, and then the
+command runs again), and the command is "<python> _run_device_compile.py <output>.steps",
+run next to the source. Short, so that ninja's FAILED line does not hide the compiler's
+diagnostics; the runner ends a failure with one line naming <source> and <target>.
+Outputs: <output> and its record <output>.json; dependencies from <output>.d.
+#]=]
+function(_cudaq_realtime_add_steps target source output python comment)
+  get_filename_component(_src_dir "${source}" DIRECTORY)
+  string(CONCAT _content "skbuild-cudaq device compile 1\n" "target\n${target}\n"
+         "source\n${source}\n" "project-dir\n${CMAKE_SOURCE_DIR}\n" ${ARGN})
+  file(GENERATE OUTPUT "${output}.steps" CONTENT "${_content}")
+  add_custom_command(
+    OUTPUT "${output}" "${output}.json"
+    COMMAND "${python}" "${_SKBUILD_CUDAQ_CMAKE_DIR}/_run_device_compile.py" "${output}.steps"
+    DEPENDS "${source}" "${output}.steps"
+    DEPFILE "${output}.d"
+    # nvcc records its working directory in the LTO-IR: run it next to the source so that
+    # the fatbin does not depend on where the build directory is (reproducible wheels).
+    WORKING_DIRECTORY "${_src_dir}"
+    COMMENT "${comment}"
+    VERBATIM)
+endfunction()
+
+#[=[
 _cudaq_realtime_add_fatbin(<target> <source> <output> <arch>...)
 
 The custom command: the ``fatbin`` recipe (nvcc -fatbin -rdc=true, one
 code=lto_XX per arch, the target's include directories / definitions /
 standard, -MD depfile) and, with Python, the ``ptx`` recipe and the build
-record. The output directory exists already (made at configure time).
+record, run by the steps runner (_cudaq_realtime_add_steps). The output
+directory exists already (made at configure time).
 #]=]
 function(_cudaq_realtime_add_fatbin target source output)
   if(SKBUILD_CUDAQ_DEVICE_COMPILER STREQUAL "nvrtc")
@@ -641,31 +683,28 @@ function(_cudaq_realtime_add_fatbin target source output)
       "-I${SKBUILD_CUDAQ_INCLUDE_DIR}")
   _cudaq_realtime_nvcc_recipe(fatbin _fatbin_args SOURCE "${source}" OUTPUT "${output}"
     DEPFILE "${output}.d" ARCHITECTURES ${ARGN} FLAGS ${_flags})
-  # The record naming the kernels and handlers: PTX of the first architecture (same flags),
-  # whose .visible .entry / cudaq_handler_* lines are what the source defines.
-  set(_outputs "${output}")
-  set(_record_commands)
+  set(_comment "skbuild-cudaq: nvcc (LTO-IR ${ARGN}) ${_name} for ${target}")
   if(SKBUILD_CUDAQ_PYTHON)
-    list(APPEND _outputs "${output}.json")
+    # The record naming the kernels and handlers: PTX of the first architecture (same flags),
+    # whose .visible .entry / cudaq_handler_* lines are what the source defines.
     _cudaq_realtime_nvcc_recipe(ptx _ptx_args SOURCE "${source}" OUTPUT "${output}.ptx"
       ARCHITECTURES ${ARGN} FLAGS ${_flags})
-    set(_record_commands
-      COMMAND "${SKBUILD_CUDAQ_NVCC}" ${_ptx_args}
-      COMMAND "${SKBUILD_CUDAQ_PYTHON}" "${_SKBUILD_CUDAQ_CMAKE_DIR}/_run_device_info.py" side
-              --fatbin "${output}" --ptx "${output}.ptx" --source "${source}"
-              --project-dir "${CMAKE_SOURCE_DIR}" --nvcc "${SKBUILD_CUDAQ_NVCC}" --arch ${ARGN}
-              -o "${output}.json")
+    _cudaq_realtime_step(_compile nvcc "${SKBUILD_CUDAQ_NVCC}" ${_fatbin_args})
+    _cudaq_realtime_step(_ptx nvcc "${SKBUILD_CUDAQ_NVCC}" ${_ptx_args})
+    _cudaq_realtime_step(_record record side --fatbin "${output}" --ptx "${output}.ptx"
+      --source "${source}" --project-dir "${CMAKE_SOURCE_DIR}" --nvcc "${SKBUILD_CUDAQ_NVCC}"
+      --arch ${ARGN} -o "${output}.json")
+    _cudaq_realtime_add_steps(${target} "${source}" "${output}" "${SKBUILD_CUDAQ_PYTHON}"
+      "${_comment}" "${_compile}" "${_ptx}" "${_record}")
+    return()
   endif()
   add_custom_command(
-    OUTPUT ${_outputs}
+    OUTPUT "${output}"
     COMMAND "${SKBUILD_CUDAQ_NVCC}" ${_fatbin_args}
-    ${_record_commands}
     DEPENDS "${source}"
     DEPFILE "${output}.d"
-    # nvcc records its working directory in the LTO-IR: run it next to the source so that
-    # the fatbin does not depend on where the build directory is (reproducible wheels).
     WORKING_DIRECTORY "${_src_dir}"
-    COMMENT "skbuild-cudaq: nvcc (LTO-IR ${ARGN}) ${_name} for ${target}"
+    COMMENT "${_comment}"
     COMMAND_EXPAND_LISTS
     VERBATIM)
 endfunction()

@@ -159,35 +159,32 @@ function(_cudaq_realtime_add_fatbin_nvrtc target source output)
   endif()
   get_filename_component(_name "${source}" NAME)
   get_filename_component(_src_dir "${source}" DIRECTORY)
-  string(REPLACE " " "\\ " _dep_target "${output}")
   list(GET SKBUILD_CUDAQ_NVRTC 0 _version)
-  # The record naming the kernels and handlers (see SKBUILD_CUDAQ_PYTHON): from NVRTC's PTX
-  # of the first architecture, as nvcc -ptx gives it for nvcc-built fatbins.
-  set(_outputs "${output}")
-  set(_ptx)
-  set(_record_commands)
+  set(_comment "skbuild-cudaq: NVRTC ${_version} (LTO-IR ${ARGN}) ${_name} for ${target}")
+  set(_nvrtc_args ${_major} ${_archs} "--std=${_std}"
+      "$<$<BOOL:${_inc}>:-I$<JOIN:${_inc},$<SEMICOLON>-I>>"
+      "$<$<BOOL:${_defs}>:-D$<JOIN:${_defs},$<SEMICOLON>-D>>"
+      "-I${SKBUILD_CUDAQ_INCLUDE_DIR}")
   if(SKBUILD_CUDAQ_PYTHON)
-    list(APPEND _outputs "${output}.json")
-    set(_ptx --ptx "${output}.ptx")
-    set(_record_commands
-      COMMAND "${SKBUILD_CUDAQ_PYTHON}" "${_SKBUILD_CUDAQ_CMAKE_DIR}/_run_device_info.py" side
-              --fatbin "${output}" --ptx "${output}.ptx" --source "${source}"
-              --project-dir "${CMAKE_SOURCE_DIR}" --nvcc "NVRTC ${_version}" --arch ${ARGN}
-              -o "${output}.json")
+    # NVRTC and the record naming the kernels and handlers (from NVRTC's PTX of the first
+    # architecture, as nvcc -ptx gives it for nvcc-built fatbins), both in the steps runner.
+    _cudaq_realtime_step(_compile nvrtc ${_nvrtc_args} --ptx "${output}.ptx"
+      --depfile "${output}.d" --dep-target "${output}" -o "${output}" "${source}")
+    _cudaq_realtime_step(_record record side --fatbin "${output}" --ptx "${output}.ptx"
+      --source "${source}" --project-dir "${CMAKE_SOURCE_DIR}" --nvrtc "${_version}"
+      --arch ${ARGN} -o "${output}.json")
+    _cudaq_realtime_add_steps(${target} "${source}" "${output}"
+      "${SKBUILD_CUDAQ_NVRTC_RUNNER}" "${_comment}" "${_compile}" "${_record}")
+    return()
   endif()
   add_custom_command(
-    OUTPUT ${_outputs}
-    COMMAND "${SKBUILD_CUDAQ_NVRTC_RUNNER}" -m skbuild_cudaq nvrtc ${_major} ${_archs}
-            "--std=${_std}"
-            "$<$<BOOL:${_inc}>:-I$<JOIN:${_inc},$<SEMICOLON>-I>>"
-            "$<$<BOOL:${_defs}>:-D$<JOIN:${_defs},$<SEMICOLON>-D>>"
-            "-I${SKBUILD_CUDAQ_INCLUDE_DIR}" ${_ptx}
+    OUTPUT "${output}"
+    COMMAND "${SKBUILD_CUDAQ_NVRTC_RUNNER}" -m skbuild_cudaq nvrtc ${_nvrtc_args}
             --depfile "${output}.d" --dep-target "${output}" -o "${output}" "${source}"
-    ${_record_commands}
     DEPENDS "${source}"
     DEPFILE "${output}.d"
     WORKING_DIRECTORY "${_src_dir}"
-    COMMENT "skbuild-cudaq: NVRTC ${_version} (LTO-IR ${ARGN}) ${_name} for ${target}"
+    COMMENT "${_comment}"
     COMMAND_EXPAND_LISTS
     VERBATIM)
 endfunction()

@@ -47,6 +47,13 @@ _EXPORTS: dict[str, str] = {
     "release_library": "library",
     "LaunchConfig": "launch",
     "launch_kernel": "launch",
+    # checking built wheels and installed distributions (no GPU)
+    "check_wheel": "check",
+    "check_distribution": "check",
+    "CheckReport": "check",
+    "ModuleCheck": "check",
+    "ArchCheck": "check",
+    "CheckProblem": "check",
     # wire format and rings (pure Python)
     "fnv1a_32": "wire",
     "function_id": "wire",
@@ -76,6 +83,24 @@ if TYPE_CHECKING:  # what type checkers see; at run time the names load lazily
     )
     from .cache import (
         LinkCache as LinkCache,
+    )
+    from .check import (
+        ArchCheck as ArchCheck,
+    )
+    from .check import (
+        CheckProblem as CheckProblem,
+    )
+    from .check import (
+        CheckReport as CheckReport,
+    )
+    from .check import (
+        ModuleCheck as ModuleCheck,
+    )
+    from .check import (
+        check_distribution as check_distribution,
+    )
+    from .check import (
+        check_wheel as check_wheel,
     )
     from .device_code import (
         DeviceCode as DeviceCode,

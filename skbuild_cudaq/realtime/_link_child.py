@@ -16,8 +16,8 @@ stdout), each message a
 
 - request: ``{"options": [...], "sources": str, "inputs": [[name, size], ...]}``
   then every input's bytes in order;
-- reply: ``{"ok": true}`` then the cubin, or ``{"ok": false, "error": class name,
-  "message": ..., "log": ..., "result": ...}``.
+- reply: ``{"ok": true, "seconds": <nvJitLink's time>}`` then the cubin, or
+  ``{"ok": false, "error": class name, "message": ..., "log": ..., "result": ...}``.
 """
 
 from __future__ import annotations
@@ -28,12 +28,14 @@ import signal
 import struct
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from .errors import LinkError, VersionMismatchError
 
-__all__ = ["link_in_child", "main"]
+__all__ = ["ChildLink", "link_in_child", "main"]
 
 _LENGTH = struct.Struct("<Q")
 _ERRORS: dict[str, type[LinkError]] = {
@@ -89,20 +91,28 @@ def _signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+class ChildLink(NamedTuple):
+    """What a link in a child process gave: the cubin and nvJitLink's own time (seconds,
+    without the child's start-up)."""
+
+    cubin: bytes
+    seconds: float
+
+
 def link_in_child(
     inputs: Sequence[tuple[str, bytes]],
     options: Sequence[str],
     sources: str = "",
     timeout: float | None = None,
     memory_limit: int | None = None,
-) -> bytes:
+) -> ChildLink:
     """Link ``(name, fatbin container)`` inputs with nvJitLink in a child process.
 
-    Returns the cubin. Raises :class:`LinkError` (or :class:`VersionMismatchError`)
-    as an in-process link would, and a :class:`LinkError` when the child dies by a
-    signal, fails otherwise or runs past ``timeout`` seconds. ``memory_limit``:
-    bytes of address space the child may use (``RLIMIT_AS``; None: no limit), so
-    that damaged code cannot make nvJitLink take the machine's memory.
+    Returns the cubin and the time nvJitLink took. Raises :class:`LinkError` (or
+    :class:`VersionMismatchError`) as an in-process link would, and a :class:`LinkError`
+    when the child dies by a signal, fails otherwise or runs past ``timeout`` seconds.
+    ``memory_limit``: bytes of address space the child may use (``RLIMIT_AS``; None: no
+    limit), so that damaged code cannot make nvJitLink take the machine's memory.
     ``ImportError`` when the child cannot load nvJitLink.
     """
     request = _frame(
@@ -151,7 +161,8 @@ def link_in_child(
         )
         raise LinkError(msg) from None
     if header.get("ok") is True:
-        return bytes(rest)
+        seconds = header.get("seconds")
+        return ChildLink(bytes(rest), float(seconds) if isinstance(seconds, (int, float)) else 0.0)
     error, message = str(header.get("error")), str(header.get("message"))
     if error == "ImportError":
         raise ImportError(message)
@@ -176,14 +187,16 @@ def _serve(request: bytes) -> bytes:
     from . import _nvjitlink
 
     try:
+        start = time.perf_counter()
         cubin = _nvjitlink.link_blobs(inputs, options, str(header.get("sources") or ""))
+        seconds = time.perf_counter() - start
     except LinkError as exc:
         reply = {"ok": False, "error": type(exc).__name__, "message": exc.message}
         reply.update(log=exc.log, result=exc.result)
         return _frame(reply)
     except ImportError as exc:
         return _frame({"ok": False, "error": "ImportError", "message": str(exc)})
-    return _frame({"ok": True}, cubin)
+    return _frame({"ok": True, "seconds": seconds}, cubin)
 
 
 def main() -> int:

@@ -357,7 +357,12 @@ def nvjitlink_version() -> tuple[int, int]:
         return lib.version
     from cuda.bindings import nvjitlink
 
-    major, minor = nvjitlink.version()
+    try:
+        major, minor = nvjitlink.version()
+    except (RuntimeError, OSError) as exc:  # cuda-pathfinder found no libnvJitLink to load
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        msg = f"libnvJitLink cannot be loaded: {first}"
+        raise ImportError(msg) from None
     return int(major), int(minor)
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "LinkInput",
     "binary_path",
     "bridge_files",
+    "container_sources",
     "device_code_of",
     "runtime_device_code",
 ]
@@ -60,6 +61,29 @@ def device_code_of(binary: ModuleType | str | os.PathLike[str]) -> DeviceCode:
             name = f"{path.name}:{section.index}:{number}"
             inputs.append(LinkInput(name, container))
     return DeviceCode(path, tuple(inputs))
+
+
+def container_sources(code: DeviceCode) -> dict[str, str]:
+    """The source each container of ``code`` was built from, by input name, as the build
+    recorded it (section ``__cudaq_rt_info``; see ``inspect``). Containers without a record
+    are left out; a binary whose records cannot be read gives none. For messages: it hashes
+    every container, so it is not on the lookup path.
+    """
+    from skbuild_cudaq.build._device_info import container_digest, read_records
+
+    try:
+        records = read_records(code.path)
+    except DeviceCodeError:
+        return {}
+    by_digest = {
+        str(digest): str(record.get("source"))
+        for record in records
+        for digest in record.get("containers", [])
+    }
+    if not by_digest:
+        return {}
+    named = ((i.name, by_digest.get(container_digest(i.container.data))) for i in code.inputs)
+    return {name: source for name, source in named if source}
 
 
 #: The host-ring bridge's hooks in the device run time, which a bridge of your

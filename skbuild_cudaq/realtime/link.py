@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ from .device_code import (
     DeviceCode,
     LinkInput,
     bridge_files,
+    container_sources,
     device_code_of,
     runtime_device_code,
 )
@@ -112,6 +114,9 @@ class LinkResult:
     binary: Path
     cache_hit: bool
     cache_path: Path | None
+    #: Seconds nvJitLink took (loading the library and, for an isolated link, starting the
+    #: child process not included); None for a cubin from the cache.
+    seconds: float | None = None
 
 
 def _linkable(item: LinkInput, arch: int) -> bool:
@@ -124,17 +129,66 @@ def _linkable(item: LinkInput, arch: int) -> bool:
     return False
 
 
-def _check_arch(groups: list[tuple[str, tuple[LinkInput, ...]]], sm: str, number: int) -> None:
-    for source, inputs in groups:
-        for item in inputs:
-            if not _linkable(item, number):
-                have = ", ".join(f"{e.kind} {e.sm}" for e in item.container.entries) or "no entries"
+def _lowest(item: LinkInput) -> int | None:
+    """The oldest GPU any entry of a container links for (LTO-IR / PTX), or None (SASS only)."""
+    archs = [e.arch for e in item.container.entries if e.kind_code in (_KIND_LTO_IR, _KIND_PTX)]
+    return min(archs) if archs else None
+
+
+def _has(item: LinkInput) -> str:
+    return ", ".join(f"{e.kind} {e.sm}" for e in item.container.entries) or "no entries"
+
+
+def _check_arch(runtime: tuple[str, tuple[LinkInput, ...]], code: DeviceCode, sm: str) -> None:
+    """Refuse an architecture some input has no code for, before nvJitLink runs.
+
+    Below the device run time's floor (sm_80) nothing can help: say so. Otherwise name the
+    binary's container by the source its build record gives (as ``inspect`` does) and the
+    setting that builds it for older GPUs (``architectures``).
+    """
+    _, number = parse_arch(sm)
+    what, inputs = runtime
+    floors = [low for low in map(_lowest, inputs) if low is not None]
+    floor = min(floors) if floors else None
+    for item in inputs:
+        if not _linkable(item, number):
+            if floor is not None and number < floor:
                 msg = (
-                    f"cannot link for {sm}: {item.name} from {source} has no code for it "
-                    f"({have}); LTO-IR for sm_XY links for sm_XY and newer GPUs only. "
-                    f"Link for a newer architecture or rebuild with an older one (ARCHITECTURES)"
+                    f"cannot link for {sm}: skbuild-cudaq serves GPUs of sm_{floor} and newer "
+                    f"(its device run time is LTO-IR for sm_{floor}); {sm} is below that floor "
+                    f"and no build setting changes it: link for sm_{floor} or newer"
                 )
-                raise LinkError(msg)
+            else:
+                msg = (
+                    f"cannot link for {sm}: {item.name} of {what} has no code for it "
+                    f"({_has(item)}); LTO-IR built for sm_XY links for sm_XY and newer GPUs only"
+                )
+            raise LinkError(msg)
+    names: dict[str, str] | None = None
+    for item in code.inputs:
+        if _linkable(item, number):
+            continue
+        if names is None:
+            names = container_sources(code)
+        source = names.get(item.name)
+        where = (
+            f"{source} (container {item.name})"
+            if source
+            else f"container {item.name} (no build record names its source)"
+        )
+        low = _lowest(item)
+        advice = (
+            f'rebuild it for {sm}: add "{number}" to its architectures (pyproject.toml: '
+            "[tool.cudaq.dispatch-kernels]; CMake: ARCHITECTURES)"
+        )
+        if low is not None:
+            advice = f"link for sm_{low} or newer, or {advice}"
+        msg = (
+            f"cannot link {code.path.name} for {sm}: {where} has no code for {sm} "
+            f"({_has(item)}); LTO-IR built for sm_XY links for sm_XY and newer GPUs only. "
+            f"{advice[0].upper()}{advice[1:]}"
+        )
+        raise LinkError(msg)
 
 
 @dataclass(frozen=True)
@@ -160,7 +214,7 @@ class PreparedLink:
 
     def finish(self, arch: str | int) -> LinkResult:
         """The cubin for ``arch``: from the cache, else linked (and stored)."""
-        sm, number = parse_arch(arch)
+        sm, _ = parse_arch(arch)
         runtime_name = "skbuild-cudaq's device run time"
         runtime = "run time"
         if self.options.bridge is not None:
@@ -171,7 +225,7 @@ class PreparedLink:
             (runtime_name, self.runtime.inputs),
             (str(self.code.path), self.code.inputs),
         ]
-        _check_arch(groups, sm, number)
+        _check_arch((runtime_name, self.runtime.inputs), self.code, sm)
         inputs = self.inputs
         key = None
         if self.digest is not None:
@@ -205,14 +259,16 @@ class PreparedLink:
                 from ._link_child import link_in_child
 
                 blobs = [(i.name, i.container.data) for i in inputs]
-                cubin = link_in_child(
+                cubin, seconds = link_in_child(
                     blobs, opts, sources, self.options.timeout, self.options.memory_limit
                 )
             else:
+                start = time.perf_counter()
                 cubin = _nvjitlink.link(inputs, opts, sources=sources)
+                seconds = time.perf_counter() - start
         # a location that cannot be written: one warning, the cubin returned uncached
         stored = None if key is None else self.cache.store(key, cubin)
-        return LinkResult(cubin, sm, self.code.path, False, stored)
+        return LinkResult(cubin, sm, self.code.path, False, stored, seconds)
 
     def _digest(self, identity: str) -> str:
         return link_digest(self.runtime, self.code, self.options, identity)

@@ -43,7 +43,6 @@ from ._sources import (
     parse_settings,
     read_pyproject,
     settings_from_pyproject,
-    settings_warnings,
 )
 from ._toml_text import format_key, show_value
 
@@ -71,7 +70,6 @@ __all__ = [
     "read_pyproject",
     "setting",
     "settings_from_pyproject",
-    "settings_warnings",
     "show_value",
     "unsafe_path_chars",
 ]

@@ -68,9 +68,9 @@ class DispatchKernelSettings:
         shorthand=True,
     )
     architectures: tuple[str, ...] = setting(
-        help='GPU architectures to build LTO-IR for (numbers 80 to 9999; 80, "80", "sm_80" '
-        'and "lto_80" are the same). LTO-IR for one architecture links for that GPU and every '
-        "newer one.",
+        help='GPU architectures to build LTO-IR for (numbers 80 to 9999; 80, "80", "sm_80", '
+        '"lto_80" and "compute_80" are the same). LTO-IR for one architecture links for that GPU '
+        "and every newer one.",
         default=DEFAULT_ARCHITECTURES,
         item=ARCHITECTURE,
         min_items=1,
@@ -94,6 +94,7 @@ class CudaqSettings:
         key=TARGET_NAME,
         key_name="<target>",
         key_example="_core",
+        min_items=1,
         validate=_one_target_per_source,
     )
     compiler: str = setting(

@@ -27,7 +27,6 @@ __all__ = [
     "parse_settings",
     "read_pyproject",
     "settings_from_pyproject",
-    "settings_warnings",
 ]
 
 
@@ -187,6 +186,17 @@ class _Converter:
                 f"[{format_key(path)}] {example} = {entry}",
             )
             return _INVALID
+        min_items = meta.get("min_items", 0)
+        if len(raw) < min_items:
+            key_name = meta.get("key_name", "<name>")
+            example = meta.get("key_example", "name")
+            self.report(
+                path,
+                f"empty table; expected at least {min_items} entry {key_name} = "
+                f"{describe(value_hint)}",
+                f"add one, e.g. {example} = {_example_of(value_hint)}, or remove the table",
+            )
+            return _INVALID
         out: dict[str, Any] = {}
         ok = True
         key_rule = meta.get("key")
@@ -205,6 +215,17 @@ class _Converter:
             validate(out, raw, path, self.report)
             ok = ok and len(self.problems) == before
         return out if ok else _INVALID
+
+
+def _example_of(hint: Any) -> str:
+    """A good value of type ``hint`` as TOML text, for fixes (a dataclass: its shorthand)."""
+    if dataclasses.is_dataclass(hint):
+        specs = field_specs(typing.cast("type", hint))
+        short = next((s for s in specs if s.meta.get("shorthand")), None)
+        rule = short.meta.get("item") if short is not None else None
+        if rule is not None:
+            return f"[{rule.example}]"
+    return placeholder(hint)
 
 
 def parse_settings(
@@ -279,31 +300,3 @@ def load_settings(pyproject: Path) -> CudaqSettings:
     file cannot be read or parsed (:func:`read_pyproject`).
     """
     return settings_from_pyproject(read_pyproject(pyproject), pyproject)
-
-
-def settings_warnings(pyproject: Path | Mapping[str, Any]) -> list[str]:
-    """Things in a valid ``[tool.cudaq]`` that are almost certainly mistakes, in words.
-
-    ``pyproject`` is the file or its parsed content. An empty
-    ``[tool.cudaq.dispatch-kernels]`` is valid (it builds, embedding no kernel) but
-    a project declares the table to get a kernel. Never raises: a file that cannot be read
-    is :func:`load_settings`' to report.
-    """
-    if isinstance(pyproject, Mapping):
-        data: Mapping[str, Any] = pyproject
-    else:
-        try:
-            with Path(pyproject).open("rb") as f:
-                data = tomllib.load(f)
-        except (OSError, tomllib.TOMLDecodeError):
-            return []
-    tool = data.get("tool")
-    cudaq = tool.get("cudaq") if isinstance(tool, dict) else None
-    kernels = cudaq.get("dispatch-kernels") if isinstance(cudaq, dict) else None
-    if isinstance(kernels, dict) and not kernels:
-        return [
-            "[tool.cudaq.dispatch-kernels] is empty: no dispatch kernel is built or embedded. "
-            'Add one entry per binary, e.g. _core = ["src/my_dispatcher.cu"] (the CMake target '
-            "or setuptools extension whose binary holds the handlers), or remove the table."
-        ]
-    return []

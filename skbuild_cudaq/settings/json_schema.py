@@ -65,6 +65,8 @@ def _value_schema(hint: Any, meta: Meta) -> dict[str, Any]:
     if origin is dict:
         _, value_hint = typing.get_args(hint)
         schema = {"type": "object"}
+        if meta.get("min_items"):
+            schema["minProperties"] = meta["min_items"]
         if "key" in meta:
             schema["propertyNames"] = dict(meta["key"].schema)
         schema["additionalProperties"] = _value_schema(value_hint, {})
@@ -154,6 +156,8 @@ def _rows(cls: type, prefix: str) -> list[tuple[str, str, str, str]]:
         accepted = describe(spec.hint, spec.meta)
         if origin is dict:
             accepted = f"a table of `{spec.meta.get('key_name', '<name>')}` = entry (below)"
+            if spec.meta.get("min_items"):
+                accepted += f", at least {spec.meta['min_items']}"
         if origin is tuple:
             notes = []
             if spec.meta.get("min_items"):

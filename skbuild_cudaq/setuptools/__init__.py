@@ -209,7 +209,7 @@ class build_cudaq_kernels(Command):  # type: ignore[misc]  # setuptools is untyp
         self.force: bool | None = None
         self.plans: dict[str, ExtensionPlan] = {}
         self._settings: Any = None
-        self._nvcc_versions: dict[Path, str] = {}
+        self._compilers: dict[Path, str] = {}
 
     def finalize_options(self) -> None:
         self.set_undefined_options("build_ext", ("build_temp", "build_temp"), ("force", "force"))
@@ -222,17 +222,9 @@ class build_cudaq_kernels(Command):  # type: ignore[misc]  # setuptools is untyp
     def settings(self) -> Any:
         """The validated ``[tool.cudaq]`` of the project (``load_settings``: the shared core)."""
         if self._settings is None:
-            from skbuild_cudaq.settings import (
-                read_pyproject,
-                settings_from_pyproject,
-                settings_warnings,
-            )
+            from skbuild_cudaq.settings import load_settings
 
-            path = self.project_dir / "pyproject.toml"
-            data = read_pyproject(path)  # parsed once for the settings and the warnings
-            self._settings = settings_from_pyproject(data, path)
-            for warning in settings_warnings(data):
-                _log.warning(warning)
+            self._settings = load_settings(self.project_dir / "pyproject.toml")
         return self._settings
 
     def _extensions(self) -> list[Any]:
@@ -317,7 +309,7 @@ class build_cudaq_kernels(Command):  # type: ignore[misc]  # setuptools is untyp
                         obj,
                         (self.project_dir / source).resolve(),
                         project_dir=self.project_dir,
-                        nvcc=self._nvcc_version(nvcc),
+                        compiler=self._compiler(nvcc),
                         architectures=architectures,
                     )
                     if record is not None:
@@ -383,10 +375,11 @@ class build_cudaq_kernels(Command):  # type: ignore[misc]  # setuptools is untyp
             _log.progress(f"{what}: up to date")
         return output
 
-    def _nvcc_version(self, nvcc: Path) -> str:
-        if nvcc not in self._nvcc_versions:
-            self._nvcc_versions[nvcc] = _device_info.nvcc_version(nvcc)
-        return self._nvcc_versions[nvcc]
+    def _compiler(self, nvcc: Path) -> str:
+        """What the build records name as the compiler: ``nvcc 13.0.88``."""
+        if nvcc not in self._compilers:
+            self._compilers[nvcc] = _device_info.nvcc_compiler(nvcc)
+        return self._compilers[nvcc]
 
     def _kernel_record(
         self,
@@ -416,7 +409,7 @@ class build_cudaq_kernels(Command):  # type: ignore[misc]  # setuptools is untyp
             source=path,
             project_dir=self.project_dir,
             compiled="side",
-            nvcc=self._nvcc_version(nvcc),
+            compiler=self._compiler(nvcc),
             architectures=architectures,
             kernels=kernels,
             handlers=handlers,

@@ -1,0 +1,138 @@
+"""Zero-configuration NVRTC: the backend's ``get_requires_for_build_*`` hooks add the NVRTC
+wheels of the project's CUDA major where no nvcc is found (plain tests: the decision, with the
+toolkit hidden through the search's own inputs). The whole path -- a downstream project built
+with build isolation on a machine with no nvcc anywhere, its wheel checked -- runs in
+``tests/test_ci_recipe.py``.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from skbuild_cudaq.build._requires import NVRTC_REQUIREMENTS, cuda_major, device_compiler_requires
+from skbuild_cudaq.build._toolchain import nvcc_from_wheel
+
+CU13 = list(NVRTC_REQUIREMENTS[13])
+CU12 = list(NVRTC_REQUIREMENTS[12])
+
+
+def no_toolkit(tmp_path: Path) -> dict[str, str]:
+    """An environment whose nvcc search finds nothing: PATH without nvcc, no CUDA_HOME or
+    CUDA_PATH, no fixed roots (SKBUILD_CUDAQ_CUDA_ROOTS empty), no CUDACXX."""
+    if nvcc_from_wheel() is not None:
+        pytest.skip("the nvidia-cuda-nvcc wheel is installed in this environment")
+    empty = tmp_path / "bin"
+    empty.mkdir(exist_ok=True)
+    hidden = {"CUDA_HOME", "CUDA_PATH", "CUDACXX", "CMAKE_CUDA_COMPILER"}
+    env = {k: v for k, v in os.environ.items() if k not in hidden}
+    env["PATH"] = str(empty)
+    env["SKBUILD_CUDAQ_CUDA_ROOTS"] = ""
+    return env
+
+
+def with_nvcc(tmp_path: Path) -> dict[str, str]:
+    env = no_toolkit(tmp_path)
+    nvcc = tmp_path / "bin" / "nvcc"
+    nvcc.write_text("#!/bin/sh\n")
+    nvcc.chmod(0o755)
+    return env
+
+
+def project(deps: list[str] | None = None) -> dict[str, object]:
+    return {"project": {"name": "p", "dependencies": deps or []}}
+
+
+def test_no_nvcc_anywhere_adds_nvrtc_of_cuda_13(tmp_path: Path) -> None:
+    found = device_compiler_requires(project(), "auto", {}, no_toolkit(tmp_path))
+    assert list(found.requirements) == CU13
+    assert found.reason.startswith("no nvcc found: the build environment gets NVRTC of CUDA 13")
+    # the pin is the oldest minor the run time accepts: LTO-IR links only with an
+    # nvJitLink no older than its compiler
+    assert CU13[0] == "nvidia-cuda-nvrtc==13.0.*" and CU12[0] == "nvidia-cuda-nvrtc-cu12==12.9.*"
+
+
+def test_nvcc_found_adds_nothing(tmp_path: Path) -> None:
+    found = device_compiler_requires(project(), "auto", {}, with_nvcc(tmp_path))
+    assert found.requirements == ()
+    assert found.reason == f"nvcc found: {(tmp_path / 'bin' / 'nvcc').resolve()}"
+    given = {"cmake.define.CMAKE_CUDA_COMPILER": "/opt/x/nvcc"}
+    found = device_compiler_requires(project(), "auto", given, no_toolkit(tmp_path))
+    assert found.requirements == ()
+
+
+def test_the_compiler_setting_decides_first(tmp_path: Path) -> None:
+    assert device_compiler_requires(project(), "nvcc", {}, no_toolkit(tmp_path)).requirements == ()
+    nvrtc = device_compiler_requires(project(), "nvrtc", {}, with_nvcc(tmp_path))
+    assert list(nvrtc.requirements) == CU13
+    assert nvrtc.reason.startswith("the device compiler is NVRTC")
+    # -C cmake.define.SKBUILD_CUDAQ_COMPILER beats [tool.cudaq] compiler, as for CMake
+    forced = {"cmake.define.SKBUILD_CUDAQ_COMPILER": "nvcc"}
+    assert device_compiler_requires(project(), "nvrtc", forced, no_toolkit(tmp_path)) == (
+        (),
+        "the device compiler is nvcc (compiler = nvcc)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("deps", "major"),
+    [
+        (["skbuild-cudaq[runtime]"], 13),
+        (["skbuild-cudaq[cu13]>=0.1"], 13),
+        (["Skbuild_CUDAQ[cu12]"], 12),
+        (["numpy", "skbuild-cudaq[cu12]; sys_platform == 'linux'"], 12),
+        (["skbuild-cudaq"], None),
+        (["skbuild-cudaq[cu12,cu13]"], None),  # two majors: not one to pick
+        (["not a requirement ["], None),
+        ([], None),
+    ],
+)
+def test_the_cuda_major_comes_from_the_dependencies(deps: list[str], major: int | None) -> None:
+    assert cuda_major(project(deps)) == major
+
+
+def test_a_cuda_12_project_gets_nvrtc_12(tmp_path: Path) -> None:
+    found = device_compiler_requires(
+        project(["skbuild-cudaq[cu12]"]), "auto", {}, no_toolkit(tmp_path)
+    )
+    assert list(found.requirements) == CU12
+    major = {"cmake.define.SKBUILD_CUDAQ_NVRTC_MAJOR": "12"}
+    found = device_compiler_requires(project(), "auto", major, no_toolkit(tmp_path))
+    assert list(found.requirements) == CU12
+
+
+@pytest.mark.parametrize(
+    "hook", ["get_requires_for_build_wheel", "get_requires_for_build_editable"]
+)
+def test_the_backend_hooks_add_it_and_say_so(tmp_path: Path, hook: str) -> None:
+    """The PEP 517 hooks as a frontend calls them: in the project's directory, in a process
+    of their own; what they add is logged on stderr."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["skbuild-cudaq"]\nbuild-backend = "skbuild_cudaq.build"\n'
+        '[project]\nname = "p"\nversion = "1"\ndependencies = ["skbuild-cudaq[cu12]"]\n'
+        '[tool.cudaq.dispatch-kernels]\n_core = ["k.cu"]\n'
+    )
+    (proj / "k.cu").write_text("// kernel\n")
+    code = f"import skbuild_cudaq.build as b; print(b.{hook}())"
+    env = no_toolkit(tmp_path)
+    env["PATH"] = os.pathsep.join([env["PATH"], os.environ.get("PATH", "")])  # cmake, ninja
+    env["PATH"] = os.pathsep.join(
+        p for p in env["PATH"].split(os.pathsep) if not (Path(p) / "nvcc").exists()
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=proj, env=env, capture_output=True, text=True,
+        check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    requires = ast.literal_eval(proc.stdout)
+    assert [r for r in requires if r.startswith("nvidia-")] == CU12
+    assert "skbuild-cudaq: no nvcc found: the build environment gets NVRTC of CUDA 12" in (
+        proc.stderr
+    )

@@ -1,0 +1,462 @@
+"""``skbuild-cudaq check`` and ``check_wheel`` / ``check_distribution``.
+
+Plain tests: targets that are not wheels, wheels without device code, the table, the
+program name. ``toolchain`` tests (nvcc, gcc, nvJitLink; no GPU): modules built the way the
+build builds them -- each source side-compiled to an LTO-IR fatbin with nvcc's ``fatbin`` and
+``ptx`` recipes, a build record from the PTX, both embedded by the shared embed core's
+generated C (:mod:`skbuild_cudaq.build._embed`) -- packed into wheels, then a good wheel, a
+module that lost ``__nv_relfatbin`` (``objcopy --remove-section``, what a careless repair
+step does), one that lost one container, an architecture that does not link, a module that
+does not link at all, and records that declare what the code lacks. Wheels from ``pip
+wheel``, ``python -m build``, ``auditwheel repair`` and installed distributions are checked
+in ``tests/test_integration_build.py``; a downstream CI run in ``tests/test_ci_recipe.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from skbuild_cudaq.build import _device_info, _embed
+from skbuild_cudaq.cli import program_name
+
+HERE = Path(__file__).resolve().parent
+KERNELS = HERE / "gpu_kernels"
+SCRIPT = Path(sys.executable).parent / "skbuild-cudaq"
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "skbuild_cudaq", "check", *args],
+        capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+
+
+def make_wheel(where: Path, members: dict[str, bytes], name: str = "pkg") -> Path:
+    """A wheel file holding ``members`` (path -> bytes) and a minimal ``.dist-info``."""
+    wheel = where / f"{name}-1.0-cp310-abi3-linux_x86_64.whl"
+    info = f"{name}-1.0.dist-info"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for path, data in members.items():
+            zf.writestr(path, data)
+        zf.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+        zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: false\n")
+        record = "".join(f"{p},,\n" for p in [*members, f"{info}/METADATA", f"{info}/WHEEL"])
+        zf.writestr(f"{info}/RECORD", record + f"{info}/RECORD,,\n")
+    return wheel
+
+
+# ---------------------------------------------------------------------------------------------
+# Plain: what is not a wheel with device code
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_missing_file_and_an_unknown_distribution_are_one_line_each(tmp_path: Path) -> None:
+    from skbuild_cudaq.realtime import check_distribution, check_wheel
+
+    report = check_wheel(tmp_path / "nope.whl")
+    assert not report.ok and report.kind == "unknown"
+    (problem,) = report.problems
+    assert (problem.kind, str(problem)) == ("not-found", f"{tmp_path / 'nope.whl'}: no such file")
+    report = check_distribution("no-such-distribution-here", path=[str(tmp_path)])
+    (problem,) = report.problems
+    assert problem.kind == "not-found"
+    assert "neither a wheel file nor an installed distribution" in str(problem)
+    (tmp_path / "text.whl").write_text("not a zip")
+    (problem,) = check_wheel(tmp_path / "text.whl").problems
+    assert str(problem).startswith(f"{tmp_path / 'text.whl'}: not a wheel (cannot read it as a zip")
+
+
+def test_a_wheel_without_device_code_fails(tmp_path: Path) -> None:
+    """A host-only binary (this Python) is listed as such; no module with device code is an
+    error: a check of a wheel that should carry dispatch kernels must not pass on none."""
+    from skbuild_cudaq.realtime import check_wheel
+
+    host = Path(sys.executable).resolve().read_bytes()
+    wheel = make_wheel(tmp_path, {"pkg/__init__.py": b"", "pkg/tool": host})
+    report = check_wheel(wheel)
+    assert report.kind == "wheel" and report.modules == ()
+    assert report.other_binaries == ("pkg/tool",)
+    (problem,) = report.problems
+    assert problem.kind == "no-device-code"
+    assert str(problem).startswith(f"{wheel.name}: no module carries device code (1 binaries")
+
+
+def test_member_names_never_become_paths_outside_the_extraction(tmp_path: Path) -> None:
+    from skbuild_cudaq.realtime._packaged import open_wheel
+
+    host = Path(sys.executable).resolve().read_bytes()
+    members = {"../../evil.so": host, "pkg/..": host, "pkg/ok.so": host}
+    wheel = make_wheel(tmp_path, members)
+    with open_wheel(wheel) as packaged:
+        names = [b.name for b in packaged.binaries]
+        paths = [b.path for b in packaged.binaries]
+        root = paths[0].parent.parent
+        assert names == ["../../evil.so", "pkg/..", "pkg/ok.so"]
+        assert all(p.parent.parent == root and p.is_file() for p in paths)
+        assert [p.name for p in paths] == ["evil.so", "binary", "ok.so"]
+    assert not root.exists()  # removed on close
+    assert not (tmp_path.parent / "evil.so").exists()
+
+
+def test_cli_missing_wheel_is_one_error_line_and_exit_1(tmp_path: Path) -> None:
+    proc = run_cli(str(tmp_path / "gone.whl"))
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [f"skbuild-cudaq: error: {tmp_path}/gone.whl: no such file"]
+    assert "checked 1 target: 0 modules, 0 links" in proc.stdout
+
+
+def test_program_name_follows_how_it_was_run() -> None:
+    assert program_name("/x/site-packages/skbuild_cudaq/__main__.py") == "python -m skbuild_cudaq"
+    assert program_name("/venv/bin/skbuild-cudaq") == "skbuild-cudaq"
+    if not SCRIPT.is_file():
+        pytest.skip(f"no {SCRIPT} (skbuild-cudaq is not installed in this environment)")
+    proc = subprocess.run([str(SCRIPT), "--help"], capture_output=True, text=True, check=True)
+    assert proc.stdout.startswith("usage: skbuild-cudaq "), proc.stdout
+    proc = subprocess.run(
+        [sys.executable, "-m", "skbuild_cudaq", "--help"], capture_output=True, text=True,
+        check=True,
+    )  # fmt: skip
+    assert proc.stdout.startswith("usage: python -m skbuild_cudaq "), proc.stdout
+
+
+def test_table_lists_every_kernel_handler_and_architecture() -> None:
+    from skbuild_cudaq.cli._check import render_table
+    from skbuild_cudaq.realtime import ArchCheck, CheckReport, ModuleCheck
+
+    module = ModuleCheck(
+        "pkg/_core.so",
+        kernels=("k_one", "k_two"),
+        handlers=("h",),
+        architectures=("sm_80", "sm_90", "sm_100"),
+        containers=3,
+        unnamed=1,
+        links=(
+            ArchCheck("sm_80", True, 0.0213, 40960),
+            ArchCheck("sm_90", False),
+            ArchCheck("sm_100", False, 0.03, 1024),
+        ),
+    )
+    text = render_table(CheckReport("pkg.whl", "wheel", (module,), ("pkg.libs/x.so",)))
+    assert text.splitlines() == [
+        "pkg.whl:",
+        "  module        kernels                 handlers  arch    link                cubin",
+        "  pkg/_core.so  k_one                   h         sm_80   21 ms               40.0 KiB",
+        "                k_two                             sm_90   FAILED              -",
+        "                (+1 unnamed container)            sm_100  30 ms (incomplete)  1.0 KiB",
+        "  (1 binary without device code)",
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Toolchain: modules built the way the build builds them
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Source:
+    file: Path
+    archs: tuple[str, ...] = ("80",)
+    embed: bool = True  #: False: the record is embedded, the fatbin not (a lost container)
+    #: edits of the record (as if the build had declared more than the code has)
+    record: Callable[[dict[str, object]], None] | None = None
+
+
+class ModuleMaker:
+    """Builds ``<name>.so`` from side-compiled sources with records (nvcc + gcc), cached."""
+
+    def __init__(self, nvcc: Path, root: Path) -> None:
+        self.nvcc, self.root = nvcc, root
+        self.gcc = shutil.which("gcc") or shutil.which("cc")
+
+    def fatbin(self, source: Source) -> tuple[Path, Path]:
+        stem = f"{source.file.stem}-{'-'.join(source.archs)}"
+        fatbin, ptx = self.root / f"{stem}.fatbin", self.root / f"{stem}.ptx"
+        if not fatbin.is_file():
+            flags = _embed.CompileFlags()
+            for command, out in (
+                (_embed.fatbin_command(self.nvcc, source.file, fatbin,
+                                       architectures=source.archs, flags=flags), fatbin),
+                (_embed.ptx_command(self.nvcc, source.file, ptx,
+                                    architecture=source.archs[0], flags=flags), ptx),
+            ):  # fmt: skip
+                _embed.run_compile(command, out, f"nvcc {source.file.name}", cwd=source.file.parent)
+        return fatbin, ptx
+
+    def module(self, name: str, sources: Sequence[Source]) -> Path:
+        if self.gcc is None:
+            pytest.skip("no C compiler (gcc)")
+        work = self.root / name
+        work.mkdir()
+        fatbins, records = [], []
+        for index, source in enumerate(sources):
+            fatbin, ptx = self.fatbin(source)
+            kernels, handlers = _device_info.names_from_ptx(ptx.read_text())
+            record = _device_info.make_record(
+                source=source.file, project_dir=HERE, compiled="side",
+                compiler=_device_info.nvcc_compiler(self.nvcc), architectures=source.archs,
+                kernels=kernels, handlers=handlers,
+                containers=[c.data for c in _read_fatbin(fatbin)],
+            )  # fmt: skip
+            if source.record is not None:
+                source.record(record)
+            json_path = work / f"record-{index}.json"
+            _device_info.write_record(json_path, record)
+            records.append(json_path)
+            if source.embed:
+                fatbins.append(fatbin)
+        c_file = work / "embed.c"
+        c_file.write_text(_embed.embed_c_source(fatbins, records=records))
+        out = work / f"{name}.so"
+        subprocess.run(
+            [self.gcc, "-shared", "-fPIC", "-o", str(out), str(c_file)],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        return out
+
+
+def _read_fatbin(path: Path) -> tuple[object, ...]:
+    from skbuild_cudaq.fatbin import read_fatbin_file
+
+    return read_fatbin_file(path)
+
+
+@pytest.fixture(scope="module")
+def maker(nvcc: Path, tmp_path_factory: pytest.TempPathFactory) -> ModuleMaker:
+    return ModuleMaker(nvcc, tmp_path_factory.mktemp("check-modules"))
+
+
+DISPATCHER = Source(KERNELS / "single_thread_dispatcher.cu")
+HANDLERS = Source(KERNELS / "handlers_a.cu")
+LAUNCH_CHECKS_90 = Source(KERNELS / "launch_checks.cu", archs=("90",))
+
+
+def wheel_of(module: Path, where: Path) -> Path:
+    where.mkdir(parents=True, exist_ok=True)
+    return make_wheel(where, {"pkg/__init__.py": b"", f"pkg/{module.name}": module.read_bytes()})
+
+
+@pytest.fixture(scope="module")
+def good_wheel(maker: ModuleMaker) -> Path:
+    module = maker.module("_good", [DISPATCHER, HANDLERS, Source(KERNELS / "handlers_b.cu")])
+    return wheel_of(module, maker.root / "good")
+
+
+@pytest.mark.toolchain
+def test_good_wheel_names_every_kernel_handler_and_architecture(good_wheel: Path) -> None:
+    from skbuild_cudaq.realtime import check_wheel
+
+    report = check_wheel(good_wheel)
+    assert report.ok, [str(p) for p in report.problems]
+    (module,) = report.modules
+    assert module.module == "pkg/_good.so"
+    assert module.sources == (
+        "gpu_kernels/single_thread_dispatcher.cu",
+        "gpu_kernels/handlers_a.cu",
+        "gpu_kernels/handlers_b.cu",
+    )
+    assert module.kernels == ("single_thread_dispatcher",)
+    assert module.handlers == ("echo", "rpc_increment")
+    assert (module.architectures, module.containers, module.unnamed) == (("sm_80",), 3, 0)
+    (link,) = module.links
+    assert link.ok and link.arch == "sm_80"
+    assert link.seconds is not None and 0 < link.seconds < 60
+    assert link.cubin_size is not None and link.cubin_size > 1000
+    # the built-in kernel is linked too
+    assert set(link.kernels) == {"single_thread_dispatcher", "cudaq_realtime_unified_dispatch"}
+    assert set(link.handlers) >= {"echo", "rpc_increment"}
+
+
+@pytest.mark.toolchain
+def test_cli_prints_the_table_and_json_and_exits_0(good_wheel: Path) -> None:
+    proc = run_cli(str(good_wheel))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"{good_wheel.name}:"
+    assert lines[1].split() == ["module", "kernels", "handlers", "arch", "link", "cubin"]
+    first, second = lines[2].split(), lines[3].split()
+    assert first[:5] == ["pkg/_good.so", "single_thread_dispatcher", "echo", "sm_80", *first[4:5]]
+    assert first[5] == "ms" and first[7] == "KiB"
+    assert second == ["rpc_increment"]
+    assert lines[-1].startswith("checked 1 target: 1 module, 1 link in ") and "s: ok" in lines[-1]
+    proc = run_cli("--json", "--arch", "sm_90", "--arch", "100", str(good_wheel))
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["ok"] is True
+    (target,) = doc["targets"]
+    (module,) = target["modules"]
+    assert module["architectures"] == ["sm_90", "sm_100"]
+    assert [(link["arch"], link["ok"]) for link in module["links"]] == [
+        ("sm_90", True), ("sm_100", True),
+    ]  # fmt: skip
+    assert all(link["cubin_size"] > 1000 for link in module["links"])
+
+
+@pytest.mark.toolchain
+def test_a_module_that_lost_its_relfatbin_fails_in_one_line(
+    good_wheel: Path, tmp_path: Path
+) -> None:
+    """``objcopy --remove-section __nv_relfatbin``: what a repair step that drops unknown
+    sections does. The build records are still there and name what is gone."""
+    objcopy = shutil.which("objcopy")
+    if objcopy is None:
+        pytest.skip("no objcopy")
+    with zipfile.ZipFile(good_wheel) as zf:
+        module = tmp_path / "_good.so"
+        module.write_bytes(zf.read("pkg/_good.so"))
+    subprocess.run([objcopy, "--remove-section", "__nv_relfatbin", str(module)], check=True)
+    wheel = wheel_of(module, tmp_path / "stripped")
+    proc = run_cli(str(wheel))
+    assert proc.returncode == 1
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(
+        f"skbuild-cudaq: error: {wheel.name}: pkg/_good.so: lost its device code: no "
+        "__nv_relfatbin section, though its build recorded 3 sources "
+        "(gpu_kernels/single_thread_dispatcher.cu, gpu_kernels/handlers_a.cu, "
+        "gpu_kernels/handlers_b.cu)"
+    ), line
+    assert "Traceback" not in proc.stdout + proc.stderr
+    # the table still shows what the module declared
+    assert "single_thread_dispatcher" in proc.stdout and "sm_80" in proc.stdout
+
+
+@pytest.mark.toolchain
+def test_a_module_that_lost_one_container(maker: ModuleMaker, tmp_path: Path) -> None:
+    from skbuild_cudaq.realtime import check_wheel
+
+    lost = Source(KERNELS / "handlers_b.cu", embed=False)
+    wheel = wheel_of(maker.module("_partial", [DISPATCHER, HANDLERS, lost]), tmp_path)
+    report = check_wheel(wheel)
+    (problem,) = report.problems
+    assert problem.kind == "lost-device-code" and problem.module == "pkg/_partial.so"
+    assert "lost the device code of gpu_kernels/handlers_b.cu" in str(problem)
+    assert "\n" not in str(problem)
+
+
+@pytest.mark.toolchain
+def test_an_architecture_that_does_not_link(maker: ModuleMaker, tmp_path: Path) -> None:
+    """One source declared for sm_90 only: the module links for sm_90 and not for sm_80, the
+    other declared architecture; the line names the source and the setting that fixes it."""
+    from skbuild_cudaq.realtime import check_wheel
+
+    wheel = wheel_of(maker.module("_mixed", [DISPATCHER, HANDLERS, LAUNCH_CHECKS_90]), tmp_path)
+    report = check_wheel(wheel)
+    (module,) = report.modules
+    assert module.architectures == ("sm_80", "sm_90")
+    assert [(link.arch, link.ok) for link in module.links] == [("sm_80", False), ("sm_90", True)]
+    assert set(module.kernels) == {"single_thread_dispatcher", "cluster_report", "grid_sync_report"}
+    (problem,) = report.problems
+    assert (problem.kind, problem.arch) == ("link", "sm_80")
+    text = str(problem)
+    assert text.startswith(f"{wheel.name}: pkg/_mixed.so: does not link for sm_80: ")
+    assert "gpu_kernels/launch_checks.cu (container _mixed.so:" in text
+    assert "has no code for sm_80 (lto-ir sm_90)" in text
+    assert 'add "80" to its architectures' in text and "\n" not in text
+    proc = run_cli(str(wheel))
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [f"skbuild-cudaq: error: {text}"]
+    row = next(line for line in proc.stdout.splitlines() if " sm_80 " in line)
+    assert "FAILED" in row
+
+
+@pytest.mark.toolchain
+def test_a_module_nvjitlink_refuses_is_one_line_with_its_log(
+    maker: ModuleMaker, tmp_path: Path
+) -> None:
+    from skbuild_cudaq.realtime import check_wheel
+
+    missing = Source(KERNELS / "missing_symbol.cu")
+    wheel = wheel_of(maker.module("_missing", [DISPATCHER, missing]), tmp_path)
+    (problem,) = check_wheel(wheel).problems
+    assert (problem.kind, problem.arch) == ("link", "sm_80")
+    assert "[ERROR_PTX_COMPILE]" in str(problem)
+    assert "Unresolved extern function 'cudaq_test_missing_function'" in str(problem)
+    assert "\n" not in str(problem) and str(tmp_path) not in str(problem)
+    assert "cudaq_test_missing_function" in problem.log
+
+
+def _declare(kernel: str = "", handler: str = "") -> Callable[[dict[str, object]], None]:
+    def edit(record: dict[str, object]) -> None:
+        if kernel:
+            record["kernels"] = [*record["kernels"], kernel]  # type: ignore[misc]
+        if handler:
+            record["handlers"] = [*record["handlers"], handler]  # type: ignore[misc]
+
+    return edit
+
+
+@pytest.mark.toolchain
+def test_declared_kernels_and_handlers_must_be_in_the_cubin(
+    maker: ModuleMaker, tmp_path: Path
+) -> None:
+    """Records that declare more than the code has (a record from another build of the source,
+    say): each missing name is a problem of its own."""
+    from skbuild_cudaq.realtime import check_wheel
+
+    dispatcher = Source(DISPATCHER.file, record=_declare(kernel="ghost_kernel"))
+    handlers = Source(HANDLERS.file, record=_declare(handler="ghost_handler"))
+    wheel = wheel_of(maker.module("_ghosts", [dispatcher, handlers]), tmp_path)
+    report = check_wheel(wheel, architectures=["sm_90"])
+    kinds = sorted((p.kind, p.arch) for p in report.problems)
+    assert kinds == [("missing-handler", "sm_90"), ("missing-kernel", "sm_90")]
+    text = "\n".join(str(p) for p in report.problems)
+    assert (
+        "kernel ghost_kernel (declared by its build record) is not a kernel of the module" in text
+    )
+    assert "handler ghost_handler (exported, by its build record) does not resolve" in text
+    (module,) = report.modules
+    assert not module.links[0].ok and module.links[0].cubin_size
+
+
+@pytest.mark.toolchain
+def test_an_installed_distribution_is_checked_in_place(good_wheel: Path, tmp_path: Path) -> None:
+    from skbuild_cudaq.realtime import check_distribution
+
+    site = tmp_path / "site"
+    with zipfile.ZipFile(good_wheel) as zf:
+        zf.extractall(site)
+    report = check_distribution("pkg", path=[str(site)])
+    assert report.ok, [str(p) for p in report.problems]
+    assert (report.kind, report.target) == ("distribution", "pkg 1.0 (installed)")
+    assert [m.module for m in report.modules] == ["pkg/_good.so"]
+
+
+@pytest.mark.toolchain
+def test_link_cli_names_the_source_and_speaks_architectures(
+    maker: ModuleMaker, tmp_path: Path
+) -> None:
+    """The CLI ``link`` of a module with build records: the architecture error names the
+    source as ``inspect`` does and the pyproject setting (``architectures``); below sm_80 it
+    says the floor instead of advising a rebuild."""
+    module = maker.module("_linkcli", [DISPATCHER, HANDLERS, LAUNCH_CHECKS_90])
+
+    def link(arch: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "skbuild_cudaq", "link", str(module), "--arch", arch,
+             "-o", str(tmp_path / "out.cubin")],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+
+    proc = link("sm_80")
+    assert proc.returncode == 1
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(
+        "skbuild-cudaq: error: cannot link _linkcli.so for sm_80: gpu_kernels/launch_checks.cu "
+        "(container _linkcli.so:"
+    ), line
+    assert 'Link for sm_90 or newer, or rebuild it for sm_80: add "80" to its architectures' in line
+    assert "ARCHITECTURES)" in line and "rebuild with an older" not in line
+    proc = link("sm_75")
+    (line,) = proc.stderr.splitlines()
+    assert "skbuild-cudaq serves GPUs of sm_80 and newer" in line and "floor" in line
+    assert "architectures" not in line
+    assert link("sm_90").returncode == 0

@@ -94,7 +94,12 @@ PROJECTS = {
         PACKAGES / "nanobind_gc",
         "_nb",
         (Kernel("src/nb_dispatcher.cu"),),
-        check="assert _nb.answer() == 42",
+        # a native host handler survives nanobind's build (hidden, --gc-sections, stripped)
+        check=(
+            "assert _nb.answer() == 42\n"
+            "from skbuild_cudaq.realtime import get_host_handler\n"
+            "assert get_host_handler(_nb, 'nb_add_one')(b'\\x01') == (0, b'\\x02')"
+        ),
     ),
     "space path": Project(
         "space path",

@@ -41,6 +41,8 @@ _EXPORTS: dict[str, str] = {
     "Kernel": "library",
     "get_device_kernel": "library",
     "get_device_handler": "library",
+    "get_host_handler": "host_handlers",
+    "NativeHostHandler": "host_handlers",
     "DeviceHandler": "library",
     "get_library": "library",
     "release_library": "library",
@@ -183,6 +185,12 @@ if TYPE_CHECKING:  # what type checkers see; at run time the names load lazily
     )
     from .graph import (
         find_device_runtime as find_device_runtime,
+    )
+    from .host_handlers import (
+        NativeHostHandler as NativeHostHandler,
+    )
+    from .host_handlers import (
+        get_host_handler as get_host_handler,
     )
     from .host_path import (
         HostDispatcher as HostDispatcher,

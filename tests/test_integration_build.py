@@ -697,6 +697,8 @@ def test_check_finds_what_keeps_example_app_from_sm80(built: dict[str, Built]) -
         "cooperative_grid_dispatcher",
         "warp_parallel_dispatcher",
         "cluster_dispatcher",
+        "graph_increment_stage",  # the two kernels of the graph handler graph_increment
+        "graph_increment_publish",
     }
     assert set(module.handlers) == {
         "block_reverse", "echo", "echo_thread", "rpc_increment", "rpc_increment_thread",

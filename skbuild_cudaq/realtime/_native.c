@@ -784,7 +784,6 @@ static int next_request(LoopObject *self, uint64_t *k) {
 
 static void *loop_thread(void *arg) {
   LoopObject *self = (LoopObject *)arg;
-  ring_t *r = &self->ring;
   /* One thread state for the thread's life (PyGILState_Ensure/Release around each call
    * would create and destroy one every time: ~15 us). */
   PyGILState_STATE gil = PyGILState_Ensure();

@@ -171,6 +171,7 @@ def elf_sections(stream: BinaryIO, path: Path) -> list[ElfSection]:
 
 
 _SHT_SYMTAB = 2
+_SHT_DYNSYM = 11
 
 
 @dataclass(frozen=True)
@@ -185,8 +186,10 @@ class ElfSymbol:
     section: int
 
 
-def elf_symbols(stream: BinaryIO, path: Path) -> list[ElfSymbol]:
-    """The named symbols of an ELF file's symbol tables (``SHT_SYMTAB``), in table order.
+def elf_symbols(stream: BinaryIO, path: Path, *, dynamic: bool = False) -> list[ElfSymbol]:
+    """The named symbols of an ELF file's symbol tables (``SHT_SYMTAB``), in table order;
+    with ``dynamic``, of its dynamic symbol table (``SHT_DYNSYM``: what a shared library
+    exports, kept by ``strip``).
 
     The same small reader as :func:`elf_sections`: a linked module's symbols are read
     on the way to the first answer, where importing pyelftools costs ~100 ms.
@@ -202,8 +205,9 @@ def elf_symbols(stream: BinaryIO, path: Path) -> list[ElfSymbol]:
     sym = struct.Struct(order + ("IBBHQQ" if is64 else "IIIBBH"))
     headers = list(table.headers())
     out: list[ElfSymbol] = []
+    wanted = _SHT_DYNSYM if dynamic else _SHT_SYMTAB
     for _name, sh_type, _flags, _addr, offset, size, link, _info, _align, entsize in headers:
-        if sh_type != _SHT_SYMTAB:
+        if sh_type != wanted:
             continue
         if entsize < sym.size or not 0 <= link < len(headers):
             raise _malformed(path, f"symbol table entry size {entsize} or link {link}")

@@ -108,3 +108,93 @@ def use_driver(monkeypatch: pytest.MonkeyPatch) -> UseDriver:
         return fake
 
     return install
+
+
+#: The native host handlers of the ``native_handlers`` fixture (C, with Python's headers only
+#: for PyGILState_Check: whether the calling thread holds the GIL).
+NATIVE_HANDLERS_C = r"""
+#include <Python.h>
+#include <string.h>
+#include <cudaq/realtime/host_handler.h>
+
+static int rpc_increment(const void *args, uint32_t arg_len, void *result, uint32_t max_len,
+                         uint32_t *result_len) {
+  if (arg_len > max_len) return 1;
+  for (uint32_t i = 0; i < arg_len; ++i)
+    ((uint8_t *)result)[i] = (uint8_t)(((const uint8_t *)args)[i] + 1);
+  *result_len = arg_len;
+  return 0;
+}
+CUDAQ_REALTIME_EXPORT_HOST_FUNCTION(rpc_increment);
+
+static int echo(const void *args, uint32_t arg_len, void *result, uint32_t max_len,
+                uint32_t *result_len) {
+  if (arg_len > max_len) return 1;
+  memcpy(result, args, arg_len);
+  *result_len = arg_len;
+  return 0;
+}
+CUDAQ_REALTIME_EXPORT_HOST_FUNCTION(echo);
+
+/* status: the first argument byte (a status of the application's), as a negative number
+ * when the second byte is 1; no result */
+static int status_of_first(const void *args, uint32_t arg_len, void *result, uint32_t max_len,
+                           uint32_t *result_len) {
+  (void)result; (void)max_len;
+  *result_len = 0;
+  if (arg_len == 0) return 0;
+  const uint8_t *a = (const uint8_t *)args;
+  return arg_len > 1 && a[1] == 1 ? -(int)a[0] : (int)a[0];
+}
+CUDAQ_REALTIME_EXPORT_HOST_FUNCTION(status_of_first);
+
+/* claims one byte more than fits */
+static int too_long(const void *args, uint32_t arg_len, void *result, uint32_t max_len,
+                    uint32_t *result_len) {
+  (void)args; (void)arg_len; (void)result;
+  *result_len = max_len + 1;
+  return 0;
+}
+CUDAQ_REALTIME_EXPORT_HOST_FUNCTION(too_long);
+
+/* status: whether the calling thread holds the GIL */
+static int holds_gil(const void *args, uint32_t arg_len, void *result, uint32_t max_len,
+                     uint32_t *result_len) {
+  (void)args; (void)arg_len; (void)result; (void)max_len;
+  *result_len = 0;
+  return PyGILState_Check();
+}
+CUDAQ_REALTIME_EXPORT_HOST_FUNCTION(holds_gil);
+
+/* importable as a Python module too: the test server's --module=cudaq_test_handlers */
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "cudaq_test_handlers", NULL, -1,
+                                    NULL, NULL, NULL, NULL, NULL};
+PyMODINIT_FUNC PyInit_cudaq_test_handlers(void) { return PyModule_Create(&module); }
+"""
+
+
+@pytest.fixture(scope="session")
+def native_handlers(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A shared library exporting native host handlers (``NATIVE_HANDLERS_C``), built with
+    the C compiler like an extension module (hidden visibility, --gc-sections, stripped),
+    and importable as the module ``cudaq_test_handlers`` from its directory; a skip without
+    a C compiler."""
+    import shutil
+    import sysconfig
+
+    import skbuild_cudaq
+
+    cc = shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler (cc) on PATH")
+    work = tmp_path_factory.mktemp("native_handlers")
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    src, lib = work / "handlers.c", work / f"cudaq_test_handlers{suffix}"
+    src.write_text(NATIVE_HANDLERS_C)
+    subprocess.run(
+        [cc, "-std=c11", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-ffunction-sections",
+         "-fdata-sections", "-Wl,--gc-sections", "-Wl,-s", f"-I{skbuild_cudaq.include_dir()}",
+         f"-I{sysconfig.get_paths()['include']}", str(src), "-o", str(lib)],
+        check=True,
+    )  # fmt: skip
+    return lib

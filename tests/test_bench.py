@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from _bench import BENCH, load_bench
 
-SCRIPTS = ("dispatch", "multigpu", "startup", "build_overhead", "report")
+SCRIPTS = ("dispatch", "multigpu", "startup", "build_overhead", "report", "wire")
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
@@ -229,3 +229,48 @@ def test_bench_stays_small() -> None:
     assert len(code) <= 15 and sum(len(p.read_text().splitlines()) for p in code) <= 3000
     kept = [p for p in results if str(p.relative_to(BENCH.parent)) in tracked]
     assert len(kept) <= 15 and sum(p.stat().st_size for p in kept) <= 1_000_000
+
+
+def test_wire_goals_are_the_issues_keys_judged_on_paired_rounds() -> None:
+    """bench/wire.py's summary: exactly the five goal keys of wire.json (the device one only
+    where it was measured), each a row's p50 over its floor's in the same round (median over
+    rounds), p99 <= 2x p50 per row, throughput against the floor."""
+    import argparse
+
+    wire = load_bench("wire")
+
+    def rounds(*p50: float, p99: float = 0.0, rps: float = 1.0) -> list[dict[str, float]]:
+        return [{"p50_us": v, "p90_us": v, "p99_us": p99 or 1.5 * v, "rps": rps} for v in p50]
+
+    per_round = {
+        "udp_echo_floor": rounds(10.0, 12.0, 11.0, rps=100.0),
+        "udp_host_native": rounds(11.0, 13.0, 12.0, rps=80.0),
+        "udp_host_python": rounds(16.0, 19.0, 17.0, p99=40.0),
+        "ring_floor": rounds(0.2, 0.3, 0.25),
+        "host_native": rounds(0.25, 0.33, 0.3),
+        "host_python": rounds(2.5, 3.5, 2.9),
+        "host_python_c_client": rounds(0.4, 0.5, 0.45),
+        "host_native_python_client": rounds(0.6, 0.7, 0.65),
+    }
+    ns = argparse.Namespace(rounds=3, samples=10, warmup=1, pipelined=10)
+    why = {"udp_device_p50_over_floor": "no GPU"}
+    out = wire.summarize(per_round, why, ns)
+    assert list(out["goals"]) == [
+        "udp_host_native_p50_over_floor", "udp_host_python_p50_over_floor",
+        "host_native_p50_over_floor", "host_python_p50_us",
+    ]  # fmt: skip
+    goals = out["goals"]
+    assert goals["udp_host_native_p50_over_floor"] == {
+        "value": pytest.approx(12 / 11, abs=1e-4), "goal": "<= 1.2", "met": True,
+    }  # fmt: skip
+    assert goals["udp_host_python_p50_over_floor"]["value"] == pytest.approx(1.5833, abs=1e-4)
+    assert not goals["udp_host_python_p50_over_floor"]["met"]
+    assert goals["host_native_p50_over_floor"]["value"] == pytest.approx(1.2, abs=1e-4)
+    assert goals["host_python_p50_us"] == {"value": 2.9, "goal": "<= 3.0", "met": True}
+    assert out["left_out"] == why
+    latency = out["latency"]
+    assert latency["udp_host_python"]["p99_met"] is False  # 40 > 2 x 17
+    assert latency["udp_host_native"]["p99_met"] is True
+    assert latency["host_python"]["floor"] == "ring_floor"
+    assert out["throughput"]["udp_host_native"]["over_floor"] == pytest.approx(0.8)
+    assert out["breakdown_us"]["ring: both (host_python - host_native)"] == pytest.approx(2.6)

@@ -270,8 +270,12 @@ def test_good_wheel_names_every_kernel_handler_and_architecture(good_wheel: Path
     assert link.ok and link.arch == "sm_80"
     assert link.seconds is not None and 0 < link.seconds < 60
     assert link.cubin_size is not None and link.cubin_size > 1000
-    # the built-in kernel is linked too
-    assert set(link.kernels) == {"single_thread_dispatcher", "cudaq_realtime_unified_dispatch"}
+    # the built-in kernel's builds are linked too
+    builtin = {"", "_1024", "_shared"}
+    assert set(link.kernels) == {
+        "single_thread_dispatcher",
+        *(f"cudaq_realtime_unified_dispatch{build}" for build in builtin),
+    }
     assert set(link.handlers) >= {"echo", "rpc_increment"}
 
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -356,6 +357,166 @@ def test_host_dispatcher_refuses_handlers_that_are_neither_a_mapping_nor_a_table
         HostDispatcher(RingLayout(4, 64), [("echo", echo)])  # type: ignore[arg-type]
 
 
+# -- issue 42: native host handlers, the native serving loop --------------------------------
+
+
+def test_native_and_python_handlers_are_served_side_by_side(native_handlers: Path) -> None:
+    from skbuild_cudaq.realtime import FunctionTable, get_host_handler
+
+    def reverse(args: bytes) -> bytes:
+        return args[::-1]
+
+    table = FunctionTable()
+    for name in ("rpc_increment", "echo", "status_of_first", "too_long"):
+        table.add_host(name, get_host_handler(native_handlers, name))
+    table.add_host("reverse", reverse)
+    layout = RingLayout(16, 128)
+    rng = np.random.default_rng(42)
+    with HostDispatcher(layout, table) as dispatcher:
+        c = dispatcher.client()
+        for i in range(3000):
+            args = rng.integers(0, 256, size=rng.integers(0, layout.max_payload + 1)).astype(
+                np.uint8
+            )
+            data = args.tobytes()
+            name = ("rpc_increment", "echo", "reverse")[i % 3]
+            expected = {
+                "rpc_increment": ((args.astype(np.uint16) + 1) % 256).astype(np.uint8).tobytes(),
+                "echo": data,
+                "reverse": data[::-1],
+            }[name]
+            assert c.call(name, data) == (0, expected), (i, name)
+        tickets = c.submit_many([("rpc_increment", bytes([i])) for i in range(100)])
+        assert [r.result for r in c.collect(tickets)] == [bytes([i + 1]) for i in range(100)]
+        # a native handler's own status goes back as it returns it, negative ones too
+        assert c.call("status_of_first", b"\x05") == (5, b"")
+        assert c.call("status_of_first", b"\x07\x01") == (-7, b"")
+        assert dispatcher.handler_errors == 0 and dispatcher.rejected == 0
+        assert c.call("too_long", b"") == (STATUS_RESULT_TOO_LONG, b"")
+        assert dispatcher.handler_errors == 1
+        assert dispatcher.last_handler_error == (
+            "too_long: result_len 105 exceeds the max payload 104"
+        )
+        assert c.call("echo", b"alive") == (0, b"alive")
+        assert dispatcher.processed == 3000 + 100 + 4
+    assert dispatcher.handler_names == [
+        "rpc_increment", "echo", "status_of_first", "too_long", "reverse",
+    ]  # fmt: skip
+
+
+def test_native_handlers_run_without_the_gil(native_handlers: Path) -> None:
+    from skbuild_cudaq.realtime import get_host_handler
+
+    holds_gil = get_host_handler(native_handlers, "holds_gil")
+    dispatcher = HostDispatcher(RingLayout(2, 64), {"holds_gil": holds_gil})
+    client = dispatcher.client()
+    ticket = client.submit("holds_gil")
+    assert dispatcher.serve_one()  # on this thread, which holds the GIL
+    assert client.wait(ticket).status == 1
+    with dispatcher:
+        assert client.call("holds_gil") == (0, b"")  # the serving thread: no GIL
+    assert holds_gil(b"") == (0, b"")  # a direct call from Python releases it too
+
+
+_GIL_HOLDER_CLIENT = """
+import sys, time
+from skbuild_cudaq.realtime.udp import UdpClient
+
+client = UdpClient("127.0.0.1", int(sys.argv[1]), timeout=30)
+assert client.call("rpc_increment", b"\\x01") == (0, b"\\x02")
+print("ready", flush=True)
+sys.stdin.readline()  # the parent holds the GIL from now on, for 2 s
+start, worst, n = time.monotonic(), 0.0, 0
+while time.monotonic() - start < 0.5:
+    t0 = time.monotonic()
+    assert client.call("rpc_increment", bytes([n % 255])) == (0, bytes([n % 255 + 1]))
+    worst, n = max(worst, time.monotonic() - t0), n + 1
+print(n, worst, flush=True)
+"""
+
+
+def test_the_loop_and_the_feeder_serve_native_handlers_while_python_holds_the_gil(
+    native_handlers: Path,
+) -> None:
+    """The serving thread and the UDP feeder never wait for the GIL for a native handler:
+    another process's calls are answered at full speed while this process's main thread
+    holds the GIL (a C call made through ctypes.PyDLL, which keeps it) for 2 s."""
+    import ctypes
+    import subprocess
+    import sys
+
+    from skbuild_cudaq.realtime import get_host_handler
+    from skbuild_cudaq.realtime.udp import UdpFeeder
+
+    handler = get_host_handler(native_handlers, "rpc_increment")
+    usleep = ctypes.PyDLL(None).usleep  # the GIL stays held during the call
+    with (
+        HostDispatcher(RingLayout(8, 64), {"rpc_increment": handler}) as dispatcher,
+        UdpFeeder(dispatcher.client()) as feeder,
+    ):
+        child = subprocess.Popen(
+            [sys.executable, "-c", _GIL_HOLDER_CLIENT, str(feeder.address[1])],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert child.stdin is not None and child.stdout is not None
+        try:
+            assert child.stdout.readline().strip() == "ready"
+            child.stdin.write("go\n")
+            child.stdin.flush()
+            usleep(2_000_000)
+            calls, worst = child.stdout.readline().split()
+        finally:
+            child.kill()
+            child.communicate()
+        assert int(calls) > 10 and float(worst) < 0.4, (calls, worst)  # never 2 s
+        assert dispatcher.processed == int(calls) + 1
+
+
+def test_python_handlers_run_in_one_thread_state_for_the_threads_life() -> None:
+    """One thread state for the serving thread's life (a PyGILState_Ensure/Release per
+    call would make a new one each time, and lose thread-local data)."""
+    local = threading.local()
+    idents = set()
+
+    def count(args: bytes) -> bytes:
+        local.n = getattr(local, "n", 0) + 1
+        idents.add(threading.get_ident())
+        return local.n.to_bytes(4, "little")
+
+    with HostDispatcher(RingLayout(4, 64), {"count": count}) as dispatcher:
+        c = dispatcher.client()
+        got = [int.from_bytes(c.call("count")[1], "little") for _ in range(500)]
+    assert got == list(range(1, 501))
+    assert len(idents) == 1 and threading.get_ident() not in idents
+
+
+def test_idle_sleep_backs_off_and_still_serves() -> None:
+    with pytest.raises(ValueError, match="idle_sleep"):
+        HostDispatcher(RingLayout(2, 64), HANDLERS, idle_sleep=0)
+    with HostDispatcher(RingLayout(4, 64), HANDLERS, idle_sleep=0.002) as dispatcher:
+        c = dispatcher.client()
+        for i in range(5):
+            time.sleep(0.02)  # idle: the thread sleeps
+            assert c.call("echo", bytes([i])) == (0, bytes([i]))
+        t0 = time.monotonic()
+        dispatcher.stop()
+        assert time.monotonic() - t0 < 0.5
+
+
+def test_serve_one_while_the_thread_serves_is_refused_and_handlers_can_be_added() -> None:
+    with HostDispatcher(RingLayout(4, 64), {"echo": echo}) as dispatcher:
+        with pytest.raises(HostDispatcherError, match="serving thread runs"):
+            dispatcher.serve_one()
+        c = dispatcher.client()
+        assert c.call("rpc_increment", b"\x01")[0] == STATUS_UNKNOWN_FUNCTION
+        dispatcher.add_handler("rpc_increment", rpc_increment)  # while serving
+        assert c.call("rpc_increment", b"\x01") == (0, b"\x02")
+    dispatcher.close()
+    with pytest.raises(HostDispatcherError, match="closed"):
+        dispatcher.serve_one()
+
+
+# -- issue 40 (rules 2, 3, 7), in the native loop: nothing wedges the host path ---------------
 # -- issue 40: nothing between taking a request and answering it can wedge the host path -----
 
 
@@ -389,21 +550,30 @@ def test_results_and_errors_that_cannot_be_turned_into_answers_are_answered() ->
         "unprintable": unprintable,
         "no_repr": lambda a: (1, b"", _NoRepr()),
         "no_repr_result": lambda a: _NoRepr(),
+        "view": lambda a: (4, memoryview(b"abcdef")[::2]),  # not contiguous: read all the same
         "echo": echo,
     }
-    dispatcher = HostDispatcher(RingLayout(4, 64), handlers)  # type: ignore[arg-type]
-    with dispatcher:
+    with HostDispatcher(RingLayout(4, 64), handlers) as dispatcher:  # type: ignore[arg-type]
         c = dispatcher.client()
         assert c.call("released", timeout=10) == (STATUS_BAD_HANDLER_RESULT, b"")
-        assert "released" in (dispatcher.last_handler_error or "")
+        assert dispatcher.last_handler_error == (
+            "released: its result cannot be read (ValueError: operation forbidden on released "
+            "memoryview object)"
+        )
         assert c.call("released_in_tuple", timeout=10) == (STATUS_BAD_HANDLER_RESULT, b"")
         assert c.call("unprintable", timeout=10) == (
             STATUS_HANDLER_EXCEPTION,
             b"_Unprintable: <exception str() failed>",
         )
         assert c.call("no_repr", timeout=10) == (STATUS_BAD_HANDLER_RESULT, b"")
-        assert "repr() failed" in (dispatcher.last_handler_error or "")
+        assert dispatcher.last_handler_error == (
+            "no_repr: returned tuple <repr() failed>, expected bytes or (status, bytes)"
+        )
         assert c.call("no_repr_result", timeout=10) == (STATUS_BAD_HANDLER_RESULT, b"")
+        assert dispatcher.last_handler_error == (
+            "no_repr_result: returned _NoRepr <repr() failed>, expected bytes"
+        )
+        assert c.call("view", timeout=10) == (4, b"ace")
         assert c.call("echo", b"alive", timeout=10) == (0, b"alive")
         assert dispatcher.handler_errors == 5
         assert dispatcher.running
@@ -422,7 +592,7 @@ def test_a_failure_while_forming_the_answer_over_udp_is_answered_and_serving_goe
     handlers = {"released": lambda a: _released(), "unprintable": unprintable, "echo": echo}
     with (
         HostDispatcher(RingLayout(4, 64), handlers) as dispatcher,  # type: ignore[arg-type]
-        UdpFeeder(dispatcher.client(), spin=16) as feeder,
+        UdpFeeder(dispatcher.client()) as feeder,
         UdpClient(*feeder.address, timeout=10) as client,
     ):
         for _ in range(3):  # more than once round the ring: every slot stays in step
@@ -475,19 +645,31 @@ def test_any_integer_is_a_status_but_bool_is_not() -> None:
     handlers = {
         "np32": lambda a: (np.int32(5), b"x"),
         "np64": lambda a: (np.uint64(2**31 - 1), b""),
+        "negative": lambda a: (-(2**31), bytearray(b"y")),
         "true": lambda a: (True, b"x"),
         "too_big": lambda a: (np.int64(2**31), b""),
+        "huge": lambda a: (10**30, b""),
         "float": lambda a: (1.0, b""),
     }
     with HostDispatcher(RingLayout(4, 64), handlers) as dispatcher:  # type: ignore[arg-type]
         c = dispatcher.client()
         assert c.call("np32", timeout=10) == (5, b"x")
         assert c.call("np64", timeout=10) == (2**31 - 1, b"")
+        assert c.call("negative", timeout=10) == (-(2**31), b"y")
         assert c.call("true", timeout=10) == (STATUS_BAD_HANDLER_RESULT, b"")
-        assert "bool" in (dispatcher.last_handler_error or "")
+        assert dispatcher.last_handler_error == (
+            "true: returned the status True, a bool: return an integer status"
+        )
         assert c.call("too_big", timeout=10) == (STATUS_BAD_HANDLER_RESULT, b"")
+        assert dispatcher.last_handler_error == (
+            "too_big: returned the status 2147483648, which does not fit an int32"
+        )
+        assert c.call("huge", timeout=10) == (STATUS_BAD_HANDLER_RESULT, b"")
         assert c.call("float", timeout=10) == (STATUS_BAD_HANDLER_RESULT, b"")
-        assert dispatcher.handler_errors == 3
+        assert dispatcher.last_handler_error == (
+            "float: returned the status float 1.0, expected an integer"
+        )
+        assert dispatcher.handler_errors == 4
 
 
 def test_close_of_a_hung_handler_takes_a_timeout_and_the_thread_answers_later() -> None:
@@ -547,3 +729,54 @@ def test_the_owner_resets_a_ring_a_foreign_writer_left_unusable() -> None:
         assert dispatcher.client().call("echo", b"after", timeout=10) == (0, b"after")
     with pytest.raises(HostDispatcherError, match="closed"):
         dispatcher.reset()
+
+
+def test_start_after_a_stop_that_timed_out_has_the_same_thread_serve_on() -> None:
+    started, release = threading.Event(), threading.Event()
+
+    def hung(args: bytes) -> bytes:
+        started.set()
+        release.wait(60)
+        return b"late"
+
+    with HostDispatcher(RingLayout(2, 64), {"hung": hung, "echo": echo}) as dispatcher:
+        client = dispatcher.client()
+        ticket = client.submit("hung")
+        assert started.wait(10)
+        with pytest.raises(HostDispatcherError, match="did not stop within"):
+            dispatcher.stop(timeout=0.1)
+        dispatcher.start()  # the thread, still in the handler, is asked to go on
+        release.set()
+        assert client.wait(ticket, timeout=10).result == b"late"
+        time.sleep(0.05)
+        assert dispatcher.running
+        assert client.call("echo", b"on", timeout=10) == (0, b"on")
+
+
+_LEFT_RUNNING = """
+import gc
+from skbuild_cudaq.realtime.host_path import HostDispatcher, echo
+from skbuild_cudaq.realtime.ring import RingLayout
+
+d = HostDispatcher(RingLayout(2, 64), {"echo": echo}).start()
+c = d.client()
+assert c.call("echo", b"x") == (0, b"x")
+t = c.submit("echo", b"y")  # in flight while the interpreter exits
+del d, c, t
+gc.collect()
+print("bye", flush=True)
+"""
+
+
+def test_a_serving_thread_left_running_is_stopped_at_interpreter_exit() -> None:
+    """Never stopped, its dispatcher dropped: the native thread (which takes the GIL for the
+    Python handler) is stopped before the interpreter finalizes, and the process exits."""
+    import subprocess
+    import sys
+
+    for _ in range(3):
+        proc = subprocess.run(
+            [sys.executable, "-X", "dev", "-c", _LEFT_RUNNING], capture_output=True, text=True,
+            timeout=60, check=False,
+        )  # fmt: skip
+        assert (proc.returncode, proc.stdout, proc.stderr) == (0, "bye\n", "")

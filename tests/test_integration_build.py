@@ -94,7 +94,12 @@ PROJECTS = {
         PACKAGES / "nanobind_gc",
         "_nb",
         (Kernel("src/nb_dispatcher.cu"),),
-        check="assert _nb.answer() == 42",
+        # a native host handler survives nanobind's build (hidden, --gc-sections, stripped)
+        check=(
+            "assert _nb.answer() == 42\n"
+            "from skbuild_cudaq.realtime import get_host_handler\n"
+            "assert get_host_handler(_nb, 'nb_add_one')(b'\\x01') == (0, b'\\x02')"
+        ),
     ),
     "space path": Project(
         "space path",
@@ -696,6 +701,8 @@ def test_check_finds_what_keeps_example_app_from_sm80(built: dict[str, Built]) -
         "cooperative_grid_dispatcher",
         "warp_parallel_dispatcher",
         "cluster_dispatcher",
+        "graph_increment_stage",  # the two kernels of the graph handler graph_increment
+        "graph_increment_publish",
     }
     assert set(module.handlers) == {
         "block_reverse", "echo", "echo_thread", "rpc_increment", "rpc_increment_thread",

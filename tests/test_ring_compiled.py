@@ -486,3 +486,36 @@ def test_without_the_compiled_module_call_is_the_python_method() -> None:
         timeout=60,
     )
     assert done.returncode == 0 and done.stdout == "ok\n", done.stderr
+
+
+@needs_compiled
+def test_release_gil_lets_a_consumer_thread_of_this_process_answer_within_the_spin() -> None:
+    """Issue 42: with ``release_gil`` the compiled round trip spins without the GIL, so a
+    consumer that needs it (a Python thread here; the host path's Python handlers) answers
+    while the client spins. Holding the GIL, the spin can never see that answer."""
+    lay = RingLayout(4, 64)
+    buf = bytearray(lay.total_bytes)
+    echo = _Echo(buf, lay)
+    try:
+        holding = RingClient(buf, lay, compiled=True)
+        ring = holding._compiled
+        assert ring is not None and ring.release_gil == 0
+        ring.spin_ns = 2_000_000  # 2 ms holding the GIL: the consumer thread cannot run
+        ring.remember("f", function_id("f"))
+        out = ring.call_next("f", b"abc")
+        assert isinstance(out, int) and not isinstance(out, bool)  # published, not answered
+        ticket_wait = holding._call_continue("f", b"abc", out)  # the general path waits
+        assert ticket_wait == (3, b"cba")
+        holding.close()
+        releasing = RingClient(buf, lay, compiled=True, release_gil=True)
+        ring = releasing._compiled
+        assert ring is not None and ring.release_gil == 1
+        assert ring.spin_ns == client_module._MAX_SPIN_NS  # nothing is held: the longest spin
+        ring.spin_ns = 10_000_000_000  # no fallback: the answer must come within the spin
+        ring.remember("f", function_id("f"))
+        for i in range(200):
+            assert ring.call_next("f", bytes([i, 1])) == (2, bytes([1, i]))
+        assert releasing.call("f", b"xyz") == (3, b"zyx")
+        releasing.close()
+    finally:
+        echo.close()

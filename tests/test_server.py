@@ -418,6 +418,81 @@ def test_device_path_two_process(dispatcher_args: list[str]) -> None:
             server.proc.communicate()
 
 
+# -- issue 42: native host handlers in the test server ---------------------------------------
+
+
+def _with_module(native_handlers: Path) -> dict[str, str]:
+    entries = [str(native_handlers.parent), os.environ.get("PYTHONPATH")]
+    path = os.pathsep.join(e for e in entries if e)
+    return dict(os.environ, PYTHONPATH=path)
+
+
+def test_host_path_serves_the_native_handlers_of_a_module(
+    native_handlers: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", _with_module(native_handlers)["PYTHONPATH"])
+    server = start_server(
+        "--path=host", "--module=cudaq_test_handlers", "--handlers=rpc_increment,echo",
+        "--num-slots=8", "--slot-size=256", "--idle-sleep=0.001",
+    )  # fmt: skip
+    try:
+        sent = _check_echo_increment(server, 64, seed=11)
+        sent += _check_bad_requests(server)
+        with server.client() as c:
+            assert c.call("status_of_first", b"\x03")[0] == STATUS_UNKNOWN_FUNCTION  # not served
+        processed, counters, _ = server.stop()
+        assert processed == sent + 1
+        assert counters["forwarded"] == counters["answered"] == sent + 1
+    finally:
+        if server.proc.poll() is None:
+            server.proc.kill()
+            server.proc.communicate()
+
+
+def test_host_path_serves_every_native_handler_by_default(
+    native_handlers: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", _with_module(native_handlers)["PYTHONPATH"])
+    server = start_server("--path=host", "--module=cudaq_test_handlers", "--timeout=60")
+    try:
+        with server.client() as c:
+            assert c.call("status_of_first", b"\x03") == (3, b"")
+            assert c.call("holds_gil") == (0, b"")  # served without the GIL
+            assert c.call("rpc_increment", b"\x01") == (0, b"\x02")
+        assert server.stop()[0] == 3
+    finally:
+        if server.proc.poll() is None:
+            server.proc.kill()
+            server.proc.communicate()
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "message"),
+    [
+        (["--module=cudaq_test_handlers", "--handlers=rpc_increment,nope"], 1,
+         "no native host handler 'nope' exported by .*cudaq_test_handlers.*; exported host "
+         "handlers: echo, holds_gil, rpc_increment, status_of_first, too_long"),
+        (["--module=no_such_module_anywhere"], 2,
+         "--module=no_such_module_anywhere: cannot import it"),
+        (["--module=json"], 1, r"json/__init__\.py: not an ELF file"),
+        (["--module=cudaq_test_handlers", "--handlers=,"], 2,
+         "--handlers needs at least one handler name"),
+        (["--handlers=nope"], 2, "or name a --module with native host handlers"),
+        (["--idle-sleep=0"], 2, "expected a positive number of seconds"),
+    ],
+)  # fmt: skip
+def test_refused_native_handlers_and_bad_modules_are_one_line(
+    native_handlers: Path, args: list[str], status: int, message: str
+) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "skbuild_cudaq.realtime.test_server", "--path=host", *args],
+        capture_output=True, text=True, timeout=60, check=False, env=_with_module(native_handlers),
+    )  # fmt: skip
+    assert (proc.returncode, proc.stdout) == (status, ""), proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and re.search(message, lines[0]), proc.stderr
+
+
 # -- issue 40: shared-memory rings attached only as created, never outliving their server ----
 
 SHM = Path("/dev/shm")

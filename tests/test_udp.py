@@ -9,6 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from skbuild_cudaq.realtime.errors import UdpFeederError
 from skbuild_cudaq.realtime.host_path import HostDispatcher, echo, rpc_increment
 from skbuild_cudaq.realtime.ring import RingLayout
 from skbuild_cudaq.realtime.udp import UdpClient, UdpFeeder
@@ -27,7 +28,7 @@ def served() -> Iterator[tuple[HostDispatcher, UdpFeeder, UdpClient]]:
     dispatcher = HostDispatcher(RingLayout(8, 128), {"echo": echo, "rpc_increment": rpc_increment})
     with (
         dispatcher,
-        UdpFeeder(dispatcher.client(), spin=16) as bridge,
+        UdpFeeder(dispatcher.client()) as bridge,
         UdpClient(*bridge.address, timeout=10) as client,
     ):
         yield dispatcher, bridge, client
@@ -93,7 +94,7 @@ def test_raw_socket_roundtrip(served: tuple[HostDispatcher, UdpFeeder, UdpClient
 
 def test_bridge_lifecycle() -> None:
     dispatcher = HostDispatcher(RingLayout(2, 64), {"echo": echo})
-    bridge = UdpFeeder(dispatcher.client(), spin=0)
+    bridge = UdpFeeder(dispatcher.client())
     bridge.stop()
     with dispatcher:
         bridge.start()
@@ -267,21 +268,141 @@ def test_datagrams_from_the_feeders_own_address_are_dropped(
     assert client.call("echo", b"alive") == (0, b"alive")
 
 
+def test_a_feeder_bound_to_every_interface_knows_its_loopback_address() -> None:
+    dispatcher = HostDispatcher(RingLayout(2, 64), {"echo": echo})
+    with dispatcher, UdpFeeder(dispatcher.client(), host="0.0.0.0") as bridge:
+        port = bridge.address[1]
+        bridge._sock.sendto(encode_request("echo", b"me"), ("127.0.0.1", port))
+        _settle(bridge, "dropped_own_address", 1)
+        with UdpClient("127.0.0.1", port, timeout=10) as client:
+            assert client.call("echo", b"you") == (0, b"you")
+        assert bridge.counters["dropped_own_address"] == 1
+
+
 def test_two_feeders_do_not_answer_each_others_answers() -> None:
     """A request forged with the second server's address as its source: the first answers the
     second, which must drop that answer (before, they answered each other for ever)."""
     with (
         HostDispatcher(RingLayout(4, 64), {"echo": echo}) as d1,
         HostDispatcher(RingLayout(4, 64), {"echo": echo}) as d2,
-        UdpFeeder(d1.client(), spin=16) as first,
-        UdpFeeder(d2.client(), spin=16) as second,
+        UdpFeeder(d1.client()) as first,
+        UdpFeeder(d2.client()) as second,
     ):
         _spoofed_udp(second.address, first.address, encode_request("nope", request_id=7))
         _settle(second, "dropped_responses", 1)
         time.sleep(0.3)
         assert first.counters["answered"] == 1 and first.counters["received"] == 1
         assert second.counters["dropped_responses"] == 1 and second.counters["received"] == 1
-        assert second.counters["answered"] == 0
+        assert second.counters["answered"] == 0 and second.counters["forwarded"] == 0
+
+
+# -- issue 42: the native feeder ---------------------------------------------------------------
+
+
+def test_bursts_are_batched_and_every_datagram_is_accounted_for() -> None:
+    """Bursts of 256 datagrams (good, malformed, short) in flight at once: recvmmsg takes
+    them in batches; every one is forwarded, rejected or dropped, every good one answered."""
+    layout = RingLayout(64, 128)
+    rng = random.Random(3)
+    with (
+        HostDispatcher(layout, {"echo": echo, "rpc_increment": rpc_increment}) as dispatcher,
+        UdpFeeder(dispatcher.client()) as bridge,
+        UdpClient(*bridge.address, timeout=30) as client,
+    ):
+        good = 0
+        for burst in range(8):
+            tickets, expected = [], []
+            for i in range(256):
+                kind = rng.random()
+                if kind < 0.1:
+                    client.send_raw(os.urandom(rng.randint(0, 23)))
+                elif kind < 0.2:
+                    client.send_raw(encode_request("echo", b"x", request_id=i, arg_len=50))
+                else:
+                    p = rng.randbytes(rng.randint(0, layout.max_payload))
+                    tickets.append(client.submit("rpc_increment", p))
+                    expected.append(bytes((b + 1) % 256 for b in p))
+            assert [r.result for r in client.collect(tickets)] == expected, burst
+            good += len(tickets)
+            client.discard()  # the answers to the malformed ones
+        c = bridge.counters
+        assert c["received"] == 8 * 256 == c["forwarded"] + c["rejected"] + c["dropped"]
+        assert c["forwarded"] == c["answered"] == good == dispatcher.processed
+        assert c["send_errors"] == c["protocol_errors"] == 0
+
+
+def test_requests_in_flight_at_stop_are_answered_after_the_next_start() -> None:
+    dispatcher = HostDispatcher(RingLayout(4, 64), {"echo": echo})
+    bridge = UdpFeeder(dispatcher.client()).start()  # nobody serves the ring yet
+    with UdpClient(*bridge.address, timeout=10) as client:
+        tickets = [client.submit("echo", b"%d" % i) for i in range(3)]
+        _settle(bridge, "forwarded", 3)
+        bridge.stop()
+        with dispatcher:
+            bridge.start()
+            assert [r.result for r in client.collect(tickets)] == [b"0", b"1", b"2"]
+            assert client.call("echo", b"next") == (0, b"next")
+    bridge.close()
+    dispatcher.close()
+
+
+def test_closing_the_ring_client_stops_the_feeder_first() -> None:
+    """A bridge closes its client before it frees the ring: the native thread is stopped
+    before the memory can go."""
+    dispatcher = HostDispatcher(RingLayout(4, 64), {"echo": echo})
+    with dispatcher:
+        ring_client = dispatcher.client()
+        bridge = UdpFeeder(ring_client).start()
+        assert bridge.running
+        ring_client.close()
+        assert not bridge.running
+        with pytest.raises(UdpFeederError, match="the ring client is closed"):
+            bridge.start()
+        bridge.close()
+
+
+def test_a_second_producer_on_the_ring_stops_the_feeder_with_the_reason() -> None:
+    dispatcher = HostDispatcher(RingLayout(2, 64), {"echo": echo})
+    with dispatcher:
+        bridge = UdpFeeder(dispatcher.client()).start()
+        other = dispatcher.client()  # a second producer: writes where the feeder will
+        other.call("echo", b"mine")
+        with UdpClient(*bridge.address, timeout=0.5) as client, pytest.raises(TimeoutError):
+            client.call("echo", b"lost")
+        deadline = time.monotonic() + 10
+        while bridge.running and time.monotonic() < deadline:
+            time.sleep(1e-3)
+        assert not bridge.running
+        assert "another producer wrote to the ring" in (bridge.error or "")
+        with pytest.raises(UdpFeederError, match="UDP feeder thread failed: slot 0: request flag"):
+            bridge.stop()
+        bridge._sock.close()
+
+
+def test_a_ring_client_with_requests_in_flight_is_refused() -> None:
+    dispatcher = HostDispatcher(RingLayout(2, 64), {"echo": echo})
+    ring_client = dispatcher.client()
+    ring_client.submit("echo", b"pending")
+    bridge = UdpFeeder(ring_client)
+    with pytest.raises(UdpFeederError, match="1 requests in flight"):
+        bridge.start()
+    bridge.close()
+    with pytest.raises(ValueError, match="idle_sleep"):
+        UdpFeeder(ring_client, idle_sleep=-1)
+
+
+def test_an_idle_feeder_waits_on_its_socket_and_wakes_for_a_datagram() -> None:
+    with (
+        HostDispatcher(RingLayout(4, 64), {"echo": echo}) as dispatcher,
+        UdpFeeder(dispatcher.client(), idle_sleep=0.05) as bridge,
+        UdpClient(*bridge.address, timeout=10) as client,
+    ):
+        for i in range(5):
+            time.sleep(0.02)  # idle: the feeder waits in poll()
+            assert client.call("echo", bytes([i])) == (0, bytes([i]))
+        t0 = time.monotonic()
+        bridge.stop()
+        assert time.monotonic() - t0 < 0.5
 
 
 def _ipv6_loopback() -> bool:
@@ -298,7 +419,7 @@ def test_ipv6_loopback_is_served() -> None:
         pytest.skip("this machine has no IPv6 loopback")
     with (
         HostDispatcher(RingLayout(4, 64), {"echo": echo}) as dispatcher,
-        UdpFeeder(dispatcher.client(), host="::1", spin=16) as bridge,
+        UdpFeeder(dispatcher.client(), host="::1") as bridge,
     ):
         assert bridge.address[0] == "::1"
         with UdpClient("::1", bridge.address[1], timeout=10) as client:

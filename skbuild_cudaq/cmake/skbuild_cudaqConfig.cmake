@@ -119,7 +119,10 @@ Variables
   lists every place tried.
 
 ``SKBUILD_CUDAQ_INCLUDE_DIR``
-  The device headers (``cudaq/realtime/unified_dispatch_device.cuh``).
+  The package's headers: the device headers
+  (``cudaq/realtime/unified_dispatch_device.cuh``) and the native host handlers' header
+  (``cudaq/realtime/host_handler.h``, plain C: add the directory to an extension that
+  exports host handlers with ``CUDAQ_REALTIME_EXPORT_HOST_FUNCTION``).
 
 ``SKBUILD_CUDAQ_COMPILER``
   The device compiler of dispatch kernels and side-compiled handlers: ``auto``
@@ -173,7 +176,7 @@ include("${CMAKE_CURRENT_LIST_DIR}/skbuild_cudaq_nvrtc.cmake")
 
 get_filename_component(SKBUILD_CUDAQ_INCLUDE_DIR "${CMAKE_CURRENT_LIST_DIR}/../include" ABSOLUTE)
 set(SKBUILD_CUDAQ_INCLUDE_DIR "${SKBUILD_CUDAQ_INCLUDE_DIR}"
-    CACHE INTERNAL "skbuild-cudaq device headers")
+    CACHE INTERNAL "skbuild-cudaq headers (device headers, host_handler.h)")
 set(_SKBUILD_CUDAQ_CMAKE_DIR "${CMAKE_CURRENT_LIST_DIR}"
     CACHE INTERNAL "skbuild-cudaq CMake package directory")
 # The architecture grammar: architectures.txt next to this file, which

@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # what type checkers see; _FROM below is the same, for the ru
         check_driver_result,
     )
     from .graph import GraphMailbox, capture_device_graph
+    from .host_handlers import get_host_handler
     from .host_path import HostDispatcher
     from .launch import LaunchConfig, launch_kernel
     from .library import get_device_handler, get_device_kernel, get_library, release_library
@@ -64,6 +65,7 @@ _FROM: dict[str, tuple[str, ...]] = {
         "check_driver_result",
     ),
     "graph": ("GraphMailbox", "capture_device_graph"),
+    "host_handlers": ("get_host_handler",),
     "host_path": ("HostDispatcher",),
     "launch": ("LaunchConfig", "launch_kernel"),
     "library": ("get_device_handler", "get_device_kernel", "get_library", "release_library"),
@@ -103,6 +105,7 @@ __all__ = [
     "function_id",
     "get_device_handler",
     "get_device_kernel",
+    "get_host_handler",
     "get_library",
     "launch_kernel",
     "link_device_code",

@@ -40,13 +40,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from skbuild_cudaq import _log
 from skbuild_cudaq.errors import CudaqError
 
 from .errors import RealtimeError
 from .ring import RingClient, RingLayout
+
+if TYPE_CHECKING:
+    from .host_path import HostHandler
 
 __all__ = ["connect_host_ring", "main"]
 
@@ -168,7 +171,20 @@ def _build_parser() -> _Parser:
     p.add_argument("--host", default="127.0.0.1", help="UDP address to bind (default loopback)")
     p.add_argument("--port", type=_port, default=0, help="UDP port (default: any free port)")
     p.add_argument("--timeout", type=_seconds, default=None, help="stop after S seconds")
-    p.add_argument("--module", default=DEFAULT_MODULE, metavar="PKG.MOD")
+    p.add_argument(
+        "--idle-sleep",
+        type=_seconds,
+        default=None,
+        metavar="S",
+        help="host path and UDP feeder: sleep up to S seconds when idle instead of spinning",
+    )
+    p.add_argument(
+        "--module",
+        default=None,
+        metavar="PKG.MOD",
+        help=f"the extension module of the handlers (device path default: {DEFAULT_MODULE}; "
+        "host path: its native host handlers, else the built-in Python ones)",
+    )
     p.add_argument("--handlers", default=None, metavar="A,B", help="handlers to serve")
     p.add_argument(
         "--graphs",
@@ -223,25 +239,55 @@ def _handler_names(args: argparse.Namespace, default: str) -> list[str]:
     return names
 
 
-def _start_host(args: argparse.Namespace, layout: RingLayout, buffer: Any) -> _Served:
-    from .host_path import HostDispatcher, echo, rpc_increment
+def _import(args: argparse.Namespace) -> Any:
+    try:
+        return importlib.import_module(args.module)
+    except ImportError as exc:
+        msg = f"--module={args.module}: cannot import it ({exc})"
+        raise _UsageError(msg) from exc
 
-    available = {"rpc_increment": rpc_increment, "echo": echo}
-    names = _handler_names(args, ",".join(available))
-    unknown = [n for n in names if n not in available]
-    if unknown:
-        msg = (
-            f"--handlers: the host path serves {', '.join(available)}; "
-            f"unknown: {', '.join(unknown)}"
-        )
-        raise _UsageError(msg)
+
+def _host_handlers(args: argparse.Namespace) -> dict[str | bytes | int, HostHandler]:
+    """The host path's handlers: the native host handlers of ``--module`` (every one it
+    exports by default), or the built-in Python ones."""
+    from .host_handlers import exported_host_handlers, get_host_handler
+    from .host_path import echo, rpc_increment
+
+    if args.module is None:
+        available = {"rpc_increment": rpc_increment, "echo": echo}
+        names = _handler_names(args, ",".join(available))
+        unknown = [n for n in names if n not in available]
+        if unknown:
+            msg = (
+                f"--handlers: the host path serves {', '.join(available)}; "
+                f"unknown: {', '.join(unknown)} (or name a --module with native host handlers)"
+            )
+            raise _UsageError(msg)
+        return {n: available[n] for n in names}
+    module = _import(args)
+    if args.handlers is None:
+        exported = exported_host_handlers(module)
+        if not exported:
+            msg = (
+                f"--module={args.module} exports no native host handler "
+                "(CUDAQ_REALTIME_EXPORT_HOST_FUNCTION); name the ones to serve with --handlers"
+            )
+            raise CudaqError(msg)
+        args.handlers = ",".join(exported)
+    return {name: get_host_handler(module, name) for name in _handler_names(args, "")}
+
+
+def _start_host(args: argparse.Namespace, layout: RingLayout, buffer: Any) -> _Served:
+    from .host_path import HostDispatcher
+
     if args.dispatcher != "builtin":
         msg = f"--dispatcher={args.dispatcher}: the host path has no dispatch kernels (use builtin)"
         raise _UsageError(msg)
     if args.graphs is not None:
         msg = "--graphs: graph handlers are served on the device path (use --path=device)"
         raise _UsageError(msg)
-    dispatcher = HostDispatcher(layout, {n: available[n] for n in names}, buffer=buffer)
+    handlers = _host_handlers(args)
+    dispatcher = HostDispatcher(layout, handlers, buffer=buffer, idle_sleep=args.idle_sleep)
     try:
         dispatcher.start()
         client = dispatcher.client()
@@ -273,11 +319,9 @@ def _start_device(args: argparse.Namespace, layout: RingLayout, device: int = 0)
         msg = f"the device path needs the realtime run time (skbuild-cudaq[runtime]): {exc}"
         raise CudaqError(msg) from exc
 
-    try:
-        module = importlib.import_module(args.module)
-    except ImportError as exc:
-        msg = f"--module={args.module}: cannot import it ({exc})"
-        raise _UsageError(msg) from exc
+    if args.module is None:
+        args.module = DEFAULT_MODULE
+    module = _import(args)
     config_args: dict[str, Any] = {}
     if args.dispatcher == "builtin" and args.block != (1, 1, 1):
         if args.block[1:] != (1, 1) or args.grid != (1, 1, 1):
@@ -486,9 +530,6 @@ def _run(args: argparse.Namespace) -> int:
         else:
             from .udp import UdpFeeder
 
-            # the host path's consumer is a thread of this process: yield the GIL early;
-            # a GPU answers in microseconds: spin before yielding
-            spin = 16 if args.path == "host" else 4096
             for index, device in enumerate(devices or [args.device or 0]):
                 if args.path == "host":
                     served = _start_host(args, layout, None)
@@ -496,7 +537,9 @@ def _run(args: argparse.Namespace) -> int:
                     served = _start_device(args, layout, device)
                 units.append((served, None))
                 port = args.port + index if args.port and devices else args.port
-                bridge = UdpFeeder(served.client, host=args.host, port=port, spin=spin)
+                bridge = UdpFeeder(
+                    served.client, host=args.host, port=port, idle_sleep=args.idle_sleep
+                )
                 served.close.append(bridge.close)
                 units[-1] = (served, bridge)
                 bridge.start()

@@ -1,4 +1,4 @@
-"""UDP transport: a host thread moving datagrams between a loopback socket and a ring.
+"""UDP transport: a native thread moving datagrams between a loopback socket and a ring.
 
 (Over 400 lines: the feeder and its client share one framing and are tested as a pair.)
 
@@ -12,17 +12,28 @@ datagram); the response (24-byte header + result) goes back to the sender's
 address. Up to ``num_slots`` requests are in flight; responses are sent in ring
 order as they arrive.
 
+The feeder's thread is native (``_native.c``) and never takes the GIL: it receives
+with ``recvmmsg`` (as many datagrams as there are free slots, up to 64 a call),
+validates each, writes the request into the ring, and sends the answers that are
+ready with ``sendmmsg``, the result straight from the response slot (with requests in
+flight and none answered, it watches the oldest one's response flag for up to 10 us
+before its next receive call). It spins while
+serving (lowest latency, one CPU busy); ``idle_sleep=S`` makes it wait on the socket
+(``poll``, at most ``S`` seconds, or 10 ms, at a time) after 100 us with nothing in
+flight and nothing received: a datagram then wakes it (a few microseconds).
+
 Framing: the datagram's first 24 bytes are the header, the next ``arg_len`` bytes
 the arguments; whatever follows, up to the slot size, is padding and ignored.
 
 - from the feeder's own address: dropped and counted (``dropped_own_address``);
-  nothing of the feeder's own can be a request;
+  nothing of the feeder's own can be a request (bound to every interface: its port
+  on a loopback address);
 - shorter than a header: dropped and counted (``dropped``);
 - carrying the *response* magic: dropped and counted (``dropped_responses``). An
   answer is never answered: a forged request whose source is a second server (or
   this one) would otherwise make the two answer each other's answers for ever;
 - longer than a slot, or shorter than header + ``arg_len``: answered by the
-  bridge itself (``rejected``) with -1 if the magic is wrong, else -3 (the
+  feeder itself (``rejected``) with -1 if the magic is wrong, else -3 (the
   request id and timestamp are echoed, no result);
 - otherwise forwarded (padding stripped); any other bad magic or an unknown
   function id is answered -1 / -2 by the dispatcher like any other request (as
@@ -35,11 +46,18 @@ can call the handlers.
 
 Request ids: in the ring, each forwarded request gets an id from the ring's own
 id source (unique for the ring's life, see :mod:`.ring`), so requests of different
-UDP peers never share one there; the bridge keeps the peer's id and timestamp
-and puts them back into the response it sends. :class:`UdpClient` starts its ids
-at a random 32-bit value and accepts a response only for a request it sent and
-has not collected yet (matched by id and timestamp); anything else is counted in
-``unmatched`` and dropped.
+UDP peers never share one there; the feeder keeps the peer's id and timestamp
+and puts them back into the response it sends. An answer from the ring that does
+not echo the ring's id and the timestamp is dropped (``protocol_errors``).
+:class:`UdpClient` starts its ids at a random 32-bit value and accepts a response
+only for a request it sent and has not collected yet (matched by id and timestamp);
+anything else is counted in ``unmatched`` and dropped.
+
+The ring client is the feeder's while the feeder runs (one producer at a time): it
+starts at the client's position and hands the position back when it stops. Requests
+still in flight at ``stop()`` are answered after the next ``start()`` (unless the
+client was used in between). Closing the ring client (as a bridge does before it
+frees the ring) stops the feeder first: its thread never touches freed memory.
 
 :class:`UdpClient` is the client side with the same ``call`` / ``submit`` /
 ``submit_many`` / ``collect`` API as ``RingClient``.
@@ -50,31 +68,26 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import secrets
-import select
 import socket
 import threading
 import time
-from collections import deque
+import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import _native
 from ._logging import get_logger
-from .errors import ProtocolError, RingProtocolError, UdpBridgeError, UdpFeederError
-from .ring import RingClient, Ticket
-from .ring.memory import Backoff
+from .errors import ProtocolError, UdpBridgeError, UdpFeederError
+from .ring import RingClient
+from .ring.client import _buffer_address
 from .wire import (
     _REQUEST,
-    _RESPONSE,
     HEADER_SIZE,
     REQUEST_MAGIC,
-    RESPONSE_MAGIC,
-    STATUS_ARGS_TOO_LONG,
-    STATUS_BAD_MAGIC,
     Response,
     decode_response,
     encode_request,
-    encode_response,
 )
 
 __all__ = ["UdpBridge", "UdpBridgeError", "UdpClient", "UdpFeeder", "UdpFeederError", "UdpTicket"]
@@ -85,8 +98,6 @@ _logger = get_logger(__name__)
 
 #: a socket address: (host, port) for IPv4, (host, port, flowinfo, scope_id) for IPv6
 _Address = tuple[Any, ...]
-#: a forwarded request: its ring ticket, the peer's request id, the peer's address
-_InFlight = tuple[Ticket, int, _Address]
 
 
 def _resolve(host: str, port: int) -> tuple[socket.AddressFamily, _Address]:
@@ -135,18 +146,52 @@ def _big_buffers(sock: socket.socket) -> None:
             sock.setsockopt(socket.SOL_SOCKET, opt, _SOCKET_BUFFER)
 
 
+#: the feeder's counters, in the order :attr:`UdpFeeder.counters` lists them
+COUNTERS = (
+    "received",  # datagrams read from the socket
+    "forwarded",  # datagrams written into the ring
+    "answered",  # ring responses sent back
+    "rejected",  # malformed datagrams answered by the feeder (-1 / -3)
+    "dropped",  # datagrams too short to carry a header (no answer possible)
+    "dropped_responses",  # datagrams carrying the response magic (never answered)
+    "dropped_own_address",  # datagrams whose source is the feeder's own address
+    "send_errors",  # answers the socket refused to send
+    "protocol_errors",  # ring responses that broke the protocol (dropped)
+)
+
+
+class _Counter:
+    """One of the feeder's counters as an attribute (``feeder.forwarded``)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    def __get__(self, feeder: UdpFeeder | None, owner: type) -> int:
+        if feeder is None:
+            return 0
+        return int(feeder._core.counters()[self._name])
+
+
 class UdpFeeder:
-    """A host thread feeding a ring from UDP (formerly ``UdpBridge``, still an alias).
+    """A native thread feeding a ring from UDP (formerly ``UdpBridge``, still an alias).
 
-    Moves UDP datagrams on ``host:port`` into a ring and responses back (a thread).
-
-    ``host``: an IPv4 or IPv6 address or a host name (see the module docstring);
-    ``port=0`` picks a free port (see :attr:`address`). ``spin`` bounds the busy
-    polls before the thread yields while responses are outstanding: large for a
-    GPU consumer (lowest latency), small when the consumer is a thread of this
-    process (it needs the GIL). :attr:`counters` says what happened to every
-    datagram (see the module docstring).
+    Moves UDP datagrams on ``host:port`` into the ring of ``client`` and the answers
+    back. ``host``: an IPv4 or IPv6 address or a host name (see the module docstring);
+    ``port=0`` picks a free port (see :attr:`address`). ``idle_sleep``: ``None``
+    (the default) spins while serving; a number of seconds waits on the socket when
+    idle (see the module docstring). :attr:`counters` says what happened to every
+    datagram.
     """
+
+    received = _Counter()
+    forwarded = _Counter()
+    answered = _Counter()
+    rejected = _Counter()
+    dropped = _Counter()
+    dropped_responses = _Counter()
+    dropped_own_address = _Counter()
+    send_errors = _Counter()
+    protocol_errors = _Counter()
 
     def __init__(
         self,
@@ -154,12 +199,15 @@ class UdpFeeder:
         *,
         host: str = "127.0.0.1",
         port: int = 0,
-        spin: int = 256,
-        idle_timeout: float = 0.05,
+        idle_sleep: float | None = None,
     ) -> None:
+        if idle_sleep is not None and not idle_sleep > 0:
+            msg = f"idle_sleep={idle_sleep!r}: None (spin while serving) or seconds > 0"
+            raise ValueError(msg)
+        if client.closed:
+            msg = "the ring client is closed: the UDP feeder needs an open one"
+            raise UdpFeederError(msg)
         self._client = client
-        self._spin = spin
-        self._idle_timeout = idle_timeout
         try:
             family, where = _resolve(host, port)
             self._sock = socket.socket(family, socket.SOCK_DGRAM)
@@ -174,29 +222,23 @@ class UdpFeeder:
             msg = f"cannot bind a UDP socket to {host}:{port}: {exc}"
             raise UdpFeederError(msg) from None
         self._sock.setblocking(False)
-        bound_host, bound_port = self.address
-        self._own = (bound_host, bound_port)
-        self._wildcard = _ip(bound_host).is_unspecified
+        bound_host = self.address[0]
         if not _is_loopback(bound_host):
             _logger.warning(
                 "the UDP feeder listens on %s, beyond loopback: anyone who can reach this port "
                 "can call its handlers (the wire format has no authentication)",
                 bound_host,
             )
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        layout = client.layout
+        mem = client._mem
+        self._core = _native.Feeder(
+            self._sock.fileno(), _buffer_address(mem.mv), layout.num_slots, layout.slot_size,
+            mem.buffer,
+        )  # fmt: skip
+        self._core.idle_sleep_ns = 0 if idle_sleep is None else max(1, round(idle_sleep * 1e9))
+        # the ring's memory may go (a bridge frees it after closing its client): stop first
+        mem.on_release(weakref.WeakMethod(self._ring_released))
         self._lock = threading.Lock()
-        self.error: BaseException | None = None  #: what ended the thread, if it failed
-        # counters (written by the bridge thread only)
-        self.received = 0  #: datagrams read from the socket
-        self.forwarded = 0  #: datagrams submitted to the ring
-        self.answered = 0  #: ring responses sent back
-        self.rejected = 0  #: malformed datagrams answered by the bridge (-1 / -3)
-        self.dropped = 0  #: datagrams too short to carry a header (no answer possible)
-        self.dropped_responses = 0  #: datagrams carrying the response magic (never answered)
-        self.dropped_own_address = 0  #: datagrams whose source is the feeder's own address
-        self.send_errors = 0  #: responses the socket refused to send
-        self.protocol_errors = 0  #: ring responses that broke the protocol (dropped)
 
     @property
     def address(self) -> tuple[str, int]:
@@ -205,143 +247,64 @@ class UdpFeeder:
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return bool(self._core.running)
+
+    @property
+    def error(self) -> str | None:
+        """Why the thread stopped on its own (the ring broke the protocol, the socket
+        failed), or None."""
+        error: str | None = self._core.error
+        return error
 
     @property
     def counters(self) -> dict[str, int]:
-        return {
-            "received": self.received,
-            "forwarded": self.forwarded,
-            "answered": self.answered,
-            "rejected": self.rejected,
-            "dropped": self.dropped,
-            "dropped_responses": self.dropped_responses,
-            "dropped_own_address": self.dropped_own_address,
-            "send_errors": self.send_errors,
-            "protocol_errors": self.protocol_errors,
-        }
-
-    def _send(self, data: bytes, addr: _Address) -> None:
-        try:
-            self._sock.sendto(data, addr)
-        except OSError:
-            self.send_errors += 1
-
-    def _from_self(self, addr: _Address) -> bool:
-        """Whether ``addr`` is the feeder's own address (bound to every interface: its port on
-        a loopback address; its other addresses are caught by the response-magic rule)."""
-        host, port = addr[0], addr[1]
-        own_host, own_port = self._own
-        if port != own_port:
-            return False
-        return host == own_host or (self._wildcard and _is_loopback(host))
-
-    def _handle(self, data: bytes, addr: _Address, inflight: deque[_InFlight]) -> None:
-        self.received += 1
-        if self._from_self(addr):
-            self.dropped_own_address += 1
-            return
-        size = len(data)
-        if size < HEADER_SIZE:
-            self.dropped += 1
-            return
-        magic, fid, arg_len, rid, ts = _REQUEST.unpack_from(data)
-        if magic == RESPONSE_MAGIC:  # an answer is never answered (no loops between servers)
-            self.dropped_responses += 1
-            return
-        if size > self._client.layout.slot_size or size - HEADER_SIZE < arg_len:
-            self.rejected += 1
-            status = STATUS_BAD_MAGIC if magic != REQUEST_MAGIC else STATUS_ARGS_TOO_LONG
-            self._send(encode_response(status, request_id=rid, timestamp=ts), addr)
-            return
-        args = data[HEADER_SIZE : HEADER_SIZE + arg_len]  # what follows is padding
-        ticket = self._client.submit(fid, args, timestamp=ts, magic=magic, arg_len=arg_len)
-        self.forwarded += 1
-        inflight.append((ticket, rid, addr))
-
-    def _run(self) -> None:
-        sock = self._sock
-        client = self._client
-        capacity = client.layout.num_slots
-        inflight: deque[_InFlight] = deque()
-        backoff = Backoff(self._spin, max_sleep=2e-4)
-        stop = self._stop
-        try:
-            while not stop.is_set():
-                progressed = False
-                while inflight:
-                    ticket, peer_id, addr = inflight[0]
-                    try:
-                        response = client.poll(ticket)
-                    except RingProtocolError:
-                        inflight.popleft()
-                        self.protocol_errors += 1
-                        progressed = True
-                        continue
-                    if response is None:
-                        break
-                    inflight.popleft()
-                    self.answered += 1  # counted before the client can see it
-                    h = response.header  # the peer's own request id goes back to it
-                    header = _RESPONSE.pack(
-                        h.magic, h.status, h.result_len, peer_id, h.ptp_timestamp
-                    )
-                    self._send(header + response.result, addr)
-                    progressed = True
-                while len(inflight) < capacity:
-                    try:
-                        data, addr = sock.recvfrom(_MAX_DATAGRAM)
-                    except (BlockingIOError, InterruptedError):
-                        break
-                    except OSError:  # e.g. an ICMP error surfaced on the socket
-                        continue
-                    self._handle(data, addr, inflight)
-                    progressed = True
-                if progressed:
-                    backoff.reset()
-                elif inflight:
-                    backoff.pause()
-                else:
-                    select.select([sock], [], [], self._idle_timeout)
-        except BaseException as exc:  # keep the reason; stop() reports it
-            self.error = exc
-            raise
+        values = self._core.counters()
+        return {name: int(values[name]) for name in COUNTERS}
 
     def start(self) -> UdpFeeder:
-        """Start the bridge thread (no-op if it runs)."""
+        """Start the feeder thread (no-op if it runs)."""
         with self._lock:
             if self.running:
                 return self
             if self._sock.fileno() < 0:
-                msg = "the UDP bridge is closed"
+                msg = "the UDP feeder is closed"
                 raise UdpFeederError(msg)
-            self._stop.clear()
-            self.error = None
-            self._thread = threading.Thread(target=self._run, name="cudaq-udp-bridge", daemon=True)
-            self._thread.start()
+            client = self._client
+            if client.closed:
+                msg = "the ring client is closed: the UDP feeder cannot start"
+                raise UdpFeederError(msg)
+            if client.in_flight:
+                msg = (
+                    f"the ring client has {client.in_flight} requests in flight: collect them "
+                    "before a UDP feeder starts over its ring (one producer at a time)"
+                )
+                raise UdpFeederError(msg)
+            self._core.start(client.submitted)
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop the thread (idempotent). Responses still in flight are not sent."""
+        """Stop the thread (idempotent); requests in flight are answered after the next
+        :meth:`start`. :class:`UdpFeederError` if the thread had failed (see :attr:`error`)."""
         with self._lock:
-            thread = self._thread
-            self._stop.set()
-            if thread is not None:
-                thread.join(timeout)
-                if thread.is_alive():
-                    msg = f"UDP bridge thread did not stop within {timeout:g} s"
-                    raise UdpFeederError(msg)
-            self._thread = None
+            if not self._core.stop(float(timeout)):
+                msg = f"UDP feeder thread did not stop within {timeout:g} s"
+                raise UdpFeederError(msg)
+            if not self._client.closed:
+                self._client._next = int(self._core.next)  # the position goes back
         if self.error is not None:
-            msg = f"UDP bridge thread failed: {type(self.error).__name__}: {self.error}"
-            raise UdpFeederError(msg) from self.error
+            msg = f"UDP feeder thread failed: {self.error}"
+            raise UdpFeederError(msg)
+
+    def _ring_released(self) -> None:
+        self._core.stop(60.0)
 
     def close(self, timeout: float = 10.0) -> None:
         """Stop (waiting up to ``timeout`` seconds for the thread) and close the socket."""
         try:
             self.stop(timeout)
         finally:
-            self._sock.close()
+            if not self.running:
+                self._sock.close()
 
     def __enter__(self) -> UdpFeeder:
         return self.start()

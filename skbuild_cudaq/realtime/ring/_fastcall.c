@@ -54,7 +54,9 @@
  * not only on x86-TSO.
  *
  * The spin holds the GIL, as the Python spin it replaces does; it is bounded by
- * spin_ns (the caller's general path then waits with a backoff that sleeps).
+ * spin_ns (the caller's general path then waits with a backoff that sleeps). With
+ * `release_gil` (HostDispatcher.client(): the consumer is a thread of this process that
+ * needs the GIL for Python handlers) it spins without the GIL.
  */
 #ifndef SKBUILD_CUDAQ_FULL_API /* set by cmake/FastClient.cmake where there is no stable ABI */
 #define Py_LIMITED_API 0x030A0000
@@ -91,6 +93,7 @@ typedef struct {
   PyObject *last_function;
   uint32_t last_fid;
   int prefetch_response; /* 1: fetch the response's first line while spinning (the default) */
+  int release_gil;       /* 1: spin without the GIL (a consumer of this process needs it) */
 } RingObject;
 
 static uint64_t now_ns(void) {
@@ -224,6 +227,10 @@ static PyObject *round_trip(RingObject *self, unsigned long long k, uint32_t fid
   memcpy(req, head, sizeof head);
   memcpy(req + 16, &timestamp, sizeof timestamp);
   memcpy(req + HEADER_SIZE, data, (size_t)size);
+  /* release_gil: the consumer is a thread of this process that needs the GIL (the host
+   * path's Python handlers): wait without it, as ctypes would. Released before the request
+   * is published, so that the consumer never finds it held and sleeps on it. */
+  PyThreadState *released = self->release_gil ? PyEval_SaveThread() : NULL;
   __atomic_store_n(rx_flag, seq, __ATOMIC_RELEASE);
   *published = 1;
   TRACE(trace, TRACE_PUBLISHED);
@@ -232,6 +239,7 @@ static PyObject *round_trip(RingObject *self, unsigned long long k, uint32_t fid
   uint32_t spins = 0;
   const uint8_t *resp = self->tx_slots + (size_t)slot * self->slot_size;
   const int prefetch = self->prefetch_response;
+  int answered = 1;
   while (__atomic_load_n(tx_flag, __ATOMIC_ACQUIRE) != seq) {
     /* The response's first line (header and the first 40 result bytes) is written before
      * its flag: fetched while spinning, the read after the flag finds it in cache instead
@@ -244,10 +252,15 @@ static PyObject *round_trip(RingObject *self, unsigned long long k, uint32_t fid
       if (deadline == 0) {
         deadline = t + spin_ns;
       } else if (t >= deadline) {
-        return PyLong_FromUnsignedLong(rid); /* published, not answered yet */
+        answered = 0;
+        break;
       }
     }
   }
+  if (released != NULL)
+    PyEval_RestoreThread(released);
+  if (!answered)
+    return PyLong_FromUnsignedLong(rid); /* published, not answered yet */
   TRACE(trace, TRACE_SEEN);
   uint32_t rhead[4];
   uint64_t rts;
@@ -537,6 +550,9 @@ static PyMemberDef ring_members[] = {
      "responses call_next() read (the client adds the rest)"},
     {"spin_ns", T_ULONGLONG, offsetof(RingObject, spin_ns), 0,
      "call_next()'s spin bound in nanoseconds"},
+    {"release_gil", T_INT, offsetof(RingObject, release_gil), 0,
+     "1: spin on the response flag without the GIL (the consumer is a thread of this process "
+     "that needs it); 0 (the default): holding it"},
     {"prefetch_response", T_INT, offsetof(RingObject, prefetch_response), 0,
      "1 (the default): fetch the response's first line while spinning; 0: not (benchmarks)"},
     {NULL, 0, 0, 0, NULL},

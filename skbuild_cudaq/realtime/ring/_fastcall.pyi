@@ -7,6 +7,7 @@ class Ring:
     collected: int
     spin_ns: int
     prefetch_response: int
+    release_gil: int
     def __init__(self, address: int, num_slots: int, slot_size: int, max_payload: int) -> None: ...
     def call(
         self, k: int, function_id: int, payload: object, spin_ns: int, /

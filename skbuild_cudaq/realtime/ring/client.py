@@ -103,10 +103,15 @@ class RingClient(_BatchPath):
         spin: int = 256,
         max_sleep: float = 1e-3,
         compiled: bool | None = None,
+        release_gil: bool = False,
     ) -> None:
         """``compiled``: use the compiled round trip in :meth:`call` (``None``: where it is
         installed, unless ``SKBUILD_CUDAQ_PURE_CLIENT`` is set; ``True``: raise
-        :class:`RingError` where it is not installed; ``False``: pure Python)."""
+        :class:`RingError` where it is not installed; ``False``: pure Python).
+        ``release_gil``: the compiled round trip waits for the answer without the GIL, up
+        to 1 ms, before the general path's backoff (for a consumer that is a thread of this
+        process and needs the GIL: the host path's Python handlers;
+        :meth:`HostDispatcher.client` sets it)."""
         self._mem = RingMemory(buffer, layout)
         self._layout = layout
         self._spin = spin
@@ -136,7 +141,10 @@ class RingClient(_BatchPath):
                 "cmake/FastClient.cmake and SKBUILD_CUDAQ_FAST_CLIENT)"
             )
             raise RingError(msg)
-        self._spin_ns = min(max(0, spin) * _NS_PER_SPIN, _MAX_SPIN_NS)
+        # without the GIL the spin holds nothing up: it lasts the longest bound
+        self._spin_ns = (
+            _MAX_SPIN_NS if release_gil else min(max(0, spin) * _NS_PER_SPIN, _MAX_SPIN_NS)
+        )
         if compiled:
             assert _CompiledRing is not None
             ring = _CompiledRing(
@@ -145,6 +153,7 @@ class RingClient(_BatchPath):
             )  # fmt: skip
             ring.next = self._next_py
             ring.spin_ns = self._spin_ns
+            ring.release_gil = int(release_gil)
             ring.attach(self._pending)  # the same list for the client's life (reset keeps it)
             self._compiled = ring
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import time
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 from skbuild_cudaq.realtime.errors import RingError
@@ -76,6 +78,7 @@ class RingMemory:
         self.ids = self.mv[layout.ids_offset : layout.ids_offset + 8].cast("Q")
         self.released = False
         self._np: dict[str, Any] | None = None
+        self._on_release: list[Callable[[], Any]] = []
 
     def numpy(self) -> dict[str, Any]:
         """numpy views (created on first use)."""
@@ -98,12 +101,23 @@ class RingMemory:
             }
         return self._np
 
+    def on_release(self, hook: Callable[[], Any]) -> None:
+        """Call ``hook`` first when the views are released (a ``weakref.WeakMethod`` is
+        resolved, and skipped once its object is gone): a native thread using the ring
+        (the UDP feeder) stops before the memory may go."""
+        self._on_release.append(hook)
+
     def clear_flags(self) -> None:
         """Zero every request and response flag (a fresh ring; the id source is kept)."""
         lay = self.layout
         self.mv[lay.rx_flags_offset : lay.ids_offset] = bytes(lay.ids_offset - lay.rx_flags_offset)
 
     def release(self) -> None:
+        hooks, self._on_release = self._on_release, []
+        for hook in hooks:
+            target = hook() if isinstance(hook, weakref.ref) else hook
+            if target is not None:
+                target()
         self.released = True
         self._np = None
         for view in (self.rx_flags, self.tx_flags, self.ids, self.mv):

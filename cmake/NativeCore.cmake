@@ -1,0 +1,56 @@
+# skbuild-cudaq's native core (included by the top-level CMakeLists.txt):
+# skbuild_cudaq/realtime/_native.c, one C file against Python's limited API (3.10):
+# the host path's serving loop (HostDispatcher), the UDP feeder (UdpFeeder) and the
+# lookup and direct call of native host handlers (cudaq/realtime/host_handler.h).
+#
+# Required: the host path and the UDP feeder have no second implementation in Python,
+# so a build without a C compiler or without Python's headers fails here, naming what
+# to install, instead of producing a package whose host path and test server cannot
+# run. (A C compiler is a prerequisite of building skbuild-cudaq from source; wheels
+# carry the module.) Linux is the platform served: recvmmsg/sendmmsg there, one
+# datagram a call on other POSIX systems.
+include_guard(GLOBAL)
+
+# At file scope: enable_language() cannot be called from a function.
+include(CheckLanguage)
+check_language(C)
+if(NOT CMAKE_C_COMPILER)
+  message(FATAL_ERROR
+    "skbuild-cudaq: no C compiler found: skbuild-cudaq's native host path (the serving "
+    "loop and the UDP feeder, skbuild_cudaq/realtime/_native.c) needs one to build. "
+    "Install one (e.g. gcc) or point CC at it.")
+endif()
+enable_language(C)
+# scikit-build-core names the stable-ABI component when the wheel is abi3
+# (wheel.py-api = "cp310"); a free-threaded CPython has no stable ABI.
+find_package(Python 3.10 COMPONENTS Interpreter Development.Module ${SKBUILD_SABI_COMPONENT})
+if(NOT Python_Development.Module_FOUND)
+  message(FATAL_ERROR
+    "skbuild-cudaq: Python's headers were not found for ${Python_EXECUTABLE}: skbuild-cudaq's "
+    "native host path (skbuild_cudaq/realtime/_native.c) needs them to build. Install the "
+    "python3-dev package (or its equivalent for this Python).")
+endif()
+find_package(Threads REQUIRED)
+
+# _cudaq_native_core(<source>): the module target _native, installed into skbuild_cudaq/realtime.
+function(_cudaq_native_core src)
+  if(SKBUILD_SABI_COMPONENT AND Python_${SKBUILD_SABI_COMPONENT}_FOUND)
+    python_add_library(_native MODULE WITH_SOABI USE_SABI 3.10 "${src}")
+    set(_abi "stable ABI 3.10")
+  else()
+    python_add_library(_native MODULE WITH_SOABI "${src}")
+    target_compile_definitions(_native PRIVATE SKBUILD_CUDAQ_FULL_API=1)
+    set(_abi "CPython ${Python_VERSION}")
+  endif()
+  target_include_directories(_native PRIVATE "${PROJECT_SOURCE_DIR}/skbuild_cudaq/include")
+  target_link_libraries(_native PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
+  set_target_properties(_native PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON
+                                           C_VISIBILITY_PRESET hidden)
+  if(CMAKE_C_COMPILER_ID MATCHES "GNU|Clang")
+    target_compile_options(_native PRIVATE -O2 -Wall -Wextra)
+  endif()
+  install(TARGETS _native LIBRARY DESTINATION skbuild_cudaq/realtime)
+  message(STATUS "skbuild-cudaq: native core: ${CMAKE_C_COMPILER_ID} ${_abi}")
+endfunction()
+
+_cudaq_native_core("${PROJECT_SOURCE_DIR}/skbuild_cudaq/realtime/_native.c")

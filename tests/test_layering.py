@@ -214,3 +214,12 @@ def test_build_side_code_imports_no_cuda_and_no_run_time() -> None:
         "skbuild_cudaq.schema",
     ]
     assert _offending(build_side, ("cuda", "skbuild_cudaq.realtime")) == {}
+
+
+def test_the_setuptools_hook_stays_cheap_for_projects_that_are_not_ours() -> None:
+    """``finalize_distribution_options`` runs in every setuptools build: its module loads
+    neither the command nor the build side nor setuptools until a project declares
+    ``[tool.cudaq]``."""
+    body = "import skbuild_cudaq.setuptools.hook"
+    loaded = _fresh(_LOADED.format(body=body))
+    assert loaded == ["skbuild_cudaq.setuptools", "skbuild_cudaq.setuptools.hook"]

@@ -798,7 +798,7 @@ def test_unreadable_toml_is_one_line_at_every_front_door(
     assert hook.returncode == 1, hook.stderr
     assert hook.stderr == f"skbuild-cudaq: error: cannot read {pyproject}: {reason}\n"
     # the setuptools hook never raises: the file is not taken as a [tool.cudaq] project
-    from skbuild_cudaq.setuptools import project_uses_cudaq
+    from skbuild_cudaq.setuptools.hook import project_uses_cudaq
 
     assert project_uses_cudaq(pyproject) is False
 

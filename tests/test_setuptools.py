@@ -16,14 +16,10 @@ from pathlib import Path
 import pytest
 
 from skbuild_cudaq.errors import SettingsError
-from skbuild_cudaq.setuptools import (
-    CudaqBuildExtMixin,
-    build_cudaq_kernels,
-    check_extension_names,
-    extension_flags,
-    finalize_distribution_options,
-    project_uses_cudaq,
-)
+from skbuild_cudaq.setuptools._plan import check_extension_names, extension_flags
+from skbuild_cudaq.setuptools.build_ext import CudaqBuildExtMixin
+from skbuild_cudaq.setuptools.command import build_cudaq_kernels
+from skbuild_cudaq.setuptools.hook import finalize_distribution_options, project_uses_cudaq
 
 PACKAGE = Path(__file__).resolve().parent / "packages" / "setuptools_pkg"
 EXT = "setuptools_pkg._core"

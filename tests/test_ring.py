@@ -9,13 +9,12 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+from skbuild_cudaq.realtime.errors import RingError, RingProtocolError
 from skbuild_cudaq.realtime.ring import (
     HOST_RING_CTX_MAGIC,
     HOST_RING_CTX_SIZE,
     RingClient,
-    RingError,
     RingLayout,
-    RingProtocolError,
     RingServer,
     Ticket,
     host_ring_ctx_bytes,

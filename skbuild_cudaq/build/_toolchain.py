@@ -17,6 +17,7 @@ import importlib.metadata
 import os
 import shutil
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
@@ -119,6 +120,67 @@ def _executable(path: Path) -> bool:
     return path.is_file() and os.access(path, os.X_OK)
 
 
+#: What one place of the search order yields: the nvcc found there, else what was tried.
+_Look = tuple[Path | None, str]
+
+
+def _in_env_variable(name: str, env: Mapping[str, str], path_var: str) -> _Look:
+    """``CUDACXX``: a variable naming nvcc; set to anything else, it is an error."""
+    value = env.get(name)
+    if not value:
+        return None, f"{name} (environment): not set"
+    found = shutil.which(value, path=path_var)
+    if found:
+        return Path(found).resolve(), ""
+    msg = (
+        f"{name}={value!r} (environment) does not name an executable nvcc; "
+        f"fix or unset it. {NVCC_INSTALL_ADVICE}"
+    )
+    raise ToolchainError(msg)
+
+
+def _on_path(tool: str, env: Mapping[str, str], path_var: str) -> _Look:
+    found = shutil.which(tool, path=path_var)
+    if found:
+        return Path(found).resolve(), ""
+    return None, f"{tool} on PATH ({path_var}): not found"
+
+
+def _under_root_variable(name: str, env: Mapping[str, str], path_var: str) -> _Look:
+    """``CUDA_HOME``, ``CUDA_PATH``: a variable naming a toolkit root."""
+    value = env.get(name)
+    if not value:
+        return None, f"${name}/bin/nvcc: {name} not set"
+    candidate = Path(value) / "bin" / "nvcc"
+    if _executable(candidate):
+        return candidate.resolve(), ""
+    return None, f"${name}/bin/nvcc: {candidate} not found"
+
+
+def _under_root(root: str, env: Mapping[str, str], path_var: str) -> _Look:
+    candidate = Path(root) / "bin" / "nvcc"
+    if _executable(candidate):
+        return candidate.resolve(), ""
+    return None, f"{candidate}: not found"
+
+
+def _in_wheel(name: str, env: Mapping[str, str], path_var: str) -> _Look:
+    wheel = nvcc_from_wheel(wheel_names(name))
+    if wheel is not None:
+        return wheel, ""
+    return None, f"the {name} wheel: not installed for {sys.executable}"
+
+
+#: kind of a search-order entry -> where Python looks (``cmake-variable``: CMake only)
+_LOOKS: dict[str, Callable[[str, Mapping[str, str], str], _Look]] = {
+    "env": _in_env_variable,
+    "path": _on_path,
+    "root-env": _under_root_variable,
+    "root": _under_root,
+    "wheel": _in_wheel,
+}
+
+
 def find_nvcc(env: dict[str, str] | None = None) -> Path:
     """The nvcc to use, or :class:`ToolchainError` listing every place tried.
 
@@ -128,45 +190,13 @@ def find_nvcc(env: dict[str, str] | None = None) -> Path:
     path_var = env.get("PATH", "")
     tried: list[str] = []
     for kind, arg in _expand_roots(search_order(), env):
-        if kind == "cmake-variable":
-            continue  # CMake only
-        if kind == "env":
-            value = env.get(arg)
-            if not value:
-                tried.append(f"{arg} (environment): not set")
-                continue
-            found = shutil.which(value, path=path_var)
-            if found:
-                return Path(found).resolve()
-            msg = (
-                f"{arg}={value!r} (environment) does not name an executable nvcc; "
-                f"fix or unset it. {NVCC_INSTALL_ADVICE}"
-            )
-            raise ToolchainError(msg)
-        if kind == "path":
-            found = shutil.which(arg, path=path_var)
-            if found:
-                return Path(found).resolve()
-            tried.append(f"{arg} on PATH ({path_var}): not found")
-        elif kind == "root-env":
-            value = env.get(arg)
-            if not value:
-                tried.append(f"${arg}/bin/nvcc: {arg} not set")
-                continue
-            candidate = Path(value) / "bin" / "nvcc"
-            if _executable(candidate):
-                return candidate.resolve()
-            tried.append(f"${arg}/bin/nvcc: {candidate} not found")
-        elif kind == "root":
-            candidate = Path(arg) / "bin" / "nvcc"
-            if _executable(candidate):
-                return candidate.resolve()
-            tried.append(f"{candidate}: not found")
-        elif kind == "wheel":
-            wheel = nvcc_from_wheel(wheel_names(arg))
-            if wheel is not None:
-                return wheel
-            tried.append(f"the {arg} wheel: not installed for {sys.executable}")
+        look = _LOOKS.get(kind)
+        if look is None:  # cmake-variable: CMake only
+            continue
+        found, what = look(arg, env, path_var)
+        if found is not None:
+            return found
+        tried.append(what)
     places = "".join(f"\n  - {t}" for t in tried)
     msg = (
         "nvcc not found: it compiles the dispatch kernels to LTO-IR. Looked in, in order:"

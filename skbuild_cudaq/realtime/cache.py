@@ -227,81 +227,122 @@ def open_cache_dir(directory: Path, create: bool) -> int | None:
     """
     if not directory.is_absolute():
         directory = Path.cwd() / directory
-    parts = directory.parts[1:]
-    # the components left, the next one last; True marks the cache directory's own name
-    todo = [(name, i == len(parts) - 1) for i, name in enumerate(parts)][::-1]
-    stack: list[tuple[int, str]] = []  # open directories from "/" down, with their paths
-    links = 0
+    walk = _CachePathWalk(directory, create)
     try:
-        stack.append((os.open("/", _DIR_FLAGS), "/"))
-        _check_on_path(os.fstat(stack[0][0]), "/", directory)
-        while todo:
-            name, is_final = todo.pop()
-            parent, parent_path = stack[-1]
-            if name == "..":
-                if len(stack) > 1:
-                    os.close(stack.pop()[0])
-                continue
-            shown = f"{parent_path.rstrip('/')}/{name}"
-            try:
-                fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
-            except FileNotFoundError:
-                if not create:
-                    return None
-                try:
-                    os.mkdir(name, 0o700, dir_fd=parent)
-                except FileExistsError:
-                    pass  # made meanwhile: opened and checked like any other
-                except OSError as exc:
-                    msg = (
-                        f"cannot create the link cache directory {directory}: "
-                        f"{exc.strerror or exc} ({shown})"
-                    )
-                    raise _Unusable(msg) from None
-                fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
-            except OSError as exc:
-                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
-                    raise
-                st = os.stat(name, dir_fd=parent, follow_symlinks=False)
-                if not stat.S_ISLNK(st.st_mode):
-                    msg = f"not a directory on the link cache path {directory}: {shown}"
-                    raise _Unusable(msg) from None
-                target = os.readlink(name, dir_fd=parent)
-                if is_final:
-                    msg = (
-                        f"the link cache directory is a symbolic link: {directory} -> {target}; "
-                        f"point {CACHE_ENV} at a real directory "
-                        f"({CACHE_ENV}=off disables the cache)"
-                    )
-                    raise LinkCacheError(msg) from None
-                links += 1
-                if links > _MAX_SYMLINKS:
-                    msg = f"too many symbolic links on the link cache path {directory}"
-                    raise LinkCacheError(msg) from None
-                # The link lies in a checked directory; in a sticky one others may
-                # create entries, so there the link itself must be root's or yours.
-                if os.fstat(parent).st_mode & stat.S_ISVTX and st.st_uid not in (0, os.getuid()):
-                    _check_on_path(st, shown, directory)
-                target_parts = Path(target).parts
-                if target_parts and target_parts[0] == "/":
-                    for opened, _ in stack[1:]:
-                        os.close(opened)
-                    del stack[1:]
-                    target_parts = target_parts[1:]
-                todo.extend((part, False) for part in reversed(target_parts))
-                continue
-            stack.append((fd, shown))
-            if not is_final:
-                _check_on_path(os.fstat(fd), shown, directory)
-        _check_cache_dir(os.fstat(stack[-1][0]), directory)
-        return stack.pop()[0]
+        return walk.run()
+    except _NotThere:
+        return None
     except LinkCacheError:
         raise
     except OSError as exc:
         raise _unusable(directory, exc) from None
     finally:
-        for opened, _ in stack:
+        walk.close()
+
+
+class _NotThere(Exception):
+    """A directory on the cache path is missing (and is not to be created)."""
+
+
+class _CachePathWalk:
+    """The cache directory opened one component at a time from ``/``, each component
+    relative to its parent's descriptor (never by path), each directory on the way
+    checked (:func:`_check_on_path`), symbolic links followed by hand (at most
+    ``_MAX_SYMLINKS``), the last one checked as the cache directory."""
+
+    def __init__(self, directory: Path, create: bool) -> None:
+        self.directory = directory
+        self.create = create
+        parts = directory.parts[1:]
+        # the components left, the next one last; True marks the cache directory's own name
+        self.todo = [(name, i == len(parts) - 1) for i, name in enumerate(parts)][::-1]
+        self.stack: list[tuple[int, str]] = []  # open directories from "/" down, with paths
+        self.links = 0
+
+    def run(self) -> int:
+        self.stack.append((os.open("/", _DIR_FLAGS), "/"))
+        _check_on_path(os.fstat(self.stack[0][0]), "/", self.directory)
+        while self.todo:
+            name, is_final = self.todo.pop()
+            if name == "..":
+                if len(self.stack) > 1:
+                    os.close(self.stack.pop()[0])
+                continue
+            shown = f"{self.stack[-1][1].rstrip('/')}/{name}"
+            fd = self._open(name, shown, is_final)
+            if fd is None:
+                continue  # a symbolic link: its target's components are next
+            self.stack.append((fd, shown))
+            if not is_final:
+                _check_on_path(os.fstat(fd), shown, self.directory)
+        _check_cache_dir(os.fstat(self.stack[-1][0]), self.directory)
+        return self.stack.pop()[0]
+
+    def close(self) -> None:
+        for opened, _ in self.stack:
             os.close(opened)
+        self.stack.clear()
+
+    def _open(self, name: str, shown: str, is_final: bool) -> int | None:
+        """``name`` in the current directory opened (made first if missing and ``create``);
+        None for a symbolic link, whose target was queued."""
+        parent = self.stack[-1][0]
+        try:
+            return os.open(name, _DIR_FLAGS, dir_fd=parent)
+        except FileNotFoundError:
+            if not self.create:
+                raise _NotThere from None
+            self._make(name, shown)
+            return os.open(name, _DIR_FLAGS, dir_fd=parent)
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                raise
+            self._follow(name, shown, is_final)
+            return None
+
+    def _make(self, name: str, shown: str) -> None:
+        try:
+            os.mkdir(name, 0o700, dir_fd=self.stack[-1][0])
+        except FileExistsError:
+            pass  # made meanwhile: opened and checked like any other
+        except OSError as exc:
+            msg = (
+                f"cannot create the link cache directory {self.directory}: "
+                f"{exc.strerror or exc} ({shown})"
+            )
+            raise _Unusable(msg) from None
+
+    def _follow(self, name: str, shown: str, is_final: bool) -> None:
+        """Queue the target of the symbolic link ``name`` (refused as the cache directory
+        itself, beyond ``_MAX_SYMLINKS``, or foreign in a sticky directory)."""
+        parent = self.stack[-1][0]
+        st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        if not stat.S_ISLNK(st.st_mode):
+            msg = f"not a directory on the link cache path {self.directory}: {shown}"
+            raise _Unusable(msg) from None
+        target = os.readlink(name, dir_fd=parent)
+        if is_final:
+            msg = (
+                f"the link cache directory is a symbolic link: {self.directory} -> {target}; "
+                f"point {CACHE_ENV} at a real directory "
+                f"({CACHE_ENV}=off disables the cache)"
+            )
+            raise LinkCacheError(msg) from None
+        self.links += 1
+        if self.links > _MAX_SYMLINKS:
+            msg = f"too many symbolic links on the link cache path {self.directory}"
+            raise LinkCacheError(msg) from None
+        # The link lies in a checked directory; in a sticky one others may
+        # create entries, so there the link itself must be root's or yours.
+        if os.fstat(parent).st_mode & stat.S_ISVTX and st.st_uid not in (0, os.getuid()):
+            _check_on_path(st, shown, self.directory)
+        target_parts = Path(target).parts
+        if target_parts and target_parts[0] == "/":
+            for opened, _ in self.stack[1:]:
+                os.close(opened)
+            del self.stack[1:]
+            target_parts = target_parts[1:]
+        self.todo.extend((part, False) for part in reversed(target_parts))
 
 
 def _entry_name(key: str) -> str:
@@ -333,6 +374,42 @@ def encode_entry(key: str, cubin: bytes) -> bytes:
     raw_key = key.encode("ascii")
     digest = _entry_digest(raw_key, cubin)
     return _HEADER.pack(_MAGIC, len(raw_key), len(cubin), digest) + raw_key + cubin
+
+
+def _unsafe_entry(st: os.stat_result) -> str | None:
+    """Why an entry file may not be used (not yours, writable by others, ...), or None."""
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if st.st_uid != os.getuid():
+        return f"is owned by uid {st.st_uid}, not by you"
+    if st.st_mode & _GROUP_OTHER_WRITE:
+        return f"is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o})"
+    if st.st_nlink != 1:
+        return f"has {st.st_nlink} hard links"
+    return None
+
+
+def _verified_payload(fd: int, st: os.stat_result, key: str) -> tuple[bytes | None, str | None]:
+    """The cubin of the entry open as ``fd`` if its header, key and digest check out; else
+    None and why not."""
+    head = _read_exact(fd, _HEADER.size)
+    if len(head) < _HEADER.size:
+        return None, "is truncated"
+    magic, key_len, length, digest = _HEADER.unpack(head)
+    if magic != _MAGIC or key_len > _MAX_KEY:
+        return None, "is not a link cache entry of this version"
+    expected = _HEADER.size + key_len + length
+    if st.st_size != expected:
+        size = "truncated" if st.st_size < expected else "oversized"
+        return None, f"is {size} ({st.st_size} bytes, header says {expected})"
+    raw_key = _read_exact(fd, key_len)
+    if raw_key != key.encode("ascii"):
+        shown = raw_key.decode("ascii", errors="replace")
+        return None, f"belongs to another key ({shown})"
+    payload = _read_exact(fd, length)
+    if len(payload) != length or _entry_digest(raw_key, payload) != digest:
+        return None, "is corrupt"
+    return payload, None
 
 
 @dataclass(frozen=True)
@@ -393,41 +470,11 @@ class LinkCache:
             return None
         try:
             st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                self._refuse(name, "is not a regular file")
-                return None
-            if st.st_uid != os.getuid():
-                self._refuse(name, f"is owned by uid {st.st_uid}, not by you")
-                return None
-            if st.st_mode & _GROUP_OTHER_WRITE:
-                mode = stat.S_IMODE(st.st_mode)
-                self._refuse(name, f"is writable by group or others (mode {mode:04o})")
-                return None
-            if st.st_nlink != 1:
-                self._refuse(name, f"has {st.st_nlink} hard links")
-                return None
-            head = _read_exact(fd, _HEADER.size)
-            if len(head) < _HEADER.size:
-                self._refuse(name, "is truncated")
-                return None
-            magic, key_len, length, digest = _HEADER.unpack(head)
-            if magic != _MAGIC or key_len > _MAX_KEY:
-                self._refuse(name, "is not a link cache entry of this version")
-                return None
-            expected = _HEADER.size + key_len + length
-            if st.st_size != expected:
-                size = "truncated" if st.st_size < expected else "oversized"
-                self._refuse(name, f"is {size} ({st.st_size} bytes, header says {expected})")
-                return None
-            raw_key = _read_exact(fd, key_len)
-            if raw_key != key.encode("ascii"):
-                shown = raw_key.decode("ascii", errors="replace")
-                self._refuse(name, f"belongs to another key ({shown})")
-                return None
-            payload = _read_exact(fd, length)
-            if len(payload) != length or _entry_digest(raw_key, payload) != digest:
-                self._refuse(name, "is corrupt")
-                return None
+            payload, why = None, _unsafe_entry(st)
+            if why is None:
+                payload, why = _verified_payload(fd, st, key)
+            if why is not None:
+                self._refuse(name, why)
             return payload
         finally:
             os.close(fd)

@@ -18,7 +18,17 @@ from typing import Any
 from skbuild_cudaq._compat import tomllib
 from skbuild_cudaq.errors import CudaqError, SettingsError, SettingsProblem
 
-from ._fields import Context, Invalid, Meta, Rule, array_of, describe, field_specs, placeholder
+from ._fields import (
+    Context,
+    FieldSpec,
+    Invalid,
+    Meta,
+    Rule,
+    array_of,
+    describe,
+    field_specs,
+    placeholder,
+)
 from ._model import ROOT_KEY, CudaqSettings
 from ._toml_text import format_key, show_value, toml_type
 
@@ -73,19 +83,30 @@ class _Converter:
                 return _INVALID
             return cls(**{short.name: converted})
         if not isinstance(raw, dict):
-            fix = f"write a table: [{format_key(path)}]"
-            if short is not None and "item" in short.meta:
-                rule = short.meta["item"]
-                try:
-                    rule.apply(raw, self.ctx)
-                except Invalid:
-                    fix = f"write it like [{rule.example}]"
-                else:
-                    fix = f"did you mean [{show_value(raw)}]?"
-            self.report(
-                path, f"{show_value(raw)} is {toml_type(raw)}; expected {describe(cls)}", fix
-            )
+            self.not_a_table(cls, short, raw, path)
             return _INVALID
+        return self.table_record(cls, specs, raw, path)
+
+    def not_a_table(
+        self, cls: type, short: FieldSpec | None, raw: Any, path: tuple[str | int, ...]
+    ) -> None:
+        """Report a record given as something else; the fix shows the shorthand form when
+        the value would fit it (``_core = "k.cu"`` -> ``["k.cu"]``)."""
+        fix = f"write a table: [{format_key(path)}]"
+        if short is not None and "item" in short.meta:
+            rule = short.meta["item"]
+            try:
+                rule.apply(raw, self.ctx)
+            except Invalid:
+                fix = f"write it like [{rule.example}]"
+            else:
+                fix = f"did you mean [{show_value(raw)}]?"
+        self.report(path, f"{show_value(raw)} is {toml_type(raw)}; expected {describe(cls)}", fix)
+
+    def table_record(
+        self, cls: type, specs: list[FieldSpec], raw: dict[str, Any], path: tuple[str | int, ...]
+    ) -> Any:
+        """A record from its table: every unknown key, missing key and bad value reported."""
         by_key = {s.key: s for s in specs}
         meant = set()  # known keys an unknown key was taken for ("did you mean")
         for key in raw:
@@ -95,16 +116,14 @@ class _Converter:
         ok = True
         for spec in specs:
             if spec.key not in raw:
-                if spec.required and spec.key in meant:
-                    ok = False  # already reported as a misspelling of this key
-                elif spec.required:
+                if spec.required and spec.key not in meant:  # not reported as a misspelling
                     self.report(
                         path,
                         f"{show_value(raw)} lacks the required key {spec.key}; expected "
                         f"{describe(cls)}",
                         f"add {spec.key} = {placeholder(spec.hint)}",
                     )
-                    ok = False
+                ok = ok and not spec.required
                 continue
             converted = self.value(spec.hint, spec.meta, raw[spec.key], (*path, spec.key))
             if converted is _INVALID:

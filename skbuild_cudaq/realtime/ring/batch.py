@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from skbuild_cudaq.realtime.errors import RingProtocolError
 from skbuild_cudaq.realtime.wire import HEADER_SIZE, REQUEST_MAGIC, RESPONSE_MAGIC, function_id
@@ -45,6 +45,80 @@ class BatchResult:
         return bool((self.statuses == 0).all())
 
 
+class _Payloads:
+    """A batch's payloads: rows of a 2-D ``uint8`` array, or a list of bytes-like objects;
+    their lengths checked against the slot."""
+
+    def __init__(self, payloads: Any, max_payload: int) -> None:
+        import numpy as np
+
+        self.array: Any = None
+        self.items: list[Any] = []
+        if isinstance(payloads, np.ndarray):
+            if payloads.ndim != 2 or payloads.dtype != np.uint8:
+                msg = "an array of payloads must be 2-D uint8 (one request per row)"
+                raise ValueError(msg)
+            self.array = payloads
+            self.count, self.width = payloads.shape
+            self.lens = np.full(self.count, self.width, dtype=np.uint32)
+        else:
+            self.items = list(payloads)
+            self.count = len(self.items)
+            self.lens = np.fromiter((len(p) for p in self.items), dtype=np.uint32, count=self.count)
+        if self.count and int(self.lens.max()) > max_payload:
+            msg = (
+                f"a payload of {int(self.lens.max())} bytes does not fit a slot (max {max_payload})"
+            )
+            raise ValueError(msg)
+
+    def write(self, rx: Any, mv: memoryview, lay: RingLayout, slots: Any, start: int) -> None:
+        """Payloads ``start`` on into the request areas of ``slots``."""
+        count = len(slots)
+        if self.array is not None:
+            if self.width:
+                rx[slots, HEADER_SIZE : HEADER_SIZE + self.width] = self.array[
+                    start : start + count
+                ]
+            return
+        for i in range(count):
+            p = self.items[start + i]
+            if len(p):
+                off = lay.rx_slot_offset(int(slots[i])) + HEADER_SIZE
+                mv[off : off + len(p)] = p
+
+
+class _Window(NamedTuple):
+    """Up to ``num_slots`` requests of a batch in flight: request numbers, slots, sequence
+    numbers, request ids."""
+
+    ks: Any
+    slots: Any
+    seqs: Any
+    rids: Any
+
+
+def _check_responses(head: Any, window: _Window, max_payload: int) -> None:
+    """Every response header of a window: response magic, request id echoed, result_len."""
+    import numpy as np
+
+    slots, rids = window.slots, window.rids
+    if not (head[:, 0] == RESPONSE_MAGIC).all():
+        bad = int(np.flatnonzero(head[:, 0] != RESPONSE_MAGIC)[0])
+        msg = f"slot {int(slots[bad])}: response magic {int(head[bad, 0]):#010x}"
+        raise RingProtocolError(msg)
+    if not (head[:, 3] == rids).all():
+        bad = int(np.flatnonzero(head[:, 3] != rids)[0])
+        msg = (
+            f"slot {int(slots[bad])}: request id {int(head[bad, 3])} echoed for "
+            f"request {int(rids[bad])}"
+        )
+        raise RingProtocolError(msg)
+    rl = head[:, 2]
+    if len(rl) and int(rl.max()) > max_payload:
+        msg = f"result_len {int(rl.max())} exceeds the max payload {max_payload}"
+        raise RingProtocolError(msg)
+
+
 class _BatchPath:
     """:meth:`~skbuild_cudaq.realtime.RingClient.call_batch`, mixed into :class:`RingClient`."""
 
@@ -80,101 +154,91 @@ class _BatchPath:
 
         self._check_open()
         lay = self._layout
-        n = lay.num_slots
         fid = function_id(function)
-        as_array = isinstance(payloads, np.ndarray)
-        if as_array:
-            if payloads.ndim != 2 or payloads.dtype != np.uint8:
-                msg = "an array of payloads must be 2-D uint8 (one request per row)"
-                raise ValueError(msg)
-            m, width = payloads.shape
-            lens = np.full(m, width, dtype=np.uint32)
-        else:
-            seq_payloads = list(payloads)
-            m = len(seq_payloads)
-            lens = np.fromiter((len(p) for p in seq_payloads), dtype=np.uint32, count=m)
-        if m and int(lens.max()) > lay.max_payload:
-            msg = (
-                f"a payload of {int(lens.max())} bytes does not fit a slot (max {lay.max_payload})"
-            )
-            raise ValueError(msg)
+        batch = _Payloads(payloads, lay.max_payload)
+        m = batch.count
         self.drain(timeout)
         views = self._mem.numpy()
-        rx, tx, rx32, tx32, rx64 = (views[k] for k in ("rx", "tx", "rx32", "tx32", "rx64"))
-        rx_flags, tx_flags = views["rx_flags"], views["tx_flags"]
         statuses = np.empty(m, dtype=np.int32)
         result_lens = np.empty(m, dtype=np.uint32)
         request_ids = np.empty(m, dtype=np.uint32)
         chunks: list[tuple[int, Any]] = []
-        mv = self._mem.mv
-        for start in range(0, m, n):
-            count = min(n, m - start)
-            ks = self._next + np.arange(count, dtype=np.int64)
-            slots = ks % n
-            seqs = ((ks // n + 1) & _U32).astype(np.uint32)
-            prevs = seqs - np.uint32(1)  # wraps like the u32 sequence
-            unclaimed = (rx_flags[slots] != prevs) | (tx_flags[slots] != prevs)
-            for u in np.flatnonzero(unclaimed).tolist():
-                self._claim(int(slots[u]), int(seqs[u]), timeout)
-            ids = self._mem.ids
-            first_id = ids[0]
-            ids[0] = (first_id + count) & _U64
-            rids = ((first_id + np.arange(count, dtype=np.uint64)) & _U32).astype(np.uint32)
-            rx32[slots, 0] = REQUEST_MAGIC
-            rx32[slots, 1] = fid
-            rx32[slots, 2] = lens[start : start + count]
-            rx32[slots, 3] = rids
-            rx64[slots, 2] = 0
-            if as_array:
-                if width:
-                    rx[slots, HEADER_SIZE : HEADER_SIZE + width] = payloads[start : start + count]
-            else:
-                for i in range(count):
-                    p = seq_payloads[start + i]
-                    if len(p):
-                        off = lay.rx_slot_offset(int(slots[i])) + HEADER_SIZE
-                        mv[off : off + len(p)] = p
-            rx_flags[slots] = seqs  # publish after every payload store (x86-TSO)
-            self._next += count
-            backoff = Backoff(self._spin, self._max_sleep)
-            deadline = time.monotonic() + timeout
-            while True:
-                seen = tx_flags[slots]
-                if np.array_equal(seen, seqs):
-                    break
-                if time.monotonic() >= deadline:
-                    bad = int(np.flatnonzero(seen != seqs)[0])
-                    msg = (
-                        f"batch request {int(rids[bad])} (#{int(ks[bad])}) in slot "
-                        f"{int(slots[bad])}, seq {int(seqs[bad])}: no response within "
-                        f"{timeout:g} s (tx_flags = {int(seen[bad])}); is the consumer running?"
-                    )
-                    raise TimeoutError(msg)
-                backoff.pause()
-            head = tx32[slots, :4]
-            if not (head[:, 0] == RESPONSE_MAGIC).all():
-                bad = int(np.flatnonzero(head[:, 0] != RESPONSE_MAGIC)[0])
-                msg = f"slot {int(slots[bad])}: response magic {int(head[bad, 0]):#010x}"
-                raise RingProtocolError(msg)
-            if not (head[:, 3] == rids).all():
-                bad = int(np.flatnonzero(head[:, 3] != rids)[0])
-                msg = (
-                    f"slot {int(slots[bad])}: request id {int(head[bad, 3])} echoed for "
-                    f"request {int(rids[bad])}"
-                )
-                raise RingProtocolError(msg)
+        for start in range(0, m, lay.num_slots):
+            count = min(lay.num_slots, m - start)
+            window = self._send_window(views, batch, fid, start, count, timeout=timeout)
+            head = self._await_window(views, window, timeout)
             rl = head[:, 2]
-            if count and int(rl.max()) > lay.max_payload:
-                msg = f"result_len {int(rl.max())} exceeds the max payload {lay.max_payload}"
-                raise RingProtocolError(msg)
             statuses[start : start + count] = head[:, 1].view(np.int32)
             result_lens[start : start + count] = rl
-            request_ids[start : start + count] = rids
+            request_ids[start : start + count] = window.rids
             w = int(rl.max()) if count else 0
-            chunks.append((start, tx[slots, HEADER_SIZE : HEADER_SIZE + w]))  # fancy idx copies
+            # fancy indexing copies the results out of the slots
+            chunks.append((start, views["tx"][window.slots, HEADER_SIZE : HEADER_SIZE + w]))
             self.collected += count
         width_out = max((c.shape[1] for _, c in chunks), default=0)
         data = np.zeros((m, width_out), dtype=np.uint8)
         for start, c in chunks:
             data[start : start + c.shape[0], : c.shape[1]] = c
         return BatchResult(statuses, result_lens, request_ids, data)
+
+    def _send_window(
+        self,
+        views: dict[str, Any],
+        batch: _Payloads,
+        fid: int,
+        start: int,
+        count: int,
+        *,
+        timeout: float,
+    ) -> _Window:
+        """Claim the next ``count`` slots, write requests ``start`` on and publish them."""
+        import numpy as np
+
+        n = self._layout.num_slots
+        rx_flags, tx_flags = views["rx_flags"], views["tx_flags"]
+        ks = self._next + np.arange(count, dtype=np.int64)
+        slots = ks % n
+        seqs = ((ks // n + 1) & _U32).astype(np.uint32)
+        prevs = seqs - np.uint32(1)  # wraps like the u32 sequence
+        unclaimed = (rx_flags[slots] != prevs) | (tx_flags[slots] != prevs)
+        for u in np.flatnonzero(unclaimed).tolist():
+            self._claim(int(slots[u]), int(seqs[u]), timeout)
+        ids = self._mem.ids
+        first_id = ids[0]
+        ids[0] = (first_id + count) & _U64
+        rids = ((first_id + np.arange(count, dtype=np.uint64)) & _U32).astype(np.uint32)
+        rx32 = views["rx32"]
+        rx32[slots, 0] = REQUEST_MAGIC
+        rx32[slots, 1] = fid
+        rx32[slots, 2] = batch.lens[start : start + count]
+        rx32[slots, 3] = rids
+        views["rx64"][slots, 2] = 0
+        batch.write(views["rx"], self._mem.mv, self._layout, slots, start)
+        rx_flags[slots] = seqs  # publish after every payload store (x86-TSO)
+        self._next += count
+        return _Window(ks, slots, seqs, rids)
+
+    def _await_window(self, views: dict[str, Any], window: _Window, timeout: float) -> Any:
+        """Wait for every response of ``window``; their headers (u32 words), checked."""
+        import numpy as np
+
+        tx_flags = views["tx_flags"]
+        slots, seqs = window.slots, window.seqs
+        backoff = Backoff(self._spin, self._max_sleep)
+        deadline = time.monotonic() + timeout
+        while True:
+            seen = tx_flags[slots]
+            if np.array_equal(seen, seqs):
+                break
+            if time.monotonic() >= deadline:
+                bad = int(np.flatnonzero(seen != seqs)[0])
+                msg = (
+                    f"batch request {int(window.rids[bad])} (#{int(window.ks[bad])}) in slot "
+                    f"{int(slots[bad])}, seq {int(seqs[bad])}: no response within "
+                    f"{timeout:g} s (tx_flags = {int(seen[bad])}); is the consumer running?"
+                )
+                raise TimeoutError(msg)
+            backoff.pause()
+        head = views["tx32"][slots, :4]
+        _check_responses(head, window, self._layout.max_payload)
+        return head

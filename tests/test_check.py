@@ -181,7 +181,7 @@ class ModuleMaker:
         stem = f"{source.file.stem}-{'-'.join(source.archs)}"
         fatbin, ptx = self.root / f"{stem}.fatbin", self.root / f"{stem}.ptx"
         if not fatbin.is_file():
-            flags = _embed.CompileFlags()
+            flags = _embed.CompileFlags(include_dirs=(str(HERE / "include"),))  # cudaq_test/
             for command, out in (
                 (_embed.fatbin_command(self.nvcc, source.file, fatbin,
                                        architectures=source.archs, flags=flags), fatbin),

@@ -59,6 +59,7 @@ def build(nvcc: Path, root: Path) -> DeviceBinaries:
         raise RuntimeError(msg)
     root.mkdir(parents=True, exist_ok=True)
     inc = f"-I{skbuild_cudaq.include_dir()}"
+    test_inc = f"-I{HERE.parent / 'include'}"  # cudaq_test/one_thread_loop.cuh
 
     def fatbin(name: str, gencode: str = LTO_80) -> Path:
         out = root / f"{name}.fatbin"
@@ -71,6 +72,7 @@ def build(nvcc: Path, root: Path) -> DeviceBinaries:
                 "-std=c++17",
                 gencode,
                 inc,
+                test_inc,
                 "-o",
                 str(out),
                 str(src),
@@ -92,6 +94,7 @@ def build(nvcc: Path, root: Path) -> DeviceBinaries:
                 "-Xcompiler",
                 "-fPIC",
                 inc,
+                test_inc,
                 "-o",
                 str(out),
                 str(src),

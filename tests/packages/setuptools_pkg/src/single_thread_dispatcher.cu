@@ -1,30 +1,10 @@
 // One thread drives the transport and runs every handler: no block barriers,
 // no shared-memory hand-off. Launch with grid (1,1,1) and block (1,1,1).
-#include <cudaq/realtime/unified_dispatch_device.cuh>
+// The shared loop comes from include/ (the extension's include_dirs).
+#include "cudaq_test/one_thread_loop.cuh"
 
 #include "setuptools_pkg/config.h"
 
 extern "C" __global__ void single_thread_dispatcher(CUDAQ_DISPATCH_KERNEL_PARAMS) {
-  if (threadIdx.x != 0 || blockIdx.x != 0)
-    return;
-  void *session = cudaq_dev_enter_kernel(transport_ctx, shutdown_flag);
-  if (session == nullptr)
-    return;
-  const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
-  void *request = nullptr;
-  void *response = nullptr;
-  while (cudaq_dev_rx_poll(session, &request, &response)) {
-    const cudaq_function_entry_t *entry = nullptr;
-    int32_t status = cudaq_validate_request(request, slot_size, table, table_count, &entry);
-    uint32_t result_len = 0;
-    if (status == CUDAQ_RPC_STATUS_SUCCESS) {
-      status = entry->handler(cudaq_request_args(request), cudaq_request_arg_len(request),
-                              cudaq_response_result(response), max_result, &result_len);
-      if (result_len > max_result)
-        result_len = max_result;
-    }
-    write_response_header(response, request, status, result_len);
-    cudaq_dev_tx_publish(session, response);
-    atomicAdd(stats, 1ull);
-  }
+  cudaq_test_serve_one_thread(CUDAQ_TEST_KERNEL_ARGS);
 }

@@ -1,23 +1,7 @@
-#include <cudaq/realtime/unified_dispatch_device.cuh>
+#include "cudaq_test/one_thread_loop.cuh"
 #include "space config.cuh"
 static_assert(SPACE_PATH_OK == 1, "header next to the kernel");
 
 extern "C" __global__ void space_dispatcher(CUDAQ_DISPATCH_KERNEL_PARAMS) {
-  void *session = cudaq_dev_enter_kernel(transport_ctx, shutdown_flag);
-  if (session == nullptr)
-    return;
-  void *request = nullptr;
-  void *response = nullptr;
-  while (cudaq_dev_rx_poll(session, &request, &response)) {
-    const cudaq_function_entry_t *entry = nullptr;
-    int32_t status = cudaq_validate_request(request, slot_size, table, table_count, &entry);
-    uint32_t result_len = 0;
-    if (status == CUDAQ_RPC_STATUS_SUCCESS)
-      status = entry->handler(cudaq_request_args(request), cudaq_request_arg_len(request),
-                              cudaq_response_result(response), slot_size - CUDAQ_RPC_HEADER_SIZE,
-                              &result_len);
-    write_response_header(response, request, status, result_len);
-    cudaq_dev_tx_publish(session, response);
-    atomicAdd(stats, 1ull);
-  }
+  cudaq_test_serve_one_thread(CUDAQ_TEST_KERNEL_ARGS);
 }

@@ -1,0 +1,1 @@
+../../../../include/cudaq_test/one_thread_loop.cuh

@@ -511,7 +511,7 @@ def render(directory: Path) -> tuple[str, dict[str, Figure]]:
         "## How to reproduce",
         "",
         "On a machine with a GPU, `bash tools/gpu-check.sh` installs the project and "
-        "example_app, runs every GPU test and every benchmark but `wire`, and leaves the "
+        "example_app, runs every GPU test and every benchmark, and leaves the "
         "results in `bench/results/gpu-run/`; copy the JSON files into `bench/results/` and run "
         "`python bench/report.py`. One at a time:",
         "",

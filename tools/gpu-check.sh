@@ -37,6 +37,8 @@ fi
 log "installing skbuild-cudaq and example_app (no build isolation)"
 if [ "${TESTS:-1}" != 0 ]; then  # the tests run on an editable install
   "$PY" -m pip install -q --no-build-isolation --no-deps -e . 2>&1 | tail -20
+else  # the benchmarks alone: a regular install (see below)
+  "$PY" -m pip install -q --no-build-isolation --no-deps . 2>&1 | tail -20
 fi
 "$PY" -m pip install -q --no-build-isolation --no-deps ./example_app 2>&1 | tail -20
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee -a "$OUT/gpu-check.log"
@@ -63,7 +65,7 @@ fi
 # Benchmarks measure the package as users install it: a regular (not editable)
 # install, bytecode compiled, run outside the source tree.
 BENCH_LIST=${BENCHES-dispatch startup graph wire build_overhead multigpu}
-if [ -n "$BENCH_LIST" ]; then
+if [ -n "$BENCH_LIST" ] && [ "${TESTS:-1}" != 0 ]; then
   log "installing skbuild-cudaq as a regular install for the benchmarks"
   "$PY" -m pip install -q --no-build-isolation --no-deps . 2>&1 | tail -20
 fi

@@ -3,12 +3,14 @@
 Statistics (:func:`percentiles`, :func:`paired_ratio`, :func:`goal`); the results file's
 :func:`header` (benchmark, date, devices, driver, host, versions) and :func:`write_json`; the
 floors (:func:`build_floors` compiles ``bench/floors.cu`` in the same run as what they are
-compared with, :class:`Floors` runs them on a ring); the native client (:func:`build_loadgen`
-compiles ``bench/loadgen.c``, :class:`LoadGen` drives it, :func:`pick_cpus` places it).
+compared with, :class:`Floors` runs them on a ring); the clients: the native one
+(:func:`build_loadgen` compiles ``bench/loadgen.c``, :class:`LoadGen` drives it,
+:func:`pick_cpus` places it) and the Python one (:func:`timed_calls`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import datetime
 import importlib.metadata
@@ -19,7 +21,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -111,16 +113,6 @@ def device_info(ordinal: int) -> dict[str, Any]:
     }
 
 
-def primary_context_current(ordinal: int) -> Any:
-    """Device ``ordinal``'s primary context, made current (released at exit by the driver)."""
-    drv = driver()
-    ok(drv.cuInit(0), "cuInit")
-    dev = ok(drv.cuDeviceGet(ordinal), "cuDeviceGet")
-    ctx = ok(drv.cuDevicePrimaryCtxRetain(dev), "cuDevicePrimaryCtxRetain")
-    ok(drv.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
-    return dev
-
-
 def first_line(command: list[str], last: bool = False) -> str | None:
     try:
         out = subprocess.run(command, capture_output=True, text=True, check=False, timeout=60)
@@ -177,19 +169,22 @@ def header(
 
 
 def _cpu_model() -> str:
-    try:
+    with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
     return platform.processor() or "unknown"
 
 
 def write_json(path: Path, doc: dict[str, Any]) -> None:
+    """Write a results file, then print each of its goals and what it left out."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"wrote {path}", file=sys.stderr)
+    for name, g in (doc.get("goals") or {}).items():
+        print(f"{name}: {g['value']:.3f} ({g['goal']}: {'met' if g['met'] else 'not met'})")
+    for name, why in (doc.get("left_out") or {}).items():
+        print(f"{name}: left out: {why}")
 
 
 # -- floors and the native client, built in the same run ------------------------------------
@@ -214,6 +209,35 @@ def build_loadgen(workdir: Path) -> Path:
     return so
 
 
+def timed_calls(
+    call: Callable[..., Any],
+    payload: bytes,
+    count: int,
+    gaps: np.ndarray | None = None,
+    *,
+    name: str = "echo",
+    expected: bytes | None = None,
+) -> np.ndarray:
+    """``count`` timed ``call(name, payload)`` (us; e.g. ``RingClient.call``), each after its
+    think time in ``gaps`` (ns, spun, not timed); every answer checked against ``expected``
+    (default: the payload, an echo). The clock is a local: a module attribute looked up in
+    the timed part would be counted as the call's."""
+    want = payload if expected is None else expected
+    samples = np.empty(count)
+    ns = time.perf_counter_ns
+    for i in range(count):
+        if gaps is not None:
+            end = ns() + int(gaps[i])
+            while ns() < end:
+                pass
+        t0 = ns()
+        status, result = call(name, payload)
+        samples[i] = ns() - t0
+        if status != 0 or result != want:
+            raise RuntimeError(f"{name}: wrong answer: status {status}, {len(result)} bytes")
+    return samples * 1e-3
+
+
 class LoadGen:
     """ctypes front of ``bench/loadgen.c`` for one ring (one instance per thread)."""
 
@@ -222,11 +246,9 @@ class LoadGen:
         p, u32, u64 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64
         head = [p, u32, u32, u32, p, u32, u64]
         out = [ctypes.POINTER(u64), ctypes.POINTER(ctypes.c_double)]
-        lib.lg_latency.argtypes = [*head, *out]
-        lib.lg_latency_gap.argtypes = [*head, u64, *out]
+        lib.lg_latency.argtypes = [*head, u64, *out]
         lib.lg_throughput.argtypes = [*head, u32, *out]
-        for f in (lib.lg_latency, lib.lg_latency_gap, lib.lg_throughput):
-            f.restype = ctypes.c_int
+        lib.lg_latency.restype = lib.lg_throughput.restype = ctypes.c_int
         self.lib = lib
         self.args = (ctypes.c_uint8 * ARG_LEN)(*range(ARG_LEN))
         self.next = ctypes.c_uint64(0)  # the ring's request counter, kept between calls
@@ -239,10 +261,7 @@ class LoadGen:
         out = np.zeros(count, dtype=np.float64)
         head = (ring, NUM_SLOTS, SLOT_SIZE, function_id, ctypes.addressof(self.args), ARG_LEN)
         tail = (ctypes.byref(self.next), out.ctypes.data_as(ctypes.POINTER(ctypes.c_double)))
-        if gap_ns:
-            rc = self.lib.lg_latency_gap(*head, count, gap_ns, *tail)
-        else:
-            rc = self.lib.lg_latency(*head, count, *tail)
+        rc = self.lib.lg_latency(*head, count, gap_ns, *tail)
         if rc != 0:
             msg = f"lg_latency failed ({rc}) at request {self.next.value}"
             raise RuntimeError(msg)
@@ -259,6 +278,14 @@ class LoadGen:
             msg = f"lg_throughput failed ({rc}) at request {self.next.value}"
             raise RuntimeError(msg)
         return count / seconds.value / 1e6
+
+
+def ring_pointers(bridge: Any) -> tuple[int, ...]:
+    """A bridge's ring as a floor kernel takes it: the device addresses of the rx slots, tx
+    slots, rx flags and tx flags, then num_slots and slot_size."""
+    base, lay = bridge.device_ring, bridge.layout
+    offsets = (lay.rx_slots_offset, lay.tx_slots_offset, lay.rx_flags_offset, lay.tx_flags_offset)
+    return (*(base + o for o in offsets), lay.num_slots, lay.slot_size)
 
 
 class Floors:
@@ -285,16 +312,7 @@ class Floors:
         function = ok(drv.cuKernelGetFunction(kernel), "cuKernelGetFunction")
         self.bridge.reset()
         ctypes.c_int32.from_address(self.flag).value = 0
-        base, layout = self.bridge.device_ring, self.bridge.layout
-        values = (
-            base + layout.rx_slots_offset,
-            base + layout.tx_slots_offset,
-            base + layout.rx_flags_offset,
-            base + layout.tx_flags_offset,
-            layout.num_slots,
-            layout.slot_size,
-            self.flag_dev,
-        )
+        values = (*ring_pointers(self.bridge), self.flag_dev)
         types = (ctypes.c_void_p,) * 4 + (ctypes.c_uint32,) * 2 + (ctypes.c_void_p,)
         ok(
             drv.cuLaunchKernel(

@@ -18,8 +18,7 @@ compiled in the same run. On a ring of 256 slots of 128 bytes, 32-byte arguments
 
 A run takes about 25 s on an H200, and its ratios move between runs by more than some goals'
 margins: ``--repeat N`` judges each goal on the median of N whole runs (``min``, ``max``,
-``values``, ``met_runs`` beside it; the tables are the last run's). Several GPUs:
-``bench/multigpu.py``.
+``values``, ``met_runs`` beside it; the tables are the last run's).
 """
 
 from __future__ import annotations
@@ -63,12 +62,14 @@ def measure_once(opts: argparse.Namespace) -> dict[str, Any]:
     """One measurement of every label on one GPU: its results, goals included."""
     started = time.monotonic()
     from example_app import launchers
-    from skbuild_cudaq.realtime import Dispatcher, DispatcherConfig, HostRingBridge
-    from skbuild_cudaq.realtime import get_device_handler as handler
+    from skbuild_cudaq.realtime import _driver
+    from skbuild_cudaq.realtime.bridge import HostRingBridge
+    from skbuild_cudaq.realtime.dispatcher import Dispatcher, DispatcherConfig
+    from skbuild_cudaq.realtime.library import get_device_handler as handler
     from skbuild_cudaq.realtime.wire import function_id
 
     dev_info = c.device_info(opts.device)
-    c.primary_context_current(opts.device)
+    _driver.ensure_context(opts.device)  # the device's primary context, current
     # The client runs on this thread: pinned before the ring is allocated (near the GPU).
     cpu = c.pick_cpus({opts.device: dev_info["pci_bus_id"]})[opts.device] if opts.pin else None
     if cpu is not None:
@@ -229,34 +230,14 @@ def measure_once(opts: argparse.Namespace) -> dict[str, Any]:
     return results
 
 
-def timed_calls(
-    call: Callable[..., Any], payload: bytes, count: int, gaps: np.ndarray | None = None
-) -> np.ndarray:
-    """``count`` timed ``call("echo", payload)`` (us), each after its think time in ``gaps``
-    (ns, spun, not timed); every answer checked. The clock is a local: a module attribute
-    looked up in the timed part would be counted as the call's."""
-    samples = np.empty(count)
-    ns = time.perf_counter_ns
-    for i in range(count):
-        if gaps is not None:
-            end = ns() + int(gaps[i])
-            while ns() < end:
-                pass
-        t0 = ns()
-        status, result = call("echo", payload)
-        samples[i] = ns() - t0
-        if status != 0 or result != payload:
-            raise RuntimeError(f"wrong answer: status {status}, {len(result)} bytes")
-    return samples * 1e-3
-
-
 def python_client(opts: argparse.Namespace, core: Any, bridge: Any, gen: c.LoadGen) -> Any:
     """``RingClient.call`` against the native client on one single-thread dispatcher and ring,
     in alternating rounds (native, then Python; back to back, then with random arrival): the
     median over rounds of the Python p50 minus the native p50 of the same round."""
     from example_app import launchers
-    from skbuild_cudaq.realtime import Dispatcher, DispatcherConfig, RingClient
-    from skbuild_cudaq.realtime import get_device_handler as handler
+    from skbuild_cudaq.realtime.dispatcher import Dispatcher, DispatcherConfig
+    from skbuild_cudaq.realtime.library import get_device_handler as handler
+    from skbuild_cudaq.realtime.ring import RingClient
     from skbuild_cudaq.realtime.wire import function_id
 
     config = DispatcherConfig(device=opts.device, num_slots=c.NUM_SLOTS, slot_size=c.SLOT_SIZE)
@@ -274,8 +255,8 @@ def python_client(opts: argparse.Namespace, core: Any, bridge: Any, gen: c.LoadG
                 gen.latency(bridge.host_address, function_id("echo"), warm)
                 native = gen.latency(bridge.host_address, function_id("echo"), n, gap_ns=gap)
                 with RingClient(bridge.buffer, bridge.layout) as client:
-                    timed_calls(client.call, payload, warm)
-                    got = timed_calls(client.call, payload, n, gaps if gap else None)
+                    c.timed_calls(client.call, payload, warm)
+                    got = c.timed_calls(client.call, payload, n, gaps if gap else None)
                 rounds.setdefault("native" + key, []).append(native)
                 rounds.setdefault("call" + key, []).append(got)
 
@@ -297,45 +278,35 @@ def python_client(opts: argparse.Namespace, core: Any, bridge: Any, gen: c.LoadG
 def judge(results: dict[str, Any]) -> dict[str, Any]:
     """Every goal the results can be judged on (what is missing is left out)."""
     goals: dict[str, Any] = {}
-    paired = results.get("paired", {})
-    for label, bound in P50_BOUNDS.items():
-        if label not in paired:
-            continue
+
+    def add(name: str, value: float, bound: str, label: str, **extra: Any) -> None:
         shape = "thread" if label.endswith(":thread") else "launch"
+        goals[name] = c.goal(value, bound, handler_shape=shape, **extra)
+
+    paired = results.get("paired", {})
+    for label, bound in ((k, b) for k, b in P50_BOUNDS.items() if k in paired):
         for key, suffix in (("b2b", ""), ("random", "_random_arrival")):
             ratio = paired[label][key]["p50_over_floor"]
-            goals[f"{label}_p50_over_floor{suffix}"] = c.goal(
-                ratio, f"<= {bound}", handler_shape=shape
-            )
+            add(f"{label}_p50_over_floor{suffix}", ratio, f"<= {bound}", label)
     for label, pair in paired.items():
         tail = pair["b2b"]
-        shape = "thread" if label.endswith(":thread") else "launch"
-        goals[f"{label}_p99_over_p50"] = c.goal(
-            tail["p99_over_p50"],
-            f"<= {TAIL_BOUND}",
-            handler_shape=shape,
-            floor_value=tail["floor_p99_over_p50"],
-        )
+        floor = {"floor_value": tail["floor_p99_over_p50"]}  # the floor's own tail, beside it
+        add(f"{label}_p99_over_p50", tail["p99_over_p50"], f"<= {TAIL_BOUND}", label, **floor)
         if "serial" in pair:
-            goals[f"{label}_serial_over_pingpong_serial"] = c.goal(
-                pair["serial"]["over_floor"], ">= 0.95", handler_shape=shape
-            )
+            ratio = pair["serial"]["over_floor"]
+            add(f"{label}_serial_over_pingpong_serial", ratio, ">= 0.95", label)
     thr = results.get("throughput_mrps", {})
     if "warp_parallel:thread" in thr and "warp_floor" in thr:
         ratio = thr["warp_parallel:thread"]["64"] / thr["warp_floor"]["64"]
-        goals["warp_parallel:thread_over_warp_floor_at_64"] = c.goal(
-            ratio, ">= 0.8", handler_shape="thread"
-        )
+        add("warp_parallel:thread_over_warp_floor_at_64", ratio, ">= 0.8", ":thread")
     py = results.get("python_client_us") or {}
     for suffix in ("", "_random_arrival"):
         if f"over_native{suffix}_p50_us" in py:
-            goals[f"python_call_over_native_client{suffix}_us"] = c.goal(
-                py[f"over_native{suffix}_p50_us"], "<= 0.4", handler_shape="launch"
-            )
+            over = py[f"over_native{suffix}_p50_us"]
+            add(f"python_call_over_native_client{suffix}_us", over, "<= 0.4", "launch")
     if "python_call_batch_mrps" in results:
-        goals["python_call_batch_mrps_warp_parallel"] = c.goal(
-            results["python_call_batch_mrps"], ">= 1.0", handler_shape="thread"
-        )
+        rate = results["python_call_batch_mrps"]
+        add("python_call_batch_mrps_warp_parallel", rate, ">= 1.0", ":thread")
     return goals
 
 
@@ -361,11 +332,8 @@ def combine_runs(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "values": values,
             "met_runs": sum(c.meets(v, last["goal"]) for v in values),
         }
-        floors = [
-            r["goals"][name]["floor_value"]
-            for r in runs
-            if "floor_value" in r["goals"].get(name, {})
-        ]
+        own = (r["goals"].get(name, {}) for r in runs)  # the floor's own tail, run by run
+        floors = [g["floor_value"] for g in own if "floor_value" in g]
         if floors:
             goals[name]["floor_value"] = float(np.median(floors))
             goals[name]["floor_values"] = floors
@@ -408,8 +376,6 @@ def main(argv: list[str] | None = None) -> int:
         runs.append(measure_once(opts))
     results = runs[0] if len(runs) == 1 else combine_runs(runs)
     c.write_json(opts.out, results)
-    for name, g in results["goals"].items():
-        print(f"{name}: {g['value']:.3f} ({g['goal']}: {'met' if g['met'] else 'not met'})")
     return 0 if not results["errors"] else 1
 
 

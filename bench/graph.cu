@@ -1,12 +1,10 @@
-// The bare graph-launch floor of bench/graph.py: a persistent one-thread kernel,
-// itself a node of a device-launchable graph, waits for each request of a host
-// ring and launches a one-kernel graph from the GPU (fire-and-forget) that
-// answers it (echo). No function table, no I/O context, no request copy: what
-// any device-graph handler costs at least. Like the dispatcher's graph kernel
-// it relaunches itself (tail launch) every 100 graph launches, keeping its ring
+// The bare graph-launch floor of bench/graph.py: a persistent one-thread kernel, itself a node
+// of a device-launchable graph, waits for each request of a host ring and launches a one-kernel
+// graph from the GPU (fire-and-forget) that answers it (echo). No function table, no I/O
+// context, no request copy: what any device-graph handler costs at least. Like the dispatcher's
+// graph kernel it relaunches itself (tail launch) every 100 graph launches, keeping its ring
 // position in device memory. Also a one-kernel graph handler for the dispatcher
-// (bench_graph_increment: what the dispatcher adds to the floor, without
-// example_app's second kernel).
+// (bench_graph_increment: what the dispatcher adds to the floor, without example_app's second).
 #include <cudaq/realtime/unified_dispatch_device.cuh>
 
 struct FloorRing {

@@ -1,13 +1,11 @@
-/* Native load generator for the host ring (bench/common.py compiles it with gcc at
- * bench time; bench/dispatch.py and bench/multigpu.py call it through ctypes), so
- * that the host side is not the bottleneck of a round trip or of throughput.
- *
- * It writes the ring layout of DEVELOPING.md directly: request k goes to slot
- * k % num_slots with sequence k / num_slots + 1; the request bytes are written
- * first, then rx_flags[slot] = seq (release); the response is complete once
- * tx_flags[slot] == seq (acquire). `*next` is the ring's request counter, kept
- * by the caller across calls (0 after a reset). Times come from
- * clock_gettime(CLOCK_MONOTONIC) (vDSO, ~20 ns). Every wait has a deadline. */
+/* Native load generator for the host ring (bench/common.py compiles it with gcc at bench time;
+ * the benchmarks call it through ctypes), so that the host side is not the bottleneck of a round
+ * trip or of throughput. It writes the ring layout of DEVELOPING.md directly: request k goes to
+ * slot k % num_slots with sequence k / num_slots + 1; the request bytes are written first, then
+ * rx_flags[slot] = seq (release); the response is complete once tx_flags[slot] == seq
+ * (acquire). `*next` is the ring's request counter, kept by the caller across calls (0 after a
+ * reset). Times come from clock_gettime(CLOCK_MONOTONIC) (vDSO, ~20 ns). Every wait has a
+ * deadline. */
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -78,17 +76,15 @@ static inline int await(const ring_t *r, uint64_t k, uint32_t arg_len, int check
   return 0;
 }
 
-/* Serial round trips: one request in flight; out_ns[i] = round trip of request i
- * (from before its bytes are written to when its response flag is seen; the
- * response is checked after the clock stops). With max_gap_ns, a pause drawn
- * uniformly from [0, max_gap_ns] (xorshift, fixed seed; not timed) comes before
- * each request, so that requests arrive at every phase of the consumer's poll loop
- * instead of at the one a back-to-back ping-pong locks into (a poll of mapped host
- * memory samples the flag once per PCIe round trip). */
-static inline int serial_rounds(uint8_t *base, uint32_t num_slots, uint32_t slot_size,
-                                uint32_t function_id, const uint8_t *args, uint32_t arg_len,
-                                uint64_t count, uint64_t max_gap_ns, uint64_t *next,
-                                double *out_ns) {
+/* Serial round trips: one request in flight; out_ns[i] = round trip of request i (from before
+ * its bytes are written to when its response flag is seen; the response is checked after the
+ * clock stops). With max_gap_ns, a pause drawn uniformly from [0, max_gap_ns] (xorshift, fixed
+ * seed; not timed) comes before each request, so that requests arrive at every phase of the
+ * consumer's poll loop instead of at the one a back-to-back ping-pong locks into (a poll of
+ * mapped host memory samples the flag once per PCIe round trip). */
+int lg_latency(uint8_t *base, uint32_t num_slots, uint32_t slot_size, uint32_t function_id,
+               const uint8_t *args, uint32_t arg_len, uint64_t count, uint64_t max_gap_ns,
+               uint64_t *next, double *out_ns) {
   ring_t r = ring_of(base, num_slots, slot_size);
   uint64_t k = *next, x = 0x9e3779b97f4a7c15ull;
   for (uint64_t i = 0; i < count; ++i, ++k) {
@@ -116,20 +112,6 @@ static inline int serial_rounds(uint8_t *base, uint32_t num_slots, uint32_t slot
   }
   *next = k;
   return 0;
-}
-
-int lg_latency(uint8_t *base, uint32_t num_slots, uint32_t slot_size, uint32_t function_id,
-               const uint8_t *args, uint32_t arg_len, uint64_t count, uint64_t *next,
-               double *out_ns) {
-  return serial_rounds(base, num_slots, slot_size, function_id, args, arg_len, count, 0, next,
-                       out_ns);
-}
-
-int lg_latency_gap(uint8_t *base, uint32_t num_slots, uint32_t slot_size, uint32_t function_id,
-                   const uint8_t *args, uint32_t arg_len, uint64_t count, uint64_t max_gap_ns,
-                   uint64_t *next, double *out_ns) {
-  return serial_rounds(base, num_slots, slot_size, function_id, args, arg_len, count, max_gap_ns,
-                       next, out_ns);
 }
 
 /* `count` requests with up to `in_flight` outstanding (<= num_slots); *seconds = wall time. */

@@ -15,18 +15,11 @@ import json
 import math
 import sys
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-KNOWN = ("dispatch", "dispatch_multigpu", "startup", "startup_cu12", "build_overhead")
-HOW_TO = {
-    "dispatch": ("python bench/dispatch.py --repeat 3", "a GPU, example_app, nvcc and gcc"),
-    "dispatch_multigpu": ("python bench/multigpu.py", "two or more GPUs"),
-    "startup": ("python bench/startup.py", "a GPU"),
-    "startup_cu12": ("bash tools/gpu-cu12.sh", "a GPU; the CUDA 12 stack"),
-    "build_overhead": ("python bench/build_overhead.py", "no GPU"),
-}
 LABELS = {
     "pingpong_floor": "floor: bare ping-pong kernel",
     "warp_floor": "floor: bare warp kernel",
@@ -35,7 +28,25 @@ LABELS = {
     "cooperative_grid": "cooperative grid",
     "cluster": "cluster",
     "warp_parallel": "warp-parallel",
+    # graph.json's cases
+    "floor": "floor: bare device graph launch",
+    "graph_handler": "graph handler, two kernels (`graph_increment`)",
+    "graph_handler_one_kernel": "graph handler, one kernel",
+    "device_function": "device function, graph dispatch kernel",
+    "device_function_builtin": "device function, built-in kernel",
+    # wire.json's rows
+    "udp_echo_floor": "UDP floor: C++ echo thread",
+    "udp_host_native": "UDP, host path, native handler",
+    "udp_host_python": "UDP, host path, Python handler",
+    "udp_gpu_floor": "UDP + GPU ring floor: C++ thread and kernel",
+    "udp_device": "UDP, device path, single-thread dispatcher",
+    "ring_floor": "ring floor: two C threads",
+    "host_native": "in process, native handler, C client",
+    "host_python": "in process, Python handler, `RingClient.call`",
+    "host_python_c_client": "in process, Python handler, C client",
+    "host_native_python_client": "in process, native handler, `RingClient.call`",
 }
+KINDS = ("single_thread", "builtin", "cluster", "cooperative_grid")  # headline order
 START = {
     "floor": "raw load of a linked cubin (floor)",
     "cold": "cold: import -> kernel, linking",
@@ -46,6 +57,23 @@ START = {
 }
 Json = dict[str, Any]
 Figure = Callable[[Path], None]
+
+
+class Page:
+    """What the sections give the page besides their own lines: headline rows and figures."""
+
+    def __init__(self) -> None:
+        self.headline: list[list[str]] = []
+        self.figures: dict[str, Figure] = {}
+
+    def head(self, data: Json, what: str, measured: str, floor: str, against: str) -> None:
+        """A row of the headline: a path against its floor, where and when it ran."""
+        self.headline.append([what, measured, floor, against, *where(data).values()])
+
+    def figure(self, name: str, alt: str, draw: Figure) -> list[str]:
+        """A figure to draw as ``_static/perf/<name>``, and the page's line for it."""
+        self.figures[name] = draw
+        return [f"![{alt}](_static/perf/{name})", ""]
 
 
 def label(key: str) -> str:
@@ -70,6 +98,10 @@ def get(data: Any, *keys: str) -> Any:
     return data
 
 
+def over(value: Any, floor: Any) -> str:
+    return f"{fmt(value / floor if value and floor else None, 3)}×"
+
+
 def table(header: list[str], rows: Iterable[list[str]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     return [*lines, *("| " + " | ".join(r) + " |" for r in rows), ""]
@@ -83,7 +115,7 @@ def where(data: Json) -> dict[str, str]:
     if len(devices) > 1:
         gpu = f"{len(devices)} × {gpu}"
     nvidia, cuda = get(data, "driver", "nvidia"), get(data, "driver", "cuda")
-    driver = " / CUDA ".join(str(v) for v in (nvidia, cuda) if v) or "—"
+    driver = " / ".join([str(nvidia)] * bool(nvidia) + [f"CUDA {cuda}"] * bool(cuda)) or "—"
     return {"gpu": gpu, "driver": driver, "date": str(data.get("date") or "?")[:10]}
 
 
@@ -91,11 +123,10 @@ def provenance(name: str, path: Path, data: Json) -> list[str]:
     w, v = where(data), data.get("versions") or {}
     versions = ", ".join(f"{k} {x}" for k, x in v.items() if x is not None)
     host = data.get("host") or {}
-    cpu = ", ".join(
-        str(x) for x in (host.get("cpu"), host.get("cpus") and f"{host['cpus']} CPUs") if x
-    )
+    cpus = host.get("cpus") and f"{host['cpus']} CPUs"
+    cpu = ", ".join(str(x) for x in (host.get("cpu"), cpus) if x)
     return [
-        f"`bench/results/{path.name}`, written by `{HOW_TO[name][0]}`: {w['gpu']}, driver "
+        f"`bench/results/{path.name}`, written by `{BENCHMARKS[name][2]}`: {w['gpu']}, driver "
         f"{w['driver']}, {data.get('date')}; host {cpu or 'not recorded'}; {versions}.",
         "",
     ]
@@ -120,60 +151,25 @@ def goals_table(goals: Any) -> list[str]:
     return table(header, rows) if rows else []
 
 
-# -- the headline ---------------------------------------------------------------------------
-def headline(found: dict[str, tuple[Path, Json]]) -> list[str]:
-    rows: list[tuple[str, str, str, str, Json]] = []
-    d = found["dispatch"][1] if "dispatch" in found else {}
-    lat, paired, thr = d.get("latency_us") or {}, d.get("paired") or {}, d.get("throughput_mrps")
+# -- sections -------------------------------------------------------------------------------
+def dispatch_section(name: str, path: Path, d: Json, page: Page) -> list[str]:
+    lat, lat_r = d.get("latency_us") or {}, d.get("latency_random_arrival_us") or {}
+    paired, thr = d.get("paired") or {}, d.get("throughput_mrps") or {}
+    keys = ["pingpong_floor", *(k for k in lat if k != "pingpong_floor")]
     floor = f"{fmt(get(lat, 'pingpong_floor', 'p50'))} µs"
-    for kind in ("single_thread", "builtin", "cluster", "cooperative_grid"):
-        for key in (kind, f"{kind}:thread") if paired else ():
-            if key in paired:
-                ratio = f"{fmt(get(paired, key, 'b2b', 'p50_over_floor'), 3)}×"
-                value = f"{fmt(get(lat, key, 'p50'))} µs"
-                rows.append((f"{label(key)}: round trip p50", value, floor, ratio, d))
-    if thr and "warp_parallel:thread" in thr:
+    for key in (k for kind in KINDS for k in (kind, f"{kind}:thread") if k in paired):
+        ratio = f"{fmt(get(paired, key, 'b2b', 'p50_over_floor'), 3)}×"
+        value = f"{fmt(get(lat, key, 'p50'))} µs"
+        page.head(d, f"{label(key)}: round trip p50", value, floor, ratio)
+    if "warp_parallel:thread" in thr:
         value, under = get(thr, "warp_parallel:thread", "64"), get(thr, "warp_floor", "64")
-        ratio = f"{fmt(value / under if value and under else None, 3)}×"
         what = "warp-parallel, thread-shaped `echo_thread`: 64 in flight"
-        rows.append((what, f"{fmt(value)} M/s", f"{fmt(under)} M/s", ratio, d))
+        page.head(d, what, f"{fmt(value)} M/s", f"{fmt(under)} M/s", over(value, under))
     py = d.get("python_client_us")
     if py:
-        over, native = f"{py.get('over_native_p50_us', 0):+.2f} µs", get(py, "native", "p50")
+        diff, native = f"{py.get('over_native_p50_us', 0):+.2f} µs", get(py, "native", "p50")
         value, under = f"{fmt(py.get('p50'))} µs", f"{fmt(native)} µs (native client)"
-        rows.append(("Python `RingClient.call`: round trip p50", value, under, over, d))
-    for name in ("startup", "startup_cu12"):
-        s = found[name][1] if name in found else {}
-        results, stack = s.get("results") or {}, " (CUDA 12)" if name == "startup_cu12" else ""
-        for key in ("cold", "warm", "answer_warm") if results else ():
-            ms = [
-                (get(results, k, "median_in_process_s") or math.nan) * 1e3 for k in (key, "floor")
-            ]
-            ratio = f"{fmt(get(results, key, 'ratio_to_floor'), 3)}×"
-            what = f"start-up{stack}, {START[key]}"
-            rows.append((what, f"{fmt(ms[0], 0)} ms", f"{fmt(ms[1], 0)} ms", ratio, s))
-    if "dispatch_multigpu" in found:
-        m = found["dispatch_multigpu"][1]
-        point = get(m, "summary", "warp_parallel_mrps", "64") or {}
-        what = f"{len(m.get('devices') or [])} GPUs: warp-parallel aggregate, 64 in flight each"
-        value, one = f"{fmt(point.get('aggregate'))} M/s", f"{fmt(point.get('one_gpu'))} M/s"
-        rows.append((what, value, f"{one} (one GPU)", f"{fmt(point.get('scaling'), 3)}×", m))
-    if "build_overhead" in found:
-        b = found["build_overhead"][1]
-        value, nvcc = f"{fmt(b.get('plugin_overhead_s'))} s", get(b, "median_s", "nvcc_kernels")
-        share = get(b, "goals", "plugin_overhead_over_nvcc_kernels", "value")
-        share = f"{fmt(share * 100 if share is not None else None, 1)} % of nvcc"
-        rows.append(("what the build adds to a wheel", value, f"{fmt(nvcc)} s (nvcc)", share, b))
-    header = ["Path", "Measured", "Floor", "Against the floor", "GPU", "Driver", "Date"]
-    lines = ([*r[:4], *where(r[4]).values()] for r in rows)
-    return ["## Headline", "", *table(header, lines)] if rows else []
-
-
-# -- sections -------------------------------------------------------------------------------
-def dispatch_section(name: str, path: Path, d: Json, figs: dict[str, Figure]) -> list[str]:
-    lat, lat_r = d.get("latency_us") or {}, d.get("latency_random_arrival_us") or {}
-    paired = d.get("paired") or {}
-    keys = ["pingpong_floor", *(k for k in lat if k != "pingpong_floor")]
+        page.head(d, "Python `RingClient.call`: round trip p50", value, under, diff)
 
     def row(k: str) -> list[str]:
         floor = k == "pingpong_floor"
@@ -184,8 +180,7 @@ def dispatch_section(name: str, path: Path, d: Json, figs: dict[str, Figure]) ->
 
     rows = [row(k) for k in keys if k in lat]
     cfg = d.get("config") or {}
-    out = ["## Dispatch: round trip and throughput", "", *provenance("dispatch", path, d)]
-    out += [
+    out = [
         f"A request of {cfg.get('arg_len')} bytes of arguments on a ring of "
         f"{cfg.get('num_slots')} slots of {cfg.get('slot_size')} bytes, answered by each "
         "dispatch shape with a launch-wide (`echo`) and a thread-shaped (`echo_thread`) "
@@ -200,21 +195,16 @@ def dispatch_section(name: str, path: Path, d: Json, figs: dict[str, Figure]) ->
         ["Round trip (µs)", "p50", "p99", "× floor", "random arrival p50", "× floor"], rows
     )
     if lat:
-        names, p50s = [label(k) for k in keys], [get(lat, k, "p50") for k in keys]
-        p99s = [get(lat, k, "p99") for k in keys]
-        axis = "round trip (µs): p50, whisker to p99"
-        figs["dispatch_latency.png"] = lambda p: bars(p, names, p50s, axis, d, tops=p99s)
-        out += ["![Round trip per dispatch shape](_static/perf/dispatch_latency.png)", ""]
-    thr = d.get("throughput_mrps") or {}
+        stats = {label(k): lat.get(k) for k in keys}
+        out += latency_bars(page, "dispatch_latency.png", "Round trip per dispatch shape", stats, d)
     if thr:
         counts = list(next(iter(thr.values())))
         out += table(
             ["Throughput (M requests/s) by requests in flight", *counts],
             ([label(k), *(fmt(v.get(n), 3) for n in counts)] for k, v in thr.items()),
         )
-        figs["dispatch_throughput.png"] = lambda p: lines_plot(p, thr, d)
-        out += ["![Throughput by requests in flight](_static/perf/dispatch_throughput.png)", ""]
-    py = d.get("python_client_us")
+        alt = "Throughput by requests in flight"
+        out += page.figure("dispatch_throughput.png", alt, lambda p: lines_plot(p, thr, d))
     if py:
         out += [
             f"`RingClient.call` from Python through the single-thread dispatcher: p50 "
@@ -226,18 +216,83 @@ def dispatch_section(name: str, path: Path, d: Json, figs: dict[str, Figure]) ->
             "",
         ]
     repeat = d.get("repeat")
-    note = (
-        f"each the median of {repeat} whole runs; the tables are the last run's"
-        if repeat
-        else "one run"
-    )
+    note = f"each the median of {repeat} whole runs; the tables are the last run's"
+    note = note if repeat else "one run"
     out += [f"Goals ({note}; *Floor's own*: the bare kernel's p99 / p50 over the same rounds):", ""]
-    return out + goals_table(d.get("goals")) + errors(d)
+    return out + goals_table(d.get("goals"))
 
 
-def multigpu_section(name: str, path: Path, m: Json, figs: dict[str, Figure]) -> list[str]:
-    out = ["## Several GPUs", "", *provenance("dispatch_multigpu", path, m)]
-    out += [
+def graph_section(name: str, path: Path, g: Json, page: Page) -> list[str]:
+    cases, cfg = g.get("cases") or {}, g.get("settings") or {}
+    under = get(cases, "floor", "p50")
+    for key in ("graph_handler", "graph_handler_one_kernel") if under else ():
+        value, floor = get(cases, key, "p50"), f"{fmt(under)} µs (bare graph launch)"
+        page.head(
+            g, f"{LABELS[key]}: round trip p50", f"{fmt(value)} µs", floor, over(value, under)
+        )
+    out = [
+        f"One request at a time through `RingClient.call` ({cfg.get('payload_bytes')}-byte "
+        f"arguments), {fmt(cfg.get('repeats'), 0)} timed calls per case after "
+        f"{fmt(cfg.get('warmup'), 0)} of warm-up. The floor is a bare kernel in a device graph "
+        "launching a one-kernel graph per request (`bench/graph.cu`), no dispatcher; the graph "
+        "handlers run through the dispatcher's graph dispatch kernel, and a device function "
+        "through the same kernel and through the built-in one, for comparison.",
+        "",
+    ]
+    out += table(
+        ["Round trip (µs)", "p50", "p99", "p50 × floor"],
+        ([LABELS.get(k, k), fmt(get(c, "p50")), fmt(get(c, "p99")), over(get(c, "p50"), under)]
+         for k, c in cases.items()),
+    )  # fmt: skip
+    stats = {LABELS.get(k, k): c for k, c in cases.items()}
+    return out + (
+        latency_bars(page, "graph.png", "Round trip of graph handlers", stats, g) if cases else []
+    )
+
+
+def wire_section(name: str, path: Path, w: Json, page: Page) -> list[str]:
+    cfg, lat, thr = w.get("settings") or {}, w.get("latency") or {}, w.get("throughput") or {}
+    for key in ("udp_device", "udp_host_native", "udp_host_python", "host_native", "host_python"):
+        floor = get(lat, key, "floor")
+        if floor in lat:
+            value, under = f"{fmt(lat[key]['p50_us'])} µs", fmt(lat[floor]["p50_us"])
+            ratio = f"{fmt(lat[key].get('p50_over_floor'), 3)}×"
+            page.head(w, f"{LABELS[key]}: p50", value, f"{under} µs ({LABELS[floor]})", ratio)
+    ring = cfg.get("ring") or [None, None]
+    out = [
+        f"The host path in process (`HostDispatcher`: a ring of {ring[0]} slots of {ring[1]} "
+        f"bytes, {cfg.get('arg_bytes')}-byte arguments) and over UDP (the test server, "
+        f"{cfg.get('datagram_bytes')}-byte datagrams on loopback from a C++ client), each "
+        f"against a floor in plain C++ built in the same run. {cfg.get('rounds')} rounds of "
+        f"{fmt(cfg.get('samples'), 0)} round trips per row, floors and paths interleaved: each "
+        "figure is the median over rounds, *× floor* the median of a row's p50 over its "
+        "floor's in the same round. Throughput: requests a second with "
+        f"{cfg.get('in_flight')} in flight. Goals:",
+        "",
+    ]
+    out += goals_table(w.get("goals")) + errors(w)
+    header = ["Round trip", "p50 (µs)", "p99 (µs)", "p99 / p50 (<= 2)", "p50 × floor"]
+    rows = (  # UDP rows, then the ring's (LABELS' order); a p99 over 2x its p50 in bold
+        [LABELS.get(k, k), fmt(r.get("p50_us")), fmt(r.get("p99_us")),
+         fmt(r.get("p99_over_p50")) if r.get("p99_met") else f"**{fmt(r.get('p99_over_p50'))}**",
+         fmt(r.get("p50_over_floor"), 3), fmt(get(thr, k, "requests_per_s"), 0),
+         fmt(get(thr, k, "over_floor"), 3)]
+        for k, r in sorted(lat.items(), key=lambda kr: [*LABELS, kr[0]].index(kr[0]))
+    )  # fmt: skip
+    out += table([*header, f"requests/s, {cfg.get('in_flight')} in flight", "× floor"], rows)
+    breakdown = w.get("breakdown_us") or {}
+    if breakdown:
+        out += ["Where the time goes (differences of p50s, µs):", ""]
+        out += [*(f"- {k}: {fmt(v, 3)}" for k, v in breakdown.items()), ""]
+    return out
+
+
+def multigpu_section(name: str, path: Path, m: Json, page: Page) -> list[str]:
+    point = get(m, "summary", "warp_parallel_mrps", "64") or {}
+    what = f"{len(m.get('devices') or [])} GPUs: warp-parallel aggregate, 64 in flight each"
+    value, one = f"{fmt(point.get('aggregate'))} M/s", f"{fmt(point.get('one_gpu'))} M/s"
+    page.head(m, what, value, f"{one} (one GPU)", f"{fmt(point.get('scaling'), 3)}×")
+    out = [
         "One dispatcher, ring and native client thread per GPU; every GPU alone, then all at "
         "once, in alternating rounds (medians over rounds).",
         "",
@@ -251,14 +306,17 @@ def multigpu_section(name: str, path: Path, m: Json, figs: dict[str, Figure]) ->
     qs = ("one_gpu", "aggregate", "scaling")
     header = ["Warp-parallel, in flight per GPU", "one GPU (M/s)", "all GPUs (M/s)", "× one GPU"]
     out += table(header, ([n, *(fmt(p.get(q), 3) for q in qs)] for n, p in thr.items()))
-    return out + goals_table(m.get("goals")) + errors(m)
+    return out + goals_table(m.get("goals"))
 
 
-def startup_section(name: str, path: Path, s: Json, figs: dict[str, Figure]) -> list[str]:
-    title = "Start-up with the CUDA 12 stack" if name == "startup_cu12" else "Start-up"
-    out = [f"## {title}", "", *provenance(name, path, s)]
-    inputs = s.get("inputs") or {}
-    out += [
+def startup_section(name: str, path: Path, s: Json, page: Page) -> list[str]:
+    results, inputs = s.get("results") or {}, s.get("inputs") or {}
+    ms = {k: (get(r, "median_in_process_s") or math.nan) * 1e3 for k, r in results.items()}
+    for key in ("cold", "warm", "answer_warm") if results else ():
+        what = f"start-up{' (CUDA 12)' * (name == 'startup_cu12')}, {START[key]}"
+        ratio = f"{fmt(get(results, key, 'ratio_to_floor'), 3)}×"
+        page.head(s, what, f"{fmt(ms.get(key), 0)} ms", f"{fmt(ms.get('floor'), 0)} ms", ratio)
+    out = [
         f"From a fresh process's first statement to a launchable kernel handle "
         f"(`{inputs.get('kernel')}`, {inputs.get('arch')}, binary "
         f"{fmt(inputs.get('binary_bytes'), 0)} bytes, linked cubin "
@@ -266,8 +324,13 @@ def startup_section(name: str, path: Path, s: Json, figs: dict[str, Figure]) -> 
         f"{inputs.get('runs')} processes per variant, run in shuffled rounds.",
         "",
     ]
-    results = s.get("results") or {}
-    out += start_table(results)
+    rows = []
+    for key, r in ((k, results[k]) for k in START if results.get(k)):
+        wall = (r.get("median_wall_s") or math.nan) * 1e3
+        ratios = [fmt(r.get(k), 3) for k in ("ratio_to_floor", "paired_ratio_median")]
+        rows.append([START[key], fmt(ms[key], 1), fmt(wall, 1), *ratios, f"{r['ok']}/{r['runs']}"])
+    header = ["Variant", "ms", "ms with the interpreter", "× floor", "paired × floor", "ok"]
+    out += table(header, rows)
     steps = get(results, "answer_warm", "phases_ms") or {}
     if steps:
         out += [
@@ -278,28 +341,18 @@ def startup_section(name: str, path: Path, s: Json, figs: dict[str, Figure]) -> 
         ]
     if results:
         keys = [k for k in START if k in results]
-        ms = [(get(results, k, "median_in_process_s") or math.nan) * 1e3 for k in keys]
         axis = "ms from the first statement (median of fresh processes)"
-        figs[f"{name}.png"] = lambda p: bars(p, [START[k] for k in keys], ms, axis, s)
-        out += [f"![Start-up per variant](_static/perf/{name}.png)", ""]
-    return out + goals_table(s.get("goals")) + errors(s)
+        draw = partial(bars, names=[START[k] for k in keys], values=[ms[k] for k in keys])
+        out += page.figure(f"{name}.png", "Start-up per variant", partial(draw, axis=axis, data=s))
+    return out + goals_table(s.get("goals"))
 
 
-def start_table(results: Mapping[str, Any]) -> list[str]:
-    rows = []
-    for key, what in START.items():
-        r = results.get(key) or {}
-        ms = [(r.get(f"median_{k}_s") or math.nan) * 1e3 for k in ("in_process", "wall")]
-        ratios = [fmt(r.get(k), 3) for k in ("ratio_to_floor", "paired_ratio_median")]
-        if r:
-            rows.append([what, fmt(ms[0], 1), fmt(ms[1], 1), *ratios, f"{r['ok']}/{r['runs']}"])
-    header = ["Variant", "ms", "ms with the interpreter", "× floor", "paired × floor", "ok"]
-    return table(header, rows)
-
-
-def build_section(name: str, path: Path, b: Json, figs: dict[str, Figure]) -> list[str]:
-    out = ["## Build overhead", "", *provenance("build_overhead", path, b)]
-    out += [f"{b.get('project')}, the median of {b.get('runs')} builds of each:", ""]
+def build_section(name: str, path: Path, b: Json, page: Page) -> list[str]:
+    value, nvcc = f"{fmt(b.get('plugin_overhead_s'))} s", get(b, "median_s", "nvcc_kernels")
+    share = get(b, "goals", "plugin_overhead_over_nvcc_kernels", "value")
+    share = f"{fmt(share * 100 if share is not None else None, 1)} % of nvcc"
+    page.head(b, "what the build adds to a wheel", value, f"{fmt(nvcc)} s (nvcc)", share)
+    out = [f"{b.get('project')}, the median of {b.get('runs')} builds of each:", ""]
     names = {
         "wheel": "wheel of example_app (nvcc)",
         "wheel_nvrtc": "wheel of example_app (NVRTC)",
@@ -317,16 +370,26 @@ def build_section(name: str, path: Path, b: Json, figs: dict[str, Figure]) -> li
     ]
     if med:
         keys = [k for k in names if k in med and k != "backend_prepare"]
-        figs["build_overhead.png"] = lambda p: bars(
-            p, [names[k] for k in keys], [med[k] for k in keys], "seconds (median)", b
+        draw = partial(bars, names=[names[k] for k in keys], values=[med[k] for k in keys])
+        out += page.figure(
+            "build_overhead.png", "Build times", partial(draw, axis="seconds (median)", data=b)
         )
-        out += ["![Build times](_static/perf/build_overhead.png)", ""]
-    return out + goals_table(b.get("goals")) + errors(b)
+    return out + goals_table(b.get("goals"))
 
 
 def errors(data: Json) -> list[str]:
-    errs = {**(data.get("errors") or {}), **(data.get("skipped") or {})}
+    kinds = ("errors", "skipped", "left_out")  # each: name -> why it is not measured
+    errs = {k: v for kind in kinds for k, v in (data.get(kind) or {}).items()}
     return [*(f"- Not measured, `{k}`: {v}" for k, v in errs.items()), ""] if errs else []
+
+
+def latency_bars(
+    page: Page, name: str, alt: str, stats: Mapping[str, Any], data: Json
+) -> list[str]:
+    """A bar per row of ``stats`` (label -> percentiles): p50, whisker to p99."""
+    p50s, p99s = [get(r, "p50") for r in stats.values()], [get(r, "p99") for r in stats.values()]
+    axis = "round trip (µs): p50, whisker to p99"
+    return page.figure(name, alt, lambda p: bars(p, list(stats), p50s, axis, data, tops=p99s))
 
 
 # -- figures --------------------------------------------------------------------------------
@@ -367,20 +430,32 @@ def bars(
 def lines_plot(path: Path, thr: Mapping[str, Any], data: Json) -> None:
     fig, ax = _plt().subplots(figsize=(7.5, 3.6))
     for key, points in thr.items():
-        style = "--" if key.endswith("_floor") else "-"
-        ax.plot(
-            [int(n) for n in points],
-            list(points.values()),
-            style,
-            marker="o",
-            label=label(key).replace("`", ""),
-        )
+        style, name = "--" if key.endswith("_floor") else "-", label(key).replace("`", "")
+        ax.plot([int(n) for n in points], list(points.values()), style, marker="o", label=name)
     ax.set_xscale("log", base=2)
     ax.set_xticks([int(n) for n in next(iter(thr.values()))], list(next(iter(thr.values()))))
     ax.set_xlabel("requests in flight")
     ax.set_ylabel("million requests / s")
     ax.legend(fontsize=6.5)
     _save(fig, path, data)
+
+
+#: Each benchmark: its title, its section, how to reproduce it and what that needs.
+BENCHMARKS: dict[str, tuple[str, Callable[..., list[str]], str, str]] = {
+    "dispatch": ("Dispatch: round trip and throughput", dispatch_section,
+                 "python bench/dispatch.py --repeat 3", "a GPU, example_app, nvcc and gcc"),
+    "graph": ("Graph handlers", graph_section, "python bench/graph.py",
+              "an sm_90+ GPU, example_app and nvcc"),
+    "wire": ("The host path and the wire", wire_section, "python bench/wire.py",
+             "a C++ compiler; a GPU for the device row"),
+    "dispatch_multigpu": ("Several GPUs", multigpu_section, "python bench/multigpu.py",
+                          "two or more GPUs"),
+    "startup": ("Start-up", startup_section, "python bench/startup.py", "a GPU"),
+    "startup_cu12": ("Start-up with the CUDA 12 stack", startup_section,
+                     "bash tools/gpu-cu12.sh", "a GPU; the CUDA 12 stack"),
+    "build_overhead": ("Build overhead", build_section, "python bench/build_overhead.py",
+                       "no GPU"),
+}  # fmt: skip
 
 
 # -- the page -------------------------------------------------------------------------------
@@ -395,7 +470,7 @@ def load(directory: Path) -> tuple[dict[str, tuple[Path, Json]], list[str]]:
             others.append(f"- `{path.name}`: not read ({type(exc).__name__})")
             continue
         name = data.get("benchmark") if isinstance(data, dict) else None
-        if name not in KNOWN:
+        if name not in BENCHMARKS:
             others.append(f"- `{path.name}`: not a results file of these benchmarks")
         elif name in found:  # the newer one is shown
             old, new = sorted([found[name], (path, data)], key=lambda f: str(f[1].get("date")))
@@ -408,39 +483,39 @@ def load(directory: Path) -> tuple[dict[str, tuple[Path, Json]], list[str]]:
 
 def render(directory: Path) -> tuple[str, dict[str, Figure]]:
     found, others = load(directory)
-    figs: dict[str, Figure] = {}
+    page, sections = Page(), []
+    for name, (title, section, _, _) in BENCHMARKS.items():
+        if name in found:
+            path, data = found[name]
+            sections += [f"## {title}", "", *provenance(name, path, data)]
+            sections += section(name, path, data, page) + errors(data) * (name != "wire")
+        else:
+            sections += [f"## `{name}`", "", f"Not measured yet: no `{name}` results file.", ""]
+    header = ["Path", "Measured", "Floor", "Against the floor", "GPU", "Driver", "Date"]
     out = [
         "# Performance",
         "",
         "<!-- Generated by bench/report.py from bench/results/*.json; do not edit. -->",
         "",
-        "What a round trip through each dispatch shape costs against a bare kernel that does "
-        "nothing but answer (the *floor*, compiled and measured in the same run), what start-up "
-        "costs against loading an already-linked cubin, and what the build adds. Every figure "
-        "comes from a results file in `bench/results/` and says the GPU, driver and date it was "
-        "measured on; the advice built on them is in {doc}`guides/dispatch-kernel`. For scale: "
-        "CUDA-Q realtime's design targets are a p99 round trip below 10 µs and more than a "
-        "million messages a second.",
+        "What a round trip through each dispatch shape, a graph handler, the host path and the "
+        "UDP front end costs against a bare implementation that does nothing but answer (the "
+        "*floor*, compiled and measured in the same run), what start-up costs against loading "
+        "an already-linked cubin, and what the build adds. Every figure comes from a results "
+        "file in `bench/results/` and says the GPU, driver and date it was measured on; the "
+        "advice built on them is in {doc}`guides/dispatch-kernel`. For scale: CUDA-Q "
+        "realtime's design targets are a p99 round trip below 10 µs and more than a million "
+        "messages a second.",
         "",
-        *headline(found),
-    ]
-    for name in KNOWN:
-        if name not in found:
-            out += [f"## `{name}`", "", f"Not measured yet: no `{name}` results file.", ""]
-            continue
-        section = {"dispatch": dispatch_section, "dispatch_multigpu": multigpu_section}.get(
-            name, startup_section if name.startswith("startup") else build_section
-        )
-        out += section(name, *found[name], figs)
-    out += [
+        *(["## Headline", "", *table(header, page.headline)] if page.headline else []),
+        *sections,
         "## How to reproduce",
         "",
         "On a machine with a GPU, `bash tools/gpu-check.sh` installs the project and "
-        "example_app, runs every GPU test and every benchmark, and leaves the results in "
-        "`bench/results/gpu-run/`; copy the JSON files into `bench/results/` and run "
+        "example_app, runs every GPU test and every benchmark, and leaves the "
+        "results in `bench/results/gpu-run/`; copy the JSON files into `bench/results/` and run "
         "`python bench/report.py`. One at a time:",
         "",
-        *(f"- `{n}`: `{how}` ({needs})" for n, (how, needs) in HOW_TO.items()),
+        *(f"- `{n}`: `{how}` ({needs})" for n, (_, _, how, needs) in BENCHMARKS.items()),
         "",
         "Round trips move between hosts of one GPU model, and on one host over minutes, by more "
         "than some differences between kernels: compare kernels paired with a floor measured "
@@ -449,7 +524,7 @@ def render(directory: Path) -> tuple[str, dict[str, Figure]]:
     ]
     if others:
         out += ["Files in the results directory not shown above:", "", *others, ""]
-    return "\n".join(out).rstrip("\n") + "\n", figs
+    return "\n".join(out).rstrip("\n") + "\n", page.figures
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,17 +2,15 @@
 
     python bench/wire.py [--out bench/results/wire.json] [--rounds 5] [--samples 20000]
 
-Builds, in a temporary directory, ``bench/wire_floor.cu`` twice -- the floors binary (nvcc
-where there is a GPU, else the C++ compiler, without the GPU floor) and the extension module
-``wire_handlers`` (native host handlers ``rpc_increment`` and ``echo``, and the two-thread
-ring floor) -- and ``bench/loadgen.c`` (the native ring client). Then, in each round, every
-row below in an order rotated round by round (floors and paths interleaved): ``--samples``
-serial round trips after ``--warmup`` (p50, p90, p99), then ``--pipelined`` requests with 64
-in flight (requests a second). No GPU: the device row is left out, with the reason.
+Builds ``bench/wire_floor.cu`` twice -- the floors binary (nvcc where there is a GPU, else the
+C++ compiler, without the GPU floor) and the extension module ``wire_handlers`` (native host
+handlers ``rpc_increment`` and ``echo``, and the two-thread ring floor) -- and
+``bench/loadgen.c``. Then, each round, every row below in an order rotated round by round:
+``--samples`` serial round trips after ``--warmup`` (p50, p90, p99), then ``--pipelined``
+requests with 64 in flight (requests a second). No GPU: the device rows are left out (and why).
 
-UDP rows (64-byte datagrams, the floors binary's C++ client, blocking recv; every answer
-checked byte by byte; a test server started for the row and stopped after it, its count
-checked):
+UDP rows (64-byte datagrams, the floors binary's C++ client, blocking recv, every answer
+checked; a test server started for the row, its count checked when it stops):
   udp_echo_floor     a C++ server thread: recvfrom (spinning), +1 per byte, sendto
   udp_gpu_floor      the same thread through a mapped pinned slot and a one-thread kernel
   udp_host_native    the test server, --path=host --module=wire_handlers (a native handler)
@@ -24,15 +22,13 @@ In-process rows (a ring of bench/common.py's shape in this process, 32-byte argu
   host_python        HostDispatcher, a Python echo, RingClient.call
   host_python_c_client, host_native_python_client   the mixed pairs (for the breakdown)
 
-wire.json: bench/common.py's header (``benchmark``, ``date``, ``devices``, ``driver``,
-``host``, ``versions``) and ``device`` (the GPU, or the CPU where there is none); ``settings``;
-``goals``, each ``{value, goal, met}``: the median over rounds of a row's p50 over its floor's
-p50 in the same round (``host_python_p50_us``: the median p50); ``left_out`` (a goal not
-measured, and why); ``latency`` (per row, microseconds: the median over rounds of p50, p90
-and p99, ``p99_over_p50`` and ``p99_met`` (p99 <= 2x p50), its floor and
-``p50_over_floor``, every round); ``throughput`` (per row: the median requests a second with
-64 in flight, ``over_floor``); ``breakdown_us`` (p50 differences between rows: where the time
-goes).
+wire.json: bench/common.py's header, ``device`` (the GPU, or the CPU where there is none),
+``settings``; ``goals``, each ``{value, goal, met}``: the median over rounds of a row's p50
+over its floor's in the same round (``host_python_p50_us``: the median p50); ``left_out`` (a
+goal not measured, and why); ``latency`` (per row, us: medians over rounds of p50, p90 and
+p99, ``p99_over_p50``, ``p99_met`` (p99 <= 2x p50), its floor, ``p50_over_floor``, every
+round); ``throughput`` (per row: the median requests a second with 64 in flight,
+``over_floor``); ``breakdown_us`` (p50 differences between rows: where the time goes).
 """
 
 from __future__ import annotations
@@ -73,6 +69,19 @@ GOALS = {
 FLOOR_OF = {row: floor for row, floor, _ in GOALS.values() if floor} | {
     r: "ring_floor" for r in ("host_python", "host_python_c_client", "host_native_python_client")
 }
+#: Where the time goes: a row's p50, or the difference of two rows' p50s.
+BREAKDOWN = (
+    ("udp: the socket floor", "udp_echo_floor"),
+    ("udp: + feeder, ring hand-offs, native loop and handler", "udp_host_native - udp_echo_floor"),
+    ("udp: + a Python handler instead", "udp_host_python - udp_host_native"),
+    ("udp: + the GPU ring and kernel", "udp_gpu_floor - udp_echo_floor"),
+    ("udp: + the dispatcher and feeder over the GPU floor", "udp_device - udp_gpu_floor"),
+    ("ring: the two-thread floor", "ring_floor"),
+    ("ring: + the native loop and handler", "host_native - ring_floor"),
+    ("ring: + a Python handler, C client", "host_python_c_client - host_native"),
+    ("ring: + the Python client, native handler", "host_native_python_client - host_native"),
+    ("ring: both", "host_python - host_native"),
+)
 
 
 def run(cmd: list[str], **kw: Any) -> str:
@@ -149,16 +158,10 @@ def c_client(gen: c.LoadGen, address: int, fid: int, a: argparse.Namespace) -> d
 
 
 def py_client(client: Any, a: argparse.Namespace) -> dict[str, float]:
-    """RingClient.call timed one call at a time, then 64 in flight (submit/wait)."""
-    arg, clock, call, times = bytes(range(c.ARG_LEN)), time.perf_counter_ns, client.call, []
-    for i in range(a.samples + a.warmup):
-        t0 = clock()
-        status, result = call("echo", arg)
-        t1 = clock()
-        if status != 0 or result != arg:
-            raise SystemExit(f"wrong answer {status} {result!r}")
-        if i >= a.warmup:
-            times.append((t1 - t0) / 1e3)
+    """RingClient.call timed one call at a time (``timed_calls``), then 64 in flight."""
+    arg = bytes(range(c.ARG_LEN))
+    c.timed_calls(client.call, arg, a.warmup)
+    times = c.timed_calls(client.call, arg, a.samples)
     window, t0 = [client.submit("echo", arg) for _ in range(IN_FLIGHT)], time.perf_counter()
     for i in range(a.pipelined):
         if client.wait(window[i % IN_FLIGHT]).result != arg:
@@ -169,8 +172,9 @@ def py_client(client: Any, a: argparse.Namespace) -> dict[str, float]:
 
 
 def in_process(row: str, gen: c.LoadGen, module: Path, a: argparse.Namespace) -> dict:
-    from skbuild_cudaq.realtime import HostDispatcher, RingLayout, get_host_handler
-    from skbuild_cudaq.realtime.host_path import echo
+    from skbuild_cudaq.realtime.host_handlers import get_host_handler
+    from skbuild_cudaq.realtime.host_path import HostDispatcher, echo
+    from skbuild_cudaq.realtime.ring import RingLayout
     from skbuild_cudaq.realtime.wire import function_id
 
     layout, fid = RingLayout(c.NUM_SLOTS, c.SLOT_SIZE), function_id("echo")
@@ -204,13 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pipelined", type=int, default=50000, help="requests with 64 in flight")
     a = p.parse_args(argv)
     gpu = c.first_line(["nvidia-smi", "-L"]) is not None and c.first_line(["nvcc", "--version"])
-    why = (
-        "no CUDA GPU here (nvidia-smi lists none), or no nvcc"
-        if not gpu
-        else "example_app is not installed (pip install ./example_app)"
-        if importlib.util.find_spec("example_app") is None
-        else None
-    )
+    why = None if gpu else "no CUDA GPU here (nvidia-smi lists none), or no nvcc"
+    if gpu and importlib.util.find_spec("example_app") is None:
+        why = "example_app is not installed (pip install ./example_app)"
     left_out = {} if why is None else {"udp_device_p50_over_floor": why}
     header = c.header("wire", [0] if gpu else [])
     with tempfile.TemporaryDirectory(prefix="wire-") as tmp:
@@ -240,10 +240,6 @@ def main(argv: list[str] | None = None) -> int:
     cpu = f"no GPU (CPU only: {header['host']['cpu']}, {header['host']['cpus']} CPUs)"
     result["device"] = header["devices"][0]["name"] if header["devices"] else cpu
     c.write_json(a.out, result)
-    for key, g in result["goals"].items():
-        print(f"{key:34s} {g['value']:8.3f}  goal {g['goal']}  {'met' if g['met'] else 'MISSED'}")
-    for key, reason in left_out.items():
-        print(f"{key:34s} left out: {reason}")
     return 0
 
 
@@ -271,30 +267,11 @@ def summarize(per_round: dict[str, list[dict[str, float]]], left_out: dict[str, 
         for key, (row, floor, bound) in GOALS.items()
         if row in latency
     }
-    p50 = {row: e["p50_us"] for row, e in latency.items()}
-
-    def diff(x: str, y: str) -> float | None:
-        return round(p50[x] - p50[y], 3) if x in p50 and y in p50 else None
-
-    breakdown = {
-        "udp: the socket floor (udp_echo_floor)": round(p50["udp_echo_floor"], 3),
-        "udp: + feeder, ring hand-offs, native loop and handler (udp_host_native - udp_echo_floor)":
-            diff("udp_host_native", "udp_echo_floor"),
-        "udp: + a Python handler instead (udp_host_python - udp_host_native)":
-            diff("udp_host_python", "udp_host_native"),
-        "udp: + the GPU ring and kernel (udp_gpu_floor - udp_echo_floor)":
-            diff("udp_gpu_floor", "udp_echo_floor"),
-        "udp: + the dispatcher and feeder over the GPU floor (udp_device - udp_gpu_floor)":
-            diff("udp_device", "udp_gpu_floor"),
-        "ring: the two-thread floor (ring_floor)": round(p50["ring_floor"], 3),
-        "ring: + the native loop and handler (host_native - ring_floor)":
-            diff("host_native", "ring_floor"),
-        "ring: + a Python handler, C client (host_python_c_client - host_native)":
-            diff("host_python_c_client", "host_native"),
-        "ring: + the Python client, native handler (host_native_python_client - host_native)":
-            diff("host_native_python_client", "host_native"),
-        "ring: both (host_python - host_native)": diff("host_python", "host_native"),
-    }  # fmt: skip
+    p50s, breakdown = {row: e["p50_us"] for row, e in latency.items()}, {}
+    for what, rows in BREAKDOWN:
+        x, _, y = rows.partition(" - ")
+        if x in p50s and (not y or y in p50s):
+            breakdown[f"{what} ({rows})"] = round(p50s[x] - (p50s[y] if y else 0.0), 3)
     return {
         "settings": {"rounds": a.rounds, "samples": a.samples, "warmup": a.warmup,
                      "pipelined": a.pipelined, "in_flight": IN_FLIGHT,
@@ -304,7 +281,7 @@ def summarize(per_round: dict[str, list[dict[str, float]]], left_out: dict[str, 
         "left_out": left_out,
         "latency": latency,
         "throughput": throughput,
-        "breakdown_us": {k: v for k, v in breakdown.items() if v is not None},
+        "breakdown_us": breakdown,
     }  # fmt: skip
 
 

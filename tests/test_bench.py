@@ -6,7 +6,12 @@ The page the results become is tested in ``tests/test_docs.py``.
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import ctypes
+import importlib
+import importlib.util
+import re
 import shutil
 import subprocess
 import sys
@@ -19,7 +24,7 @@ from typing import Any
 import pytest
 from _bench import BENCH, load_bench
 
-SCRIPTS = ("dispatch", "multigpu", "startup", "build_overhead", "report", "wire")
+SCRIPTS = ("dispatch", "graph", "multigpu", "startup", "build_overhead", "report", "wire")
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
@@ -40,6 +45,41 @@ def test_every_script_imports_and_explains_itself_without_a_gpu(name: str) -> No
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert imported.stdout.strip() == "[]"
+
+
+def _package_names(tree: ast.AST) -> Iterator[tuple[str, str | None]]:
+    """(module, name) of every ``skbuild_cudaq`` import in ``tree`` and of every attribute
+    read from a module imported under an alias (``rt.get_device_kernel``); name None: the
+    module itself. Source in string constants (a benchmark's child processes) is read too."""
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("skbuild_cudaq"):
+            yield from ((str(node.module), a.name) for a in node.names)
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("skbuild_cudaq"):
+                    aliases[a.asname or a.name] = a.name
+                    yield a.name, None
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if node.value.id in aliases:
+                yield aliases[node.value.id], node.attr
+        elif isinstance(node, ast.Constant) and "skbuild_cudaq" in str(node.value):
+            with contextlib.suppress(SyntaxError):
+                yield from _package_names(ast.parse(str(node.value)))
+
+
+@pytest.mark.parametrize("name", (*SCRIPTS, "common"))
+def test_every_package_name_a_script_uses_exists(name: str) -> None:
+    """Whatever a benchmark imports from the package (most of it only on a GPU, where a moved
+    or renamed name would cost a run) exists, and ``python -m`` modules it starts are there."""
+    source = (BENCH / f"{name}.py").read_text(encoding="utf-8")
+    for module, attr in _package_names(ast.parse(source)):
+        found = importlib.import_module(module)
+        if attr is not None and not hasattr(found, attr):  # or a submodule not imported yet
+            sub = hasattr(found, "__path__") and importlib.util.find_spec(f"{module}.{attr}")
+            assert sub, f"{name}.py: {module} has no {attr}"
+    for module in re.findall(r'"-m", "(skbuild_cudaq[\w.]*)"', source):
+        assert importlib.util.find_spec(module) is not None, f"{name}.py: no module {module}"
 
 
 # --- statistics and goals ------------------------------------------------------------------
@@ -127,6 +167,63 @@ def test_repeated_runs_judge_each_goal_on_its_median_and_keep_the_spread() -> No
     assert [r["date"] for r in combined["runs"]] == ["a", "b", "c"]
     assert combined["errors"] == {"run 2: x": "boom"}
     assert combined["elapsed_s"] == pytest.approx(72.0)
+
+
+def test_the_python_client_is_timed_call_by_call_and_every_answer_checked() -> None:
+    """``timed_calls`` (bench/dispatch.py, graph.py and wire.py time ``RingClient.call`` with
+    it) against a ring answered by the host path's Python echo."""
+    np = pytest.importorskip("numpy")
+    common = load_bench("common")
+    from skbuild_cudaq.realtime.host_path import HostDispatcher, echo
+    from skbuild_cudaq.realtime.ring import RingLayout
+
+    payload = bytes(range(common.ARG_LEN))
+    layout = RingLayout(common.NUM_SLOTS, common.SLOT_SIZE)
+    with HostDispatcher(layout, {"echo": echo}) as dispatcher:
+        client = dispatcher.client()
+        samples = common.timed_calls(client.call, payload, 300)  # past the ring's 256 slots
+        assert samples.shape == (300,) and (samples > 0).all()  # microseconds each
+        gapped = common.timed_calls(client.call, payload, 20, np.full(20, 1000))
+        assert gapped.shape == (20,)
+        with pytest.raises(RuntimeError, match="echo: wrong answer: status 0, 32 bytes"):
+            common.timed_calls(client.call, payload, 1, expected=payload[::-1])
+        with pytest.raises(RuntimeError, match="increment: wrong answer: status "):
+            common.timed_calls(client.call, payload, 1, name="increment")  # not served
+
+
+def test_a_graph_case_is_timed_on_its_ring_and_checked_against_its_answer() -> None:
+    """bench/graph.py's cases on a ring of its shape: the floor echoes, the handlers answer
+    each byte plus one; an answer of the other kind stops the run."""
+    import argparse
+
+    from skbuild_cudaq.realtime.host_path import HostDispatcher, echo, rpc_increment
+    from skbuild_cudaq.realtime.ring import RingLayout
+
+    graph = load_bench("graph")
+    layout = RingLayout(graph.NUM_SLOTS, graph.SLOT_SIZE)
+    options = argparse.Namespace(warmup=5, repeats=40)
+    handlers = {"floor": echo, "rpc_increment": rpc_increment, "graph_increment": echo}
+    with HostDispatcher(layout, handlers) as dispatcher:
+        client = dispatcher.client()
+        for case in ("floor", "rpc_increment"):
+            found = graph.measure(client, case, options)
+            assert found["n"] == 40 and found["p99"] >= found["p50"] > 0
+        with pytest.raises(RuntimeError, match="graph_increment: wrong answer: status 0, 8 bytes"):
+            graph.measure(client, "graph_increment", options)
+
+
+def test_a_floor_kernel_gets_the_ring_in_the_native_clients_layout() -> None:
+    """``ring_pointers``: what floors.cu's and graph.cu's floors take (rx and tx slots, rx and
+    tx flags, num_slots, slot_size), where bench/loadgen.c writes and reads them."""
+    from types import SimpleNamespace
+
+    from skbuild_cudaq.realtime.ring import RingLayout
+
+    common = load_bench("common", needs_numpy=False)
+    bridge = SimpleNamespace(device_ring=0x7F0000, layout=RingLayout(256, 128))
+    slots = 256 * 128  # loadgen.c's ring_of(): rx, tx, rx flags, tx flags, in this order
+    expected = (0x7F0000, 0x7F0000 + slots, 0x7F0000 + 2 * slots, 0x7F0000 + 2 * slots + 4 * 256)
+    assert common.ring_pointers(bridge) == (*expected, 256, 128)
 
 
 # --- the native client against a ring answered on the host ---------------------------------

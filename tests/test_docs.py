@@ -8,6 +8,7 @@ The messages come from the extractor ``tools/doc_messages.py`` (tested here too)
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 import os
@@ -458,6 +459,119 @@ def test_report_shows_the_spread_of_repeated_dispatch_runs(tmp_path: Path) -> No
         "| `single_thread:thread_p50_over_floor` | 1.063 | <= 1.05 | **no** | 1.047 to 1.082 "
         "| 1 of 3 | 1.310 |" in page
     )
+
+
+def _graph_json() -> dict[str, object]:
+    """graph.json as bench/graph.py writes it: each case's percentiles (bench/common.py)."""
+    np = pytest.importorskip("numpy")
+    from _bench import load_bench
+
+    common = load_bench("common")
+    low = {"floor": 8.0, "graph_handler": 24.0, "graph_handler_one_kernel": 10.0,
+           "device_function": 3.0, "device_function_builtin": 3.2}  # fmt: skip
+    cases = {k: common.percentiles(np.linspace(v, 2 * v, 101)) for k, v in low.items()}
+    settings = {"arch": "sm_90", "ring": [8, 64], "payload_bytes": 8, "warmup": 20, "repeats": 101}
+    return {**_header("graph", "2031-03-01T00:00:00+00:00"), "settings": settings, "cases": cases}
+
+
+def _wire_json(gpu: bool = True) -> dict[str, object]:
+    """wire.json as bench/wire.py writes it (its summarize() on synthetic rounds); without a GPU,
+    the device rows and their goal left out."""
+    from _bench import load_bench
+
+    wire = load_bench("wire")
+    p50s = {"udp_echo_floor": (10.0, 90e3), "udp_host_native": (11.0, 80e3),
+            "udp_host_python": (16.0, 30e3), "ring_floor": (0.2, 9e6), "host_native": (0.25, 8e6),
+            "host_python": (2.5, 3e5), "host_python_c_client": (0.45, 1e6),
+            "host_native_python_client": (0.65, 2e6)}  # fmt: skip
+    if gpu:
+        p50s |= {"udp_gpu_floor": (14.0, 60e3), "udp_device": (17.5, 50e3)}
+    tail = {"udp_host_python": 2.5}  # p99 / p50; 1.5 for the other rows
+    per_round = {
+        row: [{"p50_us": p50 * f, "p90_us": p50 * f * 1.1, "p99_us": p50 * f * tail.get(row, 1.5),
+               "rps": rps * f} for f in (1.0, 1.02, 0.98)]
+        for row, (p50, rps) in p50s.items()
+    }  # fmt: skip
+    left_out = {} if gpu else {"udp_device_p50_over_floor": "no CUDA GPU here"}
+    options = argparse.Namespace(rounds=3, samples=20_000, warmup=2_000, pipelined=50_000)
+    summary = wire.summarize(per_round, left_out, options)
+    return {**_header("wire", "2031-03-02T00:00:00+00:00", gpus=int(gpu)), **summary}
+
+
+def test_report_shows_graph_handlers_and_the_wire_against_their_floors(tmp_path: Path) -> None:
+    """graph.json: the three-way comparison (median and p99) and the graph handlers in the
+    headline against the bare graph launch; wire.json: its five goals, p99 / p50 and throughput
+    with 64 in flight against each row's floor, the breakdown, the goals' rows in the headline."""
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "graph.json").write_text(json.dumps(_graph_json()), encoding="utf-8")
+    (results / "wire.json").write_text(json.dumps(_wire_json()), encoding="utf-8")
+    out = tmp_path / "docs" / "performance.md"
+    _report(results, out)
+    page = out.read_text(encoding="utf-8")
+    where = "| GPU-X17 | 580.99 / CUDA 13.0 |"
+    assert (
+        "| graph handler, two kernels (`graph_increment`): round trip p50 | 36.00 µs "
+        f"| 12.00 µs (bare graph launch) | 3.000× {where} 2031-03-01 |" in page
+    )
+    assert "| graph handler, one kernel: round trip p50 | 15.00 µs |" in page
+    assert "| floor: bare device graph launch | 12.00 | 15.92 | 1.000× |" in page
+    assert "| device function, built-in kernel | 4.80 | 6.37 | 0.400× |" in page
+    assert (
+        "| UDP, device path, single-thread dispatcher: p50 | 17.50 µs | 14.00 µs (UDP + GPU ring "
+        f"floor: C++ thread and kernel) | 1.250× {where} 2031-03-02 |" in page
+    )
+    for row, floor, ratio in (
+        ("UDP, host path, native handler", "10.00 µs (UDP floor: C++ echo thread)", "1.100"),
+        ("UDP, host path, Python handler", "10.00 µs (UDP floor: C++ echo thread)", "1.600"),
+        ("in process, native handler, C client", "0.20 µs (ring floor: two C threads)", "1.250"),
+        ("in process, Python handler, `RingClient.call`", "0.20 µs (ring floor: two C threads)",
+         "12.500"),
+    ):  # fmt: skip
+        assert f"| {row}: p50 |" in page and f"| {floor} | {ratio}× {where}" in page
+    assert "| `udp_device_p50_over_floor` | 1.250 | <= 1.2 | **no** |" in page
+    assert "| `udp_host_native_p50_over_floor` | 1.100 | <= 1.2 | yes |" in page
+    assert "| `udp_host_python_p50_over_floor` | 1.600 | <= 1.5 | **no** |" in page
+    assert "| `host_native_p50_over_floor` | 1.250 | <= 1.5 | yes |" in page
+    assert "| `host_python_p50_us` | 2.500 | <= 3.0 | yes |" in page
+    # p50, p99, p99 / p50, p50 over the floor, requests a second with 64 in flight, over the floor
+    assert (
+        "| UDP, host path, native handler | 11.00 | 16.50 | 1.50 | 1.100 | 80,000 | 0.889 |" in page
+    )
+    assert "| UDP floor: C++ echo thread | 10.00 | 15.00 | 1.50 | — | 90,000 | — |" in page
+    assert "| UDP, host path, Python handler | 16.00 | 40.00 | **2.50** | 1.600 | 30,000 |" in page
+    rows = page[page.index("| Round trip | p50 (µs) |") :]  # the UDP rows, then the ring's
+    assert rows.index("| UDP floor") < rows.index("| UDP, device path") < rows.index("| ring floor")
+    assert "- ring: both (host_python - host_native): 2.250" in page
+    assert "- udp: the socket floor (udp_echo_floor): 10.000" in page
+    assert "Not measured yet: no `wire`" not in page and "not a results file" not in page
+    figures = sorted(p.name for p in (tmp_path / "docs" / "_static" / "perf").iterdir())
+    assert figures == ["graph.png"] and "](_static/perf/graph.png)" in page
+
+
+def test_the_page_renders_with_and_without_wire_results_within_300_lines(tmp_path: Path) -> None:
+    """The committed results without wire.json (as committed now), then with one from a machine
+    without a GPU (its device goal left out, with why), and with the GPU rows: at most 300
+    lines each (issue 41)."""
+    results = tmp_path / "results"
+    results.mkdir()
+    for path in (ROOT / "bench" / "results").glob("*.json"):
+        if path.name != "wire.json":
+            (results / path.name).write_bytes(path.read_bytes())
+    out = tmp_path / "docs" / "performance.md"
+    _report(results, out, "--no-figures")
+    page = out.read_text(encoding="utf-8")
+    assert "Not measured yet: no `wire` results file." in page and "UDP floor" not in page
+    assert len(page.splitlines()) <= 300
+    for gpu in (False, True):
+        (results / "wire.json").write_text(json.dumps(_wire_json(gpu)), encoding="utf-8")
+        _report(results, out, "--no-figures")
+        page = out.read_text(encoding="utf-8")
+        assert len(page.splitlines()) <= 300, len(page.splitlines())
+        assert ("UDP, device path" in page) is gpu
+        left_out = "- Not measured, `udp_device_p50_over_floor`: no CUDA GPU here"
+        assert (left_out in page) is not gpu
+        assert ("| none (CPU only) | — | 2031-03-02 |" in page) is not gpu
 
 
 def test_committed_results_are_the_current_run_only() -> None:

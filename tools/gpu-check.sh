@@ -14,7 +14,8 @@
 #
 # The benchmarks: bench/dispatch.py (--repeat 3, about 75 s on an H200), bench/startup.py
 # (about a minute), bench/graph.py (graph handlers against a device-function handler and a bare
-# device graph launch, about 20 s), bench/build_overhead.py (no GPU; --runs ${BUILD_RUNS:-3}, about two minutes)
+# device graph launch, about 20 s), bench/wire.py (the host path and the UDP wire against their
+# C++ floors, a few minutes), bench/build_overhead.py (no GPU; --runs ${BUILD_RUNS:-3}, about two minutes)
 # and, with 2 or more GPUs, bench/multigpu.py; with one GPU the several-GPU tests skip with the
 # reason and that benchmark is left out.
 #
@@ -34,7 +35,11 @@ if compgen -G ".whl/*.whl" >/dev/null; then
   "$PY" -m pip install -q --no-index --no-deps --no-compile .whl/*.whl
 fi
 log "installing skbuild-cudaq and example_app (no build isolation)"
-"$PY" -m pip install -q --no-build-isolation --no-deps -e . 2>&1 | tail -20
+if [ "${TESTS:-1}" != 0 ]; then  # the tests run on an editable install
+  "$PY" -m pip install -q --no-build-isolation --no-deps -e . 2>&1 | tail -20
+else  # the benchmarks alone: a regular install (see below)
+  "$PY" -m pip install -q --no-build-isolation --no-deps . 2>&1 | tail -20
+fi
 "$PY" -m pip install -q --no-build-isolation --no-deps ./example_app 2>&1 | tail -20
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee -a "$OUT/gpu-check.log"
 # The GPU's whole state (clocks, MIG mode, power, ...): the same code has measured
@@ -59,9 +64,12 @@ fi
 
 # Benchmarks measure the package as users install it: a regular (not editable)
 # install, bytecode compiled, run outside the source tree.
-log "reinstalling skbuild-cudaq as a regular install for the benchmarks"
-"$PY" -m pip install -q --no-build-isolation --no-deps . 2>&1 | tail -20
-for bench in ${BENCHES-dispatch startup graph build_overhead multigpu}; do
+BENCH_LIST=${BENCHES-dispatch startup graph wire build_overhead multigpu}
+if [ -n "$BENCH_LIST" ] && [ "${TESTS:-1}" != 0 ]; then
+  log "installing skbuild-cudaq as a regular install for the benchmarks"
+  "$PY" -m pip install -q --no-build-isolation --no-deps . 2>&1 | tail -20
+fi
+for bench in $BENCH_LIST; do
   extra=()
   case "$bench" in
     dispatch) extra=(--repeat "${DISPATCH_REPEAT:-3}") ;;

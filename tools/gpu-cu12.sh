@@ -98,18 +98,18 @@ status=0
 log "versions and one lookup (get_device_kernel on example_app built with NVRTC 12)"
 "$PY" - <<'EOF' 2>&1 | tee -a "$OUT/gpu-cu12.log"
 import cuda.bindings, example_app._core as core
-from skbuild_cudaq import device_runtime_dir
 from skbuild_cudaq.fatbin import read_relfatbin_sections
 from skbuild_cudaq.realtime import get_device_kernel
+from skbuild_cudaq.realtime.device_code import runtime_dir
 from skbuild_cudaq.realtime._nvjitlink import nvjitlink_version
 versions = sorted({e.code_version_str for s in read_relfatbin_sections(core.__file__)
                    for c in s.containers for e in c.entries})
 print("cuda-bindings", cuda.bindings.__version__, "from", cuda.bindings.__file__)
-print("nvJitLink", nvjitlink_version(), "device run time", device_runtime_dir())
+print("nvJitLink", nvjitlink_version(), "device run time", runtime_dir())
 print("example_app LTO-IR code versions", versions, "from", core.__file__)
 print("kernel", get_device_kernel(core, "single_thread_dispatcher"))
 assert nvjitlink_version()[0] == 12 and versions == ["1.64"], (nvjitlink_version(), versions)
-assert device_runtime_dir().name == "cu12", device_runtime_dir()
+assert runtime_dir().name == "cu12", runtime_dir()
 EOF
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 # The GPU tests that use example_app (the test binaries of test_library_gpu/test_bridge_gpu are

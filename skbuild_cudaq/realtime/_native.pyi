@@ -13,7 +13,7 @@ def call_handler(address: int, args: bytes, max_result_len: int, /) -> tuple[int
 class Loop:
     next: int
     idle_sleep_ns: int
-    shared_ring: int
+    shared_ring: int  # 1: a device dispatcher consumes the ring too
     @property
     def published(self) -> int: ...
     @property

@@ -123,7 +123,7 @@ def udp_server(floors: Path, module: Path, args: list[str], a: argparse.Namespac
     from skbuild_cudaq.realtime.wire import function_id
 
     path = os.pathsep.join(filter(None, [str(module.parent), os.environ.get("PYTHONPATH")]))
-    cmd = [sys.executable, "-m", "skbuild_cudaq.realtime.test_server", "--handlers=rpc_increment",
+    cmd = [sys.executable, "-m", "skbuild_cudaq.cli.test_server", "--handlers=rpc_increment",
            f"--num-slots={UDP_SLOTS}", f"--slot-size={UDP_SLOT_SIZE}", *args]  # fmt: skip
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

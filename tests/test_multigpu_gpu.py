@@ -453,7 +453,7 @@ def test_test_server_serves_every_gpu_on_its_own_port(core: Any, two_gpus: list[
         [
             sys.executable,
             "-m",
-            "skbuild_cudaq.realtime.test_server",
+            "skbuild_cudaq.cli.test_server",
             "--path=device",
             "--devices=all",
             "--dispatcher=single_thread_dispatcher",

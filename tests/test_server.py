@@ -1,5 +1,5 @@
 """Two-process tests: pytest starts the test server (``python -m
-skbuild_cudaq.realtime.test_server``) and talks to it over UDP."""
+skbuild_cudaq.cli.test_server``) and talks to it over UDP."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def _parse_exit(out: str, err: str) -> tuple[int, dict[str, int], str]:
 
 def start_server(*args: str) -> Server:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "skbuild_cudaq.realtime.test_server", *args],
+        [sys.executable, "-m", "skbuild_cudaq.cli.test_server", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -207,13 +207,13 @@ def test_sigint_stops_the_server() -> None:
 
 
 def test_host_ring_transport() -> None:
-    from skbuild_cudaq.realtime.test_server import connect_host_ring
+    from skbuild_cudaq.realtime import connect_host_ring
 
     proc = subprocess.Popen(
         [
             sys.executable,
             "-m",
-            "skbuild_cudaq.realtime.test_server",
+            "skbuild_cudaq.cli.test_server",
             "--path=host",
             "--transport=host-ring",
             "--num-slots=4",
@@ -271,7 +271,7 @@ def test_host_ring_transport() -> None:
 )
 def test_bad_arguments_exit_2(args: list[str], message: str) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "skbuild_cudaq.realtime.test_server", *args],
+        [sys.executable, "-m", "skbuild_cudaq.cli.test_server", *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -296,7 +296,7 @@ def _total(num_slots: int, slot_size: int) -> int:
 @pytest.mark.parametrize("transport", ["udp", "host-ring"])
 def test_ring_larger_than_memory_is_refused_up_front(transport: str) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "skbuild_cudaq.realtime.test_server", "--path=host",
+        [sys.executable, "-m", "skbuild_cudaq.cli.test_server", "--path=host",
          f"--transport={transport}", *RING_TOO_LARGE, "--timeout=5"],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
@@ -318,7 +318,7 @@ def test_ring_larger_than_memory_is_refused_up_front(transport: str) -> None:
 _LIMITED = """
 import re, resource, sys
 import multiprocessing.shared_memory, skbuild_cudaq.realtime.host_path
-import skbuild_cudaq.realtime.test_server as server
+import skbuild_cudaq.cli.test_server as server
 status = open("/proc/self/status").read()
 mapped = int(re.search(r"VmSize:\\s+(\\d+) kB", status).group(1)) * 1024
 limit = mapped + int(sys.argv[1])
@@ -485,7 +485,7 @@ def test_refused_native_handlers_and_bad_modules_are_one_line(
     native_handlers: Path, args: list[str], status: int, message: str
 ) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "skbuild_cudaq.realtime.test_server", "--path=host", *args],
+        [sys.executable, "-m", "skbuild_cudaq.cli.test_server", "--path=host", *args],
         capture_output=True, text=True, timeout=60, check=False, env=_with_module(native_handlers),
     )  # fmt: skip
     assert (proc.returncode, proc.stdout) == (status, ""), proc.stderr
@@ -504,7 +504,7 @@ HOST_RING_READY = re.compile(
 
 def _start_ring_server(*extra: str, new_group: bool = False) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "skbuild_cudaq.realtime.test_server", *HOST_RING, *extra],
+        [sys.executable, "-m", "skbuild_cudaq.cli.test_server", *HOST_RING, *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -527,8 +527,7 @@ def _stop(proc: subprocess.Popen[str]) -> tuple[str, str]:
 
 
 def test_connect_host_ring_attaches_only_what_a_server_created(tmp_path: Path) -> None:
-    from skbuild_cudaq.realtime import RingError
-    from skbuild_cudaq.realtime.test_server import connect_host_ring
+    from skbuild_cudaq.realtime import RingError, connect_host_ring
 
     total = RingLayout(4, 64).total_bytes
     target = tmp_path / "victim"
@@ -599,7 +598,7 @@ def test_a_server_killed_with_its_process_group_leaves_no_segment_for_good() -> 
         assert not any((SHM / name).exists() for name in killed)  # ... which removed them
         second, second_name = _start_ring_server()  # a live server's segment is never swept
         assert (SHM / live_name).is_file() and (SHM / second_name).is_file()
-        from skbuild_cudaq.realtime.test_server import connect_host_ring
+        from skbuild_cudaq.realtime import connect_host_ring
 
         client = connect_host_ring(live_name, 4, 64)
         assert client.call("echo", b"still served", timeout=10) == (0, b"still served")
@@ -614,8 +613,7 @@ def test_a_server_killed_with_its_process_group_leaves_no_segment_for_good() -> 
 def test_sighup_resets_the_shared_ring_a_writer_left_unusable() -> None:
     import mmap
 
-    from skbuild_cudaq.realtime import RingError
-    from skbuild_cudaq.realtime.test_server import connect_host_ring
+    from skbuild_cudaq.realtime import RingError, connect_host_ring
 
     proc, name = _start_ring_server()
     try:

@@ -24,6 +24,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers see; _FROM below is the same, for the run time
+    from ._shm import connect_host_ring
     from .bridge import Bridge, HostRingBridge
     from .cache import LinkCache
     from .check import check_package
@@ -50,6 +51,7 @@ if TYPE_CHECKING:  # what type checkers see; _FROM below is the same, for the ru
 
 #: submodule -> the names this package takes from it (the import block above)
 _FROM: dict[str, tuple[str, ...]] = {
+    "_shm": ("connect_host_ring",),
     "bridge": ("Bridge", "HostRingBridge"),
     "cache": ("LinkCache",),
     "check": ("check_package",),
@@ -102,6 +104,7 @@ __all__ = [
     "capture_device_graph",
     "check_driver_result",
     "check_package",
+    "connect_host_ring",
     "function_id",
     "get_device_handler",
     "get_device_kernel",

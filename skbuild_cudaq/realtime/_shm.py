@@ -45,8 +45,9 @@ from dataclasses import dataclass, field
 
 from ._logging import get_logger
 from .errors import RingError
+from .ring import RingClient, RingLayout
 
-__all__ = ["SHM_DIR", "Segment", "attach", "create", "sweep"]
+__all__ = ["SHM_DIR", "Segment", "attach", "connect_host_ring", "create", "ring_size", "sweep"]
 
 SHM_DIR = "/dev/shm"
 _PREFIX = "cudaq-rt-ring"
@@ -244,3 +245,31 @@ def attach(name: str, size: int, what: str) -> mmap.mmap:
         return mmap.mmap(fd, size)
     finally:
         os.close(fd)
+
+
+def ring_size(layout: RingLayout) -> str:
+    """``layout`` in words, for messages about the memory a ring takes."""
+    return (
+        f"{layout.num_slots} slots of {layout.slot_size} bytes: "
+        f"{layout.total_bytes} bytes with the flags"
+    )
+
+
+def connect_host_ring(name: str, num_slots: int, slot_size: int) -> RingClient:
+    """A :class:`~skbuild_cudaq.realtime.RingClient` over the shared-memory ring of a
+    ``cudaq-realtime-test-server --transport=host-ring`` (``shm=<name>`` of its READY line).
+    Close it before the server exits.
+
+    Only a ring such a server created is attached: ``name`` must have the form the server
+    gives it (``cudaq-rt-ring-<pid>-<hex>``), and the segment must be a regular file in
+    ``/dev/shm`` (not a link), owned by you, mode 0600, of the size of a ring of
+    ``num_slots`` slots of ``slot_size`` bytes; otherwise :class:`RingError` says which.
+    """
+    layout = RingLayout(num_slots, slot_size)
+    mapping = attach(name, layout.total_bytes, f"a ring of {ring_size(layout)}")
+    try:
+        return RingClient(mapping, layout, spin=4096)
+    except BaseException:
+        with contextlib.suppress(BufferError):
+            mapping.close()
+        raise

@@ -26,7 +26,6 @@ __all__ = [
     "RealtimeError",
     "RingError",
     "RingProtocolError",
-    "UdpBridgeError",
     "UdpFeederError",
     "VersionMismatchError",
     "check_driver_result",
@@ -120,8 +119,6 @@ class UdpFeederError(RealtimeError):
     """The UDP feeder could not start, or its thread failed."""
 
 
-#: The name the UDP feeder's error had while the feeder was called ``UdpBridge``.
-UdpBridgeError = UdpFeederError
 
 
 def check_driver_result(ret: Any, call: str) -> Any:

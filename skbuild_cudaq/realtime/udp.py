@@ -2,8 +2,8 @@
 
 (Over 400 lines: the feeder and its client share one framing and are tested as a pair.)
 
-:class:`UdpFeeder` (a host thread, not a GPU :class:`~skbuild_cudaq.realtime.Bridge`;
-``UdpBridge`` is its old name) needs only a :class:`~skbuild_cudaq.realtime.RingClient`,
+:class:`UdpFeeder` (a host thread, not a GPU :class:`~skbuild_cudaq.realtime.Bridge`)
+needs only a :class:`~skbuild_cudaq.realtime.RingClient`,
 so it fronts the device path (a GPU bridge's ring in pinned mapped memory) and
 the host path (:class:`~skbuild_cudaq.realtime.host_path.HostDispatcher`) alike.
 One datagram is one request (24-byte header + arguments, then optional padding:
@@ -78,7 +78,7 @@ from typing import Any
 
 from . import _native
 from ._logging import get_logger
-from .errors import ProtocolError, UdpBridgeError, UdpFeederError
+from .errors import ProtocolError, UdpFeederError
 from .ring import RingClient
 from .ring.client import _buffer_address
 from .wire import (
@@ -90,7 +90,7 @@ from .wire import (
     encode_request,
 )
 
-__all__ = ["UdpBridge", "UdpBridgeError", "UdpClient", "UdpFeeder", "UdpFeederError", "UdpTicket"]
+__all__ = ["UdpClient", "UdpFeeder", "UdpFeederError", "UdpTicket"]
 
 _MAX_DATAGRAM = 65535
 _SOCKET_BUFFER = 4 << 20
@@ -173,7 +173,7 @@ class _Counter:
 
 
 class UdpFeeder:
-    """A native thread feeding a ring from UDP (formerly ``UdpBridge``, still an alias).
+    """A native thread feeding a ring from UDP.
 
     Moves UDP datagrams on ``host:port`` into the ring of ``client`` and the answers
     back. ``host``: an IPv4 or IPv6 address or a host name (see the module docstring);
@@ -321,8 +321,6 @@ class UdpTicket:
     timestamp: int
 
 
-#: The old name of :class:`UdpFeeder` (it is a host thread, not a GPU :class:`Bridge`).
-UdpBridge = UdpFeeder
 
 
 class UdpClient:

@@ -31,7 +31,6 @@ See docs/guides/test-server.md.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import os
 import signal
@@ -44,14 +43,14 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from skbuild_cudaq import _log
 from skbuild_cudaq.errors import CudaqError
-
-from .errors import RealtimeError
-from .ring import RingClient, RingLayout
+from skbuild_cudaq.realtime._shm import ring_size
+from skbuild_cudaq.realtime.errors import RealtimeError
+from skbuild_cudaq.realtime.ring import RingClient, RingLayout
 
 if TYPE_CHECKING:
-    from .host_path import HostHandler
+    from skbuild_cudaq.realtime.host_path import HostHandler
 
-__all__ = ["connect_host_ring", "main"]
+__all__ = ["main"]
 
 READY = "CUDAQ_REALTIME_SERVER_READY"
 PROCESSED = "CUDAQ_REALTIME_SERVER_PROCESSED"
@@ -250,8 +249,8 @@ def _import(args: argparse.Namespace) -> Any:
 def _host_handlers(args: argparse.Namespace) -> dict[str | bytes | int, HostHandler]:
     """The host path's handlers: the native host handlers of ``--module`` (every one it
     exports by default), or the built-in Python ones."""
-    from .host_handlers import exported_host_handlers, get_host_handler
-    from .host_path import echo, rpc_increment
+    from skbuild_cudaq.realtime.host_handlers import exported_host_handlers, get_host_handler
+    from skbuild_cudaq.realtime.host_path import echo, rpc_increment
 
     if args.module is None:
         available = {"rpc_increment": rpc_increment, "echo": echo}
@@ -278,7 +277,7 @@ def _host_handlers(args: argparse.Namespace) -> dict[str | bytes | int, HostHand
 
 
 def _start_host(args: argparse.Namespace, layout: RingLayout, buffer: Any) -> _Served:
-    from .host_path import HostDispatcher
+    from skbuild_cudaq.realtime.host_path import HostDispatcher
 
     if args.dispatcher != "builtin":
         msg = f"--dispatcher={args.dispatcher}: the host path has no dispatch kernels (use builtin)"
@@ -307,7 +306,7 @@ def _start_host(args: argparse.Namespace, layout: RingLayout, buffer: Any) -> _S
 def _start_device(args: argparse.Namespace, layout: RingLayout, device: int = 0) -> _Served:
     """Device path, kept small: the realtime API of skbuild_cudaq.realtime does the work."""
     try:
-        from . import (
+        from skbuild_cudaq.realtime import (
             Dispatcher,
             DispatcherConfig,
             LaunchConfig,
@@ -394,18 +393,18 @@ def _add_graphs(
 
 
 def _serve_ring(args: argparse.Namespace, layout: RingLayout) -> tuple[_Served, str, Any]:
-    """Host path over a shared-memory ring another process attaches to (see :mod:`._shm` for
-    the segment's name, checks and lifetime)."""
-    from . import _shm
+    """Host path over a shared-memory ring another process attaches to (see
+    :mod:`skbuild_cudaq.realtime._shm` for the segment's name, checks and lifetime)."""
+    from skbuild_cudaq.realtime import _shm
 
     try:
         segment = _shm.create(layout.total_bytes)
     except RealtimeError as exc:  # no /dev/shm to create it in
-        msg = f"cannot create the shared-memory ring ({_ring_size(layout)}): {exc}"
+        msg = f"cannot create the shared-memory ring ({ring_size(layout)}): {exc}"
         raise CudaqError(msg) from None
     except OSError as exc:
         msg = (
-            f"cannot create the shared-memory ring ({_ring_size(layout)}): "
+            f"cannot create the shared-memory ring ({ring_size(layout)}): "
             f"{exc.strerror or exc}; use fewer or smaller slots"
         )
         raise CudaqError(msg) from None
@@ -423,27 +422,6 @@ def _serve_ring(args: argparse.Namespace, layout: RingLayout) -> tuple[_Served, 
     return served, f"transport=host-ring shm={segment.name}", None
 
 
-def connect_host_ring(name: str, num_slots: int, slot_size: int) -> RingClient:
-    """A :class:`RingClient` over the shared-memory ring of a ``--transport=host-ring``
-    server (``shm=<name>`` of its READY line). Close it before the server exits.
-
-    Only a ring such a server created is attached: ``name`` must have the form the server
-    gives it (``cudaq-rt-ring-<pid>-<hex>``), and the segment must be a regular file in
-    ``/dev/shm`` (not a link), owned by you, mode 0600, of the size of a ring of
-    ``num_slots`` slots of ``slot_size`` bytes; otherwise :class:`RingError` says which.
-    """
-    from . import _shm
-
-    layout = RingLayout(num_slots, slot_size)
-    mapping = _shm.attach(name, layout.total_bytes, f"a ring of {_ring_size(layout)}")
-    try:
-        return RingClient(mapping, layout, spin=4096)
-    except BaseException:
-        with contextlib.suppress(BufferError):
-            mapping.close()
-        raise
-
-
 def _devices_to_serve(args: argparse.Namespace) -> list[int] | None:
     """The GPUs of ``--device``/``--devices`` (None: the one GPU of the default mode)."""
     if args.devices is False:
@@ -456,19 +434,12 @@ def _devices_to_serve(args: argparse.Namespace) -> list[int] | None:
         raise _UsageError("use --device N for one GPU or --devices all|N,M for several, not both")
     if args.devices is not None:
         return list(args.devices)
-    from ._driver import device_count
+    from skbuild_cudaq.realtime._driver import device_count
 
     count = device_count()
     if count == 0:
         raise CudaqError("--devices all: this process sees no CUDA device")
     return list(range(count))
-
-
-def _ring_size(layout: RingLayout) -> str:
-    return (
-        f"{layout.num_slots} slots of {layout.slot_size} bytes: "
-        f"{layout.total_bytes} bytes with the flags"
-    )
 
 
 def _memory_for(args: argparse.Namespace) -> tuple[int, str] | None:
@@ -487,7 +458,9 @@ def _memory_for(args: argparse.Namespace) -> tuple[int, str] | None:
         return None
 
 
-def _run(args: argparse.Namespace) -> int:
+def _checked(args: argparse.Namespace) -> tuple[RingLayout, list[int] | None]:
+    """The ring's layout and the GPUs to serve, once every argument that depends on another
+    has been checked (a ``_UsageError`` otherwise)."""
     try:
         layout = RingLayout(args.num_slots, args.slot_size)
     except ValueError as exc:
@@ -496,107 +469,163 @@ def _run(args: argparse.Namespace) -> int:
     if memory is not None and layout.total_bytes > memory[0]:
         raise _UsageError(
             f"--num-slots/--slot-size: the ring needs more memory than there is "
-            f"({_ring_size(layout)}; {memory[0]} bytes {memory[1]}); use fewer or smaller slots"
+            f"({ring_size(layout)}; {memory[0]} bytes {memory[1]}); use fewer or smaller slots"
         )
     if args.cluster is not None and args.dispatcher == "builtin":
         raise _UsageError(
             "--cluster needs a custom --dispatcher (the built-in kernel is one block)"
         )
-    devices = _devices_to_serve(args)
-
-    stop = threading.Event()
-    reset = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    def on_reset(signum: int, frame: FrameType | None) -> None:
-        reset.set()
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-    if args.transport == "host-ring":  # a ring other processes write to: SIGHUP resets it
-        previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, on_reset)
-    # one (served, UDP bridge or None) per GPU; one in every other mode
-    units: list[tuple[_Served, Any]] = []
-    try:
-        if args.transport == "host-ring":
-            if args.path != "host":
-                raise _UsageError(
-                    "--transport=host-ring is served to other processes for --path=host only; "
-                    "use --transport=udp for the device path"
-                )
-            served, endpoint, _ = _serve_ring(args, layout)
-            units.append((served, None))
-        else:
-            from .udp import UdpFeeder
-
-            for index, device in enumerate(devices or [args.device or 0]):
-                if args.path == "host":
-                    served = _start_host(args, layout, None)
-                else:
-                    served = _start_device(args, layout, device)
-                units.append((served, None))
-                port = args.port + index if args.port and devices else args.port
-                bridge = UdpFeeder(
-                    served.client, host=args.host, port=port, idle_sleep=args.idle_sleep
-                )
-                served.close.append(bridge.close)
-                units[-1] = (served, bridge)
-                bridge.start()
-            host, port = units[0][1].address
-            endpoint = f"transport=udp host={host} port={port}"
-        served = units[0][0]
-        line = (
-            f"{READY} {endpoint} path={args.path} dispatch={args.dispatch} "
-            f"dispatcher={served.name} slots={layout.num_slots} slot_size={layout.slot_size}"
+    if args.transport == "host-ring" and args.path != "host":
+        raise _UsageError(
+            "--transport=host-ring is served to other processes for --path=host only; "
+            "use --transport=udp for the device path"
         )
-        if devices is not None:
-            ports = ",".join(str(bridge.address[1]) for _, bridge in units)
-            line += f" devices={','.join(map(str, devices))} ports={ports}"
-        _log.result(line)
-        deadline = None if args.timeout is None else time.monotonic() + args.timeout
-        while not stop.is_set():
+    return layout, _devices_to_serve(args)
+
+
+@dataclass
+class _Unit:
+    """One dispatcher being served, and the UDP feeder in front of it (None: a shared ring)."""
+
+    served: _Served
+    feeder: Any = None
+
+
+@dataclass
+class _Serving:
+    """What the server serves: a unit per GPU (one in every other mode), where, and the
+    events its signal handlers set."""
+
+    args: argparse.Namespace
+    layout: RingLayout
+    devices: list[int] | None
+    units: list[_Unit] = field(default_factory=list)
+    endpoint: str = ""
+    stop: threading.Event = field(default_factory=threading.Event)
+    reset: threading.Event = field(default_factory=threading.Event)
+
+    def where(self, index: int, spelled: str = " of device {}") -> str:
+        return "" if self.devices is None else spelled.format(self.devices[index])
+
+    def start(self) -> None:
+        """Start each unit; ``endpoint`` says where a client reaches them."""
+        args, layout = self.args, self.layout
+        if args.transport == "host-ring":
+            served, self.endpoint, _ = _serve_ring(args, layout)
+            self.units.append(_Unit(served))
+            return
+        from skbuild_cudaq.realtime.udp import UdpFeeder
+
+        devices = self.devices
+        for index, device in enumerate(devices or [args.device or 0]):
+            if args.path == "host":
+                served = _start_host(args, layout, None)
+            else:
+                served = _start_device(args, layout, device)
+            unit = _Unit(served)
+            self.units.append(unit)
+            port = args.port + index if args.port and devices else args.port
+            unit.feeder = UdpFeeder(
+                served.client, host=args.host, port=port, idle_sleep=args.idle_sleep
+            )
+            served.close.append(unit.feeder.close)
+            unit.feeder.start()
+        host, port = self.units[0].feeder.address
+        self.endpoint = f"transport=udp host={host} port={port}"
+
+    def ready_line(self) -> str:
+        args, layout = self.args, self.layout
+        line = (
+            f"{READY} {self.endpoint} path={args.path} dispatch={args.dispatch} "
+            f"dispatcher={self.units[0].served.name} slots={layout.num_slots} "
+            f"slot_size={layout.slot_size}"
+        )
+        if self.devices is not None:
+            ports = ",".join(str(unit.feeder.address[1]) for unit in self.units)
+            line += f" devices={','.join(map(str, self.devices))} ports={ports}"
+        return line
+
+    def serve(self) -> None:
+        """Until a signal or ``--timeout``: resets on SIGHUP, fails if a unit stopped."""
+        timeout = self.args.timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.stop.is_set():
             remaining = 0.2 if deadline is None else min(0.2, deadline - time.monotonic())
             if remaining <= 0:
                 break
-            stop.wait(remaining)
-            if reset.is_set():
-                reset.clear()
-                for served, _ in units:
-                    if served.reset is not None:
-                        served.reset()
-                _log.result(f"{RESET} {endpoint}")
-            for index, (served, bridge) in enumerate(units):
-                if not served.alive() or (bridge is not None and not bridge.running):
-                    where = "" if devices is None else f" of device {devices[index]}"
-                    msg = f"the dispatcher or the UDP bridge{where} stopped unexpectedly"
+            self.stop.wait(remaining)
+            if self.reset.is_set():
+                self.reset.clear()
+                for unit in self.units:
+                    if unit.served.reset is not None:
+                        unit.served.reset()
+                _log.result(f"{RESET} {self.endpoint}")
+            for index, unit in enumerate(self.units):
+                feeder_stopped = unit.feeder is not None and not unit.feeder.running
+                if not unit.served.alive() or feeder_stopped:
+                    msg = (
+                        f"the dispatcher or the UDP bridge{self.where(index)} stopped unexpectedly"
+                    )
                     raise CudaqError(msg)
-        for served, _ in units:
-            served.shutdown()
-        counts = [served.processed() for served, _ in units]
-        for index, (_, bridge) in enumerate(units):
-            if bridge is not None:
-                where = "" if devices is None else f" device={devices[index]}"
-                _log.result(
-                    BRIDGE + where + "".join(f" {k}={v}" for k, v in bridge.counters.items())
-                )
+
+    def finish(self) -> None:
+        """Stop every unit, then print the feeders' counters and the count answered."""
+        for unit in self.units:
+            unit.served.shutdown()
+        counts = [unit.served.processed() for unit in self.units]
+        for index, unit in enumerate(self.units):
+            if unit.feeder is not None:
+                counters = "".join(f" {k}={v}" for k, v in unit.feeder.counters.items())
+                _log.result(BRIDGE + self.where(index, " device={}") + counters)
         line = f"{PROCESSED} count={sum(counts)}"
-        if devices is not None:
+        if self.devices is not None:
             line += f" counts={','.join(map(str, counts))}"
         _log.result(line)
+
+    def shutdown_quietly(self) -> None:
+        for unit in self.units:
+            try:
+                unit.served.shutdown()
+            except BaseException as exc:  # already failing or already closed: report, go on
+                _log.warning(f"while shutting down: {exc}")
+
+
+def _signals(serving: _Serving) -> dict[int, Any]:
+    """Install the handlers (SIGTERM and SIGINT stop; SIGHUP resets a shared ring); returns
+    the previous ones."""
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        serving.stop.set()
+
+    def on_reset(signum: int, frame: FrameType | None) -> None:
+        serving.reset.set()
+
+    previous: dict[int, Any] = {
+        s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)
+    }
+    if serving.args.transport == "host-ring":  # a ring other processes write to
+        previous[signal.SIGHUP] = signal.signal(signal.SIGHUP, on_reset)
+    return previous
+
+
+def _run(args: argparse.Namespace) -> int:
+    layout, devices = _checked(args)
+    serving = _Serving(args, layout, devices)
+    previous = _signals(serving)
+    try:
+        serving.start()
+        _log.result(serving.ready_line())
+        serving.serve()
+        serving.finish()
         return 0
     except MemoryError:  # the ring or its bookkeeping (a list per slot): what is made is freed
         msg = (
-            f"cannot allocate the ring and its bookkeeping ({_ring_size(layout)}): out of "
+            f"cannot allocate the ring and its bookkeeping ({ring_size(layout)}): out of "
             "memory; use fewer or smaller slots"
         )
         raise CudaqError(msg) from None
     finally:
-        for served, _ in units:
-            try:
-                served.shutdown()
-            except BaseException as exc:  # already failing or already closed: report, go on
-                _log.warning(f"while shutting down: {exc}")
+        serving.shutdown_quietly()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 

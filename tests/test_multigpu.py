@@ -285,7 +285,7 @@ def test_a_device_that_does_not_exist_is_named(
 
 
 def test_test_server_devices(use_driver: UseDriver) -> None:
-    from skbuild_cudaq.realtime import test_server
+    from skbuild_cudaq.cli import test_server
 
     use_driver(FakeDriver(MIXED))
     parse = test_server._build_parser().parse_args

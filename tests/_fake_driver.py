@@ -10,6 +10,10 @@ Install it with the ``use_driver`` fixture of ``tests/conftest.py`` (the one sea
   context stacks, primary contexts, context-independent libraries whose handler
   addresses differ per context, real ctypes "pinned" memory, a "device" memory map,
   and a persistent "kernel" that keeps its stream busy until it sees the shutdown flag.
+  For the host path's graph workers it hands out C-callable entry points
+  (``cuGetProcAddress``) whose graph launches stay running until a test ends them
+  (:meth:`FakeDriver.end_graph`): bookkeeping and error paths only, never the proof that a
+  graph answers (``tests/test_parity_gpu.py`` is).
 - :func:`startup_driver`: device 0 an sm_90, no context current, a given
   ``cuDevicePrimaryCtxRetain``; records the call order of the start-up.
 - :func:`failing_driver`: the calls example_app's launchers make, one of them failing.
@@ -18,7 +22,9 @@ Install it with the ``use_driver`` fixture of ``tests/conftest.py`` (the one sea
 from __future__ import annotations
 
 import ctypes
+import struct
 import threading
+from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Protocol, TypeVar
 
@@ -26,7 +32,9 @@ __all__ = [
     "NOT_READY",
     "OK",
     "FakeDriver",
+    "FakeGraphRun",
     "FakeKernel",
+    "FakeStream",
     "Result",
     "UseDriver",
     "failing_driver",
@@ -60,6 +68,35 @@ _ARCH_ATTRIBUTES = SimpleNamespace(
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR="major",
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR="minor",
 )
+
+
+class FakeStream(str):
+    """A stream handle: its name (``"stream0"``, ...) as a string, a handle as an int."""
+
+    handle: int
+
+    def __new__(cls, name: str, handle: int) -> FakeStream:
+        obj = super().__new__(cls, name)
+        obj.handle = handle
+        return obj
+
+    def __int__(self) -> int:
+        return self.handle
+
+
+@dataclass
+class FakeGraphRun:
+    """A graph the host path launched on a worker stream: it runs until the test ends it."""
+
+    graph_exec: int
+    stream: FakeStream
+    record: int  #: the device record the copy before it filled (its I/O context)
+    done: bool = False
+    error: int = 0  #: what the stream reports once it has ended (0: success)
+
+
+#: cudaq_graph_io_t (graph.py's GraphIO)
+_GRAPH_IO = struct.Struct("<QQQIIIIQII")
 
 
 class FakeKernel:
@@ -100,6 +137,7 @@ class FakeDriver:
     CU_MEMHOSTALLOC_DEVICEMAP = 2
     CU_MEMHOSTALLOC_PORTABLE = 1
     CUstream_flags = SimpleNamespace(CU_STREAM_NON_BLOCKING=1)
+    CUdriverProcAddress_flags = SimpleNamespace(CU_GET_PROC_ADDRESS_LEGACY_STREAM=1)
     CUfunction_attribute = SimpleNamespace(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK=0)
     CUdevice_attribute = _ARCH_ATTRIBUTES
 
@@ -120,6 +158,12 @@ class FakeDriver:
         self.processed = 0
         self.max_threads = 1024  # the linked built-in kernel's limit on this "GPU"
         self.max_threads_1024 = 1024  # its __launch_bounds__(1024) build's
+        self.streams: dict[int, FakeStream] = {}  # handle -> stream
+        self.graph_runs: list[FakeGraphRun] = []  # graphs launched by the host path
+        self.proc_versions: list[int] = []  # the ABI each cuGetProcAddress asked for
+        self.missing_procs: set[str] = set()  # entry points cuGetProcAddress says are absent
+        self._copied: dict[int, int] = {}  # stream handle -> the record its last copy filled
+        self._procs: dict[str, Any] | None = None
 
     def _ok(self, name: str, *values: Any) -> tuple[Any, ...]:
         self.log.append(name)
@@ -230,7 +274,10 @@ class FakeDriver:
     # -- streams --------------------------------------------------------------------
     def cuStreamCreate(self, flags: int) -> tuple[Any, ...]:
         assert flags == 1, "dispatcher streams must be non-blocking"
-        return self._ok("cuStreamCreate", f"stream{self.log.count('cuStreamCreate')}")
+        number = self.log.count("cuStreamCreate")
+        stream = FakeStream(f"stream{number}", 0x5000 + number)
+        self.streams[stream.handle] = stream
+        return self._ok("cuStreamCreate", stream)
 
     def cuStreamDestroy(self, stream: Any) -> tuple[Any, ...]:
         return self._ok("cuStreamDestroy")
@@ -254,8 +301,11 @@ class FakeDriver:
         return self._ok("cuMemHostAlloc", addr)
 
     def cuMemHostGetDevicePointer(self, addr: int, flags: int) -> tuple[Any, ...]:
-        assert addr in self.host
-        return self._ok("cuMemHostGetDevicePointer", addr)  # UVA: same address
+        for base, buf in self.host.items():
+            if base <= addr < base + ctypes.sizeof(buf):
+                return self._ok("cuMemHostGetDevicePointer", addr)  # UVA: same address
+        self.log.append("cuMemHostGetDevicePointer")
+        return (Result(1, "CUDA_ERROR_INVALID_VALUE"), None)  # not pinned memory
 
     def cuMemFreeHost(self, addr: int) -> tuple[Any, ...]:
         assert addr in self.host
@@ -264,9 +314,25 @@ class FakeDriver:
 
     def cuMemAlloc(self, size: int) -> tuple[Any, ...]:
         addr = self.next_device
-        self.next_device += 0x1000
+        self.next_device += max(0x1000, (size + 0xFFF) & ~0xFFF)
         self.device[addr] = bytearray(size)
         return self._ok("cuMemAlloc", addr)
+
+    def read_device(self, addr: int, size: int) -> bytes:
+        """``size`` bytes of "device memory" at ``addr`` (inside one allocation)."""
+        for base, buf in self.device.items():
+            if base <= addr and addr + size <= base + len(buf):
+                return bytes(buf[addr - base : addr - base + size])
+        msg = f"no device allocation holds {size} bytes at {addr:#x}"
+        raise AssertionError(msg)
+
+    def _write_device(self, addr: int, data: bytes) -> None:
+        for base, buf in self.device.items():
+            if base <= addr and addr + len(data) <= base + len(buf):
+                buf[addr - base : addr - base + len(data)] = data
+                return
+        msg = f"no device allocation holds {len(data)} bytes at {addr:#x}"
+        raise AssertionError(msg)
 
     def cuMemFree(self, addr: int) -> tuple[Any, ...]:
         del self.device[addr]
@@ -338,6 +404,105 @@ class FakeDriver:
 
     def cuGraphDestroy(self, graph: Any) -> tuple[Any, ...]:
         return self._ok("cuGraphDestroy")
+
+    # -- the host path's graph workers: entry points the native loop calls -------------
+    def cuGetProcAddress(self, symbol: bytes, version: int, flags: Any) -> tuple[Any, ...]:
+        name = symbol.decode()
+        self.proc_versions.append(version)
+        fn = None if name in self.missing_procs else self._entry_points().get(name)
+        address = ctypes.cast(fn, ctypes.c_void_p).value if fn is not None else 0
+        return self._ok(f"cuGetProcAddress({name})", address or 0, 0)
+
+    def _entry_points(self) -> dict[str, Any]:
+        """C-callable stand-ins (kept alive with the driver) of what the native loop calls;
+        each takes the GIL when called (ctypes), on the serving thread."""
+        if self._procs is None:
+            c_int, c_void_p = ctypes.c_int, ctypes.c_void_p
+            self._procs = {
+                "cuCtxSetCurrent": ctypes.CFUNCTYPE(c_int, c_void_p)(self._c_ctx_set_current),
+                "cuGraphLaunch": ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p)(self._c_graph_launch),
+                "cuStreamQuery": ctypes.CFUNCTYPE(c_int, c_void_p)(self._c_stream_query),
+                "cuMemcpyHtoDAsync": ctypes.CFUNCTYPE(
+                    c_int, ctypes.c_uint64, c_void_p, ctypes.c_size_t, c_void_p
+                )(self._c_memcpy_htod_async),
+                "cuGetErrorName": ctypes.CFUNCTYPE(c_int, c_int, ctypes.POINTER(ctypes.c_char_p))(
+                    self._c_get_error_name
+                ),
+            }
+            self._names = {700: ctypes.c_char_p(b"CUDA_ERROR_ILLEGAL_ADDRESS")}
+        return self._procs
+
+    def _code(self, call: str) -> int:
+        self.log.append(call)
+        return int(self.fail.get(call, 0))
+
+    def _c_ctx_set_current(self, ctx: int | None) -> int:
+        self.cuCtxSetCurrent(ctx)
+        return int(self.fail.get("cuCtxSetCurrent", 0))
+
+    def _c_memcpy_htod_async(self, dst: int, src: int | None, size: int, stream: int | None) -> int:
+        code = self._code("cuMemcpyHtoDAsync")
+        if code == 0:
+            assert self.current() is not None, "no context current on the serving thread"
+            self._write_device(dst, ctypes.string_at(src or 0, size))
+            self._copied[stream or 0] = dst
+        return code
+
+    def _c_graph_launch(self, graph_exec: int | None, stream: int | None) -> int:
+        code = self._code("cuGraphLaunch")
+        if code == 0:
+            handle = stream or 0
+            assert not any(r.stream.handle == handle and not r.done for r in self.graph_runs), (
+                "a graph launched on a worker stream that is still busy"
+            )
+            record = self._copied[handle]
+            self.graph_runs.append(FakeGraphRun(graph_exec or 0, self.streams[handle], record))
+        return code
+
+    def _c_stream_query(self, stream: int | None) -> int:
+        runs = [r for r in self.graph_runs if r.stream.handle == (stream or 0)]
+        if any(not r.done for r in runs):
+            return NOT_READY
+        return runs[-1].error if runs else 0  # what the stream's last graph ended with
+
+    def _c_get_error_name(self, code: int, out: Any) -> int:
+        name = self._names.get(code)
+        if name is None:
+            return 1  # CUDA_ERROR_INVALID_VALUE: the loop then names it by number
+        out[0] = name.value
+        return 0
+
+    def graph_io(self, run: FakeGraphRun) -> tuple[int, ...]:
+        """The I/O context the host path wrote for ``run`` (``cudaq_graph_io_t``'s fields)."""
+        return _GRAPH_IO.unpack(self.read_device(run.record, _GRAPH_IO.size))
+
+    def end_graph(
+        self,
+        run: FakeGraphRun,
+        *,
+        publish: bool = True,
+        status: int = 0,
+        result: bytes | None = None,
+        error: int = 0,
+    ) -> bytes:
+        """End ``run`` as a graph would: with ``publish``, what ``cudaq_graph_publish`` does
+        (the response header and ``result`` -- by default its arguments plus one, byte by
+        byte -- into the response slot, then the flag value into the response flag), else
+        nothing; its stream then reports ``error``. Returns the request's arguments."""
+        request, response, flag, value, slot_size, *_ = self.graph_io(run)
+        _magic, _fid, arg_len, request_id, timestamp = struct.unpack(
+            "<IIIIQ", self.read_device(request, 24)
+        )
+        args = self.read_device(request + 24, arg_len)
+        if publish:
+            out = bytes((b + 1) & 0xFF for b in args) if result is None else result
+            out = out[: slot_size - 24]
+            head = struct.pack("<IiIIQ", 0x43555153, status, len(out), request_id, timestamp)
+            ctypes.memmove(response, head + out, len(head) + len(out))  # mapped: same address
+            ctypes.c_uint32.from_address(flag).value = value
+        run.error = error
+        run.done = True
+        return args
 
 
 def startup_driver(events: list[str], retain: Any) -> SimpleNamespace:

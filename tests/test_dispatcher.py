@@ -601,6 +601,23 @@ def test_graph_launch_entry_not_instantiated_for_device_launch_is_refused(
         assert not d.running and mailbox.value == 0 and "cuGraphLaunch" not in drv.log
 
 
+def test_graph_launch_entry_whose_mailbox_another_dispatcher_holds_is_refused(
+    drv: FakeDriver, graph_library: SimpleNamespace
+) -> None:
+    """A mailbox serves one dispatcher at a time (it holds that one's I/O context): start()
+    refuses one another dispatcher points elsewhere, and leaves it as it was."""
+    from skbuild_cudaq.realtime.graph import GraphMailbox
+
+    config = DispatcherConfig(num_slots=4, slot_size=64, stop_timeout=0.5)
+    with GraphMailbox() as mailbox, Dispatcher(config, module="fake_ext") as d:
+        d.function_table.add_graph("decode", 0x6E0000, mailbox)
+        mailbox.value = 0x7F00_1234_0000  # e.g. a HostDispatcher's worker record
+        with pytest.raises(InvalidArgumentError, match="'decode': its GraphMailbox is in use"):
+            d.start()
+        assert not d.running and mailbox.value == 0x7F00_1234_0000
+        assert "cuGraphLaunch" not in drv.log
+
+
 def test_graph_launch_entries_before_sm_90_are_answered_minus_two(
     drv: FakeDriver, builtin: list[int], caplog: pytest.LogCaptureFixture
 ) -> None:

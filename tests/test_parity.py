@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -122,11 +123,12 @@ def test_graph_mailbox_is_pinned_mapped_memory_and_frees_once(drv: FakeDriver) -
 # -- the host path with a mixed table ---------------------------------------------------------
 
 
-def test_mixed_table_host_path_answers_device_and_graph_entries_minus_two(
+def test_mixed_table_host_path_answers_device_entries_minus_two_and_serves_the_others(
     drv: FakeDriver,
 ) -> None:
-    """The host path serves the table's HOST_CALL entries and answers DEVICE_CALL and
-    GRAPH_LAUNCH requests -2, the rule the device path follows the other way round."""
+    """The host path serves the table's HOST_CALL entries and launches its GRAPH_LAUNCH
+    ones (on a worker stream: the fake driver's graph is ended by the test), and answers
+    DEVICE_CALL requests -2, the rule the device path follows the other way round."""
     from skbuild_cudaq.realtime.graph import GraphMailbox
 
     table = FunctionTable()
@@ -138,9 +140,14 @@ def test_mixed_table_host_path_answers_device_and_graph_entries_minus_two(
             client = d.client()
             assert client.call("host_echo", b"abc") == (0, b"abc")
             assert client.call("rpc_increment", b"abc")[0] == STATUS_UNKNOWN_FUNCTION
-            assert client.call("decode", b"abc")[0] == STATUS_UNKNOWN_FUNCTION
+            ticket = client.submit("decode", b"abc")
+            deadline = time.monotonic() + 10
+            while not drv.graph_runs and time.monotonic() < deadline:
+                time.sleep(0.001)
+            drv.end_graph(drv.graph_runs[0])
+            assert client.wait(ticket, timeout=10).result == b"bcd"
             assert d.handler_names == ["host_echo"]
-            assert d.processed == 3 and d.rejected == 2
+            assert d.processed == 3 and d.rejected == 1
 
 
 # -- the shared ring's protocol ---------------------------------------------------------------

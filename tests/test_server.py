@@ -259,6 +259,7 @@ def test_host_ring_transport() -> None:
         (["--path=host", "--handlers=nope"], "unknown: nope"),
         (["--path=host", "--dispatcher=single_thread_dispatcher"], "no dispatch kernels"),
         (["--path=device", "--transport=host-ring"], "use --transport=udp"),
+        (["--path=host", "--transport=host-ring", "--graphs=g"], "--graphs needs --transport=udp"),
         (["--path=host", "--port=70000"], "port"),
         (["--path=host", "--device=1"], "--device selects a GPU: it needs --path=device"),
         (["--path=host", "--devices=all"], "--devices serves several GPUs"),

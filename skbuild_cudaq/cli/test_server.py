@@ -189,7 +189,8 @@ def _build_parser() -> _Parser:
         "--graphs",
         default=None,
         metavar="A,B",
-        help="graph handlers (GRAPH_LAUNCH) to serve too, built by --graph-factory",
+        help="graph handlers (GRAPH_LAUNCH) to serve too, on either path, built by "
+        f"--graph-factory from --module's device code (default {DEFAULT_MODULE})",
     )
     p.add_argument(
         "--graph-factory",
@@ -276,31 +277,43 @@ def _host_handlers(args: argparse.Namespace) -> dict[str | bytes | int, HostHand
     return {name: get_host_handler(module, name) for name in _handler_names(args, "")}
 
 
+def _host_table(args: argparse.Namespace, served: _Served) -> Any:
+    """The host path's handlers, and with ``--graphs`` a table holding them and the graph
+    entries (built by the factory from ``--module``, default example_app's, on GPU 0)."""
+    handlers = _host_handlers(args)
+    if args.graphs is None:
+        return handlers
+    from skbuild_cudaq.realtime import FunctionTable
+
+    table = FunctionTable()
+    for name, handler in handlers.items():
+        table.add_host(str(name), handler)
+    if args.module is None:
+        args.module = DEFAULT_MODULE  # the graphs' device code (the handlers are Python's)
+    _add_graphs(args, _import(args), 0, table, served)
+    return table
+
+
 def _start_host(args: argparse.Namespace, layout: RingLayout, buffer: Any) -> _Served:
     from skbuild_cudaq.realtime.host_path import HostDispatcher
 
     if args.dispatcher != "builtin":
         msg = f"--dispatcher={args.dispatcher}: the host path has no dispatch kernels (use builtin)"
         raise _UsageError(msg)
-    if args.graphs is not None:
-        msg = "--graphs: graph handlers are served on the device path (use --path=device)"
-        raise _UsageError(msg)
-    handlers = _host_handlers(args)
-    dispatcher = HostDispatcher(layout, handlers, buffer=buffer, idle_sleep=args.idle_sleep)
+    served = _Served(client=None, processed=lambda: 0, name=args.dispatcher)  # type: ignore[arg-type]
     try:
+        table = _host_table(args, served)
+        dispatcher = HostDispatcher(layout, table, buffer=buffer, idle_sleep=args.idle_sleep)
+        served.close.append(dispatcher.close)  # its views of the ring go before the ring
         dispatcher.start()
-        client = dispatcher.client()
+        served.client = dispatcher.client()
     except BaseException:
-        dispatcher.close()  # its views of the ring go, so that the ring memory can be freed
+        served.shutdown()
         raise
-    return _Served(
-        client=client,
-        processed=lambda: dispatcher.processed,
-        name=args.dispatcher,
-        close=[dispatcher.close],
-        alive=lambda: dispatcher.running,
-        reset=dispatcher.reset,
-    )
+    served.processed = lambda: dispatcher.processed
+    served.alive = lambda: dispatcher.running
+    served.reset = dispatcher.reset
+    return served
 
 
 def _start_device(args: argparse.Namespace, layout: RingLayout, device: int = 0) -> _Served:
@@ -479,6 +492,11 @@ def _checked(args: argparse.Namespace) -> tuple[RingLayout, list[int] | None]:
         raise _UsageError(
             "--transport=host-ring is served to other processes for --path=host only; "
             "use --transport=udp for the device path"
+        )
+    if args.transport == "host-ring" and args.graphs is not None:
+        raise _UsageError(
+            "--graphs needs --transport=udp: a graph writes its answer into the ring, which "
+            "must then be pinned memory the GPU can reach (the shared-memory ring is not)"
         )
     return layout, _devices_to_serve(args)
 

@@ -26,6 +26,12 @@
  *       Counters: published, rejected, handler_errors; last_handler_error; next (the
  *       next request number); idle_sleep_ns (0: spin while serving); shared_ring (a
  *       ring a device dispatcher consumes too: see next_request()).
+ *       Graph handlers (GRAPH_LAUNCH): set_graphs(context, entry_points, ring_device,
+ *       workers, owner) gives the loop one worker per graph entry (a stream, a device
+ *       record, its pinned image, a publish word; see "Graph workers" below) and the
+ *       CUDA driver's entry points as addresses (cuGetProcAddress, from Python): this
+ *       module links nothing of CUDA. set_table items name a worker (>= 0) for a graph
+ *       entry. idle_mask, graphs_outstanding and graph_stats() show the bookkeeping.
  *   Feeder(fd, address, num_slots, slot_size, owner)
  *       a producer of a ring fed from a UDP socket (UdpFeeder): a thread that never
  *       takes the GIL: recvmmsg, validate, write into the ring, sendmmsg the answers.
@@ -72,6 +78,8 @@
 #define STATUS_HANDLER_EXCEPTION CUDAQ_HOST_STATUS_HANDLER_EXCEPTION
 #define STATUS_RESULT_TOO_LONG CUDAQ_HOST_STATUS_RESULT_TOO_LONG
 #define STATUS_BAD_HANDLER_RESULT CUDAQ_HOST_STATUS_BAD_HANDLER_RESULT
+#define STATUS_GRAPH_LAUNCH_FAILED CUDAQ_HOST_STATUS_GRAPH_LAUNCH_FAILED
+#define STATUS_GRAPH_NOT_PUBLISHED CUDAQ_HOST_STATUS_GRAPH_NOT_PUBLISHED
 
 /* With idle_sleep_ns set, a thread spins this long with nothing to do before it sleeps. */
 #define IDLE_SPIN_NS 100000ull
@@ -174,6 +182,53 @@ static inline void write_header(uint8_t *p, uint32_t magic, int32_t status_or_fi
   memcpy(p + 12, &request_id, 4);
   memcpy(p + 16, &timestamp, 8);
 }
+
+/* ------------------------------------------------------------------------------------ */
+/* Graph handlers: the CUDA driver's entry points and a graph's I/O context               */
+/* ------------------------------------------------------------------------------------ */
+/* The driver functions the graph workers call, by address (cuGetProcAddress, CUDA 12.0
+ * ABI): this module links nothing of CUDA, so the package builds and the host path runs
+ * where there is none. CUresult is an int; CUcontext, CUstream and CUgraphExec are
+ * pointers; CUdeviceptr is a 64-bit integer. */
+typedef int (*cu_ctx_set_current_fn)(void *ctx);
+typedef int (*cu_graph_launch_fn)(void *exec, void *stream);
+typedef int (*cu_stream_query_fn)(void *stream);
+typedef int (*cu_memcpy_htod_async_fn)(unsigned long long dst, const void *src, size_t bytes,
+                                       void *stream);
+typedef int (*cu_get_error_name_fn)(int error, const char **name);
+#define CU_SUCCESS 0
+#define CU_ERROR_NOT_READY 600
+
+typedef struct {
+  cu_ctx_set_current_fn ctx_set_current;
+  cu_graph_launch_fn graph_launch;
+  cu_stream_query_fn stream_query;
+  cu_memcpy_htod_async_fn memcpy_htod_async;
+  cu_get_error_name_fn get_error_name; /* may be NULL: errors are then named by number */
+} cu_entry_points_t;
+
+/* cudaq_graph_io_t (unified_dispatch_device.cuh; graph.py's GraphIO): what a graph's
+ * kernels find through their mailbox. The host path fills it exactly as the device path
+ * does, in device memory, followed by the copy of the request. */
+typedef struct {
+  uint64_t request;       /* device address of the request copy (header + arguments) */
+  uint64_t response;      /* device address of the response slot (the mapped ring) */
+  uint64_t response_flag; /* device address the graph's publish stores to */
+  uint32_t response_flag_value;
+  uint32_t slot_size;
+  uint32_t sequence;
+  uint32_t released;
+  uint64_t graph_exec;
+  uint32_t launch_error;
+  uint32_t launch_failures;
+} graph_io_t;
+#define GRAPH_IO_SIZE 64u /* CUDAQ_GRAPH_IO_SIZE: the context's room before the request copy */
+_Static_assert(sizeof(graph_io_t) == 56, "cudaq_graph_io_t is 56 bytes");
+_Static_assert(sizeof(graph_io_t) <= GRAPH_IO_SIZE, "the request copy follows the context");
+/* A graph whose answer has not been seen yet: its stream is asked at most this often
+ * whether it ended (failed, or without publishing); a published one, at every sweep. */
+#define GRAPH_QUERY_NS 20000ull
+#define MAX_WORKERS 64u /* one bit each in the idle mask */
 
 /* ------------------------------------------------------------------------------------ */
 /* Thread life cycle shared by Loop and Feeder                                            */
@@ -360,8 +415,9 @@ static PyObject *native_call_handler(PyObject *mod, PyObject *args) {
 typedef struct {
   uint32_t function_id;
   uint32_t used;
-  cudaq_host_handler_t native; /* NULL: a Python handler */
+  cudaq_host_handler_t native; /* NULL: a Python handler, or a graph */
   PyObject *callable;          /* strong reference (Python handlers) */
+  int32_t worker;              /* >= 0: a GRAPH_LAUNCH entry, served by that graph worker */
   char name[96];
 } entry_t;
 
@@ -397,6 +453,37 @@ static void table_free(table_t *t) {
 /* ------------------------------------------------------------------------------------ */
 /* Loop: the consumer (HostDispatcher's serving loop)                                     */
 /* ------------------------------------------------------------------------------------ */
+/* Graph workers. One per GRAPH_LAUNCH entry (its graph exec and mailbox hold one I/O
+ * context, so one request of an entry runs at a time, as on the device path): a stream of
+ * its own, the entry's device record (I/O context + request copy, which its mailbox points
+ * at), a pinned image of that record (the source of the copy) and a publish word in pinned
+ * mapped memory. For a request, the loop fills the image, enqueues its copy into the
+ * record and the graph on the worker's stream (cuMemcpyHtoDAsync, cuGraphLaunch), clears
+ * the worker's bit in the idle mask and serves on. The graph's cudaq_graph_publish writes
+ * the response into the ring's slot and stores the launch's number into the publish word;
+ * the loop's sweep sees it there, counts the answer and publishes it in the ring (the
+ * response flag: once, counted first, as every other answer). The sweep recycles a worker
+ * once cuStreamQuery says its stream is done; a request for a busy worker waits in the
+ * worker's queue (the ring orders answers per slot, not across slots) and is launched when
+ * the worker is recycled. A launch the driver refuses, a stream that reports an error, and
+ * a graph that ended without publishing are answered by the loop with a reserved status. */
+typedef struct {
+  uint32_t function_id;
+  char name[96];
+  void *exec;           /* CUgraphExec */
+  void *stream;         /* CUstream (non-blocking, the worker's own) */
+  uint64_t record;      /* device address of the entry's record */
+  uint8_t *staging;     /* pinned image of the record (GRAPH_IO_SIZE + slot_size bytes) */
+  uint32_t *flag;       /* host view of the publish word */
+  uint64_t flag_device; /* its device address (the I/O context's response_flag) */
+  uint32_t launches;    /* requests handed to the graph: the value its publish stores */
+  int answered;         /* the request on the stream has its answer published */
+  uint64_t k;           /* the request on the stream */
+  uint64_t next_query_ns;
+  uint32_t head, tail, queued; /* requests waiting for this worker (slots, via pend_next) */
+  uint32_t launch_failures, launch_error;
+} worker_t;
+
 typedef struct {
   PyObject_HEAD
   ring_t ring;
@@ -410,6 +497,20 @@ typedef struct {
   unsigned long long idle_sleep_ns; /* 0: spin while serving */
   int shared_ring;                  /* 1: a device dispatcher consumes the ring too */
   char last_error[ERROR_TEXT];
+  /* graph handlers (set_graphs); num_workers == 0: none */
+  worker_t *workers;
+  uint32_t num_workers;
+  unsigned long long all_idle;  /* the idle mask with every worker idle */
+  unsigned long long idle_mask; /* bit w set: worker w has nothing on its stream */
+  unsigned long long graphs_outstanding; /* graph requests taken and not answered yet */
+  uint32_t *pend_next;           /* per slot: the next slot in its worker's queue */
+  uint64_t *pend_k;              /* per slot: the request number waiting there */
+  uint8_t *taken;                /* per slot: a graph request in hand (not answered yet) */
+  uint64_t ring_device;          /* the ring as the GPU sees it */
+  void *context;                 /* CUcontext made current on the serving thread */
+  int context_result;            /* what cuCtxSetCurrent returned there */
+  cu_entry_points_t cu;
+  PyObject *graph_owner;         /* keeps the workers' memory alive */
 } LoopObject;
 
 static int loop_init(PyObject *self_obj, PyObject *args, PyObject *kwds) {
@@ -697,6 +798,191 @@ static int32_t call_python(LoopObject *self, const entry_t *e, const uint8_t *ar
   return status;
 }
 
+/* ------------------------------------------------------------------------------------ */
+/* Graph workers (see worker_t): launch, sweep, answer                                     */
+/* ------------------------------------------------------------------------------------ */
+static const char *cu_error_name(const LoopObject *self, int code) {
+  const char *name = NULL;
+  if (self->cu.get_error_name == NULL || self->cu.get_error_name(code, &name) != CU_SUCCESS ||
+      name == NULL)
+    return "CUresult";
+  return name;
+}
+
+/* Request k's answer is in its response slot: count it, publish it (once), free the slot. */
+static void graph_publish(LoopObject *self, uint64_t k) {
+  ring_t *r = &self->ring;
+  const uint32_t slot = slot_of(r, k);
+  self->taken[slot] = 0;
+  STORE_RLX(&self->graphs_outstanding, self->graphs_outstanding - 1);
+  BUMP(&self->published); /* counted first: never behind a response a reader can see */
+  STORE_REL(&r->tx_flags[slot], seq_of(r, k));
+}
+
+/* Answers request k of worker w itself, the graph having not: `status`, the reason as the
+ * result (and in last_handler_error); counted as a handler error. Nothing of the graph
+ * writes to the slot any more (it was not launched, or its stream is done). */
+static void graph_answer(LoopObject *self, const worker_t *w, uint64_t k, int32_t status,
+                         const char *fmt, ...) {
+  ring_t *r = &self->ring;
+  const uint32_t slot = slot_of(r, k);
+  char text[ERROR_TEXT];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  header_t h;
+  read_header(r->rx + (size_t)slot * r->slot_size, &h);
+  uint8_t *resp = r->tx + (size_t)slot * r->slot_size;
+  size_t len = strlen(text);
+  if (len > r->max_payload)
+    len = r->max_payload;
+  memcpy(resp + HEADER_SIZE, text, len);
+  write_header(resp, RESPONSE_MAGIC, status, (uint32_t)len, h.request_id, h.timestamp);
+  BUMP(&self->handler_errors);
+  record_error(self, "%s: %s", w->name, text);
+  graph_publish(self, k);
+}
+
+/* Hands request k to worker wi, which is idle: the image of its record filled (the I/O
+ * context as the device path fills it, the request copied after it), the copy into the
+ * record and the graph enqueued on its stream; the worker is busy until its stream is done.
+ * A call the driver refuses is answered at once (STATUS_GRAPH_LAUNCH_FAILED). */
+static void graph_launch(LoopObject *self, uint32_t wi, uint64_t k) {
+  ring_t *r = &self->ring;
+  worker_t *w = &self->workers[wi];
+  const uint32_t slot = slot_of(r, k);
+  const uint8_t *req = r->rx + (size_t)slot * r->slot_size;
+  header_t h;
+  read_header(req, &h);
+  if (h.arg_len > r->max_payload) /* validated when taken; a producer may have changed it */
+    h.arg_len = r->max_payload;
+  const uint32_t sequence = ++w->launches;
+  graph_io_t io;
+  memset(&io, 0, sizeof io);
+  io.request = w->record + GRAPH_IO_SIZE;
+  io.response = self->ring_device + (uint64_t)(r->tx - r->base) + (uint64_t)slot * r->slot_size;
+  io.response_flag = w->flag_device;
+  io.response_flag_value = sequence;
+  io.slot_size = r->slot_size;
+  io.sequence = sequence;
+  io.released = sequence - 1;
+  io.graph_exec = (uint64_t)(uintptr_t)w->exec;
+  io.launch_error = w->launch_error;
+  io.launch_failures = w->launch_failures;
+  memset(w->staging, 0, GRAPH_IO_SIZE);
+  memcpy(w->staging, &io, sizeof io);
+  /* header + arguments, whole words: at most the slot (slot_size is a multiple of 8) */
+  const size_t request_bytes = ((size_t)HEADER_SIZE + h.arg_len + 7u) & ~(size_t)7u;
+  memcpy(w->staging + GRAPH_IO_SIZE, req, request_bytes);
+  w->k = k;
+  w->answered = 0;
+  w->next_query_ns = now_ns() + GRAPH_QUERY_NS;
+  const char *call = "cuCtxSetCurrent";
+  int rc = self->context_result, enqueued = 0;
+  if (rc == CU_SUCCESS) {
+    call = "cuMemcpyHtoDAsync";
+    rc = self->cu.memcpy_htod_async(w->record, w->staging, GRAPH_IO_SIZE + request_bytes,
+                                    w->stream);
+    enqueued = rc == CU_SUCCESS;
+  }
+  if (rc == CU_SUCCESS) {
+    call = "cuGraphLaunch";
+    rc = self->cu.graph_launch(w->exec, w->stream);
+  }
+  if (rc != CU_SUCCESS) {
+    w->launch_failures++;
+    w->launch_error = (uint32_t)rc;
+    w->answered = 1;
+    graph_answer(self, w, k, STATUS_GRAPH_LAUNCH_FAILED, "%s failed: %s (%d)", call,
+                 cu_error_name(self, rc), rc);
+    if (!enqueued)
+      return; /* nothing on its stream: the worker stays idle */
+  }
+  STORE_RLX(&self->idle_mask, self->idle_mask & ~(1ull << wi));
+}
+
+/* Launches what waits for worker wi while it is idle (a launch refused at once leaves it so). */
+static void graph_run_queue(LoopObject *self, uint32_t wi) {
+  worker_t *w = &self->workers[wi];
+  while (w->queued != 0 && ((self->idle_mask >> wi) & 1ull)) {
+    const uint32_t slot = w->head;
+    w->head = self->pend_next[slot];
+    w->queued--;
+    graph_launch(self, wi, self->pend_k[slot]);
+  }
+}
+
+/* Request k (valid, its flag seen) is for worker wi's graph: launched now if the worker is
+ * idle, else queued behind what waits for it. Answered once the graph has answered. */
+static void graph_take(LoopObject *self, uint32_t wi, uint64_t k) {
+  ring_t *r = &self->ring;
+  worker_t *w = &self->workers[wi];
+  const uint32_t slot = slot_of(r, k);
+  self->taken[slot] = 1;
+  STORE_RLX(&self->graphs_outstanding, self->graphs_outstanding + 1);
+  self->pend_k[slot] = k;
+  self->pend_next[slot] = UINT32_MAX;
+  if (w->queued != 0)
+    self->pend_next[w->tail] = slot;
+  else
+    w->head = slot;
+  w->tail = slot;
+  w->queued++;
+  graph_run_queue(self, wi);
+}
+
+/* The sweep over busy workers: publishes what their graphs answered, asks their streams
+ * whether they are done (cuStreamQuery), recycles those that are (their bit set again in
+ * the idle mask) and launches what waits for them. Returns whether anything happened. */
+static int graph_sweep(LoopObject *self) {
+  unsigned long long busy = self->all_idle & ~self->idle_mask;
+  int progressed = 0;
+  uint64_t now = 0;
+  while (busy != 0) {
+    const uint32_t wi = (uint32_t)__builtin_ctzll(busy);
+    busy &= busy - 1;
+    worker_t *w = &self->workers[wi];
+    if (!w->answered && LOAD_ACQ(w->flag) == w->launches) {
+      w->answered = 1; /* the graph published: its answer is in the slot */
+      graph_publish(self, w->k);
+      progressed = 1;
+    }
+    if (!w->answered) { /* not answered yet: its stream is asked now and then */
+      if (now == 0)
+        now = now_ns();
+      if (now < w->next_query_ns)
+        continue;
+      w->next_query_ns = now + GRAPH_QUERY_NS;
+    }
+    const int q = self->cu.stream_query(w->stream);
+    if (q == CU_ERROR_NOT_READY)
+      continue;
+    if (!w->answered) {
+      w->answered = 1;
+      if (LOAD_ACQ(w->flag) == w->launches) {
+        graph_publish(self, w->k); /* it published as it ended */
+      } else if (q == CU_SUCCESS) {
+        graph_answer(self, w, w->k, STATUS_GRAPH_NOT_PUBLISHED,
+                     "the graph ended without publishing its response (cudaq_graph_publish)");
+      } else {
+        w->launch_failures++;
+        w->launch_error = (uint32_t)q;
+        graph_answer(self, w, w->k, STATUS_GRAPH_LAUNCH_FAILED, "the graph failed: %s (%d)",
+                     cu_error_name(self, q), q);
+      }
+    } else if (q != CU_SUCCESS) { /* after its answer: recorded; the answer stands */
+      w->launch_error = (uint32_t)q;
+      record_error(self, "%s: its stream reported %s (%d) after the graph answered", w->name,
+                   cu_error_name(self, q), q);
+    }
+    STORE_RLX(&self->idle_mask, self->idle_mask | (1ull << wi));
+    progressed = 1;
+    graph_run_queue(self, wi);
+  }
+  return progressed;
+}
+
 /* Serves request k in its slot (its flag already seen). `ts`: the serving thread's state,
  * to take the GIL with for a Python handler; NULL: the caller holds the GIL. */
 static void serve_request(LoopObject *self, uint64_t k, PyThreadState **ts) {
@@ -716,6 +1002,9 @@ static void serve_request(LoopObject *self, uint64_t k, PyThreadState **ts) {
   } else if ((e = table_find(__atomic_load_n(&self->table, __ATOMIC_ACQUIRE), h.function_id)) ==
              NULL) {
     status = STATUS_UNKNOWN_FUNCTION;
+  } else if (e->worker >= 0) {
+    graph_take(self, (uint32_t)e->worker, k);
+    return; /* answered once its graph has (graph_sweep) */
   } else if (e->native != NULL) {
     status = e->native(req + HEADER_SIZE, h.arg_len, resp + HEADER_SIZE, r->max_payload,
                        &result_len);
@@ -760,6 +1049,10 @@ static int next_request(LoopObject *self, uint64_t *k) {
   ring_t *r = &self->ring;
   for (uint64_t n = *k;; ++n) {
     const uint32_t slot = slot_of(r, n), seq = seq_of(r, n);
+    if (self->taken != NULL && self->taken[slot]) { /* its graph request is still in hand */
+      *k = n;
+      return 0;
+    }
     const uint32_t seen = LOAD_ACQ(&r->rx_flags[slot]);
     if (seen != seq) {
       if (self->shared_ring && (uint32_t)(seen - seq) - 1u < 0x7FFFFFFFu)
@@ -792,14 +1085,21 @@ static void *loop_thread(void *arg) {
   const uint64_t idle_sleep = self->idle_sleep_ns;
   if (idle_sleep)
     tight_timer_slack();
+  if (self->num_workers != 0) /* graph launches need the GPU's context on this thread */
+    self->context_result = self->cu.ctx_set_current(self->context);
   life_set(&self->life, STATE_RUNNING);
   uint64_t k = self->next, idle_start = 0, nap = 1000;
   uint32_t spins = 0;
 serve:
   while (!LOAD_RLX(&self->life.stop)) {
+    const int graphs = self->idle_mask != self->all_idle; /* a graph on a worker's stream */
+    if (graphs && graph_sweep(self)) {
+      idle_start = 0;
+      nap = 1000;
+    }
     if (!next_request(self, &k)) {
       self->next = k;
-      if (idle_sleep && (++spins & 1023u) == 0) {
+      if (idle_sleep && !graphs && (++spins & 1023u) == 0) {
         const uint64_t t = now_ns();
         if (idle_start == 0) {
           idle_start = t;
@@ -816,6 +1116,14 @@ serve:
     self->next = ++k;
     if (self->exit_exc != NULL) /* set by this thread, with the GIL */
       break;
+  }
+  /* Graph requests in hand are answered before the thread stops: their memory (the ring,
+   * the workers' records) is freed only once it has. */
+  while (self->idle_mask != self->all_idle) {
+    if (!LOAD_RLX(&self->life.stop) && self->exit_exc == NULL)
+      goto serve; /* a start() cleared the stop meanwhile */
+    if (!graph_sweep(self) && idle_sleep)
+      sleep_ns(1000);
   }
   /* Stop, unless a start() cleared the stop meanwhile (after a stop() that timed out). */
   pthread_mutex_lock(&self->life.mu);
@@ -894,6 +1202,11 @@ static PyObject *loop_serve_one(PyObject *self_obj, PyObject *unused) {
                     "serve_one() while the serving thread runs: stop() it first");
     return NULL;
   }
+  if (self->num_workers != 0) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    "serve_one() serves no graph handlers: start() the serving thread");
+    return NULL;
+  }
   uint64_t k = self->next;
   const int ready = next_request(self, &k);
   self->next = k;
@@ -922,7 +1235,8 @@ static PyObject *loop_take_exit(PyObject *self_obj, PyObject *unused) {
   return exc;
 }
 
-/* set_table([(function_id, name, address, callable), ...]) */
+/* set_table([(function_id, name, address, callable, worker), ...]): address != 0 a native
+ * handler, worker >= 0 a graph entry (set_graphs first), else the Python callable. */
 static PyObject *loop_set_table(PyObject *self_obj, PyObject *items) {
   LoopObject *self = (LoopObject *)self_obj;
   if (!self->life_ready) {
@@ -948,13 +1262,23 @@ static PyObject *loop_set_table(PyObject *self_obj, PyObject *items) {
     const char *name;
     unsigned long long address;
     PyObject *callable;
-    if (item == NULL || !PyArg_ParseTuple(item, "IsKO", &fid, &name, &address, &callable)) {
+    int worker;
+    if (item == NULL ||
+        !PyArg_ParseTuple(item, "IsKOi", &fid, &name, &address, &callable, &worker)) {
       Py_XDECREF(item);
       table_free(t);
       Py_DECREF(seq);
       return NULL;
     }
-    if (address == 0 && !PyCallable_Check(callable)) {
+    if (worker >= 0 && ((uint32_t)worker >= self->num_workers || address != 0)) {
+      Py_DECREF(item);
+      table_free(t);
+      Py_DECREF(seq);
+      PyErr_Format(PyExc_ValueError, "set_table: graph entry %s names worker %d of %u", name,
+                   worker, (unsigned)self->num_workers);
+      return NULL;
+    }
+    if (worker < 0 && address == 0 && !PyCallable_Check(callable)) {
       Py_DECREF(item);
       table_free(t);
       Py_DECREF(seq);
@@ -975,7 +1299,8 @@ static PyObject *loop_set_table(PyObject *self_obj, PyObject *items) {
     e->used = 1;
     e->function_id = fid;
     e->native = (cudaq_host_handler_t)(uintptr_t)address;
-    if (address == 0) {
+    e->worker = worker < 0 ? -1 : worker;
+    if (address == 0 && worker < 0) {
       Py_INCREF(callable);
       e->callable = callable;
     }
@@ -988,6 +1313,127 @@ static PyObject *loop_set_table(PyObject *self_obj, PyObject *items) {
   t->retired = self->table;
   __atomic_store_n(&self->table, t, __ATOMIC_RELEASE);
   Py_RETURN_NONE;
+}
+
+/* set_graphs(context, (cuCtxSetCurrent, cuGraphLaunch, cuStreamQuery, cuMemcpyHtoDAsync,
+ * cuGetErrorName), ring_device, [(function_id, name, graph_exec, stream, record, staging,
+ * flag, flag_device), ...], owner): the graph workers, once, before the thread starts. The
+ * addresses are the driver's entry points (cuGetErrorName may be 0) and the memory of
+ * worker_t; `owner` keeps that memory alive as long as the loop. */
+static PyObject *loop_set_graphs(PyObject *self_obj, PyObject *args) {
+  LoopObject *self = (LoopObject *)self_obj;
+  unsigned long long context, ring_device;
+  unsigned long long fn[5];
+  PyObject *items, *owner;
+  if (!PyArg_ParseTuple(args, "K(KKKKK)KOO", &context, &fn[0], &fn[1], &fn[2], &fn[3], &fn[4],
+                        &ring_device, &items, &owner))
+    return NULL;
+  if (!self->life_ready || life_state(&self->life) != STATE_IDLE || self->workers != NULL) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    "set_graphs: once, on a loop whose serving thread has never started");
+    return NULL;
+  }
+  if (fn[0] == 0 || fn[1] == 0 || fn[2] == 0 || fn[3] == 0 || ring_device == 0) {
+    PyErr_SetString(PyExc_ValueError, "set_graphs: a null driver entry point or ring address");
+    return NULL;
+  }
+  PyObject *seq = PySequence_Fast(items, "set_graphs: a sequence of workers");
+  if (seq == NULL)
+    return NULL;
+  const Py_ssize_t n = PySequence_Size(seq);
+  if (n < 1 || n > (Py_ssize_t)MAX_WORKERS) {
+    Py_DECREF(seq);
+    PyErr_Format(PyExc_ValueError, "set_graphs: 1 to %u workers, not %zd", MAX_WORKERS, n);
+    return NULL;
+  }
+  const size_t slots = self->ring.num_slots;
+  worker_t *workers = PyMem_Calloc((size_t)n, sizeof(worker_t));
+  uint32_t *pend_next = PyMem_Calloc(slots, sizeof(uint32_t));
+  uint64_t *pend_k = PyMem_Calloc(slots, sizeof(uint64_t));
+  uint8_t *taken = PyMem_Calloc(slots, 1);
+  if (workers == NULL || pend_next == NULL || pend_k == NULL || taken == NULL) {
+    PyMem_Free(workers);
+    PyMem_Free(pend_next);
+    PyMem_Free(pend_k);
+    PyMem_Free(taken);
+    Py_DECREF(seq);
+    return PyErr_NoMemory();
+  }
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    worker_t *w = &workers[i];
+    unsigned int fid;
+    const char *name;
+    unsigned long long exec, stream, record, staging, flag, flag_device;
+    PyObject *item = PySequence_GetItem(seq, i);
+    const int parsed = item != NULL && PyArg_ParseTuple(item, "IsKKKKKK", &fid, &name, &exec,
+                                                        &stream, &record, &staging, &flag,
+                                                        &flag_device);
+    if (parsed) /* name stays valid: the sequence holds the item */
+      snprintf(w->name, sizeof w->name, "%s", name);
+    Py_XDECREF(item);
+    if (!parsed || exec == 0 || record == 0 || staging == 0 || flag == 0 || flag_device == 0 ||
+        flag % 4 != 0) {
+      if (!PyErr_Occurred())
+        PyErr_Format(PyExc_ValueError, "set_graphs: worker %zd has a null handle or address", i);
+      PyMem_Free(workers);
+      PyMem_Free(pend_next);
+      PyMem_Free(pend_k);
+      PyMem_Free(taken);
+      Py_DECREF(seq);
+      return NULL;
+    }
+    w->function_id = fid;
+    w->exec = (void *)(uintptr_t)exec;
+    w->stream = (void *)(uintptr_t)stream;
+    w->record = record;
+    w->staging = (uint8_t *)(uintptr_t)staging;
+    w->flag = (uint32_t *)(uintptr_t)flag;
+    w->flag_device = flag_device;
+    w->launches = LOAD_ACQ(w->flag); /* the word's last value: no launch matches it yet */
+  }
+  Py_DECREF(seq);
+  self->cu.ctx_set_current = (cu_ctx_set_current_fn)(uintptr_t)fn[0];
+  self->cu.graph_launch = (cu_graph_launch_fn)(uintptr_t)fn[1];
+  self->cu.stream_query = (cu_stream_query_fn)(uintptr_t)fn[2];
+  self->cu.memcpy_htod_async = (cu_memcpy_htod_async_fn)(uintptr_t)fn[3];
+  self->cu.get_error_name = (cu_get_error_name_fn)(uintptr_t)fn[4];
+  self->context = (void *)(uintptr_t)context;
+  self->ring_device = ring_device;
+  self->pend_next = pend_next;
+  self->pend_k = pend_k;
+  self->taken = taken;
+  self->all_idle = n == 64 ? ~0ull : (1ull << n) - 1;
+  self->idle_mask = self->all_idle;
+  Py_INCREF(owner);
+  self->graph_owner = owner;
+  self->workers = workers;
+  self->num_workers = (uint32_t)n;
+  Py_RETURN_NONE;
+}
+
+/* graph_stats() -> [(name, requests, launch_failures, launch_error, queued, busy), ...] */
+static PyObject *loop_graph_stats(PyObject *self_obj, PyObject *unused) {
+  (void)unused;
+  LoopObject *self = (LoopObject *)self_obj;
+  PyObject *out = PyList_New(0);
+  if (out == NULL)
+    return NULL;
+  const unsigned long long idle = LOAD_RLX(&self->idle_mask);
+  for (uint32_t i = 0; i < self->num_workers; ++i) {
+    const worker_t *w = &self->workers[i];
+    PyObject *row = Py_BuildValue("(sIIIIO)", w->name, (unsigned)LOAD_RLX(&w->launches),
+                                  (unsigned)LOAD_RLX(&w->launch_failures),
+                                  (unsigned)LOAD_RLX(&w->launch_error),
+                                  (unsigned)LOAD_RLX(&w->queued),
+                                  ((idle >> i) & 1ull) ? Py_False : Py_True);
+    if (row == NULL || PyList_Append(out, row) < 0) {
+      Py_XDECREF(row);
+      Py_DECREF(out);
+      return NULL;
+    }
+    Py_DECREF(row);
+  }
+  return out;
 }
 
 static PyObject *loop_get_running(PyObject *self_obj, void *closure) {
@@ -1008,6 +1454,7 @@ static int loop_traverse(PyObject *self_obj, visitproc visit, void *arg) {
   LoopObject *self = (LoopObject *)self_obj;
   Py_VISIT(self->owner);
   Py_VISIT(self->exit_exc);
+  Py_VISIT(self->graph_owner);
   for (table_t *t = self->table; t != NULL; t = t->retired)
     for (uint32_t i = 0; i <= t->mask; ++i)
       Py_VISIT(t->entries[i].callable);
@@ -1019,6 +1466,7 @@ static int loop_clear(PyObject *self_obj) {
   LoopObject *self = (LoopObject *)self_obj;
   /* Only ever collected with no thread running: a running thread holds a reference. */
   Py_CLEAR(self->exit_exc);
+  Py_CLEAR(self->graph_owner);
   table_t *t = self->table;
   self->table = NULL;
   table_free(t);
@@ -1030,6 +1478,10 @@ static void loop_dealloc(PyObject *self_obj) {
   PyObject_GC_UnTrack(self_obj);
   loop_clear(self_obj);
   Py_CLEAR(self->owner);
+  PyMem_Free(self->workers);
+  PyMem_Free(self->pend_next);
+  PyMem_Free(self->pend_k);
+  PyMem_Free(self->taken);
   if (self->life_ready)
     life_destroy(&self->life);
   PyTypeObject *tp = Py_TYPE(self_obj);
@@ -1046,7 +1498,11 @@ static PyMethodDef loop_methods[] = {
     {"take_exit", loop_take_exit, METH_NOARGS,
      "take_exit(): the BaseException a Python handler raised to stop the program, or None"},
     {"set_table", loop_set_table, METH_O,
-     "set_table([(function_id, name, address, callable), ...]): the handlers"},
+     "set_table([(function_id, name, address, callable, worker), ...]): the handlers"},
+    {"set_graphs", loop_set_graphs, METH_VARARGS,
+     "set_graphs(context, entry_points, ring_device, workers, owner): the graph workers"},
+    {"graph_stats", loop_graph_stats, METH_NOARGS,
+     "graph_stats() -> [(name, requests, launch_failures, launch_error, queued, busy), ...]"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1062,6 +1518,12 @@ static PyMemberDef loop_members[] = {
      "0: spin while serving; else the longest sleep when idle (read at start())"},
     {"shared_ring", T_INT, offsetof(LoopObject, shared_ring), 0,
      "1: a device dispatcher consumes the ring too (requests not ours passed over)"},
+    {"num_workers", T_UINT, offsetof(LoopObject, num_workers), READONLY,
+     "graph workers (one per GRAPH_LAUNCH entry served)"},
+    {"idle_mask", T_ULONGLONG, offsetof(LoopObject, idle_mask), READONLY,
+     "bit w set: graph worker w has nothing on its stream"},
+    {"graphs_outstanding", T_ULONGLONG, offsetof(LoopObject, graphs_outstanding), READONLY,
+     "graph requests taken and not answered yet"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -1661,7 +2123,11 @@ static int native_exec(PyObject *module) {
   if (PyModule_AddStringConstant(module, "EXPORT_PREFIX", CUDAQ_HOST_EXPORT_PREFIX) < 0 ||
       PyModule_AddIntConstant(module, "EXPORT_VERSION", CUDAQ_HOST_EXPORT_VERSION) < 0 ||
       PyModule_AddIntConstant(module, "BATCH", FEEDER_BATCH) < 0 ||
-      PyModule_AddIntConstant(module, "IDLE_SPIN_NS", (long)IDLE_SPIN_NS) < 0)
+      PyModule_AddIntConstant(module, "IDLE_SPIN_NS", (long)IDLE_SPIN_NS) < 0 ||
+      PyModule_AddIntConstant(module, "GRAPH_IO_SIZE", (long)GRAPH_IO_SIZE) < 0 ||
+      PyModule_AddIntConstant(module, "MAX_GRAPH_WORKERS", (long)MAX_WORKERS) < 0 ||
+      PyModule_AddIntConstant(module, "STATUS_GRAPH_LAUNCH_FAILED", STATUS_GRAPH_LAUNCH_FAILED) < 0 ||
+      PyModule_AddIntConstant(module, "STATUS_GRAPH_NOT_PUBLISHED", STATUS_GRAPH_NOT_PUBLISHED) < 0)
     return -1;
   return 0;
 }

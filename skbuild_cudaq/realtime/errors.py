@@ -119,8 +119,6 @@ class UdpFeederError(RealtimeError):
     """The UDP feeder could not start, or its thread failed."""
 
 
-
-
 def check_driver_result(ret: Any, call: str) -> Any:
     """Raise :class:`CUDAError` unless ``ret`` (a ``cuda.bindings.driver`` call's return)
     is success; return its values.

@@ -30,7 +30,11 @@ runtime (``libcudadevrt.a`` from the ``nvidia-cuda-runtime`` wheel, found by
 :func:`find_device_runtime`), launches the entry's graph fire-and-forget for each
 request and goes on serving the ring; every :data:`GRAPH_LAUNCHES_PER_EXECUTION` launches
 (a graph execution may make 120) it records its ring position and relaunches its own
-graph as a tail launch. See ``docs/guides/graph-handlers.md``.
+graph as a tail launch.
+
+A :class:`~skbuild_cudaq.realtime.HostDispatcher` serves the same entry from the host: it
+launches the graph on a worker stream per entry and fills the same I/O context
+(:mod:`skbuild_cudaq.realtime.host_graphs`). See ``docs/guides/graph-handlers.md``.
 
 Nothing here touches CUDA at import.
 """
@@ -75,8 +79,9 @@ GRAPH_MIN_ARCH = 90
 #: Bytes of a graph entry's device record before its copy of the request
 #: (``CUDAQ_GRAPH_IO_SIZE``; the record is this plus one slot).
 GRAPH_IO_SIZE = 64
-#: Status of a request whose graph the dispatch kernel could not launch
-#: (``CUDAQ_RPC_STATUS_GRAPH_LAUNCH_FAILED``; reserved range, see ``host_path``).
+#: The status of a request whose graph could not be launched (refused past a deadline on
+#: the device path; refused by the driver, or failed on the GPU, on the host path), which
+#: ``CUDAQ_RPC_STATUS_GRAPH_LAUNCH_FAILED`` names (reserved range, see ``host_path``).
 STATUS_GRAPH_LAUNCH_FAILED = 0x7FFFFF04
 #: Environment variable naming ``libcudadevrt.a`` explicitly (it must be of the CUDA
 #: major of nvJitLink).

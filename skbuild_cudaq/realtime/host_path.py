@@ -15,12 +15,11 @@ thread's life. It spins while serving (lowest latency, one CPU busy);
 
 The handlers come as a mapping ``{name: handler}`` or as the dispatcher's
 :class:`~skbuild_cudaq.realtime.FunctionTable` (one table for both paths): a
-host dispatcher serves the table's HOST_CALL entries (``table.add_host``), and
-its DEVICE_CALL entries, which only a GPU can call, are answered as unknown (-2).
-Its GRAPH_LAUNCH entries are answered -2 as well (graph handlers are served on the
-device path). A device :class:`~skbuild_cudaq.realtime.Dispatcher` answers the
-table's HOST_CALL entries -2 likewise. So the path is the choice of dispatcher, not
-of table. A handler is
+host dispatcher serves the table's HOST_CALL entries (``table.add_host``) and its
+GRAPH_LAUNCH entries (``table.add_graph``: below), and its DEVICE_CALL entries, which
+only a GPU can call, are answered as unknown (-2). A device
+:class:`~skbuild_cudaq.realtime.Dispatcher` answers the table's HOST_CALL entries -2
+likewise. So the path is the choice of dispatcher, not of table. A handler is
 
 - a native host handler, :func:`~skbuild_cudaq.realtime.get_host_handler` (a C
   function exported with ``CUDAQ_REALTIME_EXPORT_HOST_FUNCTION``, the device
@@ -55,6 +54,23 @@ counted, so no client waits for ever and the ring stays in step. A native
 handler's own status is answered as it returns it (as on the device path).
 
 Applications should keep their own positive statuses below 0x7FFFFF00.
+
+Graph handlers (GRAPH_LAUNCH entries, :mod:`skbuild_cudaq.realtime.host_graphs`): the
+serving thread launches an entry's CUDA graph on a worker stream of its own for each of
+its requests (one worker per entry, at most 64), with the I/O context filled as on the
+device path, and serves on; the graph writes the response into the ring and publishes
+it through its mailbox's I/O context, and the thread counts and publishes it in the ring
+once it sees that (exactly once). A request for a graph whose worker is busy waits in
+that worker's queue while every other request is answered. The ring must be memory the
+GPU can reach: without ``buffer`` the dispatcher allocates pinned, mapped memory itself;
+a ``buffer`` given must be pinned and mapped (a ``HostRingBridge``'s), else
+:class:`HostDispatcherError` at construction. A launch the driver refuses or a graph
+that fails on the GPU is answered :data:`STATUS_GRAPH_LAUNCH_FAILED` (0x7FFFFF04, the
+device path's), a graph that ended without publishing
+:data:`STATUS_GRAPH_NOT_PUBLISHED` (0x7FFFFF05); both counted in ``handler_errors``.
+``stop()`` waits for the graph requests in hand to be answered (``processed`` is then
+final); :meth:`HostDispatcher.graph_stats` says what each graph served. On a shared ring
+the graph entries are the device dispatcher's, and ``serve_one()`` serves no graph.
 
 A shared ring: ``HostDispatcher(layout, table, buffer=bridge.buffer,
 shared_ring=True)`` consumes the ring of a device dispatcher started with
@@ -106,6 +122,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _native
 from .errors import HostDispatcherError
+from .graph import STATUS_GRAPH_LAUNCH_FAILED
 from .host_handlers import NativeHostHandler
 from .ring.client import RingClient, _buffer_address
 from .ring.layout import RingLayout
@@ -113,10 +130,13 @@ from .ring.memory import RingMemory
 from .wire import REQUEST_MAGIC, function_id
 
 if TYPE_CHECKING:
-    from .dispatcher.table import FunctionTable
+    from .dispatcher.table import FunctionEntry, FunctionTable
+    from .host_graphs import HostGraphs, PinnedMemory
 
 __all__ = [
     "STATUS_BAD_HANDLER_RESULT",
+    "STATUS_GRAPH_LAUNCH_FAILED",
+    "STATUS_GRAPH_NOT_PUBLISHED",
     "STATUS_HANDLER_EXCEPTION",
     "STATUS_RESULT_TOO_LONG",
     "HostDispatcher",
@@ -129,6 +149,9 @@ __all__ = [
 STATUS_HANDLER_EXCEPTION = 0x7FFFFF01
 STATUS_RESULT_TOO_LONG = 0x7FFFFF02
 STATUS_BAD_HANDLER_RESULT = 0x7FFFFF03
+#: A graph handler's graph ended without publishing its response (host path only; its
+#: failures to launch or run are :data:`STATUS_GRAPH_LAUNCH_FAILED`, 0x7FFFFF04).
+STATUS_GRAPH_NOT_PUBLISHED = 0x7FFFFF05
 
 HostHandler = Callable[[bytes], bytes | bytearray | memoryview | tuple[int, bytes]]
 
@@ -176,6 +199,16 @@ def _host_handlers(
     return [(e.name, e.callable) for e in handlers.host_entries() if e.callable is not None]
 
 
+def _graph_entries(handlers: object, shared_ring: bool) -> list[FunctionEntry]:
+    """The GRAPH_LAUNCH entries a host dispatcher serves: a table's, except on a shared ring
+    (where the device dispatcher serves them)."""
+    from .dispatcher.table import FunctionTable
+
+    if shared_ring or not isinstance(handlers, FunctionTable):
+        return []
+    return handlers.graph_entries()
+
+
 #: the native loops whose thread may run (held even when their dispatcher is gone, as a
 #: running Python thread outlives its Thread object): stopped at interpreter exit, since a
 #: native thread would otherwise try to take the GIL of a finalizing interpreter
@@ -195,9 +228,11 @@ class HostDispatcher:
     ``HostDispatcher(RingLayout(8, 256), {"echo": echo})``,
     ``HostDispatcher(handlers={...}, num_slots=8, slot_size=256)`` or
     ``HostDispatcher(layout, table)`` with a :class:`FunctionTable` (its HOST_CALL
-    entries). Handlers are Python callables or native host handlers
+    and GRAPH_LAUNCH entries). Handlers are Python callables or native host handlers
     (:func:`~skbuild_cudaq.realtime.get_host_handler`), side by side. ``buffer``
-    (optional) is the ring memory; by default the dispatcher allocates it.
+    (optional) is the ring memory; by default the dispatcher allocates it (pinned and
+    mapped to the GPU where the table has graph entries, which need that of a
+    ``buffer`` given too).
     ``idle_sleep``: ``None`` (the default) spins while serving; a number of seconds
     sleeps, growing up to it, after 100 us with nothing to do.
     """
@@ -223,28 +258,80 @@ class HostDispatcher:
         if idle_sleep is not None and not idle_sleep > 0:
             msg = f"idle_sleep={idle_sleep!r}: None (spin while serving) or seconds > 0"
             raise ValueError(msg)
-        self._layout = layout
-        self._buffer = bytearray(layout.total_bytes) if buffer is None else buffer
-        self._mem = RingMemory(self._buffer, layout)  # holds an export: the memory stays put
-        self._loop = _native.Loop(
-            _buffer_address(self._mem.mv), layout.num_slots, layout.slot_size, self._buffer
-        )
-        self._loop.idle_sleep_ns = 0 if idle_sleep is None else max(1, round(idle_sleep * 1e9))
-        self._handlers: dict[int, tuple[str, HostHandler]] = {}
-        self._shared_ring = False
         if shared_ring and isinstance(handlers, Mapping):
             refused = (
                 "shared_ring=True needs the device dispatcher's FunctionTable as handlers "
                 "(both sides decide who answers a request from the same table)"
             )
             raise HostDispatcherError(refused)
-        for name, fn in _host_handlers(handlers):
-            self.add_handler(name, fn)
+        self._layout = layout
+        self._handlers: dict[int, tuple[str, HostHandler]] = {}
+        self._shared_ring = False
+        self._open_ring(buffer, _graph_entries(handlers, shared_ring))
+        self._loop.idle_sleep_ns = 0 if idle_sleep is None else max(1, round(idle_sleep * 1e9))
+        try:
+            for name, fn in _host_handlers(handlers):
+                self.add_handler(name, fn)
+            self._install_table()
+        except BaseException:
+            self._free_graphs()
+            raise
         self._shared_ring = shared_ring  # add_handler() is refused from here on
         self._loop.shared_ring = int(shared_ring)
         self._lock = threading.Lock()
         self._processed_base = 0  # the loop's published count at the last start()
         self._closed = False
+
+    def _open_ring(self, buffer: Any, graph_entries: list[FunctionEntry]) -> None:
+        """The ring's memory and views, the native loop over it and, for graph entries, the
+        graph workers (the ring then pinned and mapped: the dispatcher's own without
+        ``buffer``). Whatever was made is freed if a step fails."""
+        layout = self._layout
+        self._graphs: HostGraphs | None = None
+        self._pinned: PinnedMemory | None = None
+        if graph_entries:
+            from .host_graphs import HostGraphs
+
+            self._graphs = HostGraphs(graph_entries, layout)
+            if buffer is None:
+                self._pinned = self._graphs.pinned_ring()
+                buffer = self._pinned.view()
+        self._buffer = bytearray(layout.total_bytes) if buffer is None else buffer
+        try:
+            self._mem = RingMemory(self._buffer, layout)  # holds an export: the memory stays put
+            address = _buffer_address(self._mem.mv)
+            owner = self._buffer if self._pinned is None else (self._buffer, self._pinned)
+            self._loop = _native.Loop(address, layout.num_slots, layout.slot_size, owner)
+            if self._graphs is not None:
+                self._graphs.open(address)
+                self._graphs.install(self._loop)
+        except BaseException:
+            self._free_graphs()
+            raise
+
+    def _free_graphs(self) -> None:
+        """Free the graph workers and the dispatcher's pinned ring (the loop has stopped)."""
+        graphs, pinned = self._graphs, self._pinned
+        self._graphs = self._pinned = None
+        try:
+            if graphs is not None:
+                graphs.close()
+        finally:
+            mem = getattr(self, "_mem", None)
+            if pinned is not None:
+                if mem is not None:
+                    mem.release()  # no view of the memory outlives it
+                pinned.close()
+
+    def _install_table(self) -> None:
+        """Give the loop the handlers and the graph entries (each naming its worker)."""
+        items: list[tuple[int, str, int, HostHandler | None, int]] = [
+            (f, n, h.address, None, -1) if isinstance(h, NativeHostHandler) else (f, n, 0, h, -1)
+            for f, (n, h) in self._handlers.items()
+        ]
+        if self._graphs is not None:
+            items += self._graphs.table_items()
+        self._loop.set_table(items)
 
     # -- configuration -------------------------------------------------------
     @property
@@ -299,19 +386,14 @@ class HostDispatcher:
             raise HostDispatcherError(msg)
         fid = function_id(name)
         label = name.decode() if isinstance(name, bytes) else str(name)
+        taken = {e.function_id: e.name for e in self._graphs.entries} if self._graphs else {}
         if fid in self._handlers and self._handlers[fid][1] is not handler:
-            msg = (
-                f"handlers {self._handlers[fid][0]!r} and {label!r} have the same "
-                f"function id {fid:#010x}"
-            )
+            taken[fid] = self._handlers[fid][0]
+        if fid in taken:
+            msg = f"handlers {taken[fid]!r} and {label!r} have the same function id {fid:#010x}"
             raise HostDispatcherError(msg)
         self._handlers[fid] = (label, handler)
-        self._loop.set_table(
-            [
-                (f, n, h.address, None) if isinstance(h, NativeHostHandler) else (f, n, 0, h)
-                for f, (n, h) in self._handlers.items()
-            ]
-        )
+        self._install_table()
         return fid
 
     def client(self, **kwargs: Any) -> RingClient:
@@ -332,6 +414,12 @@ class HostDispatcher:
         dispatcher's was answered, requests left to the device passed over on the way)."""
         if self._closed:
             msg = "the host dispatcher is closed; make a new one"
+            raise HostDispatcherError(msg)
+        if self._graphs is not None:
+            msg = (
+                "serve_one() serves no graph handlers: this host dispatcher has GRAPH_LAUNCH "
+                "entries; start() its serving thread"
+            )
             raise HostDispatcherError(msg)
         try:
             return bool(self._loop.serve_one())
@@ -358,6 +446,8 @@ class HostDispatcher:
                 self._loop.start()
                 return self
             self._raise_exit()
+            if self._graphs is not None:
+                self._graphs.claim()
             self._processed_base = int(self._loop.published)
             with _AT_EXIT_LOCK:
                 if not _AT_EXIT:
@@ -368,18 +458,24 @@ class HostDispatcher:
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Stop the thread after the request in hand (idempotent). Pending requests stay
+        """Stop the thread after the requests in hand (idempotent): the one it is serving,
+        and graph requests already taken, which are answered first. Pending requests stay
         in the ring and are served after a later :meth:`start`. Raises what a handler
         raised to stop the program (see the module docstring), once.
 
-        :class:`HostDispatcherError` if the thread is still in a handler after ``timeout``
-        seconds: it answers when the handler returns, then stops (see the module docstring).
+        :class:`HostDispatcherError` if the thread is still in a handler, or graphs are still
+        running, after ``timeout`` seconds: it answers when they have, then stops (see the
+        module docstring).
         """
         with self._lock:
             if not self._loop.stop(float(timeout)):
                 msg = f"host dispatcher thread did not stop within {timeout:g} s"
+                if self._loop.graphs_outstanding:
+                    msg += f" ({self._loop.graphs_outstanding} graph request(s) not answered yet)"
                 raise HostDispatcherError(msg)
             _SERVING.discard(self._loop)
+            if self._graphs is not None:
+                self._graphs.release_mailboxes()
             self._raise_exit()
 
     def close(self, timeout: float = 10.0) -> None:
@@ -417,9 +513,22 @@ class HostDispatcher:
         if serving:
             self.start()
 
+    def graph_stats(self) -> dict[str, dict[str, int]]:
+        """Per GRAPH_LAUNCH entry served, as ``Dispatcher.graph_stats()``: ``requests``
+        handed to its graph (since construction), ``launch_failures`` (answered
+        ``STATUS_GRAPH_LAUNCH_FAILED``) and ``launch_error`` (the ``CUresult`` of the last
+        failure, 0 if none). Empty without graph entries."""
+        return {
+            name: {"requests": requests, "launch_failures": failures, "launch_error": error}
+            for name, requests, failures, error, _queued, _busy in self._loop.graph_stats()
+        }
+
     def _release(self) -> None:
         self._closed = True
-        self._mem.release()
+        try:
+            self._free_graphs()
+        finally:
+            self._mem.release()
 
     def __enter__(self) -> HostDispatcher:
         return self.start()

@@ -321,8 +321,6 @@ class UdpTicket:
     timestamp: int
 
 
-
-
 class UdpClient:
     """Client of a :class:`UdpFeeder` (or any CUDA-Q realtime UDP endpoint).
 

@@ -86,12 +86,14 @@ def plan_start(
         if not builtin:
             plan.unserved += graphs
             plan.reasons.append(
-                "GRAPH_LAUNCH entries are served by the built-in kernel only, not by a launcher"
+                "GRAPH_LAUNCH entries are served by the built-in kernel only, not by a launcher "
+                "(or by a HostDispatcher, on the host path)"
             )
         elif number < GRAPH_MIN_ARCH:
             plan.unserved += graphs
             plan.reasons.append(
-                f"device graph launch needs sm_{GRAPH_MIN_ARCH} or newer, device {device} is {arch}"
+                f"device graph launch needs sm_{GRAPH_MIN_ARCH} or newer, device {device} is "
+                f"{arch} (a HostDispatcher launches graphs from the host on any GPU)"
             )
         else:
             plan.graphs = graphs
@@ -166,6 +168,13 @@ class GraphRun:
             if entry.mailbox.closed:
                 msg = f"GRAPH_LAUNCH entry {entry.name!r}: its GraphMailbox is closed"
                 raise InvalidArgumentError(msg)
+            if entry.mailbox.value != 0:
+                msg = (
+                    f"GRAPH_LAUNCH entry {entry.name!r}: its GraphMailbox is in use by another "
+                    f"dispatcher (it holds {entry.mailbox.value:#x}); a mailbox serves one "
+                    "dispatcher at a time: stop that one first"
+                )
+                raise InvalidArgumentError(msg)
             _driver.check(
                 drv.cuGraphUpload(drv.CUgraphExec(entry.graph_exec), stream),
                 f"cuGraphUpload({entry.name!r})",
@@ -214,10 +223,12 @@ class GraphRun:
         return GraphIO(bytes(raw))
 
     def release(self, drv: Any) -> None:
-        """Free everything (only once no kernel and no graph of this run can run)."""
-        for entry in self.entries:
-            if not entry.mailbox.closed:
-                entry.mailbox.value = 0
+        """Free everything (only once no kernel and no graph of this run can run); clear the
+        mailboxes this run pointed at its records (not another dispatcher's)."""
+        for index, entry in enumerate(self.entries):
+            mailbox = entry.mailbox
+            if self.records and not mailbox.closed and mailbox.value == self.record_of(index):
+                mailbox.value = 0
         exec_, graph = self.dispatch_exec, self.dispatch_graph
         self.dispatch_exec = self.dispatch_graph = None
         records, self.records = self.records, 0

@@ -1,15 +1,16 @@
 """The dispatcher's function table: one table for both paths.
 
 Dispatch modes as CUDA-Q realtime numbers them: DEVICE_CALL (0, a device function's
-address), GRAPH_LAUNCH (1, a CUDA graph the built-in device kernel launches from the
-GPU), HOST_CALL (2, a Python callable). One table may hold all three: a device
+address), GRAPH_LAUNCH (1, a CUDA graph, launched for each request), HOST_CALL (2, a
+Python callable or a native host handler). One table may hold all three: a device
 :class:`~skbuild_cudaq.realtime.Dispatcher` serves its DEVICE_CALL entries (and its
-GRAPH_LAUNCH entries where it can: the built-in kernel on sm_90+) and a
-:class:`~skbuild_cudaq.realtime.HostDispatcher` (``HostDispatcher(layout, table)``) its
-HOST_CALL entries; each answers requests for the entries it does not serve -2 (unknown
-function), and says once, at ``start()``, which those are. On a shared ring
-(``DispatcherConfig.shared_ring``) the device path leaves HOST_CALL requests to the
-host dispatcher on the same ring instead.
+GRAPH_LAUNCH entries where it can: the built-in kernel on sm_90+ launches them from the
+GPU) and a :class:`~skbuild_cudaq.realtime.HostDispatcher` (``HostDispatcher(layout,
+table)``) its HOST_CALL and GRAPH_LAUNCH entries (the graphs launched on worker streams
+from the host); each answers requests for the entries it does not serve -2 (unknown
+function). On a shared ring (``DispatcherConfig.shared_ring``) the device path leaves
+HOST_CALL requests to the host dispatcher on the same ring, which leaves it the
+GRAPH_LAUNCH ones.
 """
 
 from __future__ import annotations
@@ -149,8 +150,11 @@ class FunctionTable:
         int value), instantiated with ``CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH``.
         ``mailbox``: the :class:`~skbuild_cudaq.realtime.GraphMailbox` whose device
         address its kernels were captured with. A device dispatcher with the built-in
-        kernel on sm_90+ launches it from the GPU for each request; any other path
-        answers its requests -2. See :mod:`skbuild_cudaq.realtime.graph`.
+        kernel on sm_90+ launches it from the GPU for each request, a
+        :class:`~skbuild_cudaq.realtime.HostDispatcher` from the host on a worker stream
+        (any executable graph there); a device dispatcher that cannot answers its
+        requests -2. See :mod:`skbuild_cudaq.realtime.graph` and
+        :mod:`skbuild_cudaq.realtime.host_graphs`.
         """
         from skbuild_cudaq.realtime.errors import InvalidArgumentError
         from skbuild_cudaq.realtime.graph import GraphMailbox, graph_exec_handle

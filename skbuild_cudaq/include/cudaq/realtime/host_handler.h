@@ -75,6 +75,11 @@ typedef struct cudaq_host_export {
 #define CUDAQ_HOST_STATUS_HANDLER_EXCEPTION 0x7FFFFF01
 #define CUDAQ_HOST_STATUS_RESULT_TOO_LONG 0x7FFFFF02
 #define CUDAQ_HOST_STATUS_BAD_HANDLER_RESULT 0x7FFFFF03
+/* A graph handler (GRAPH_LAUNCH) the host path could not launch, or whose graph failed
+ * on the GPU (the device path's CUDAQ_RPC_STATUS_GRAPH_LAUNCH_FAILED, the same value). */
+#define CUDAQ_HOST_STATUS_GRAPH_LAUNCH_FAILED 0x7FFFFF04
+/* A graph handler whose graph ended without publishing its response (cudaq_graph_publish). */
+#define CUDAQ_HOST_STATUS_GRAPH_NOT_PUBLISHED 0x7FFFFF05
 
 #ifdef __cplusplus
 }

@@ -37,8 +37,9 @@
 #define CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION (-2)
 #define CUDAQ_RPC_STATUS_ARGS_TOO_LONG (-3)
 // A graph handler that could not be launched (the device runtime refused the
-// launch past a deadline): answered by the dispatch kernel itself. Positive, in
-// the range the run time reserves (0x7FFFFF00 and up; see host_path.py).
+// launch past a deadline; on the host path, the driver refused it or the graph
+// failed on the GPU): answered by the dispatcher itself. Positive, in the range
+// the run time reserves (0x7FFFFF00 and up; see host_path.py).
 #define CUDAQ_RPC_STATUS_GRAPH_LAUNCH_FAILED 0x7FFFFF04
 
 typedef struct __attribute__((packed, aligned(8))) cudaq_rpc_request_header {
@@ -87,7 +88,7 @@ typedef int (*cudaq_device_handler_t)(const void *args, uint32_t arg_len, void *
 // all three: each path serves its own and answers the others
 // CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION (see cudaq_validate_request).
 #define CUDAQ_DISPATCH_DEVICE_CALL 0  /* a device function the dispatch kernel calls */
-#define CUDAQ_DISPATCH_GRAPH_LAUNCH 1 /* a CUDA graph the built-in kernel launches (sm_90+) */
+#define CUDAQ_DISPATCH_GRAPH_LAUNCH 1 /* a CUDA graph: the built-in kernel (sm_90+) or the host path launches it */
 #define CUDAQ_DISPATCH_HOST_CALL 2    /* a handler the host path (a CPU thread) calls */
 
 // Flags of a table entry (byte 14, reserved[0]):
@@ -675,7 +676,10 @@ cudaq_serve_until_launch_wide(void *session, uint32_t slot_size,
 // (device graph launch, sm_90+: the graph instantiated with
 // CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH; the run time uploads it). The
 // launch is fire-and-forget: the dispatch kernel goes on serving the ring, and
-// the graph answers the request itself. Its kernels find the request through a
+// the graph answers the request itself. The host path (HostDispatcher) serves
+// the same graph from the host, on a worker stream, with the same I/O context:
+// its publish then goes to the worker's publish word, and the host publishes
+// the response in the ring once it sees it there. The kernels do not change. Its kernels find the request through a
 // *mailbox*: 8 bytes of mapped pinned host memory (skbuild_cudaq.realtime.
 // GraphMailbox) whose device address the graph's kernels were captured with, and
 // which holds the address of the entry's cudaq_graph_io_t. So:

@@ -1,0 +1,388 @@
+"""Graph handlers on the host path, without a GPU: the table and mailbox checks, the typed
+errors, and the graph workers' bookkeeping (launch, idle mask, recycling, the queue of a busy
+worker, stop with graphs in flight, reserved statuses for what fails).
+
+The CUDA driver is ``tests/_fake_driver.py``'s: its C-callable entry points record what the
+native loop enqueues, and a graph "runs" until the test ends it (``FakeDriver.end_graph``
+does what ``cudaq_graph_publish`` does). That proves bookkeeping and error paths only; that a
+real graph answers is ``tests/test_parity_gpu.py``'s
+``test_graph_launch_host_path_10000_checked_round_trips`` (H200).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _fake_driver import FakeDriver, FakeGraphRun, UseDriver
+
+from skbuild_cudaq.realtime import _native
+from skbuild_cudaq.realtime.dispatcher.table import FunctionTable
+from skbuild_cudaq.realtime.errors import HostDispatcherError
+from skbuild_cudaq.realtime.graph import GRAPH_IO_SIZE, STATUS_GRAPH_LAUNCH_FAILED, GraphMailbox
+from skbuild_cudaq.realtime.host_graphs import DRIVER_ENTRY_POINTS, MAX_GRAPH_WORKERS
+from skbuild_cudaq.realtime.host_path import STATUS_GRAPH_NOT_PUBLISHED, HostDispatcher, echo
+from skbuild_cudaq.realtime.ring import RingLayout
+from skbuild_cudaq.realtime.wire import STATUS_UNKNOWN_FUNCTION
+
+ROOT = Path(__file__).resolve().parent.parent
+INCLUDE = ROOT / "skbuild_cudaq" / "include" / "cudaq" / "realtime"
+DEADLINE = 10.0
+LAYOUT = RingLayout(8, 64)
+
+
+@pytest.fixture
+def drv(use_driver: UseDriver) -> FakeDriver:
+    return use_driver(FakeDriver())
+
+
+@pytest.fixture
+def mailboxes(drv: FakeDriver) -> Iterator[list[GraphMailbox]]:
+    boxes = [GraphMailbox(), GraphMailbox()]
+    yield boxes
+    for box in boxes:
+        box.close()
+
+
+def until(condition: Callable[[], Any], what: str) -> Any:
+    deadline = time.monotonic() + DEADLINE
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.001)
+    raise AssertionError(f"not within {DEADLINE} s: {what}")
+
+
+def runs(drv: FakeDriver, n: int) -> list[FakeGraphRun]:
+    """The host path's first ``n`` graph launches, once it has made them."""
+    until(lambda: len(drv.graph_runs) >= n, f"{n} graph launch(es)")
+    return drv.graph_runs[:n]
+
+
+def increment(payload: bytes) -> bytes:
+    return bytes((b + 1) & 0xFF for b in payload)
+
+
+def graph_table(mailboxes: list[GraphMailbox], graphs: int = 1) -> FunctionTable:
+    table = FunctionTable()
+    table.add_host("host_echo", echo)
+    table.add_device("rpc_increment", 0x7000_0000_1000)  # the device path's: -2 here
+    for index in range(graphs):
+        table.add_graph(f"decode{index}", 0x6E0000 + index, mailboxes[index])
+    return table
+
+
+def pinned_allocations(drv: FakeDriver) -> list[int]:
+    return [ctypes.sizeof(buf) for buf in drv.host.values()]
+
+
+# -- the ring and the entries ------------------------------------------------------------------
+
+
+def test_a_graph_entry_needs_a_ring_the_gpu_can_reach(
+    drv: FakeDriver, mailboxes: list[GraphMailbox]
+) -> None:
+    """A buffer that is not pinned and mapped (all of it) is refused at construction, naming
+    what to pass, with nothing left allocated; a HostRingBridge's buffer is served; without
+    a buffer the dispatcher allocates pinned, mapped memory itself and frees it at close."""
+    from skbuild_cudaq.realtime import _driver
+    from skbuild_cudaq.realtime.bridge import HostRingBridge
+
+    table = graph_table(mailboxes)
+    before = sorted(pinned_allocations(drv))
+    with pytest.raises(HostDispatcherError, match=r"need a ring the GPU can reach") as info:
+        HostDispatcher(LAYOUT, table, buffer=bytearray(LAYOUT.total_bytes))
+    assert "buffer=bridge.buffer" in str(info.value) and "leave buffer out" in str(info.value)
+    bridge = HostRingBridge(layout=LAYOUT)
+    with _driver.pushed(_driver.primary_context(0)):
+        bridge.open()
+    try:
+        shifted = (ctypes.c_uint8 * LAYOUT.total_bytes).from_address(bridge.host_address + 8)
+        with pytest.raises(HostDispatcherError, match="not pinned, mapped memory"):
+            HostDispatcher(LAYOUT, table, buffer=shifted)  # its last 8 bytes are not
+        assert drv.log.count("cuStreamCreate") == drv.log.count("cuStreamDestroy")
+        with HostDispatcher(LAYOUT, table, buffer=bridge.buffer) as d:
+            client = d.client()
+            ticket = client.submit("decode0", b"\x01")
+            drv.end_graph(runs(drv, 1)[0])
+            assert client.wait(ticket, timeout=DEADLINE).result == b"\x02"
+    finally:
+        bridge.close()
+    assert sorted(pinned_allocations(drv)) == before
+    own = HostDispatcher(LAYOUT, table)
+    assert LAYOUT.total_bytes in pinned_allocations(drv)  # its own ring, pinned and mapped
+    own.close()
+    assert sorted(pinned_allocations(drv)) == before
+    assert drv.log.count("cuStreamCreate") == drv.log.count("cuStreamDestroy")
+
+
+def test_graph_entries_the_host_path_refuses(drv: FakeDriver) -> None:
+    """More graph entries than workers, graphs of two GPUs, a mailbox closed after its entry
+    was added, a host handler named like a graph entry: typed errors."""
+    boxes = [GraphMailbox() for _ in range(MAX_GRAPH_WORKERS + 1)]
+    try:
+        table = FunctionTable()
+        for index, box in enumerate(boxes):
+            table.add_graph(f"g{index}", 0x1000 + index, box)
+        with pytest.raises(HostDispatcherError, match=f"at most {MAX_GRAPH_WORKERS} GRAPH_LAUNCH"):
+            HostDispatcher(LAYOUT, table)
+        two = FunctionTable()
+        two.add_graph("a", 0x10, boxes[0])
+        with GraphMailbox(device=1) as other:
+            two.add_graph("b", 0x20, other)
+            with pytest.raises(HostDispatcherError, match="launches the graphs of one GPU"):
+                HostDispatcher(LAYOUT, two)
+        one = FunctionTable()
+        one.add_graph("a", 0x10, boxes[1])
+        d = HostDispatcher(LAYOUT, one)
+        with pytest.raises(HostDispatcherError, match="have the same function id"):
+            d.add_handler("a", echo)
+        with pytest.raises(HostDispatcherError, match="serves no graph handlers"):
+            d.serve_one()
+        boxes[1].close()
+        with pytest.raises(HostDispatcherError, match="its GraphMailbox is closed"):
+            d.start()
+        d.close()
+    finally:
+        for box in boxes:
+            box.close()
+
+
+def test_the_loop_takes_the_drivers_entry_points_at_run_time(
+    drv: FakeDriver, mailboxes: list[GraphMailbox]
+) -> None:
+    """The native core links nothing of CUDA: the loop calls the driver through the
+    addresses cuGetProcAddress gives (CUDA 12.0's ABI); one missing is a typed error."""
+    from elftools.elf.dynamic import DynamicSection
+    from elftools.elf.elffile import ELFFile
+
+    with Path(_native.__file__).open("rb") as f:
+        needed = [
+            tag.needed
+            for section in ELFFile(f).iter_sections()
+            if isinstance(section, DynamicSection)
+            for tag in section.iter_tags()
+            if tag.entry.d_tag == "DT_NEEDED"
+        ]
+    assert needed and not [n for n in needed if "cuda" in n], needed
+    HostDispatcher(LAYOUT, graph_table(mailboxes)).close()
+    assert [c for c in drv.log if c.startswith("cuGetProcAddress")] == [
+        f"cuGetProcAddress({name})" for name in DRIVER_ENTRY_POINTS
+    ]
+    assert set(drv.proc_versions) == {12000}
+    drv.missing_procs.add("cuGraphLaunch")
+    with pytest.raises(HostDispatcherError, match="has no cuGraphLaunch"):
+        HostDispatcher(LAYOUT, graph_table(mailboxes))
+    assert drv.log.count("cuStreamCreate") == drv.log.count("cuStreamDestroy")
+
+
+def test_the_io_context_layout_and_statuses_are_the_headers() -> None:
+    device = (INCLUDE / "unified_dispatch_device.cuh").read_text()
+    host = (INCLUDE / "host_handler.h").read_text()
+    assert _native.GRAPH_IO_SIZE == GRAPH_IO_SIZE
+    assert f"#define CUDAQ_GRAPH_IO_SIZE {GRAPH_IO_SIZE}u" in device
+    assert (
+        f"#define CUDAQ_RPC_STATUS_GRAPH_LAUNCH_FAILED 0x{STATUS_GRAPH_LAUNCH_FAILED:X}" in device
+    )
+    assert f"CUDAQ_HOST_STATUS_GRAPH_LAUNCH_FAILED 0x{STATUS_GRAPH_LAUNCH_FAILED:X}" in host
+    assert f"CUDAQ_HOST_STATUS_GRAPH_NOT_PUBLISHED 0x{STATUS_GRAPH_NOT_PUBLISHED:X}" in host
+    assert _native.STATUS_GRAPH_LAUNCH_FAILED == STATUS_GRAPH_LAUNCH_FAILED
+    assert _native.STATUS_GRAPH_NOT_PUBLISHED == STATUS_GRAPH_NOT_PUBLISHED
+    assert _native.MAX_GRAPH_WORKERS == MAX_GRAPH_WORKERS
+
+
+# -- the workers' bookkeeping --------------------------------------------------------------
+
+
+def test_a_graph_request_is_launched_on_its_worker_and_published_once_the_graph_answered(
+    drv: FakeDriver, mailboxes: list[GraphMailbox]
+) -> None:
+    """The I/O context is filled as the device path fills it (the request copied after it,
+    the ring's response slot, the worker's publish word and the launch's number); other
+    requests are answered while the graph runs; the answer is counted and published once
+    the graph has published; the worker is recycled once its stream is done."""
+    with HostDispatcher(LAYOUT, graph_table(mailboxes)) as d:
+        loop = d._loop
+        client = d.client()
+        assert loop.num_workers == 1 and loop.idle_mask == 1
+        ticket = client.submit("decode0", b"abc", timestamp=77)
+        (run,) = runs(drv, 1)
+        request, response, flag, value, slot_size, sequence, released, graph_exec, *_ = (
+            drv.graph_io(run)
+        )
+        assert mailboxes[0].value == run.record and request == run.record + GRAPH_IO_SIZE
+        assert drv.read_device(request, 27)[24:] == b"abc"  # the request copied after it
+        ring = ctypes.addressof(ctypes.c_char.from_buffer(d._mem.mv))
+        assert response == ring + LAYOUT.tx_slot_offset(ticket.slot)  # mapped: same address
+        assert (value, sequence, released, slot_size, graph_exec) == (1, 1, 0, 64, 0x6E0000)
+        assert loop.idle_mask == 0 and loop.graphs_outstanding == 1
+        assert client.call("host_echo", b"meanwhile", timeout=DEADLINE) == (0, b"meanwhile")
+        assert client.call("rpc_increment", b"x", timeout=DEADLINE)[0] == STATUS_UNKNOWN_FUNCTION
+        time.sleep(0.01)
+        assert client.poll(ticket) is None and d.processed == 2  # not answered, not counted
+        assert drv.end_graph(run) == b"abc"
+        resp = client.wait(ticket, timeout=DEADLINE)
+        assert (resp.status, resp.result, resp.header.ptp_timestamp) == (0, b"bcd", 77)
+        assert d.processed == 3 and ctypes.c_uint32.from_address(flag).value == 1
+        until(lambda: loop.idle_mask == 1, "the worker recycled")
+        assert loop.graphs_outstanding == 0 and d.handler_errors == 0
+        assert d.graph_stats() == {
+            "decode0": {"requests": 1, "launch_failures": 0, "launch_error": 0}
+        }
+    assert mailboxes[0].value == 0
+
+
+def test_requests_for_a_busy_graph_wait_in_its_queue_while_the_rest_is_served(
+    drv: FakeDriver, mailboxes: list[GraphMailbox]
+) -> None:
+    """Two graph entries, three requests each: one launch per worker at a time (the fake
+    refuses a launch on a busy stream), both workers busy at once, the queued requests
+    launched in order as their worker is recycled, host requests answered all along, every
+    graph answer published out of ring order where it came late."""
+    with HostDispatcher(LAYOUT, graph_table(mailboxes, graphs=2)) as d:
+        client = d.client()
+        tickets = [(name, bytes([i]), client.submit(name, bytes([i]))) for i in range(3)
+                   for name in ("decode0", "decode1")]  # fmt: skip
+        first = runs(drv, 2)
+        assert {r.graph_exec for r in first} == {0x6E0000, 0x6E0001}
+        assert d._loop.idle_mask == 0 and d._loop.graphs_outstanding == 6
+        time.sleep(0.02)
+        assert len(drv.graph_runs) == 2  # the others wait for their worker
+        assert client.call("host_echo", b"h", timeout=DEADLINE) == (0, b"h")
+        ended = 0
+        while ended < 6:
+            run = runs(drv, ended + 1)[ended]
+            drv.end_graph(run)
+            ended += 1
+        by_exec = {0x6E0000: "decode0", 0x6E0001: "decode1"}
+        order = [by_exec[r.graph_exec] for r in drv.graph_runs]
+        assert order.count("decode0") == order.count("decode1") == 3
+        for name, payload, ticket in tickets:
+            resp = client.wait(ticket, timeout=DEADLINE)
+            assert (resp.status, resp.result) == (0, increment(payload)), name
+        assert d.processed == 7
+        assert {k: v["requests"] for k, v in d.graph_stats().items()} == {
+            "decode0": 3,
+            "decode1": 3,
+        }
+
+
+def test_what_fails_on_the_way_is_answered_with_a_reserved_status(
+    drv: FakeDriver, mailboxes: list[GraphMailbox]
+) -> None:
+    """A copy or a launch the driver refuses, a graph whose stream reports an error, a graph
+    that ended without publishing: each answered by the loop (a reserved status, the reason
+    as the result), counted in handler_errors, the worker idle again; serving goes on."""
+    with HostDispatcher(LAYOUT, graph_table(mailboxes)) as d:
+        client = d.client()
+        drv.fail["cuGraphLaunch"] = 999
+        status, text = client.call("decode0", b"a", timeout=DEADLINE)
+        assert (status, text) == (
+            STATUS_GRAPH_LAUNCH_FAILED,
+            b"cuGraphLaunch failed: CUresult (999)",
+        )
+        until(lambda: d._loop.idle_mask == 1, "recycled after its copy ran")
+        del drv.fail["cuGraphLaunch"]
+        drv.fail["cuMemcpyHtoDAsync"] = 2
+        assert client.call("decode0", b"b", timeout=DEADLINE)[0] == STATUS_GRAPH_LAUNCH_FAILED
+        assert d._loop.idle_mask == 1  # nothing was enqueued
+        del drv.fail["cuMemcpyHtoDAsync"]
+        ticket = client.submit("decode0", b"c")
+        drv.end_graph(runs(drv, 1)[0], publish=False, error=700)
+        resp = client.wait(ticket, timeout=DEADLINE)
+        assert (resp.status, resp.result) == (
+            STATUS_GRAPH_LAUNCH_FAILED,
+            b"the graph failed: CUDA_ERROR_ILLEGAL_ADDRESS (700)"[: LAYOUT.max_payload],
+        )
+        ticket = client.submit("decode0", b"d")
+        drv.end_graph(runs(drv, 2)[1], publish=False)
+        resp = client.wait(ticket, timeout=DEADLINE)
+        assert resp.status == STATUS_GRAPH_NOT_PUBLISHED
+        assert d.last_handler_error == (
+            "decode0: the graph ended without publishing its response (cudaq_graph_publish)"
+        )
+        ticket = client.submit("decode0", b"e")
+        drv.end_graph(runs(drv, 3)[2])
+        assert client.wait(ticket, timeout=DEADLINE).result == b"f"
+        assert client.call("host_echo", b"ok", timeout=DEADLINE) == (0, b"ok")
+        assert d.handler_errors == 4 and d.processed == 6
+        assert d.graph_stats()["decode0"] == {
+            "requests": 5,
+            "launch_failures": 3,
+            "launch_error": 700,
+        }
+
+
+def test_no_context_on_the_serving_thread_fails_each_launch_with_a_reserved_status(
+    drv: FakeDriver, mailboxes: list[GraphMailbox]
+) -> None:
+    drv.fail["cuCtxSetCurrent"] = 201
+    with HostDispatcher(LAYOUT, graph_table(mailboxes)) as d:
+        status, text = d.client().call("decode0", b"a", timeout=DEADLINE)
+        assert status == STATUS_GRAPH_LAUNCH_FAILED
+        assert text == b"cuCtxSetCurrent failed: CUresult (201)"
+        assert not drv.graph_runs and d._loop.idle_mask == 1
+
+
+def test_stop_and_close_wait_for_the_graphs_in_flight(
+    drv: FakeDriver, mailboxes: list[GraphMailbox]
+) -> None:
+    """stop() answers the graph requests in hand first (a queued one is launched meanwhile):
+    past its timeout it raises, the thread still serving them; nothing is freed while a
+    graph may run; once they are answered stop() succeeds, the mailbox is released, and
+    close() frees the streams and memory."""
+    d = HostDispatcher(LAYOUT, graph_table(mailboxes), idle_sleep=1e-4)
+    d.start()
+    client = d.client()
+    first, second = client.submit("decode0", b"1"), client.submit("decode0", b"2")
+    (run,) = runs(drv, 1)
+    with pytest.raises(HostDispatcherError, match=r"\(2 graph request\(s\) not answered yet\)"):
+        d.stop(timeout=0.05)
+    with pytest.raises(HostDispatcherError, match="did not stop"):
+        d.close(timeout=0.05)
+    assert d.running and mailboxes[0].value != 0 and "cuStreamDestroy" not in drv.log
+    drv.end_graph(run)
+    drv.end_graph(runs(drv, 2)[1])  # launched while stopping
+    d.stop()
+    assert not d.running and d.processed == 2 and mailboxes[0].value == 0
+    assert client.wait(first, timeout=DEADLINE).result == b"2"
+    assert client.wait(second, timeout=DEADLINE).result == b"3"
+    d.close()
+    assert drv.log.count("cuStreamDestroy") == 1 and drv.log.count("cuMemFree") == 1
+    with pytest.raises(HostDispatcherError, match="closed"):
+        d.start()
+
+
+def test_a_mailbox_serves_one_dispatcher_at_a_time(
+    drv: FakeDriver, mailboxes: list[GraphMailbox]
+) -> None:
+    table = graph_table(mailboxes)
+    first, second = HostDispatcher(LAYOUT, table), HostDispatcher(LAYOUT, table)
+    try:
+        first.start()
+        with pytest.raises(HostDispatcherError, match="in use by another dispatcher"):
+            second.start()
+        assert not second.running
+        first.stop()
+        second.start()
+        assert mailboxes[0].value != 0 and second.running
+    finally:
+        second.close()
+        first.close()
+    assert mailboxes[0].value == 0
+
+
+def test_on_a_shared_ring_the_graph_entries_are_the_device_dispatchers(
+    drv: FakeDriver, mailboxes: list[GraphMailbox]
+) -> None:
+    """shared_ring=True: no worker, no stream, no pinned ring needed, the mailbox left
+    alone (the device dispatcher on the same ring serves the graphs)."""
+    buf = bytearray(LAYOUT.total_bytes)
+    with HostDispatcher(LAYOUT, graph_table(mailboxes), buffer=buf, shared_ring=True) as d:
+        assert d._loop.num_workers == 0 and d.graph_stats() == {}
+        assert "cuStreamCreate" not in drv.log and mailboxes[0].value == 0

@@ -138,6 +138,7 @@ class FakeDriver:
     CU_MEMHOSTALLOC_PORTABLE = 1
     CUstream_flags = SimpleNamespace(CU_STREAM_NON_BLOCKING=1)
     CUdriverProcAddress_flags = SimpleNamespace(CU_GET_PROC_ADDRESS_LEGACY_STREAM=1)
+    CUpointer_attribute = SimpleNamespace(CU_POINTER_ATTRIBUTE_DEVICE_POINTER=3)
     CUfunction_attribute = SimpleNamespace(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK=0)
     CUdevice_attribute = _ARCH_ATTRIBUTES
 
@@ -306,6 +307,11 @@ class FakeDriver:
                 return self._ok("cuMemHostGetDevicePointer", addr)  # UVA: same address
         self.log.append("cuMemHostGetDevicePointer")
         return (Result(1, "CUDA_ERROR_INVALID_VALUE"), None)  # not pinned memory
+
+    def cuPointerGetAttribute(self, attribute: int, addr: int) -> tuple[Any, ...]:
+        """UVA's lookup; of the attributes, only the device address of pinned memory."""
+        assert attribute == 3, "CU_POINTER_ATTRIBUTE_DEVICE_POINTER"
+        return self.cuMemHostGetDevicePointer(addr, 0)
 
     def cuMemFreeHost(self, addr: int) -> tuple[Any, ...]:
         assert addr in self.host

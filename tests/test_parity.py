@@ -1,9 +1,10 @@
 """CUDA-Q realtime parity without a GPU: dispatch modes and the table encoding, mixed
 tables on the host path, the shared ring's protocol, the device runtime's search, and
-(toolchain) the graph module linked with libcudadevrt by nvJitLink.
+(toolchain) the graph module linked with libcudadevrt by nvJitLink. Graph handlers on the
+host path: ``tests/test_host_graphs.py``.
 
-The GPU side of each (graph launch on the device path, 1024 threads, mixed tables and a
-shared ring on the H200) is ``tests/test_parity_gpu.py``.
+The GPU side of each (graph launch on the device and host paths, 1024 threads, mixed tables
+and a shared ring on the H200) is ``tests/test_parity_gpu.py``.
 """
 
 from __future__ import annotations

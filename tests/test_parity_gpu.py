@@ -1,10 +1,11 @@
-"""CUDA-Q realtime parity on a GPU: graph launch on the device path, 1024 threads, mixed
-tables on each path, a shared ring (a host and a device dispatcher on one ring), and the
-test server serving a graph handler.
+"""CUDA-Q realtime parity on a GPU: graph launch on the device path and on the host path,
+1024 threads, mixed tables on each path, a shared ring (a host and a device dispatcher on one
+ring), and the test server serving a graph handler on each path.
 
 Needs a CUDA GPU (``gpu`` marker), example_app installed (``pip install ./example_app``)
-and, for graph handlers, sm_90+ and the ``nvidia-cuda-runtime`` wheel (libcudadevrt). Every
-test checks every byte of 10,000 round trips where it says so; every wait has a deadline.
+and, for graph handlers, sm_90+ (example_app captures its graph for device launch) and, on the
+device path, the ``nvidia-cuda-runtime`` wheel (libcudadevrt). Every test checks every byte of
+10,000 round trips where it says so; every wait has a deadline.
 """
 
 from __future__ import annotations
@@ -43,6 +44,22 @@ def _needs_graph_launch(device: int = 0) -> None:
 @pytest.fixture
 def graph_handler(core: Any) -> Iterator[Any]:
     _needs_graph_launch()
+    from example_app import graphs
+
+    handler = graphs.graph_increment(core)
+    yield handler
+    handler.close()
+
+
+@pytest.fixture
+def host_graph_handler(core: Any) -> Iterator[Any]:
+    """example_app's graph for the host path, which launches it from the host: no device
+    runtime needed (example_app captures it for device launch: sm_90+)."""
+    from skbuild_cudaq.realtime._driver import ordinal_arch
+
+    arch = ordinal_arch(0)
+    if int(arch[3:].rstrip("af")) < 90:
+        pytest.skip(f"example_app's graph is instantiated for device launch: sm_90+, not {arch}")
     from example_app import graphs
 
     handler = graphs.graph_increment(core)
@@ -152,6 +169,112 @@ def test_graph_launch_device_path_one_request_at_a_time(core: Any, graph_handler
         stats = d.graph_stats()
         assert d.stop() == 501
     assert stats["graph_increment"]["requests"] == 500
+
+
+# -- graph launch on the host path -----------------------------------------------------------
+
+
+def test_graph_launch_host_path_10000_checked_round_trips(
+    core: Any, host_graph_handler: Any
+) -> None:
+    """A HostDispatcher launches example_app's two-kernel graph on its worker stream for
+    every graph_increment request, beside a Python HOST_CALL handler and a DEVICE_CALL entry
+    (answered -2) on one ring it allocates in pinned, mapped memory: 10,000 requests, 16 in
+    flight, every byte checked; each graph answer published once by the serving thread;
+    every count exact; the mailbox released at stop()."""
+    from skbuild_cudaq.realtime import FunctionTable, HostDispatcher, RingLayout, get_device_handler
+
+    handler = host_graph_handler
+    table = FunctionTable()
+    table.add_graph("graph_increment", handler.graph, handler.mailbox)
+    table.add_host("host_increment", increment)
+    table.add_device("rpc_increment", get_device_handler(core, "rpc_increment"))
+    with HostDispatcher(RingLayout(64, 256), table) as host:
+        assert handler.mailbox.value != 0  # the worker's record, while serving
+        served = {"graph_increment": increment, "host_increment": increment}
+        requests, counts = mixed_requests(
+            random.Random(7), served, ["rpc_increment", "nobody"], ROUND_TRIPS
+        )
+        run_traffic(host.client(), requests)
+        stats = host.graph_stats()
+        host.stop()
+        assert host.processed == ROUND_TRIPS
+        assert host.rejected == counts["rpc_increment"] + counts["nobody"]
+        assert host.handler_errors == 0, host.last_handler_error
+        assert handler.mailbox.value == 0
+    assert stats == {
+        "graph_increment": {
+            "requests": counts["graph_increment"],
+            "launch_failures": 0,
+            "launch_error": 0,
+        }
+    }
+    assert counts["graph_increment"] > 2000
+
+
+def test_graph_launch_host_path_one_request_at_a_time_on_a_bridge_ring(
+    core: Any, host_graph_handler: Any
+) -> None:
+    """On a HostRingBridge's ring (buffer=bridge.buffer): back to back, so that each request
+    comes while the graph's previous execution may still be ending on the worker's stream,
+    every length up to the slot's payload; a request longer than the slot is answered -3 by
+    the serving thread without a launch."""
+    from skbuild_cudaq.realtime import (
+        FunctionTable,
+        HostDispatcher,
+        HostRingBridge,
+        RingLayout,
+        _driver,
+    )
+    from skbuild_cudaq.realtime.wire import STATUS_ARGS_TOO_LONG
+
+    layout = RingLayout(8, 256)
+    table = FunctionTable()
+    table.add_graph("graph_increment", host_graph_handler.graph, host_graph_handler.mailbox)
+    bridge = HostRingBridge(layout=layout)
+    with _driver.pushed(_driver.primary_context(0)):
+        bridge.open()
+    try:
+        with HostDispatcher(layout, table, buffer=bridge.buffer) as host:
+            client = host.client()
+            for i in range(1000):
+                payload = bytes([i & 0xFF]) * (i % (layout.max_payload + 1))
+                assert client.call("graph_increment", payload, timeout=DEADLINE) == (
+                    0,
+                    increment(payload),
+                )
+            ticket = client.submit("graph_increment", b"x", arg_len=1000)
+            assert client.wait(ticket, timeout=DEADLINE).status == STATUS_ARGS_TOO_LONG
+            host.stop()
+            assert host.processed == 1001 and host.handler_errors == 0
+            assert host.graph_stats()["graph_increment"]["requests"] == 1000
+    finally:
+        bridge.close()
+
+
+def test_graph_launch_same_entry_serves_the_device_path_then_the_host_path(
+    core: Any, graph_handler: Any
+) -> None:
+    """One table entry, one graph, one mailbox: the device dispatcher serves it (device graph
+    launch), stops, and a host dispatcher over the same table serves it (host launch);
+    every answer checked on both."""
+    from skbuild_cudaq.realtime import Dispatcher, DispatcherConfig, HostDispatcher
+
+    config = DispatcherConfig(num_slots=16, slot_size=256, stop_timeout=DEADLINE)
+    rng = random.Random(8)
+    with Dispatcher(config, module=core) as d:
+        d.function_table.add_graph("graph_increment", graph_handler.graph, graph_handler.mailbox)
+        d.start()
+        served = {"graph_increment": increment}
+        requests, _ = mixed_requests(rng, served, [], 1000)
+        run_traffic(d.bridge.client(), requests)
+        assert d.stop() == 1000
+        assert graph_handler.mailbox.value == 0
+        with HostDispatcher(d.layout, d.function_table) as host:
+            requests, _ = mixed_requests(rng, served, [], 1000)
+            run_traffic(host.client(), requests)
+            host.stop()
+            assert host.processed == 1000 and host.handler_errors == 0
 
 
 # -- 1024 threads ----------------------------------------------------------------------------
@@ -287,6 +410,32 @@ def test_shared_ring_host_and_device_10000_checked_round_trips(
 
 
 # -- the test server -------------------------------------------------------------------------
+
+
+def test_graph_launch_test_server_serves_graph_handler_on_the_host_path(core: Any) -> None:
+    """cudaq-realtime-test-server --path=host --graphs=graph_increment: UDP round trips to
+    the graph (launched by the host path) and to the Python rpc_increment beside it."""
+    from skbuild_cudaq.realtime._driver import ordinal_arch
+
+    if int(ordinal_arch(0)[3:].rstrip("af")) < 90:
+        pytest.skip("example_app's graph is instantiated for device launch: sm_90+")
+    from test_server import start_server
+
+    server = start_server("--path=host", "--graphs=graph_increment", "--num-slots=16")
+    try:
+        assert "path=host" in server.ready_line
+        with server.client() as client:
+            rng = random.Random(9)
+            for _ in range(300):
+                payload = rng.randbytes(rng.randint(0, 200))
+                assert client.call("graph_increment", payload) == (0, increment(payload))
+                assert client.call("rpc_increment", payload) == (0, increment(payload))
+        processed, _, _ = server.stop()
+        assert processed == 600
+    finally:
+        if server.proc.poll() is None:
+            server.proc.kill()
+            server.proc.communicate()
 
 
 def test_graph_launch_test_server_serves_graph_handler(core: Any) -> None:

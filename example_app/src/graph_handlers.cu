@@ -2,9 +2,9 @@
 //
 // A graph handler (dispatch mode GRAPH_LAUNCH): `graph_increment` answers like
 // rpc_increment (each byte plus one), computed by a CUDA graph of two kernels
-// that the built-in dispatch kernel launches from the GPU for each request
-// (example_app.graphs builds the graph; skbuild_cudaq.realtime.graph explains
-// the model):
+// that the built-in dispatch kernel launches from the GPU for each request, or
+// a HostDispatcher from the host (example_app.graphs builds the graph;
+// skbuild_cudaq.realtime.graph and .host_graphs explain the model):
 //   1. graph_increment_stage, any grid: every thread of the grid adds one to
 //      its bytes of the request's arguments, into a scratch buffer in device
 //      memory;

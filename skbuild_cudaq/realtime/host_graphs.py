@@ -108,8 +108,11 @@ class PinnedMemory:
         self._finalizer.atexit = False
 
     def view(self) -> Any:
-        """The memory as a writable ctypes array (a buffer over it; it does not own it)."""
-        return (ctypes.c_uint8 * self.size).from_address(self.host)
+        """The memory as a writable ctypes array, which keeps this object alive (the finalizer
+        frees the memory only once no view is left; :meth:`close` frees it at once)."""
+        view = (ctypes.c_uint8 * self.size).from_address(self.host)
+        view.pinned = self  # type: ignore[attr-defined]  # keeps the memory alive
+        return view
 
     def close(self) -> None:
         finalizer, self._finalizer = self._finalizer, None
@@ -138,20 +141,32 @@ def _entry_points(drv: Any) -> tuple[int, ...]:
     return tuple(found)
 
 
+def _device_view(drv: Any, at: int) -> int:
+    """The device address of host address ``at`` (inside a pinned, mapped range):
+    ``cuMemHostGetDevicePointer``, else ``cuPointerGetAttribute(DEVICE_POINTER)`` (UVA's
+    lookup, which takes any address of a range); :class:`CUDAError` of the first if neither
+    knows it."""
+    try:
+        return _driver.ptr(_driver.check(drv.cuMemHostGetDevicePointer(at, 0), "ring"))
+    except CUDAError as first:
+        attribute = drv.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_POINTER
+        ret = drv.cuPointerGetAttribute(attribute, at)
+        if int(ret[0]) == 0 and _driver.ptr(ret[1]) != 0:
+            return _driver.ptr(ret[1])
+        raise first from None
+
+
 def _ring_device_address(drv: Any, address: int, size: int) -> int:
     """The ring's device address: every byte of ``size`` from ``address`` must be pinned and
     mapped, contiguously (the graph writes responses into it); else a typed error saying
     what to pass."""
-    views = []
     why = ""
-    for at in (address, address + size - 1):
-        try:
-            views.append(_driver.ptr(_driver.check(drv.cuMemHostGetDevicePointer(at, 0), "ring")))
-        except CUDAError as exc:
-            why = f"cuMemHostGetDevicePointer: {exc.name}"
-            break
-    if not why and views[1] - views[0] != size - 1:
-        why = "its pages are not one mapped range"
+    try:
+        first, last = _device_view(drv, address), _device_view(drv, address + size - 1)
+        if last - first != size - 1:
+            why = "its pages are not one mapped range"
+    except CUDAError as exc:
+        why = f"cuMemHostGetDevicePointer: {exc.name}"
     if why:
         msg = (
             "graph handlers on the host path need a ring the GPU can reach: the buffer given "
@@ -161,7 +176,7 @@ def _ring_device_address(drv: Any, address: int, size: int) -> int:
             "allocates pinned, mapped memory itself"
         )
         raise HostDispatcherError(msg)
-    return views[0]
+    return first
 
 
 def _device_of(entries: list[FunctionEntry]) -> int:

@@ -117,6 +117,7 @@ from __future__ import annotations
 
 import atexit
 import threading
+import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -289,6 +290,7 @@ class HostDispatcher:
         layout = self._layout
         self._graphs: HostGraphs | None = None
         self._pinned: PinnedMemory | None = None
+        self._clients: weakref.WeakSet[RingClient] = weakref.WeakSet()
         if graph_entries:
             from .host_graphs import HostGraphs
 
@@ -300,8 +302,7 @@ class HostDispatcher:
         try:
             self._mem = RingMemory(self._buffer, layout)  # holds an export: the memory stays put
             address = _buffer_address(self._mem.mv)
-            owner = self._buffer if self._pinned is None else (self._buffer, self._pinned)
-            self._loop = _native.Loop(address, layout.num_slots, layout.slot_size, owner)
+            self._loop = _native.Loop(address, layout.num_slots, layout.slot_size, self._buffer)
             if self._graphs is not None:
                 self._graphs.open(address)
                 self._graphs.install(self._loop)
@@ -319,6 +320,8 @@ class HostDispatcher:
         finally:
             mem = getattr(self, "_mem", None)
             if pinned is not None:
+                for client in list(self._clients):  # their later use: RingError, not freed memory
+                    client.close()
                 if mem is not None:
                     mem.release()  # no view of the memory outlives it
                 pinned.close()
@@ -405,7 +408,10 @@ class HostDispatcher:
         """
         kwargs.setdefault("spin", 16)
         kwargs.setdefault("release_gil", True)
-        return RingClient(self._buffer, self._layout, **kwargs)
+        client = RingClient(self._buffer, self._layout, **kwargs)
+        if self._pinned is not None:  # closed before the dispatcher frees its pinned ring
+            self._clients.add(client)
+        return client
 
     # -- serving -------------------------------------------------------------
     def serve_one(self) -> bool:

@@ -1,9 +1,10 @@
 """example_app's graph handler: ``graph_increment``, a CUDA graph of two kernels.
 
 The built-in dispatch kernel (sm_90+) launches it from the GPU for each request of
-its GRAPH_LAUNCH entry; it answers like ``rpc_increment`` (each byte plus one). The
-kernels are in ``src/graph_handlers.cu``; this module captures them into a graph
-instantiated for device launch::
+its GRAPH_LAUNCH entry, a ``HostDispatcher`` from the host on a worker stream; it
+answers like ``rpc_increment`` (each byte plus one). The kernels are in
+``src/graph_handlers.cu``; this module captures them into a graph instantiated for
+device launch (which the host path launches as well)::
 
     from example_app import _core, graphs
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from skbuild_cudaq.cli import _phases, main
+from skbuild_cudaq.cli._args import dims
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "example_app" / "src"
@@ -25,11 +26,11 @@ EXAMPLE = ROOT / "example_app" / "src"
 
 
 def test_dims_and_payload_parse_what_the_help_says() -> None:
-    assert _phases.dims("4") == (4, 1, 1)
-    assert _phases.dims("2,3") == (2, 3, 1)
+    assert dims("4") == (4, 1, 1)
+    assert dims("2,3") == (2, 3, 1)
     for bad in ("0", "1,2,3,4", "x", ""):
         with pytest.raises(argparse.ArgumentTypeError, match="X\\[,Y,Z\\]"):
-            _phases.dims(bad)
+            dims(bad)
     assert _phases.payload_bytes("3") == b"\x00\x01\x02"
     assert _phases.payload_bytes("0a0B") == b"\x0a\x0b"
     with pytest.raises(argparse.ArgumentTypeError, match="byte count"):

@@ -22,35 +22,12 @@ from typing import Any
 from skbuild_cudaq import _log
 from skbuild_cudaq.errors import CudaqError, ToolchainError
 
-__all__ = ["add_parser", "dims", "launch_config", "payload_bytes"]
+from ._args import dims, positive
+
+__all__ = ["add_parser", "launch_config", "payload_bytes"]
 
 #: The device run time's sources (shipped in the package), compiled into every measured module.
 _RUNTIME_SOURCES = ("unified_dispatch_kernel.cu", "host_ring_bridge.cu")
-
-
-def dims(text: str) -> tuple[int, int, int]:
-    """``X[,Y,Z]`` of positive integers (a grid, block or cluster)."""
-    parts = text.split(",")
-    try:
-        values = [int(p) for p in parts]
-    except ValueError:
-        values = []
-    if not 1 <= len(values) <= 3 or any(v < 1 for v in values):
-        msg = f"expected X[,Y,Z] with positive integers, got {text!r}"
-        raise argparse.ArgumentTypeError(msg)
-    values += [1] * (3 - len(values))
-    return values[0], values[1], values[2]
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        msg = f"expected a positive integer, got {text!r}"
-        raise argparse.ArgumentTypeError(msg)
-    return value
 
 
 def payload_bytes(text: str) -> bytes:
@@ -113,9 +90,11 @@ def add_parser(sub: Any) -> None:
         metavar="N|HEX",
         help="the request's arguments: N bytes 0, 1, ... or hex bytes (default 32 bytes)",
     )
-    p.add_argument("--requests", type=_count, default=10_000, help="measured (default %(default)s)")
-    p.add_argument("--warmup", type=_count, default=1_000, help="left out (default %(default)s)")
-    p.add_argument("--slot-size", type=_count, default=256, help="ring slot bytes (default 256)")
+    p.add_argument(
+        "--requests", type=positive, default=10_000, help="measured (default %(default)s)"
+    )
+    p.add_argument("--warmup", type=positive, default=1_000, help="left out (default %(default)s)")
+    p.add_argument("--slot-size", type=positive, default=256, help="ring slot bytes (default 256)")
     p.add_argument("--json", type=Path, default=None, metavar="OUT", help="also write JSON here")
     p.set_defaults(func=_run)
 

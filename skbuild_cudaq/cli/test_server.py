@@ -47,6 +47,8 @@ from skbuild_cudaq.realtime._shm import ring_size
 from skbuild_cudaq.realtime.errors import RealtimeError
 from skbuild_cudaq.realtime.ring import RingClient, RingLayout
 
+from ._args import dims, positive
+
 if TYPE_CHECKING:
     from skbuild_cudaq.realtime.host_path import HostHandler
 
@@ -70,30 +72,6 @@ class _UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise _UsageError(message)
-
-
-def _dims(text: str) -> tuple[int, int, int]:
-    parts = text.split(",")
-    try:
-        values = [int(p) for p in parts]
-    except ValueError:
-        values = []
-    if not 1 <= len(values) <= 3 or any(v < 1 for v in values):
-        msg = f"expected X[,Y,Z] with positive integers, got {text!r}"
-        raise argparse.ArgumentTypeError(msg)
-    values += [1] * (3 - len(values))
-    return values[0], values[1], values[2]
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        msg = f"expected a positive integer, got {text!r}"
-        raise argparse.ArgumentTypeError(msg)
-    return value
 
 
 def _port(text: str) -> int:
@@ -165,8 +143,8 @@ def _build_parser() -> _Parser:
         metavar="all|N,M",
         help="serve several GPUs: one dispatcher and one UDP port per GPU",
     )
-    p.add_argument("--num-slots", type=_positive, default=8)
-    p.add_argument("--slot-size", type=_positive, default=256)
+    p.add_argument("--num-slots", type=positive, default=8)
+    p.add_argument("--slot-size", type=positive, default=256)
     p.add_argument("--host", default="127.0.0.1", help="UDP address to bind (default loopback)")
     p.add_argument("--port", type=_port, default=0, help="UDP port (default: any free port)")
     p.add_argument("--timeout", type=_seconds, default=None, help="stop after S seconds")
@@ -199,9 +177,9 @@ def _build_parser() -> _Parser:
         help="builds a graph handler: CALLABLE(name, module, device) -> an object with "
         ".graph, .mailbox and .close()",
     )
-    p.add_argument("--grid", type=_dims, default=(1, 1, 1), metavar="X[,Y,Z]")
-    p.add_argument("--block", type=_dims, default=(1, 1, 1), metavar="X[,Y,Z]")
-    p.add_argument("--cluster", type=_dims, default=None, metavar="X[,Y,Z]")
+    p.add_argument("--grid", type=dims, default=(1, 1, 1), metavar="X[,Y,Z]")
+    p.add_argument("--block", type=dims, default=(1, 1, 1), metavar="X[,Y,Z]")
+    p.add_argument("--cluster", type=dims, default=None, metavar="X[,Y,Z]")
     p.add_argument("--cooperative", action="store_true")
     return p
 

@@ -482,6 +482,12 @@ class FakeDriver:
         """The I/O context the host path wrote for ``run`` (``cudaq_graph_io_t``'s fields)."""
         return _GRAPH_IO.unpack(self.read_device(run.record, _GRAPH_IO.size))
 
+    def graph_request(self, run: FakeGraphRun) -> bytes:
+        """The arguments of the request ``run`` serves (its copy in the record)."""
+        request = self.graph_io(run)[0]
+        arg_len = struct.unpack_from("<I", self.read_device(request + 8, 4))[0]
+        return self.read_device(request + 24, arg_len)
+
     def end_graph(
         self,
         run: FakeGraphRun,

@@ -275,6 +275,69 @@ def test_requests_for_a_busy_graph_wait_in_its_queue_while_the_rest_is_served(
         }
 
 
+def test_many_requests_of_every_kind_are_each_answered_once(
+    drv: FakeDriver, mailboxes: list[GraphMailbox]
+) -> None:
+    """600 requests over two graph entries, a host handler and an unknown id, 16 in flight,
+    while a thread ends each graph launch as it appears (a tenth of them without
+    publishing): every request gets its own answer, once; every count is exact."""
+    import random
+    import threading
+
+    stop = threading.Event()
+
+    def graphs() -> None:
+        ended = 0
+        while not stop.is_set():
+            if len(drv.graph_runs) == ended:
+                time.sleep(0.0002)
+                continue
+            run = drv.graph_runs[ended]
+            drv.end_graph(run, publish=drv.graph_request(run)[0] % 10 != 0)
+            ended += 1
+
+    ender = threading.Thread(target=graphs, daemon=True)
+    ender.start()
+    rng = random.Random(5)
+    expected = {"graph": 0, "unpublished": 0, "unknown": 0}
+    try:
+        with HostDispatcher(LAYOUT, graph_table(mailboxes, graphs=2)) as d:
+            client = d.client()
+            pending: list[tuple[Any, int, bytes]] = []
+            for i in range(600):
+                name = ("decode0", "decode1", "host_echo", "nobody")[rng.randrange(4)]
+                payload = bytes([i % 256]) + rng.randbytes(rng.randrange(LAYOUT.max_payload))
+                if name == "nobody":
+                    want, result = STATUS_UNKNOWN_FUNCTION, b""
+                    expected["unknown"] += 1
+                elif name == "host_echo":
+                    want, result = 0, payload
+                elif payload[0] % 10 == 0:
+                    want, result = STATUS_GRAPH_NOT_PUBLISHED, b""  # the reason: not checked
+                    expected["unpublished"] += 1
+                else:
+                    want, result = 0, increment(payload)
+                    expected["graph"] += 1
+                pending.append((client.submit(name, payload), want, result))
+                while len(pending) >= 16 or (i == 599 and pending):
+                    ticket, want, result = pending.pop(0)
+                    resp = client.wait(ticket, timeout=DEADLINE)
+                    assert resp.status == want, (resp.status, want)
+                    if want != STATUS_GRAPH_NOT_PUBLISHED:
+                        assert resp.result == result
+            d.stop()
+            assert d.processed == 600
+            assert d.rejected == expected["unknown"]
+            assert d.handler_errors == expected["unpublished"]
+            stats = d.graph_stats()
+            assert sum(v["requests"] for v in stats.values()) == len(drv.graph_runs)
+            assert len(drv.graph_runs) == expected["graph"] + expected["unpublished"]
+            assert d._loop.idle_mask == 3 and d._loop.graphs_outstanding == 0
+    finally:
+        stop.set()
+        ender.join(DEADLINE)
+
+
 def test_what_fails_on_the_way_is_answered_with_a_reserved_status(
     drv: FakeDriver, mailboxes: list[GraphMailbox]
 ) -> None:

@@ -412,39 +412,22 @@ def test_shared_ring_host_and_device_10000_checked_round_trips(
 # -- the test server -------------------------------------------------------------------------
 
 
-def test_graph_launch_test_server_serves_graph_handler_on_the_host_path(core: Any) -> None:
-    """cudaq-realtime-test-server --path=host --graphs=graph_increment: UDP round trips to
-    the graph (launched by the host path) and to the Python rpc_increment beside it."""
+@pytest.mark.parametrize("path", ["device", "host"])
+def test_graph_launch_test_server_serves_graph_handler(core: Any, path: str) -> None:
+    """cudaq-realtime-test-server --graphs=graph_increment: UDP round trips to the graph
+    (launched by the device dispatcher, or by the host path on a worker stream) and to
+    rpc_increment beside it (a device handler, or the host path's Python one)."""
     from skbuild_cudaq.realtime._driver import ordinal_arch
 
-    if int(ordinal_arch(0)[3:].rstrip("af")) < 90:
+    if path == "device":
+        _needs_graph_launch()  # the device path links libcudadevrt
+    elif int(ordinal_arch(0)[3:].rstrip("af")) < 90:
         pytest.skip("example_app's graph is instantiated for device launch: sm_90+")
     from test_server import start_server
 
-    server = start_server("--path=host", "--graphs=graph_increment", "--num-slots=16")
+    server = start_server(f"--path={path}", "--graphs=graph_increment", "--num-slots=16")
     try:
-        assert "path=host" in server.ready_line
-        with server.client() as client:
-            rng = random.Random(9)
-            for _ in range(300):
-                payload = rng.randbytes(rng.randint(0, 200))
-                assert client.call("graph_increment", payload) == (0, increment(payload))
-                assert client.call("rpc_increment", payload) == (0, increment(payload))
-        processed, _, _ = server.stop()
-        assert processed == 600
-    finally:
-        if server.proc.poll() is None:
-            server.proc.kill()
-            server.proc.communicate()
-
-
-def test_graph_launch_test_server_serves_graph_handler(core: Any) -> None:
-    """cudaq-realtime-test-server --graphs=graph_increment: UDP round trips to the graph."""
-    _needs_graph_launch()
-    from test_server import start_server
-
-    server = start_server("--path=device", "--graphs=graph_increment", "--num-slots=16")
-    try:
+        assert f"path={path}" in server.ready_line
         with server.client() as client:
             rng = random.Random(6)
             for _ in range(300):

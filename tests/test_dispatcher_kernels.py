@@ -176,7 +176,13 @@ def test_example_kernels_and_handlers_link_with_a_bridge_without_lanes(
     The mailbox bridge (tests/gpu_kernels) defines just the three transport hooks;
     the run time's default lane hooks fill in for it.
     """
-    pytest.importorskip("cuda.bindings.nvjitlink")
+    nvjitlink = pytest.importorskip("cuda.bindings.nvjitlink")
+    from skbuild_cudaq.realtime._nvjitlink import known_defect
+
+    major, minor = nvjitlink.version()
+    defect = known_defect((int(major), int(minor)))
+    if defect:  # 13.0.x segfaults linking these (13.1.80: a ptxas internal compiler error)
+        pytest.skip(defect)
     gpu_kernels = Path(__file__).resolve().parent / "gpu_kernels"
     inputs = [
         ("unified", lto_fatbin(nvcc, RUNTIME / "unified_dispatch_kernel.cu", "80", tmp_path / "u")),

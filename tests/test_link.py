@@ -104,6 +104,35 @@ def test_module_object_and_path_link_the_same(bins: DeviceBinaries) -> None:
 
 
 @pytest.mark.toolchain
+def test_an_in_process_link_names_a_defective_nvjitlink_first(
+    bins: DeviceBinaries, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before nvJitLink runs in this process, a release known to crash is named (a crash
+    would leave no message); an isolated link names it only if the child crashes."""
+    import logging
+
+    seen: list[tuple[int, int]] = []
+
+    def defect(version: tuple[int, int]) -> str:
+        seen.append(version)
+        return "nvidia-nvjitlink 13.0.88 is known to crash"
+
+    monkeypatch.setattr(_nvjitlink, "known_defect", defect)
+    _nvjitlink.warn_known_defect.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger="skbuild_cudaq"):
+            link_device_code(bins.app, LinkOptions(arch="sm_90", isolated=True), cache=NO_CACHE)
+            assert not seen
+            link_device_code(bins.app, LinkOptions(arch="sm_90"), cache=NO_CACHE)
+    finally:
+        _nvjitlink.warn_known_defect.cache_clear()
+    assert seen == [_nvjitlink.nvjitlink_version()]
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        "nvidia-nvjitlink 13.0.88 is known to crash (a crash would end this process)"
+    ]
+
+
+@pytest.mark.toolchain
 def test_missing_symbol_is_a_link_error_with_the_log(bins: DeviceBinaries) -> None:
     with pytest.raises(LinkError) as info:
         link_device_code(bins.missing, LinkOptions(arch="sm_90"), cache=NO_CACHE)

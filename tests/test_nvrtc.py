@@ -167,7 +167,7 @@ def test_extras_bring_one_cuda_major_each() -> None:
     assert "cuda-bindings>=12.9,<13" in extras["cu12"]
     assert "nvidia-nvjitlink-cu12>=12.9,<13" in extras["cu12"]
     assert "cuda-bindings>=13.0,<14" in extras["cu13"]
-    assert "nvidia-nvjitlink>=13.0,<14" in extras["cu13"]
+    assert any(r.startswith("nvidia-nvjitlink>=13.") for r in extras["cu13"])
 
 
 # --- NVRTC 13 of the test venv (toolchain) ------------------------------------------

@@ -84,6 +84,16 @@ def _last_line(stderr: bytes) -> str:
     return lines[-1].strip()[:300] if lines else ""
 
 
+def _known_defect() -> str | None:
+    """Whether the nvJitLink the child loaded is a release known to crash on valid input."""
+    from . import _nvjitlink
+
+    try:
+        return _nvjitlink.known_defect(_nvjitlink.nvjitlink_version())
+    except Exception:  # which nvJitLink it was cannot be told: the crash message stands alone
+        return None
+
+
 def _signal_name(number: int) -> str:
     try:
         return signal.Signals(number).name
@@ -154,6 +164,9 @@ def link_in_child(
             msg += f" (its memory was limited to {memory_limit >> 20} MiB)"
         if said:
             msg += f" (it said: {said})"
+        defect = _known_defect()
+        if defect:
+            msg += f"; {defect}"
         raise LinkError(msg, result="CRASHED")
     try:
         header, rest = _unframe(proc.stdout)

@@ -39,6 +39,7 @@ __all__ = [
     "check_versions",
     "installed_nvjitlink",
     "ir_release",
+    "known_defect",
     "link",
     "link_blobs",
     "mapped_nvjitlink",
@@ -58,6 +59,12 @@ LTO_IR_RELEASES: tuple[tuple[tuple[int, int], tuple[int, int]], ...] = (
 )
 
 _LTO_IR = 8
+
+#: Per CUDA major, the first nvJitLink release known to link every dispatch module the
+#: project's tests build. Older releases of that major crash (SIGSEGV inside their ptxas:
+#: 13.0.39, 13.0.88) or stop with a ptxas internal compiler error (13.1.80) on some valid
+#: modules, e.g. a cooperative-grid kernel with handlers and a bridge of one's own for sm_90.
+FIXED_RELEASES: dict[int, tuple[int, ...]] = {13: (13, 1, 115)}
 
 
 @dataclass(frozen=True)
@@ -444,6 +451,52 @@ def ir_release(code_version: tuple[int, int]) -> tuple[int, int] | None:
     return best
 
 
+def _release(text: str) -> tuple[int, ...] | None:
+    """``"13.0.88"`` -> ``(13, 0, 88)`` (leading numeric fields only); None if none."""
+    fields: list[int] = []
+    for field in text.split("."):
+        if not field.isdigit():
+            break
+        fields.append(int(field))
+    return tuple(fields) or None
+
+
+def known_defect(nvjitlink: tuple[int, int]) -> str | None:
+    """Why the nvJitLink in use (version ``nvjitlink``) may crash on valid input; None if
+    it is not a release known to (:data:`FIXED_RELEASES`).
+
+    The wheel's version decides (``13.1.80`` vs ``13.1.115``); without a wheel, the
+    library's own major.minor, which flags only minors wholly before the fix.
+    """
+    fixed = FIXED_RELEASES.get(nvjitlink[0])
+    if fixed is None:
+        return None
+    info = installed_nvjitlink()
+    wheel = _release(info.version) if info is not None and info.version else None
+    if info is not None and wheel is not None and wheel[:2] == nvjitlink:
+        have, package = wheel, info.package
+    else:  # no wheel, or a stale one beside another library: the library's major.minor
+        have, package = nvjitlink, f"nvJitLink {_fmt(nvjitlink)}"
+    if have >= fixed[: len(have)]:
+        return None
+    release = ".".join(map(str, fixed))
+    return (
+        f"{package} is known to crash (SIGSEGV in its ptxas) or to stop with a ptxas internal "
+        f"compiler error on some valid dispatch modules; nvJitLink {release} and later link "
+        f"them: pip install -U 'nvidia-nvjitlink>={release},<{fixed[0] + 1}'"
+    )
+
+
+@functools.cache
+def warn_known_defect(nvjitlink: tuple[int, int]) -> None:
+    """Log :func:`known_defect` once a process, before an in-process link that might crash."""
+    defect = known_defect(nvjitlink)
+    if defect is not None:
+        from ._logging import get_logger
+
+        get_logger(__name__).warning("%s (a crash would end this process)", defect)
+
+
 def _extra(major: int) -> str:
     return f"pip install 'skbuild-cudaq[cu{major}]'"
 
@@ -562,6 +615,13 @@ def _link_error(stage: str, sources: str, opts: list[str], status: int, log: str
             "the binary", version
         )
         return VersionMismatchError(what, log, result)
+    if result == "ERROR_PTX_COMPILE" and "Internal compiler error" in log:
+        version = nvjitlink_version()
+        what += (
+            f": ptxas inside nvJitLink {_fmt(version)} failed on this input (a defect of "
+            "nvJitLink, not of the code); "
+            + (known_defect(version) or "a newer nvJitLink may link it")
+        )
     return LinkError(what, log, result)
 
 

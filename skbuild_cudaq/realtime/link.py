@@ -254,7 +254,10 @@ class PreparedLink:
                 return LinkResult(cubin, sm, self.code.path, True, self.cache.path_of(key))
 
         opts = self.options.nvjitlink_options(sm)
-        _nvjitlink.check_versions(groups, _nvjitlink.nvjitlink_version())  # loads nvJitLink
+        version = _nvjitlink.nvjitlink_version()  # loads nvJitLink
+        _nvjitlink.check_versions(groups, version)
+        if not self.options.isolated:
+            _nvjitlink.warn_known_defect(version)
         if key is not None:
             # The key named the nvJitLink found without loading it; now that it is
             # loaded, key by the one actually loaded if that is another.

@@ -780,3 +780,37 @@ def test_a_serving_thread_left_running_is_stopped_at_interpreter_exit() -> None:
             timeout=60, check=False,
         )  # fmt: skip
         assert (proc.returncode, proc.stdout, proc.stderr) == (0, "bye\n", "")
+
+
+def _thread_states() -> int:
+    """How many thread states the interpreter has (the serving thread holds one while alive)."""
+    import ctypes
+
+    api = ctypes.pythonapi
+    api.PyInterpreterState_Get.restype = ctypes.c_void_p
+    api.PyInterpreterState_ThreadHead.restype = ctypes.c_void_p
+    api.PyInterpreterState_ThreadHead.argtypes = [ctypes.c_void_p]
+    api.PyThreadState_Next.restype = ctypes.c_void_p
+    api.PyThreadState_Next.argtypes = [ctypes.c_void_p]
+    count, state = 0, api.PyInterpreterState_ThreadHead(api.PyInterpreterState_Get())
+    while state:
+        count, state = count + 1, api.PyThreadState_Next(state)
+    return count
+
+
+def test_stop_returns_once_the_serving_thread_is_done_with_python() -> None:
+    """When stop() returns, the serving thread has deleted its thread state and will not
+    take the GIL again: at interpreter exit (the atexit hook stops it) it is never left
+    waiting for the GIL while the interpreter finalizes, where Python ends such a thread
+    with pthread_exit (and leaves it hanging since 3.14). It used to publish that it had
+    stopped first and take the GIL after: AddressSanitizer saw the thread's stack left
+    poisoned by that pthread_exit, and here its thread state was often still there."""
+    before = _thread_states()
+    with HostDispatcher(RingLayout(2, 64), {"echo": echo}) as dispatcher:
+        client = dispatcher.client()
+        for _ in range(300):
+            dispatcher.start()
+            assert client.call("echo", b"x") == (0, b"x")  # a Python handler: the GIL taken
+            assert _thread_states() == before + 1
+            dispatcher.stop()
+            assert _thread_states() == before

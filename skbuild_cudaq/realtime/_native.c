@@ -1125,18 +1125,23 @@ serve:
     if (!graph_sweep(self) && idle_sleep)
       sleep_ns(1000);
   }
-  /* Stop, unless a start() cleared the stop meanwhile (after a stop() that timed out). */
+  /* Stop, unless a start() cleared the stop meanwhile (after a stop() that timed out).
+   * The GIL is taken first and held until the thread state is gone: whoever waits for
+   * STATE_IDLE (stop(), the atexit hook) gets the GIL back only after this thread is done
+   * with Python, so it never waits for the GIL while the interpreter finalizes (where
+   * Python ends such a thread with pthread_exit, or leaves it hanging since 3.14). */
+  PyEval_RestoreThread(ts);
   pthread_mutex_lock(&self->life.mu);
   if (!LOAD_RLX(&self->life.stop) && self->exit_exc == NULL) {
     pthread_mutex_unlock(&self->life.mu);
+    ts = PyEval_SaveThread();
     goto serve;
   }
   self->life.state = STATE_IDLE; /* nothing touches the ring after this */
   pthread_cond_broadcast(&self->life.cv);
   pthread_mutex_unlock(&self->life.mu);
-  PyEval_RestoreThread(ts);
   Py_DECREF(self); /* the thread's reference (start() took it) */
-  PyGILState_Release(gil);
+  PyGILState_Release(gil); /* releases the GIL: the thread only returns after this */
   return NULL;
 }
 

@@ -263,6 +263,14 @@ def test_a_compile_error_ends_with_one_line_naming_source_and_target(
     steps runner, not nvcc's full command line with every flag of the target."""
     if CMAKE is None or shutil.which("ninja") is None:
         pytest.skip("cmake or ninja is not on PATH")
+    if compiler == "nvrtc":
+        from skbuild_cudaq.build import _nvrtc
+        from skbuild_cudaq.errors import ToolchainError
+
+        try:
+            _nvrtc.find_nvrtc()
+        except ToolchainError as exc:
+            pytest.skip(f"no NVRTC in this environment: {exc}")
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "k.cu").write_text(
         'extern "C" __global__ void k(int *out) { out[0] = not_declared_anywhere; }\n'

@@ -469,8 +469,8 @@ def known_defect(nvjitlink: tuple[int, int]) -> str | None:
     library's own major.minor, which flags only minors wholly before the fix.
     """
     fixed = FIXED_RELEASES.get(nvjitlink[0])
-    if fixed is None:
-        return None
+    if fixed is None or nvjitlink > fixed[:2]:
+        return None  # a later minor: no file read (this runs before every in-process link)
     info = installed_nvjitlink()
     wheel = _release(info.version) if info is not None and info.version else None
     if info is not None and wheel is not None and wheel[:2] == nvjitlink:

@@ -300,13 +300,26 @@ static int life_wait(life_t *l, int while_state, double timeout) {
   return s;
 }
 
-static int start_detached(pthread_t *thread, void *(*fn)(void *), void *arg) {
+/* Start fn(arg) on a detached thread of `l` and wait, without the GIL, until it has left
+ * STATE_STARTING. -1 with OSError set (the state back to STATE_IDLE) if it cannot start. */
+static int life_launch(life_t *l, void *(*fn)(void *), void *arg) {
+  STORE_RLX(&l->stop, 0);
+  life_set(l, STATE_STARTING);
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  const int rc = pthread_create(thread, &attr, fn, arg);
+  const int rc = pthread_create(&l->thread, &attr, fn, arg);
   pthread_attr_destroy(&attr);
-  return rc;
+  if (rc != 0) {
+    life_set(l, STATE_IDLE);
+    errno = rc;
+    PyErr_SetFromErrno(PyExc_OSError);
+    return -1;
+  }
+  Py_BEGIN_ALLOW_THREADS
+  life_wait(l, STATE_STARTING, -1.0);
+  Py_END_ALLOW_THREADS
+  return 0;
 }
 
 /* An error text shared by a thread and its owner (under the life's mutex). */
@@ -1159,19 +1172,11 @@ static PyObject *loop_start(PyObject *self_obj, PyObject *unused) {
     Py_RETURN_FALSE;
   }
   pthread_mutex_unlock(&self->life.mu);
-  STORE_RLX(&self->life.stop, 0);
-  life_set(&self->life, STATE_STARTING);
-  Py_INCREF(self);
-  const int rc = start_detached(&self->life.thread, loop_thread, self);
-  if (rc != 0) {
-    life_set(&self->life, STATE_IDLE);
+  Py_INCREF(self); /* the thread's reference */
+  if (life_launch(&self->life, loop_thread, self) < 0) {
     Py_DECREF(self);
-    errno = rc;
-    return PyErr_SetFromErrno(PyExc_OSError);
+    return NULL;
   }
-  Py_BEGIN_ALLOW_THREADS
-  life_wait(&self->life, STATE_STARTING, -1.0);
-  Py_END_ALLOW_THREADS
   Py_RETURN_TRUE;
 }
 
@@ -1979,18 +1984,9 @@ static PyObject *feeder_start(PyObject *self_obj, PyObject *arg) {
   if (getsockname(f->fd, (struct sockaddr *)&f->self_addr, &f->self_len) != 0)
     return PyErr_SetFromErrno(PyExc_OSError);
   f->error[0] = '\0';
-  STORE_RLX(&f->life.stop, 0);
-  life_set(&f->life, STATE_STARTING);
   /* No reference for the thread: it never touches Python; the dealloc stops and waits. */
-  const int rc = start_detached(&f->life.thread, feeder_thread, f);
-  if (rc != 0) {
-    life_set(&f->life, STATE_IDLE);
-    errno = rc;
-    return PyErr_SetFromErrno(PyExc_OSError);
-  }
-  Py_BEGIN_ALLOW_THREADS
-  life_wait(&f->life, STATE_STARTING, -1.0);
-  Py_END_ALLOW_THREADS
+  if (life_launch(&f->life, feeder_thread, f) < 0)
+    return NULL;
   Py_RETURN_TRUE;
 }
 

@@ -193,9 +193,9 @@ def nvjitlink_major() -> int | None:
     info = installed_nvjitlink()
     if info is not None:
         for text in (info.version or "", info.library.name.partition(".so.")[2]):
-            head = text.split(".", 1)[0]
-            if head.isdigit():
-                return int(head)
+            release = _release(text)
+            if release is not None:
+                return release[0]
     try:
         return nvjitlink_version()[0]
     except Exception:  # no cuda-bindings / nvJitLink: the link reports that itself

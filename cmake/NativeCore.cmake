@@ -32,25 +32,34 @@ if(NOT Python_Development.Module_FOUND)
 endif()
 find_package(Threads REQUIRED)
 
-# _cudaq_native_core(<source>): the module target _native, installed into skbuild_cudaq/realtime.
-function(_cudaq_native_core src)
+# _cudaq_python_module(<target> <source> <destination> <what>): a Python extension module of
+# one C file, against the limited API 3.10 where the wheel is abi3 (else the full API, with
+# SKBUILD_CUDAQ_FULL_API=1), C11, hidden symbols, installed into <destination>; the status
+# line names <what>. Used for the native core (below) and the compiled ring client
+# (cmake/FastClient.cmake).
+function(_cudaq_python_module target src destination what)
   if(SKBUILD_SABI_COMPONENT AND Python_${SKBUILD_SABI_COMPONENT}_FOUND)
-    python_add_library(_native MODULE WITH_SOABI USE_SABI 3.10 "${src}")
+    python_add_library(${target} MODULE WITH_SOABI USE_SABI 3.10 "${src}")
     set(_abi "stable ABI 3.10")
   else()
-    python_add_library(_native MODULE WITH_SOABI "${src}")
-    target_compile_definitions(_native PRIVATE SKBUILD_CUDAQ_FULL_API=1)
+    python_add_library(${target} MODULE WITH_SOABI "${src}")
+    target_compile_definitions(${target} PRIVATE SKBUILD_CUDAQ_FULL_API=1)
     set(_abi "CPython ${Python_VERSION}")
   endif()
+  set_target_properties(${target} PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON
+                                             C_VISIBILITY_PRESET hidden)
+  if(CMAKE_C_COMPILER_ID MATCHES "GNU|Clang")
+    target_compile_options(${target} PRIVATE -O2 -Wall -Wextra)
+  endif()
+  install(TARGETS ${target} LIBRARY DESTINATION "${destination}")
+  message(STATUS "skbuild-cudaq: ${what}: ${CMAKE_C_COMPILER_ID} ${_abi}")
+endfunction()
+
+# _cudaq_native_core(<source>): the module target _native, installed into skbuild_cudaq/realtime.
+function(_cudaq_native_core src)
+  _cudaq_python_module(_native "${src}" skbuild_cudaq/realtime "native core")
   target_include_directories(_native PRIVATE "${PROJECT_SOURCE_DIR}/skbuild_cudaq/include")
   target_link_libraries(_native PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
-  set_target_properties(_native PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON
-                                           C_VISIBILITY_PRESET hidden)
-  if(CMAKE_C_COMPILER_ID MATCHES "GNU|Clang")
-    target_compile_options(_native PRIVATE -O2 -Wall -Wextra)
-  endif()
-  install(TARGETS _native LIBRARY DESTINATION skbuild_cudaq/realtime)
-  message(STATUS "skbuild-cudaq: native core: ${CMAKE_C_COMPILER_ID} ${_abi}")
 endfunction()
 
 _cudaq_native_core("${PROJECT_SOURCE_DIR}/skbuild_cudaq/realtime/_native.c")

@@ -5,7 +5,7 @@ path (microseconds): keep their work as it is. The vectorised batch path is
 :mod:`.batch`, mixed in. Over 400 lines: the protocol checks (position, claim, whose
 response) are the client's, and the fast path repeats them inline on purpose.
 
-The compiled round trip: where the package was built with a C compiler
+The compiled round trip: unless the package was built with it left out
 (``cmake/FastClient.cmake``), ``call()`` hands a free slot's whole round trip to
 :mod:`._fastcall` (``_fastcall.c``, the same steps and checks in C), its bookkeeping too
 (``Ring.call_next``: the next request number, the responses collected, whether the slot
@@ -56,7 +56,7 @@ try:
 
     _CompiledRing = _fastcall.Ring
     _compiled_call = _fastcall.call
-except ImportError:  # built without a C compiler (cmake/FastClient.cmake): pure Python
+except ImportError:  # built with SKBUILD_CUDAQ_FAST_CLIENT=OFF (cmake/FastClient.cmake)
     _CompiledRing = None
     _compiled_call = None
 
@@ -137,8 +137,8 @@ class RingClient(_BatchPath):
         elif compiled and not COMPILED:
             msg = (
                 "RingClient(compiled=True): this installation of skbuild-cudaq has no compiled "
-                "ring client (built without a C compiler or Python's headers; see "
-                "cmake/FastClient.cmake and SKBUILD_CUDAQ_FAST_CLIENT)"
+                "ring client (built with SKBUILD_CUDAQ_FAST_CLIENT=OFF; see "
+                "cmake/FastClient.cmake)"
             )
             raise RingError(msg)
         # without the GIL the spin holds nothing up: it lasts the longest bound

@@ -357,9 +357,9 @@ def test_no_page_inlines_a_copy_of_an_example_app_kernel() -> None:
 def test_example_app_readme_describes_its_files() -> None:
     """example_app/README.md (the docs' "Example application" page) names every device source
     of the project, and its ``[tool.cudaq.dispatch-kernels]`` is the project's own."""
-    from skbuild_cudaq._compat import tomllib
-
     from _doc_pages import blocks
+
+    from skbuild_cudaq._compat import tomllib
 
     readme = (EXAMPLE / "README.md").read_text(encoding="utf-8")
     sources = sorted(p.relative_to(EXAMPLE).as_posix() for p in (EXAMPLE / "src").glob("*.cu"))

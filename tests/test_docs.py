@@ -320,6 +320,64 @@ def test_device_header_is_included(built_docs: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# example_app on the pages: shown from its files, never as copies that drift
+# ---------------------------------------------------------------------------------------------
+
+EXAMPLE = ROOT / "example_app"
+_KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(')
+
+
+def _user_pages() -> list[Path]:
+    return [ROOT / "README.md", EXAMPLE / "README.md", *sorted(DOCS.rglob("*.md"))]
+
+
+def test_no_page_inlines_a_copy_of_an_example_app_kernel() -> None:
+    """A page that shows one of example_app's kernels includes its file (``{example-file}``):
+    a copy pasted into the page goes stale when the example improves, and readers copy it."""
+    from _doc_pages import blocks
+
+    defined = {
+        name: cu.relative_to(ROOT).as_posix()
+        for cu in sorted((EXAMPLE / "src").glob("*.cu"))
+        for name in _KERNEL.findall(cu.read_text(encoding="utf-8"))
+    }
+    assert "single_thread_dispatcher" in defined, defined  # the scan finds the kernels
+    copies = [
+        f"{page.relative_to(ROOT)}: {name} (use {{example-file}} of {defined[name]})"
+        for page in _user_pages()
+        for _info, body in blocks(page.read_text(encoding="utf-8"))
+        for name in _KERNEL.findall(body)
+        if name in defined
+    ]
+    assert not copies, "pages with pasted copies of example_app's kernels:\n  " + "\n  ".join(
+        copies
+    )
+
+
+def test_example_app_readme_describes_its_files() -> None:
+    """example_app/README.md (the docs' "Example application" page) names every device source
+    of the project, and its ``[tool.cudaq.dispatch-kernels]`` is the project's own."""
+    from _doc_pages import blocks
+
+    from skbuild_cudaq._compat import tomllib
+
+    readme = (EXAMPLE / "README.md").read_text(encoding="utf-8")
+    sources = sorted(p.relative_to(EXAMPLE).as_posix() for p in (EXAMPLE / "src").glob("*.cu"))
+    assert sources
+    unnamed = [s for s in sources if s not in readme]
+    assert not unnamed, f"example_app/README.md does not mention {unnamed}"
+    declared = tomllib.loads((EXAMPLE / "pyproject.toml").read_text(encoding="utf-8"))
+    shown = [
+        tomllib.loads(body)
+        for info, body in blocks(readme.replace("\n  ", "\n"))
+        if info == "toml" and "[tool.cudaq" in body
+    ]
+    assert shown, "example_app/README.md shows no [tool.cudaq] table"
+    for table in shown:
+        assert table["tool"]["cudaq"] == declared["tool"]["cudaq"], table
+
+
+# ---------------------------------------------------------------------------------------------
 # bench/report.py: the performance page
 # ---------------------------------------------------------------------------------------------
 

@@ -155,14 +155,6 @@ extern "C" __device__ void *cudaq_dev_enter_kernel(void *transport_ctx,
   return cudaq_dev_enter_lane(transport_ctx, shutdown_flag, 0, 1);
 }
 
-// The host ring's earlier names of the lane hooks (kept for kernels written
-// against them; new kernels use the contract's cudaq_dev_enter_lane).
-extern "C" __device__ void *cudaq_host_ring_enter_lane(void *transport_ctx,
-                                                       volatile int *shutdown_flag,
-                                                       uint32_t lane, uint32_t num_lanes) {
-  return cudaq_dev_enter_lane(transport_ctx, shutdown_flag, lane, num_lanes);
-}
-
 namespace {
 
 // A lane's position, read once per poll (before waiting), from shared memory.
@@ -395,11 +387,6 @@ __device__ __forceinline__ int poll_shared(void *session, void **request, void *
 extern "C" __device__ int cudaq_dev_rx_try_poll(void *session, void **request,
                                                 void **response) {
   return poll(session, request, response, nullptr, 0, false);
-}
-
-extern "C" __device__ int cudaq_host_ring_try_poll(void *session, void **request,
-                                                   void **response) {
-  return cudaq_dev_rx_try_poll(session, request, response);
 }
 
 extern "C" __device__ int cudaq_dev_rx_poll(void *session, void **request, void **response) {

@@ -63,18 +63,10 @@ static inline constexpr unsigned long long cudaq_host_ring_alloc_bytes(uint32_t 
          static_cast<unsigned long long>(CUDAQ_HOST_RING_MAX_LANES) * slot_size;
 }
 
-#ifdef __CUDACC__
-extern "C" {
 // The host ring's lanes are the contract's lane hooks (unified_dispatch_device.cuh):
 // cudaq_dev_enter_lane(ctx, flag, lane, num_lanes) opens a session over the slots
 // lane, lane + num_lanes, lane + 2 * num_lanes, ... (num_slots must be a multiple
 // of num_lanes; NULL otherwise), and cudaq_dev_rx_try_poll polls it without
-// waiting. These two are their earlier names, kept for kernels written against
-// them: prefer the contract names, which every bridge provides.
-__device__ void *cudaq_host_ring_enter_lane(void *transport_ctx, volatile int *shutdown_flag,
-                                            uint32_t lane, uint32_t num_lanes);
-__device__ int cudaq_host_ring_try_poll(void *session, void **request, void **response);
-}
-#endif
+// waiting.
 
 #endif // CUDAQ_REALTIME_HOST_RING_CUH

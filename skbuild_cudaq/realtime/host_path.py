@@ -100,12 +100,13 @@ launch starts at zero. A dispatcher is closed for good by ``close()``:
 ``start()`` then raises :class:`HostDispatcherError`.
 
 A handler that hangs: ``stop(timeout)`` and ``close(timeout)`` raise
-A handler that hangs: ``stop(timeout)`` and ``close(timeout)`` raise
 :class:`HostDispatcherError` after ``timeout`` seconds. The thread is not killed: it
 keeps its views of the ring, publishes the answer when the handler returns and then
 stops (the stop was asked for; a ``start()`` meanwhile has it serve on instead); a
 later ``close()`` releases the views. Serving threads still running when the
-interpreter exits are stopped first (``atexit``).
+interpreter exits are stopped first (``atexit``). ``fork()`` copies a dispatcher, not its
+thread: in the child it is stopped (``stop()`` returns at once; ``start()`` serves the
+child's copy of the ring), and so is a :class:`~skbuild_cudaq.realtime.udp.UdpFeeder`.
 
 A ring that a writer of the same user left in a state no client can use (flags out
 of ring order, a response flag ahead of its request's): its owner calls

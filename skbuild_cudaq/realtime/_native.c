@@ -477,7 +477,7 @@ typedef struct {
 } entry_t;
 
 typedef struct table {
-  struct table *retired; /* older tables, freed with the loop (the thread may still read one) */
+  struct table *retired; /* older tables (the thread may still read one): loop_free_retired */
   uint32_t mask;
   uint32_t count;
   entry_t entries[];
@@ -1244,8 +1244,23 @@ static PyObject *life_stop(life_t *l, PyObject *arg) {
   return PyBool_FromLong(state == STATE_IDLE);
 }
 
+/* Frees the tables set_table retired once no serving thread can be reading one (none runs:
+ * the state is idle, and the GIL, held, keeps a start() out); else they wait for a later
+ * call, or the loop's end. Adding handlers one by one kept every table made on the way. */
+static void loop_free_retired(LoopObject *self) {
+  table_t *t = self->table;
+  if (t == NULL || t->retired == NULL || life_state(&self->life) != STATE_IDLE)
+    return;
+  table_t *old = t->retired;
+  t->retired = NULL;
+  table_free(old); /* may run a callable's __del__: the list is detached first */
+}
+
 static PyObject *loop_stop(PyObject *self_obj, PyObject *arg) {
-  return life_stop(&((LoopObject *)self_obj)->life, arg);
+  PyObject *stopped = life_stop(&((LoopObject *)self_obj)->life, arg);
+  if (stopped == Py_True)
+    loop_free_retired((LoopObject *)self_obj);
+  return stopped;
 }
 
 static PyObject *loop_serve_one(PyObject *self_obj, PyObject *unused) {
@@ -1363,9 +1378,10 @@ static PyObject *loop_set_table(PyObject *self_obj, PyObject *items) {
     Py_DECREF(item);
   }
   Py_DECREF(seq);
-  /* The serving thread may be reading the old table: it is kept until the loop goes. */
+  /* The serving thread may be reading the old table: it is kept until none runs. */
   t->retired = self->table;
   __atomic_store_n(&self->table, t, __ATOMIC_RELEASE);
+  loop_free_retired(self);
   Py_RETURN_NONE;
 }
 

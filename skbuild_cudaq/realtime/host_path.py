@@ -273,8 +273,8 @@ class HostDispatcher:
         self._loop.idle_sleep_ns = 0 if idle_sleep is None else max(1, round(idle_sleep * 1e9))
         try:
             for name, fn in _host_handlers(handlers):
-                self.add_handler(name, fn)
-            self._install_table()
+                self._register(name, fn)
+            self._install_table()  # once: a table per handler made construction quadratic
         except BaseException:
             self._free_graphs()
             raise
@@ -378,6 +378,12 @@ class HostDispatcher:
     def add_handler(self, name: str | bytes | int, handler: HostHandler) -> int:
         """Register a HOST_CALL handler (a Python callable or a native host handler);
         returns its function id. Takes effect at once, also while serving."""
+        fid = self._register(name, handler)
+        self._install_table()
+        return fid
+
+    def _register(self, name: str | bytes | int, handler: HostHandler) -> int:
+        """add_handler() without installing the table (the caller installs it)."""
         checked: object = handler  # callers without type checking may pass anything
         if not callable(checked):
             msg = f"handler {name!r} is not callable"
@@ -397,7 +403,6 @@ class HostDispatcher:
             msg = f"handlers {taken[fid]!r} and {label!r} have the same function id {fid:#010x}"
             raise HostDispatcherError(msg)
         self._handlers[fid] = (label, handler)
-        self._install_table()
         return fid
 
     def client(self, **kwargs: Any) -> RingClient:

@@ -63,6 +63,33 @@ def test_store_creates_private_directory_and_verifies(tmp_path: Path) -> None:
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary left
 
 
+def test_an_entry_replaced_while_it_is_read_is_still_served(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another process storing the same key replaces the entry (os.replace) after this one
+    opened it: the open entry then has no link left, but it is the complete, verified entry
+    it was; it used to be refused ("has 0 hard links") with a warning and linked again."""
+    import skbuild_cudaq.realtime.cache as cache_module
+
+    cache = LinkCache(tmp_path / "link")
+    key = "r" * 64
+    assert cache.store(key, b"first") is not None
+    real_open = os.open
+
+    def open_then_replaced(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        fd = real_open(path, flags, *args, **kwargs)
+        if str(path).endswith(".cubin") and not flags & os.O_WRONLY:
+            monkeypatch.setattr(cache_module.os, "open", real_open)
+            assert cache.store(key, b"second") is not None  # the other process, meanwhile
+        return fd
+
+    monkeypatch.setattr(cache_module.os, "open", open_then_replaced)
+    with caplog.at_level("WARNING"):
+        assert cache.load(key) == b"first"
+    assert not caplog.records
+    assert cache.load(key) == b"second"
+
+
 @pytest.mark.parametrize("damage", ["flip", "truncate", "header-only", "empty"])
 def test_damaged_entry_is_not_used(tmp_path: Path, damage: str) -> None:
     cache = LinkCache(tmp_path / "link")

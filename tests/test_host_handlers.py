@@ -110,6 +110,19 @@ def test_exports_survive_hidden_visibility_gc_sections_and_strip(
     assert get_host_handler(lib, "cudaq_host_handler_add_one").address == add_one.address
 
 
+def test_a_direct_call_takes_bytes_like_arguments_only(tmp_path: Path) -> None:
+    """The arguments of a direct call are bytes-like (any buffer, read as its bytes); an int
+    used to become that many zero bytes (bytes(5)), a list of ints their bytes."""
+    import array
+
+    add_one = get_host_handler(_build(tmp_path, HANDLERS_C), "add_one")
+    assert add_one(bytearray(b"\x01")) == (0, b"\x02")
+    assert add_one(memoryview(array.array("H", [0x0201]))) == (0, b"\x02\x03")
+    for wrong in (5, [1, 2], "ab"):
+        with pytest.raises(TypeError, match="bytes-like"):
+            add_one(wrong)  # type: ignore[arg-type]
+
+
 def test_a_name_that_is_not_exported_lists_the_names_that_are(tmp_path: Path) -> None:
     lib = _build(tmp_path, HANDLERS_C)
     with pytest.raises(InvalidArgumentError, match="no native host handler 'not_exported'") as e:

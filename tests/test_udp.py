@@ -449,3 +449,26 @@ def test_feeder_close_takes_a_timeout() -> None:
     bridge.close(timeout=5.0)
     assert not bridge.running
     dispatcher.close()
+
+
+def test_a_feeder_dropped_while_running_stops_before_its_socket_closes() -> None:
+    """A running UdpFeeder dropped without close(): its thread is stopped first, then its
+    socket closed. It used to be the other way round (the socket was the first attribute to
+    go): the thread went on receiving on a closed descriptor -- one the process may already
+    have handed to another socket, whose datagrams it then took -- and the socket's finalizer
+    warned that it was never closed."""
+    import gc
+    import warnings
+
+    with HostDispatcher(RingLayout(4, 64), {"echo": echo}) as dispatcher:
+        bridge = UdpFeeder(dispatcher.client()).start()
+        core = bridge._core  # the native part, to see what became of its thread
+        with UdpClient(*bridge.address, timeout=10) as client:
+            assert client.call("echo", b"x") == (0, b"x")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            del bridge
+            gc.collect()
+        assert [str(w.message) for w in caught] == []
+        time.sleep(0.05)  # a thread left on a closed descriptor fails within this
+        assert (core.running, core.error) == (False, None)

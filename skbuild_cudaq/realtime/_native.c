@@ -38,6 +38,9 @@
  *       start(next) / stop(timeout) -> bool; counters(); error (None, or why the thread
  *       stopped on its own); next; idle_sleep_ns (0: spin while serving).
  *
+ * fork(): a child gets copies of Loop and Feeder objects, not their threads; there they are
+ * idle (life_forked), so stop() returns at once and start() runs a thread of the child's.
+ *
  * Memory order: request bytes, then a release store of the request flag; an acquire
  * load of a flag, then the bytes it guards (the device pairs these with
  * ld.acquire.sys / st.release.sys). Correct on any host CPU.
@@ -241,33 +244,72 @@ typedef struct {
   int state;      /* under mu */
   int stop;       /* atomic: asks the thread to stop */
   pthread_t thread;
+  unsigned long generation; /* fork_generation when the mutex was made */
+  PyObject *thread_ref;     /* the thread's reference to its object (a Loop's), or NULL */
 } life_t;
 
-static void life_init(life_t *l) {
+/* fork() copies a life, not its thread. Bumped in the child of every fork() (pthread_atfork,
+ * registered once by the module): a life made in an earlier generation belongs to threads of
+ * the parent (see life_forked). */
+static unsigned long fork_generation;
+static void on_fork_child(void) { ++fork_generation; }
+
+static void life_sync_init(life_t *l) {
   pthread_mutex_init(&l->mu, NULL);
   pthread_condattr_t attr;
   pthread_condattr_init(&attr);
   pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
   pthread_cond_init(&l->cv, &attr);
   pthread_condattr_destroy(&attr);
+  l->generation = fork_generation;
+}
+
+static void life_init(life_t *l) {
+  life_sync_init(l);
   l->state = STATE_IDLE;
   l->stop = 0;
+  l->thread_ref = NULL;
+}
+
+/* In the child of a fork(), a life of the parent's: its thread does not exist here, so the
+ * life is idle again (else stop() would wait for it in vain and a Feeder's dealloc for ever),
+ * its mutex and condition variable made anew (a thread of the parent may have held them at
+ * the fork), and the thread's reference to its object dropped (only calls from Python, with
+ * the GIL, find a life of an earlier generation: the parent's threads are not here). The
+ * exception: the fork was made by the life's own thread (from a handler), which goes on. */
+static void life_forked(life_t *l) {
+  if (l->generation == fork_generation)
+    return;
+  life_sync_init(l);
+  if (l->state == STATE_IDLE || pthread_equal(pthread_self(), l->thread))
+    return;
+  PyObject *ref = l->thread_ref;
+  l->state = STATE_IDLE;
+  l->stop = 0;
+  l->thread_ref = NULL;
+  Py_XDECREF(ref);
+}
+
+static void life_lock(life_t *l) {
+  life_forked(l);
+  pthread_mutex_lock(&l->mu);
 }
 
 static void life_destroy(life_t *l) {
+  life_forked(l);
   pthread_mutex_destroy(&l->mu);
   pthread_cond_destroy(&l->cv);
 }
 
 static void life_set(life_t *l, int state) {
-  pthread_mutex_lock(&l->mu);
+  life_lock(l);
   l->state = state;
   pthread_cond_broadcast(&l->cv);
   pthread_mutex_unlock(&l->mu);
 }
 
 static int life_state(life_t *l) {
-  pthread_mutex_lock(&l->mu);
+  life_lock(l);
   const int s = l->state;
   pthread_mutex_unlock(&l->mu);
   return s;
@@ -287,7 +329,7 @@ static int life_wait(life_t *l, int while_state, double timeout) {
       until.tv_nsec -= 1000000000L;
     }
   }
-  pthread_mutex_lock(&l->mu);
+  life_lock(l);
   while (l->state == while_state) {
     if (timeout < 0) {
       pthread_cond_wait(&l->cv, &l->mu);
@@ -329,14 +371,14 @@ static void set_text(life_t *l, char *text, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  pthread_mutex_lock(&l->mu);
+  life_lock(l);
   memcpy(text, buf, sizeof buf);
   pthread_mutex_unlock(&l->mu);
 }
 
 static PyObject *get_text(life_t *l, const char *text) {
   char buf[ERROR_TEXT];
-  pthread_mutex_lock(&l->mu);
+  life_lock(l);
   memcpy(buf, text, sizeof buf);
   pthread_mutex_unlock(&l->mu);
   buf[ERROR_TEXT - 1] = '\0';
@@ -435,7 +477,7 @@ typedef struct {
 } entry_t;
 
 typedef struct table {
-  struct table *retired; /* older tables, freed with the loop (the thread may still read one) */
+  struct table *retired; /* older tables (the thread may still read one): loop_free_retired */
   uint32_t mask;
   uint32_t count;
   entry_t entries[];
@@ -1144,7 +1186,7 @@ serve:
    * with Python, so it never waits for the GIL while the interpreter finalizes (where
    * Python ends such a thread with pthread_exit, or leaves it hanging since 3.14). */
   PyEval_RestoreThread(ts);
-  pthread_mutex_lock(&self->life.mu);
+  life_lock(&self->life);
   if (!LOAD_RLX(&self->life.stop) && self->exit_exc == NULL) {
     pthread_mutex_unlock(&self->life.mu);
     ts = PyEval_SaveThread();
@@ -1165,7 +1207,7 @@ static PyObject *loop_start(PyObject *self_obj, PyObject *unused) {
     PyErr_SetString(PyExc_RuntimeError, "Loop: not initialised");
     return NULL;
   }
-  pthread_mutex_lock(&self->life.mu);
+  life_lock(&self->life);
   if (self->life.state != STATE_IDLE) { /* e.g. after a stop() that timed out: serve on */
     STORE_RLX(&self->life.stop, 0);
     pthread_mutex_unlock(&self->life.mu);
@@ -1173,7 +1215,9 @@ static PyObject *loop_start(PyObject *self_obj, PyObject *unused) {
   }
   pthread_mutex_unlock(&self->life.mu);
   Py_INCREF(self); /* the thread's reference */
+  self->life.thread_ref = self_obj; /* dropped by life_forked in a child of fork() */
   if (life_launch(&self->life, loop_thread, self) < 0) {
+    self->life.thread_ref = NULL;
     Py_DECREF(self);
     return NULL;
   }
@@ -1200,8 +1244,23 @@ static PyObject *life_stop(life_t *l, PyObject *arg) {
   return PyBool_FromLong(state == STATE_IDLE);
 }
 
+/* Frees the tables set_table retired once no serving thread can be reading one (none runs:
+ * the state is idle, and the GIL, held, keeps a start() out); else they wait for a later
+ * call, or the loop's end. Adding handlers one by one kept every table made on the way. */
+static void loop_free_retired(LoopObject *self) {
+  table_t *t = self->table;
+  if (t == NULL || t->retired == NULL || life_state(&self->life) != STATE_IDLE)
+    return;
+  table_t *old = t->retired;
+  t->retired = NULL;
+  table_free(old); /* may run a callable's __del__: the list is detached first */
+}
+
 static PyObject *loop_stop(PyObject *self_obj, PyObject *arg) {
-  return life_stop(&((LoopObject *)self_obj)->life, arg);
+  PyObject *stopped = life_stop(&((LoopObject *)self_obj)->life, arg);
+  if (stopped == Py_True)
+    loop_free_retired((LoopObject *)self_obj);
+  return stopped;
 }
 
 static PyObject *loop_serve_one(PyObject *self_obj, PyObject *unused) {
@@ -1319,9 +1378,10 @@ static PyObject *loop_set_table(PyObject *self_obj, PyObject *items) {
     Py_DECREF(item);
   }
   Py_DECREF(seq);
-  /* The serving thread may be reading the old table: it is kept until the loop goes. */
+  /* The serving thread may be reading the old table: it is kept until none runs. */
   t->retired = self->table;
   __atomic_store_n(&self->table, t, __ATOMIC_RELEASE);
+  loop_free_retired(self);
   Py_RETURN_NONE;
 }
 
@@ -2111,6 +2171,16 @@ static PyMethodDef native_functions[] = {
 };
 
 static int native_exec(PyObject *module) {
+  static int at_fork; /* once a process (the module may be initialised again) */
+  if (!at_fork) {
+    const int rc = pthread_atfork(NULL, NULL, on_fork_child);
+    if (rc != 0) {
+      errno = rc;
+      PyErr_SetFromErrno(PyExc_OSError);
+      return -1;
+    }
+    at_fork = 1;
+  }
   PyObject *loop = PyType_FromSpec(&loop_spec);
   if (loop == NULL || PyModule_AddObject(module, "Loop", loop) < 0) {
     Py_XDECREF(loop);

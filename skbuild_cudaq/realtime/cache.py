@@ -22,11 +22,13 @@ descriptors, never by path twice (see :func:`open_cache_dir`):
 
 Entries are opened relative to that directory's descriptor with ``O_NOFOLLOW``
 and checked with ``fstat``: a regular file owned by you, not writable by group
-or others, with one link. Each holds a header binding it to its key (the full
-key, a length and a SHA-256 over key and payload); an entry whose key is not
-the one asked for (copied or renamed from another key, e.g. another arch), or
-that is truncated, oversized, corrupt, a link or a foreign file, is never
-served: a warning is logged and the caller re-links and replaces it. Entries
+or others, with no second link (none at all is fine: another process replaced it
+since it was opened, which leaves the open entry whole). Each holds a header
+binding it to its key (the full key, a length and a SHA-256 over key and
+payload); an entry whose key is not the one asked for (copied or renamed from
+another key, e.g. another arch), or that is truncated, oversized, corrupt, a
+link or a foreign file, is never served: a warning is logged and the caller
+re-links and replaces it. Entries
 are written to a temporary file in the same directory, ``fsync``'d, renamed
 into place with ``os.replace`` (relative to the directory's descriptor) and the
 directory is ``fsync``'d.
@@ -384,7 +386,9 @@ def _unsafe_entry(st: os.stat_result) -> str | None:
         return f"is owned by uid {st.st_uid}, not by you"
     if st.st_mode & _GROUP_OTHER_WRITE:
         return f"is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o})"
-    if st.st_nlink != 1:
+    # 0 links: replaced (os.replace) by another process since it was opened here, which
+    # leaves the entry it was complete; more than one: a name elsewhere reaches it too
+    if st.st_nlink > 1:
         return f"has {st.st_nlink} hard links"
     return None
 

@@ -61,7 +61,12 @@ class NativeHostHandler:
         if not 0 <= max_result_len <= 0xFFFFFFFF:
             msg = f"max_result_len={max_result_len} is not a 32-bit length"
             raise InvalidArgumentError(msg)
-        status, result = _native.call_handler(self.address, bytes(args), max_result_len)
+        try:
+            data = bytes(memoryview(args))  # not bytes(args): an int would be that many zeros
+        except TypeError:
+            msg = f"a native host handler takes bytes-like arguments, not {type(args).__name__}"
+            raise TypeError(msg) from None
+        status, result = _native.call_handler(self.address, data, max_result_len)
         return int(status), bytes(result)
 
 

@@ -100,12 +100,13 @@ launch starts at zero. A dispatcher is closed for good by ``close()``:
 ``start()`` then raises :class:`HostDispatcherError`.
 
 A handler that hangs: ``stop(timeout)`` and ``close(timeout)`` raise
-A handler that hangs: ``stop(timeout)`` and ``close(timeout)`` raise
 :class:`HostDispatcherError` after ``timeout`` seconds. The thread is not killed: it
 keeps its views of the ring, publishes the answer when the handler returns and then
 stops (the stop was asked for; a ``start()`` meanwhile has it serve on instead); a
 later ``close()`` releases the views. Serving threads still running when the
-interpreter exits are stopped first (``atexit``).
+interpreter exits are stopped first (``atexit``). ``fork()`` copies a dispatcher, not its
+thread: in the child it is stopped (``stop()`` returns at once; ``start()`` serves the
+child's copy of the ring), and so is a :class:`~skbuild_cudaq.realtime.udp.UdpFeeder`.
 
 A ring that a writer of the same user left in a state no client can use (flags out
 of ring order, a response flag ahead of its request's): its owner calls
@@ -272,8 +273,8 @@ class HostDispatcher:
         self._loop.idle_sleep_ns = 0 if idle_sleep is None else max(1, round(idle_sleep * 1e9))
         try:
             for name, fn in _host_handlers(handlers):
-                self.add_handler(name, fn)
-            self._install_table()
+                self._register(name, fn)
+            self._install_table()  # once: a table per handler made construction quadratic
         except BaseException:
             self._free_graphs()
             raise
@@ -377,6 +378,12 @@ class HostDispatcher:
     def add_handler(self, name: str | bytes | int, handler: HostHandler) -> int:
         """Register a HOST_CALL handler (a Python callable or a native host handler);
         returns its function id. Takes effect at once, also while serving."""
+        fid = self._register(name, handler)
+        self._install_table()
+        return fid
+
+    def _register(self, name: str | bytes | int, handler: HostHandler) -> int:
+        """add_handler() without installing the table (the caller installs it)."""
         checked: object = handler  # callers without type checking may pass anything
         if not callable(checked):
             msg = f"handler {name!r} is not callable"
@@ -396,7 +403,6 @@ class HostDispatcher:
             msg = f"handlers {taken[fid]!r} and {label!r} have the same function id {fid:#010x}"
             raise HostDispatcherError(msg)
         self._handlers[fid] = (label, handler)
-        self._install_table()
         return fid
 
     def client(self, **kwargs: Any) -> RingClient:

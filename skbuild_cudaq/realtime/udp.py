@@ -57,7 +57,9 @@ The ring client is the feeder's while the feeder runs (one producer at a time): 
 starts at the client's position and hands the position back when it stops. Requests
 still in flight at ``stop()`` are answered after the next ``start()`` (unless the
 client was used in between). Closing the ring client (as a bridge does before it
-frees the ring) stops the feeder first: its thread never touches freed memory.
+frees the ring) stops the feeder first: its thread never touches freed memory. A
+feeder dropped without ``close()`` (or still running at exit) is stopped before its
+socket is closed.
 
 :class:`UdpClient` is the client side with the same ``call`` / ``submit`` /
 ``submit_many`` / ``collect`` API as ``RingClient``.
@@ -172,6 +174,12 @@ class _Counter:
         return int(feeder._core.counters()[self._name])
 
 
+def _stop_and_close(core: Any, sock: socket.socket) -> None:
+    """A feeder's finalizer: stop its thread, then close its socket (if the thread is gone)."""
+    if core.stop(10.0):
+        sock.close()
+
+
 class UdpFeeder:
     """A native thread feeding a ring from UDP.
 
@@ -238,6 +246,9 @@ class UdpFeeder:
         self._core.idle_sleep_ns = 0 if idle_sleep is None else max(1, round(idle_sleep * 1e9))
         # the ring's memory may go (a bridge frees it after closing its client): stop first
         mem.on_release(weakref.WeakMethod(self._ring_released))
+        # dropped without close(), or still running at exit: the thread stops before the
+        # socket closes (never receiving on a closed descriptor, maybe another socket's)
+        weakref.finalize(self, _stop_and_close, self._core, self._sock)
         self._lock = threading.Lock()
 
     @property

@@ -140,7 +140,8 @@ def test_compiler_setting_becomes_a_cmake_define(tmp_path: Path) -> None:
     assert defines == {"SKBUILD_CUDAQ_COMPILER": "nvrtc", "SKBUILD_CUDAQ_PYTHON": sys.executable}
     (tmp_path / "pyproject.toml").write_text('[tool.cudaq.dispatch-kernels]\n_core = ["k.cu"]\n')
     defines = cmake_defines(tmp_path)
-    assert "SKBUILD_CUDAQ_COMPILER" not in defines  # "auto": CMake's default
+    # "auto" too: a kept build directory's cache must not keep an earlier choice
+    assert defines["SKBUILD_CUDAQ_COMPILER"] == "auto"
     assert defines["SKBUILD_CUDAQ_PYTHON"] == sys.executable
     (tmp_path / "pyproject.toml").write_text(
         '[tool.cudaq]\ncompiler = "nvcc"\n[tool.cudaq.dispatch-kernels]\n_core = ["k.cu"]\n'
@@ -151,6 +152,12 @@ def test_compiler_setting_becomes_a_cmake_define(tmp_path: Path) -> None:
     prepared = prepare_config_settings(user, tmp_path)
     assert prepared["cmake.define.SKBUILD_CUDAQ_COMPILER"] == "nvrtc"
     assert prepared["cmake.define.SKBUILD_CUDAQ_KERNEL_COUNT"] == "1"
+    # ... and so does one in [tool.scikit-build.cmake.define], as for the build's requirements
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.scikit-build.cmake.define]\nSKBUILD_CUDAQ_COMPILER = "nvrtc"\n'
+        '[tool.cudaq]\ncompiler = "nvcc"\n[tool.cudaq.dispatch-kernels]\n_core = ["k.cu"]\n'
+    )
+    assert "cmake.define.SKBUILD_CUDAQ_COMPILER" not in prepare_config_settings({}, tmp_path)
     (tmp_path / "pyproject.toml").write_text("[tool.cudaq]\n")
     assert cmake_defines(tmp_path) == {}
 
@@ -390,6 +397,37 @@ def test_auto_compiler_without_nvcc_builds_with_nvrtc(nvrtc: _nvrtc.Nvrtc, tmp_p
     header = include_dir() / "cudaq" / "realtime" / "unified_dispatch_device.cuh"
     depfiles = list(build_dir.rglob("*.fatbin.d"))
     assert len(depfiles) == 3 and all(str(header) in d.read_text() for d in depfiles)
+
+
+@pytest.mark.integration
+@pytest.mark.toolchain
+def test_compiler_back_to_auto_reaches_a_kept_build_directory(
+    nvrtc: _nvrtc.Nvrtc, nvcc: Path, tmp_path: Path
+) -> None:
+    """``compiler = "nvrtc"``, then the key removed ("auto", the default): a build directory
+    that stays (``-C build-dir``, editable rebuilds) compiles with nvcc again, as a fresh one
+    would; CMake's cache kept "nvrtc" when the backend passed nothing for "auto"."""
+    src = tmp_path / "pkg"
+    shutil.copytree(ROOT / "tests" / "packages" / "two_kernels", src, symlinks=False)
+    pyproject = src / "pyproject.toml"
+    declared = pyproject.read_text()
+
+    def build(dist: str) -> str:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-v",
+             "--disable-pip-version-check", "-w", str(tmp_path / dist),
+             "-C", f"build-dir={tmp_path / 'build'}", str(src)],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+        return proc.stdout + proc.stderr
+
+    pyproject.write_text(declared + '\n[tool.cudaq]\ncompiler = "nvrtc"\n')
+    assert "skbuild-cudaq: device compiler: NVRTC" in build("dist1")
+    pyproject.write_text(declared)
+    log = build("dist2")
+    assert f"skbuild-cudaq: device compiler: nvcc ({nvcc}" in log, log[-4000:]
+    assert "skbuild-cudaq: nvcc (LTO-IR 80;90) first.cu for two_kernels" in log, log[-4000:]
 
 
 # --- the run time picks the device run-time set of the installed nvJitLink ----------

@@ -23,7 +23,7 @@ from skbuild_cudaq._architectures import DEFAULT_ARCHITECTURES
 from skbuild_cudaq.build import _device_info, _embed, _handler_switch
 from skbuild_cudaq.errors import CudaqError
 
-from ._plan import ExtensionPlan, check_extension_names, extension_flags, is_cuda_source
+from ._plan import ExtensionPlan, check_for_setuptools, extension_flags, is_cuda_source
 
 __all__ = ["build_cudaq_kernels"]
 
@@ -117,7 +117,8 @@ class build_cudaq_kernels(Command):  # type: ignore[misc]  # setuptools is untyp
         settings = self.settings()
         extensions = self._extensions()
         kernels = settings.dispatch_kernels
-        check_extension_names(list(kernels), [ext.name for ext in extensions])
+        names = [ext.name for ext in extensions]
+        check_for_setuptools(list(kernels), names, compiler=settings.compiler)
         wanted = [
             ext
             for ext in extensions

@@ -430,6 +430,43 @@ def test_compiler_back_to_auto_reaches_a_kept_build_directory(
     assert "skbuild-cudaq: nvcc (LTO-IR 80;90) first.cu for two_kernels" in log, log[-4000:]
 
 
+@pytest.mark.toolchain
+def test_kept_build_directory_finds_nvrtc_again_for_another_major(
+    nvrtc: _nvrtc.Nvrtc, tmp_path: Path
+) -> None:
+    """CMake cached the NVRTC it found and kept it when SKBUILD_CUDAQ_NVRTC_MAJOR changed:
+    the configure passed, labelled the compile (and its build record) with the old NVRTC,
+    and the compile ran another one, or failed at build time. Now the new major is looked
+    for at configure time, as in a fresh build directory (CUDA 11: never installed)."""
+    from skbuild_cudaq import cmake_dir
+
+    cmake = shutil.which("cmake")
+    if cmake is None:
+        pytest.skip("cmake not on PATH")
+    (tmp_path / "k.cu").write_text('extern "C" __global__ void k() {}\n')
+    (tmp_path / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.20)\nproject(kept LANGUAGES C)\n"
+        "add_library(mod MODULE)\nfind_package(skbuild_cudaq CONFIG REQUIRED)\n"
+        "cudaq_realtime_add_dispatch_kernel(mod k.cu)\n"
+    )
+
+    def configure(*defines: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [cmake, "-S", str(tmp_path), "-B", str(tmp_path / "build"),
+             f"-Dskbuild_cudaq_DIR={cmake_dir()}", "-DSKBUILD_CUDAQ_COMPILER=nvrtc",
+             f"-DSKBUILD_CUDAQ_PYTHON={sys.executable}", *defines],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+
+    first = configure()
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "skbuild-cudaq: device compiler: NVRTC" in first.stdout
+    again = configure("-DSKBUILD_CUDAQ_NVRTC_MAJOR=11")
+    assert again.returncode != 0, again.stdout + again.stderr
+    text = " ".join(again.stderr.split())
+    assert "no device compiler: NVRTC of CUDA 11 not found" in text, text
+
+
 # --- the run time picks the device run-time set of the installed nvJitLink ----------
 
 

@@ -317,7 +317,15 @@ def test_link_cli_links_the_kernel_and_handlers_for_sm90(built: Built, tmp_path:
 @pytest.mark.integration
 @pytest.mark.toolchain
 def test_sdist_carries_the_kernel_source(tmp_path: Path) -> None:
+    """The kernel and the project headers it includes (next to it, nested, no MANIFEST.in
+    line for them): a wheel builds from the sdist. Before, the sdist lacked such headers
+    and the build from it failed in nvcc."""
     project = copy_package(tmp_path)
+    (project / "src" / "local_cfg.cuh").write_text('#include "nested/deep.cuh"\n')
+    (project / "src" / "nested").mkdir()
+    (project / "src" / "nested" / "deep.cuh").write_text("#define SETUPTOOLS_PKG_DEEP 1\n")
+    kernel = project / KERNEL
+    kernel.write_text('#include "local_cfg.cuh"\n' + kernel.read_text())
     out = tmp_path / "dist"
     proc = run(
         [sys.executable, "-m", "build", "--no-isolation", "--sdist", "-o", str(out), str(project)],
@@ -326,9 +334,15 @@ def test_sdist_carries_the_kernel_source(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     import tarfile
 
-    with tarfile.open(next(out.glob("*.tar.gz"))) as tf:
+    (sdist,) = out.glob("*.tar.gz")
+    with tarfile.open(sdist) as tf:
         names = {n.split("/", 1)[1] for n in tf.getnames() if "/" in n}
+        tf.extractall(tmp_path / "unpacked", filter="data")
     assert {KERNEL, "src/handlers.cu", "include/setuptools_pkg/config.h"} <= names
+    assert {"src/local_cfg.cuh", "src/nested/deep.cuh"} <= names, sorted(names)
+    (unpacked,) = (tmp_path / "unpacked").iterdir()
+    wheel = run([*PIP_WHEEL, "-w", str(tmp_path / "wheels"), str(unpacked)], cwd=tmp_path)
+    assert wheel.returncode == 0, (wheel.stdout + wheel.stderr)[-3000:]
 
 
 def _snapshot(project: Path) -> dict[str, int]:

@@ -140,7 +140,8 @@ def test_compiler_setting_becomes_a_cmake_define(tmp_path: Path) -> None:
     assert defines == {"SKBUILD_CUDAQ_COMPILER": "nvrtc", "SKBUILD_CUDAQ_PYTHON": sys.executable}
     (tmp_path / "pyproject.toml").write_text('[tool.cudaq.dispatch-kernels]\n_core = ["k.cu"]\n')
     defines = cmake_defines(tmp_path)
-    assert "SKBUILD_CUDAQ_COMPILER" not in defines  # "auto": CMake's default
+    # "auto" too: a kept build directory's cache must not keep an earlier choice
+    assert defines["SKBUILD_CUDAQ_COMPILER"] == "auto"
     assert defines["SKBUILD_CUDAQ_PYTHON"] == sys.executable
     (tmp_path / "pyproject.toml").write_text(
         '[tool.cudaq]\ncompiler = "nvcc"\n[tool.cudaq.dispatch-kernels]\n_core = ["k.cu"]\n'
@@ -151,6 +152,12 @@ def test_compiler_setting_becomes_a_cmake_define(tmp_path: Path) -> None:
     prepared = prepare_config_settings(user, tmp_path)
     assert prepared["cmake.define.SKBUILD_CUDAQ_COMPILER"] == "nvrtc"
     assert prepared["cmake.define.SKBUILD_CUDAQ_KERNEL_COUNT"] == "1"
+    # ... and so does one in [tool.scikit-build.cmake.define], as for the build's requirements
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.scikit-build.cmake.define]\nSKBUILD_CUDAQ_COMPILER = "nvrtc"\n'
+        '[tool.cudaq]\ncompiler = "nvcc"\n[tool.cudaq.dispatch-kernels]\n_core = ["k.cu"]\n'
+    )
+    assert "cmake.define.SKBUILD_CUDAQ_COMPILER" not in prepare_config_settings({}, tmp_path)
     (tmp_path / "pyproject.toml").write_text("[tool.cudaq]\n")
     assert cmake_defines(tmp_path) == {}
 
@@ -390,6 +397,74 @@ def test_auto_compiler_without_nvcc_builds_with_nvrtc(nvrtc: _nvrtc.Nvrtc, tmp_p
     header = include_dir() / "cudaq" / "realtime" / "unified_dispatch_device.cuh"
     depfiles = list(build_dir.rglob("*.fatbin.d"))
     assert len(depfiles) == 3 and all(str(header) in d.read_text() for d in depfiles)
+
+
+@pytest.mark.integration
+@pytest.mark.toolchain
+def test_compiler_back_to_auto_reaches_a_kept_build_directory(
+    nvrtc: _nvrtc.Nvrtc, nvcc: Path, tmp_path: Path
+) -> None:
+    """``compiler = "nvrtc"``, then the key removed ("auto", the default): a build directory
+    that stays (``-C build-dir``, editable rebuilds) compiles with nvcc again, as a fresh one
+    would; CMake's cache kept "nvrtc" when the backend passed nothing for "auto"."""
+    src = tmp_path / "pkg"
+    shutil.copytree(ROOT / "tests" / "packages" / "two_kernels", src, symlinks=False)
+    pyproject = src / "pyproject.toml"
+    declared = pyproject.read_text()
+
+    def build(dist: str) -> str:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-v",
+             "--disable-pip-version-check", "-w", str(tmp_path / dist),
+             "-C", f"build-dir={tmp_path / 'build'}", str(src)],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+        return proc.stdout + proc.stderr
+
+    pyproject.write_text(declared + '\n[tool.cudaq]\ncompiler = "nvrtc"\n')
+    assert "skbuild-cudaq: device compiler: NVRTC" in build("dist1")
+    pyproject.write_text(declared)
+    log = build("dist2")
+    assert f"skbuild-cudaq: device compiler: nvcc ({nvcc}" in log, log[-4000:]
+    assert "skbuild-cudaq: nvcc (LTO-IR 80;90) first.cu for two_kernels" in log, log[-4000:]
+
+
+@pytest.mark.toolchain
+def test_kept_build_directory_finds_nvrtc_again_for_another_major(
+    nvrtc: _nvrtc.Nvrtc, tmp_path: Path
+) -> None:
+    """CMake cached the NVRTC it found and kept it when SKBUILD_CUDAQ_NVRTC_MAJOR changed:
+    the configure passed, labelled the compile (and its build record) with the old NVRTC,
+    and the compile ran another one, or failed at build time. Now the new major is looked
+    for at configure time, as in a fresh build directory (CUDA 11: never installed)."""
+    from skbuild_cudaq import cmake_dir
+
+    cmake = shutil.which("cmake")
+    if cmake is None:
+        pytest.skip("cmake not on PATH")
+    (tmp_path / "k.cu").write_text('extern "C" __global__ void k() {}\n')
+    (tmp_path / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.20)\nproject(kept LANGUAGES C)\n"
+        "add_library(mod MODULE)\nfind_package(skbuild_cudaq CONFIG REQUIRED)\n"
+        "cudaq_realtime_add_dispatch_kernel(mod k.cu)\n"
+    )
+
+    def configure(*defines: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [cmake, "-S", str(tmp_path), "-B", str(tmp_path / "build"),
+             f"-Dskbuild_cudaq_DIR={cmake_dir()}", "-DSKBUILD_CUDAQ_COMPILER=nvrtc",
+             f"-DSKBUILD_CUDAQ_PYTHON={sys.executable}", *defines],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+
+    first = configure()
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "skbuild-cudaq: device compiler: NVRTC" in first.stdout
+    again = configure("-DSKBUILD_CUDAQ_NVRTC_MAJOR=11")
+    assert again.returncode != 0, again.stdout + again.stderr
+    text = " ".join(again.stderr.split())
+    assert "no device compiler: NVRTC of CUDA 11 not found" in text, text
 
 
 # --- the run time picks the device run-time set of the installed nvJitLink ----------

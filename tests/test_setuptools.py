@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from skbuild_cudaq.errors import SettingsError
-from skbuild_cudaq.setuptools._plan import check_extension_names, extension_flags
+from skbuild_cudaq.setuptools._plan import check_for_setuptools, extension_flags
 from skbuild_cudaq.setuptools.build_ext import CudaqBuildExtMixin
 from skbuild_cudaq.setuptools.command import build_cudaq_kernels
 from skbuild_cudaq.setuptools.hook import finalize_distribution_options, project_uses_cudaq
@@ -197,7 +197,7 @@ def test_hook_wraps_setuptools_and_user_build_ext(
 
 def test_unknown_extension_names_are_reported_together() -> None:
     with pytest.raises(SettingsError) as info:
-        check_extension_names(["pkg._cor", "_core", "pkg._core", "zzz"], ["pkg._core", "pkg.other"])
+        check_for_setuptools(["pkg._cor", "_core", "pkg._core", "zzz"], ["pkg._core", "pkg.other"])
     text = str(info.value)
     assert text.startswith("3 problems in [tool.cudaq] of pyproject.toml:")
     assert (
@@ -206,7 +206,7 @@ def test_unknown_extension_names_are_reported_together() -> None:
     ) in text
     assert "tool.cudaq.dispatch-kernels._core: " in text
     assert "tool.cudaq.dispatch-kernels.zzz: " in text and "full name of an Extension" in text
-    check_extension_names(["pkg._core"], ["pkg._core"])
+    check_for_setuptools(["pkg._core"], ["pkg._core"])
 
 
 def test_extension_flags_follow_distutils_order(tmp_path: Path) -> None:
@@ -317,7 +317,15 @@ def test_link_cli_links_the_kernel_and_handlers_for_sm90(built: Built, tmp_path:
 @pytest.mark.integration
 @pytest.mark.toolchain
 def test_sdist_carries_the_kernel_source(tmp_path: Path) -> None:
+    """The kernel and the project headers it includes (next to it, nested, no MANIFEST.in
+    line for them): a wheel builds from the sdist. Before, the sdist lacked such headers
+    and the build from it failed in nvcc."""
     project = copy_package(tmp_path)
+    (project / "src" / "local_cfg.cuh").write_text('#include "nested/deep.cuh"\n')
+    (project / "src" / "nested").mkdir()
+    (project / "src" / "nested" / "deep.cuh").write_text("#define SETUPTOOLS_PKG_DEEP 1\n")
+    kernel = project / KERNEL
+    kernel.write_text('#include "local_cfg.cuh"\n' + kernel.read_text())
     out = tmp_path / "dist"
     proc = run(
         [sys.executable, "-m", "build", "--no-isolation", "--sdist", "-o", str(out), str(project)],
@@ -326,9 +334,15 @@ def test_sdist_carries_the_kernel_source(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     import tarfile
 
-    with tarfile.open(next(out.glob("*.tar.gz"))) as tf:
+    (sdist,) = out.glob("*.tar.gz")
+    with tarfile.open(sdist) as tf:
         names = {n.split("/", 1)[1] for n in tf.getnames() if "/" in n}
+        tf.extractall(tmp_path / "unpacked", filter="data")
     assert {KERNEL, "src/handlers.cu", "include/setuptools_pkg/config.h"} <= names
+    assert {"src/local_cfg.cuh", "src/nested/deep.cuh"} <= names, sorted(names)
+    (unpacked,) = (tmp_path / "unpacked").iterdir()
+    wheel = run([*PIP_WHEEL, "-w", str(tmp_path / "wheels"), str(unpacked)], cwd=tmp_path)
+    assert wheel.returncode == 0, (wheel.stdout + wheel.stderr)[-3000:]
 
 
 def _snapshot(project: Path) -> dict[str, int]:
@@ -444,6 +458,31 @@ def test_settings_errors_have_the_shared_text(tmp_path: Path, table: str, what: 
     assert f"skbuild-cudaq: error: {expected}\n" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert "nvcc (" not in proc.stderr  # reported before anything is compiled
+
+
+@pytest.mark.integration
+def test_nvrtc_compiler_is_refused_not_ignored(tmp_path: Path) -> None:
+    """``compiler = "nvrtc"`` is a scikit-build-core backend feature: setuptools compiled with
+    nvcc anyway (or failed with "nvcc not found" saying nothing of the setting). Now the key
+    is named, with the other problems of the table, before anything is compiled."""
+    project = copy_package(tmp_path)
+    set_table(project, f'"setuptools_pkg._cor" = ["{KERNEL}"]')
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text() + '\n[tool.cudaq]\ncompiler = "nvrtc"\n')
+    proc = run([sys.executable, "setup.py", "build_ext", "--inplace"], cwd=project)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "skbuild-cudaq: error: 2 problems in [tool.cudaq] of pyproject.toml:" in proc.stderr
+    assert (
+        '  - tool.cudaq.compiler: "nvrtc" is not a device compiler of the setuptools front '
+        "door, which compiles dispatch kernels and .cu sources with nvcc; expected "
+        '"auto" or "nvcc"; use "auto" or "nvcc"'
+    ) in proc.stderr, proc.stderr
+    assert "tool.cudaq.dispatch-kernels.setuptools_pkg._cor: no extension named" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "nvcc (" not in proc.stderr  # reported before anything is compiled
+    # "nvcc" and "auto" are this front door's
+    check_for_setuptools([EXT], [EXT], compiler="nvcc")
+    check_for_setuptools([EXT], [EXT], compiler="auto")
 
 
 @pytest.mark.integration

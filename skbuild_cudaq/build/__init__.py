@@ -16,9 +16,12 @@ calls the scikit-build-core hook of the same name with extra config settings:
 * ``cmake.define.SKBUILD_CUDAQ_NVCC_HINT`` when the nvcc that the shared search
   order (``cmake/nvcc-search.txt``) finds is the ``nvidia-cuda-nvcc`` wheel's:
   CMake's search takes it at the wheel step without asking Python again.
-* ``cmake.define.SKBUILD_CUDAQ_COMPILER`` (``[tool.cudaq] compiler``, when not auto:
-  nvcc or nvrtc) and ``SKBUILD_CUDAQ_PYTHON`` (this interpreter, whose environment
-  holds NVRTC when that is the compiler; see ``skbuild_cudaq_nvrtc.cmake``).
+* ``cmake.define.SKBUILD_CUDAQ_COMPILER`` (``[tool.cudaq] compiler``: auto, nvcc or
+  nvrtc; "auto" too, so that a build directory that stays forgets an earlier choice;
+  without kernels only when not auto) and ``SKBUILD_CUDAQ_PYTHON`` (this interpreter,
+  whose environment holds NVRTC when that is the compiler; see
+  ``skbuild_cudaq_nvrtc.cmake``). The same name in ``-C cmake.define.`` or in
+  ``[tool.scikit-build.cmake.define]`` wins, as it does for the build's requirements.
 
 ``get_requires_for_build_wheel`` (and ``_editable``) add, to what scikit-build-core asks
 for (``cmake``, ``ninja`` where the system has none), the NVRTC wheels of the project's
@@ -192,10 +195,10 @@ def cmake_defines(
         load_settings(path) if pyproject is None else settings_from_pyproject(pyproject, path)
     )
     kernels = settings.dispatch_kernels
-    compiler = {"SKBUILD_CUDAQ_PYTHON": sys.executable}
-    if settings.compiler != "auto":  # "auto" is the CMake default
-        compiler["SKBUILD_CUDAQ_COMPILER"] = settings.compiler
-    if not kernels:
+    # "auto" too: SKBUILD_CUDAQ_COMPILER is a cache variable, so a build directory that
+    # stays (editable rebuilds, -C build-dir) would keep an earlier "nvrtc" or "nvcc".
+    compiler = {"SKBUILD_CUDAQ_PYTHON": sys.executable, "SKBUILD_CUDAQ_COMPILER": settings.compiler}
+    if not kernels:  # nothing of ours may read them: pass them only when asked for
         return {} if settings.compiler == "auto" else compiler
     defines = {
         "CMAKE_PROJECT_INCLUDE": str(cmake_dir() / _AUTO_INCLUDE),
@@ -240,8 +243,10 @@ def prepare_config_settings(
     if defines and _DEFINE + "skbuild_cudaq_DIR" not in rest:
         defines["skbuild_cudaq_DIR"] = str(cmake_dir())
     for name, value in defines.items():
-        if name in _USER_WINS and _DEFINE + name in rest:
-            continue  # -C cmake.define.SKBUILD_CUDAQ_COMPILER=... beats [tool.cudaq] compiler
+        if name in _USER_WINS and (_DEFINE + name in rest or name in user_defines):
+            # -C cmake.define.SKBUILD_CUDAQ_COMPILER=... (or the same name in
+            # [tool.scikit-build.cmake.define]) beats [tool.cudaq] compiler
+            continue
         rest[_DEFINE + name] = value
         _log.progress(f"cmake.define.{name}={value}")
     return rest

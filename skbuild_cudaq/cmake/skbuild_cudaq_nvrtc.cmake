@@ -50,13 +50,20 @@ endfunction()
 _cudaq_realtime_find_nvrtc(<caller> <required>)
 
 Sets SKBUILD_CUDAQ_NVRTC (cache) to "<major>.<minor>;<library>", or stops with
-what to install when <required> is true.
+what to install when <required> is true. A cached result is kept only for the same
+Python and SKBUILD_CUDAQ_NVRTC_MAJOR, and while its library exists: a build directory
+that stays must not label (and record) one NVRTC while another compiles.
 #]=]
 function(_cudaq_realtime_find_nvrtc caller required)
-  if(SKBUILD_CUDAQ_NVRTC)
-    return()
-  endif()
   _cudaq_realtime_python(_py)
+  set(_for "${_py}|${SKBUILD_CUDAQ_NVRTC_MAJOR}")
+  if(SKBUILD_CUDAQ_NVRTC AND _SKBUILD_CUDAQ_NVRTC_FOR STREQUAL _for)
+    list(GET SKBUILD_CUDAQ_NVRTC 1 _library)
+    if(EXISTS "${_library}")
+      return()
+    endif()
+  endif()
+  unset(SKBUILD_CUDAQ_NVRTC CACHE)
   set(_major)
   if(SKBUILD_CUDAQ_NVRTC_MAJOR)
     set(_major --cuda-major "${SKBUILD_CUDAQ_NVRTC_MAJOR}")
@@ -81,6 +88,7 @@ function(_cudaq_realtime_find_nvrtc caller required)
   endif()
   set(SKBUILD_CUDAQ_NVRTC "${_out}" CACHE INTERNAL "NVRTC used by skbuild-cudaq: version;library")
   set(SKBUILD_CUDAQ_NVRTC_RUNNER "${_py}" CACHE INTERNAL "Python that runs NVRTC")
+  set(_SKBUILD_CUDAQ_NVRTC_FOR "${_for}" CACHE INTERNAL "Python|major SKBUILD_CUDAQ_NVRTC is for")
 endfunction()
 
 #[=[
@@ -94,8 +102,10 @@ function(_cudaq_realtime_find_device_compiler caller)
   if(_choice STREQUAL "")
     set(_choice auto)
   endif()
-  if(SKBUILD_CUDAQ_DEVICE_COMPILER AND _SKBUILD_CUDAQ_DEVICE_COMPILER_FOR STREQUAL _choice)
-    return()  # resolved before, for the same choice
+  _cudaq_realtime_python(_py)
+  set(_for "${_choice}|${_py}|${SKBUILD_CUDAQ_NVRTC_MAJOR}")
+  if(SKBUILD_CUDAQ_DEVICE_COMPILER AND _SKBUILD_CUDAQ_DEVICE_COMPILER_FOR STREQUAL _for)
+    return()  # resolved before, for the same choice, Python and NVRTC major
   endif()
   if(NOT _choice MATCHES "^(auto|nvcc|nvrtc)$")
     _cudaq_realtime_where(${caller} _where)
@@ -129,7 +139,8 @@ function(_cudaq_realtime_find_device_compiler caller)
     endif()
   endif()
   set(SKBUILD_CUDAQ_DEVICE_COMPILER "${_used}" CACHE INTERNAL "skbuild-cudaq device compiler")
-  set(_SKBUILD_CUDAQ_DEVICE_COMPILER_FOR "${_choice}" CACHE INTERNAL "its SKBUILD_CUDAQ_COMPILER")
+  set(_SKBUILD_CUDAQ_DEVICE_COMPILER_FOR "${_for}" CACHE INTERNAL
+      "its SKBUILD_CUDAQ_COMPILER|Python|SKBUILD_CUDAQ_NVRTC_MAJOR")
   if(_used STREQUAL "nvrtc")
     list(GET SKBUILD_CUDAQ_NVRTC 0 _version)
     list(GET SKBUILD_CUDAQ_NVRTC 1 _library)

@@ -100,7 +100,8 @@ class CudaqSettings:
     compiler: str = setting(
         help='Device compiler of dispatch kernels and side-compiled handlers: "nvcc", '
         '"nvrtc" (NVRTC of the nvidia-cuda-nvrtc / nvidia-cuda-nvrtc-cu12 wheel in the build '
-        'environment: no CUDA toolkit needed) or "auto" (nvcc where found, else NVRTC).',
+        'environment: no CUDA toolkit needed) or "auto" (nvcc where found, else NVRTC). The '
+        'setuptools front door compiles with nvcc only and refuses "nvrtc".',
         default="auto",
         item=COMPILER,
     )

@@ -1,8 +1,9 @@
 """What ``build_cudaq_kernels`` makes for an extension and ``build_ext`` links into it.
 
 An :class:`ExtensionPlan` per extension; the nvcc flags of an extension, in the order
-distutils gives them to the host compiler (:func:`extension_flags`); the check that every
-key of ``[tool.cudaq.dispatch-kernels]`` names an extension (:func:`check_extension_names`).
+distutils gives them to the host compiler (:func:`extension_flags`); the checks of what
+``[tool.cudaq]`` asks of this front door (:func:`check_for_setuptools`): every key of
+``[tool.cudaq.dispatch-kernels]`` names an extension, and the device compiler is nvcc.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ __all__ = [
     "CUDA_SUFFIXES",
     "TABLE",
     "ExtensionPlan",
-    "check_extension_names",
+    "check_for_setuptools",
     "extension_flags",
     "is_cuda_source",
 ]
@@ -61,9 +62,29 @@ def is_cuda_source(path: str) -> bool:
     return path.endswith(CUDA_SUFFIXES)
 
 
-def check_extension_names(table_keys: Sequence[str], extension_names: Sequence[str]) -> None:
-    """Every key of ``[tool.cudaq.dispatch-kernels]`` must name an extension of the project."""
-    problems: list[SettingsProblem] = []
+def _compiler_problems(compiler: str) -> list[SettingsProblem]:
+    """This front door compiles with nvcc: its ``.cu`` sources are nvcc objects linked into
+    the extension. ``compiler = "nvrtc"`` is refused rather than quietly not honoured."""
+    if compiler != "nvrtc":
+        return []
+    message = (
+        '"nvrtc" is not a device compiler of the setuptools front door, which compiles '
+        'dispatch kernels and .cu sources with nvcc; expected "auto" or "nvcc"'
+    )
+    fix = (
+        'use "auto" or "nvcc" (nvcc from a CUDA toolkit or the nvidia-cuda-nvcc wheel), or '
+        "build with the skbuild_cudaq.build backend (scikit-build-core), which has NVRTC"
+    )
+    return [SettingsProblem(key="tool.cudaq.compiler", message=message, fix=fix)]
+
+
+def check_for_setuptools(
+    table_keys: Sequence[str], extension_names: Sequence[str], *, compiler: str = "auto"
+) -> None:
+    """Every key of ``[tool.cudaq.dispatch-kernels]`` must name an extension of the project,
+    and ``compiler`` (``[tool.cudaq] compiler``) must be one this front door has; every
+    problem in one :class:`~skbuild_cudaq.errors.SettingsError`."""
+    problems: list[SettingsProblem] = _compiler_problems(compiler)
     known = sorted(extension_names)
     for key in table_keys:
         if key in extension_names:

@@ -23,7 +23,7 @@ from skbuild_cudaq._architectures import DEFAULT_ARCHITECTURES
 from skbuild_cudaq.build import _device_info, _embed, _handler_switch
 from skbuild_cudaq.errors import CudaqError
 
-from ._plan import ExtensionPlan, check_extension_names, extension_flags, is_cuda_source
+from ._plan import ExtensionPlan, check_for_setuptools, extension_flags, is_cuda_source
 
 __all__ = ["build_cudaq_kernels"]
 
@@ -94,10 +94,27 @@ class build_cudaq_kernels(Command):  # type: ignore[misc]  # setuptools is untyp
         return list(self.distribution.ext_modules or [])
 
     def kernel_sources(self) -> list[str]:
-        """Every dispatch kernel source, project-relative (for sdists)."""
+        """Every dispatch kernel source and the project's headers it includes (through its
+        extension's include directories), project-relative: what an sdist must carry for a
+        build from it to compile the kernel (setuptools adds the extension's sources only)."""
         with front_door():
             settings = self.settings()
-        return [s for entry in settings.dispatch_kernels.values() for s in entry.sources]
+        from skbuild_cudaq.build._nvrtc import include_dependencies
+
+        extensions = {ext.name: ext for ext in self._extensions()}
+        project = self.project_dir.resolve()
+        files: dict[str, None] = {}
+        for name, entry in settings.dispatch_kernels.items():
+            ext = extensions.get(name)
+            include_dirs = extension_flags(ext).include_dirs if ext is not None else ()
+            for source in entry.sources:
+                files[source] = None
+                for header in include_dependencies(project / source, include_dirs):
+                    try:
+                        files[header.relative_to(project).as_posix()] = None
+                    except ValueError:
+                        continue  # outside the project: skbuild-cudaq's own headers, CUDA's
+        return list(files)
 
     # -- Command API --------------------------------------------------------
     def get_source_files(self) -> list[str]:
@@ -117,7 +134,8 @@ class build_cudaq_kernels(Command):  # type: ignore[misc]  # setuptools is untyp
         settings = self.settings()
         extensions = self._extensions()
         kernels = settings.dispatch_kernels
-        check_extension_names(list(kernels), [ext.name for ext in extensions])
+        names = [ext.name for ext in extensions]
+        check_for_setuptools(list(kernels), names, compiler=settings.compiler)
         wanted = [
             ext
             for ext in extensions

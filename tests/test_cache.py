@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from gpu_kernels.testbins import DeviceBinaries
 
 from skbuild_cudaq.realtime.cache import (
     CACHE_ENV,
+    CacheUsage,
     LinkCache,
     cache_digest,
     cache_entry,
@@ -88,6 +90,74 @@ def test_an_entry_replaced_while_it_is_read_is_still_served(
         assert cache.load(key) == b"first"
     assert not caplog.records
     assert cache.load(key) == b"second"
+
+
+def test_usage_and_clear_by_last_use(tmp_path: Path) -> None:
+    directory = tmp_path / "link"
+    cache = LinkCache(directory)
+    assert cache.usage() == CacheUsage(directory)  # not there yet: empty, not created
+    assert not directory.exists()
+    for key in ("a" * 64, "b" * 64, "c" * 64):
+        cache.store(key, key.encode() * 10)
+    assert cache.usage() == CacheUsage(directory, 3, 3 * (64 * 10 + 64 + 52), 0)
+    old = time.time() - 10 * 86400
+    for key in ("a" * 64, "b" * 64):
+        os.utime(directory / f"{key}.cubin", (old, old))
+    assert cache.load("b" * 64) == b"b" * 640  # a hit is a use: b is recent again
+    removed = cache.clear(unused_for=86400)
+    assert (removed.entries, removed.leftovers) == (1, 0)
+    assert sorted(p.name for p in directory.iterdir()) == ["b" * 64 + ".cubin", "c" * 64 + ".cubin"]
+    assert cache.clear() == CacheUsage(directory, 2, 2 * (64 * 10 + 64 + 52), 0)
+    assert cache.usage() == CacheUsage(directory)
+    assert LinkCache(None).usage() == LinkCache(None).clear() == CacheUsage(None)
+    with pytest.raises(ValueError, match="0 or more seconds"):
+        cache.clear(unused_for=-1)
+
+
+def test_a_store_killed_half_way_leaves_a_temporary_that_is_swept(tmp_path: Path) -> None:
+    cache = LinkCache(tmp_path)
+    cache.store("k" * 64, b"cubin")
+    dead, fresh = tmp_path / ".tmp-kkkk-dead", tmp_path / ".tmp-kkkk-fresh"
+    dead.write_bytes(b"half")
+    fresh.write_bytes(b"being written")  # another process's store, in flight
+    old = time.time() - 2 * 3600
+    os.utime(dead, (old, old))
+    (tmp_path / "not-ours.txt").write_text("left alone")
+    assert cache.usage().leftovers == 1
+    cache.store("l" * 64, b"cubin")  # a store sweeps what a dead one left
+    assert not dead.exists() and fresh.exists()
+    dead.write_bytes(b"half")
+    os.utime(dead, (old, old))
+    assert cache.clear().leftovers == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".tmp-kkkk-fresh", "not-ours.txt"]
+
+
+def test_cli_cache_shows_and_clears(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from skbuild_cudaq.cli import main
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "link"))
+    LinkCache(tmp_path / "link").store("k" * 64, b"x" * 2**20)
+    run = [sys.executable, "-m", "skbuild_cudaq", "cache"]
+    shown = subprocess.run(run, capture_output=True, text=True, check=True)
+    assert shown.stdout.strip() == f"{tmp_path / 'link'}: 1 entry, 1.0 MiB"
+    assert main(["cache", "--clear-unused", "1"]) == 0  # used just now: kept
+    assert LinkCache(tmp_path / "link").usage().entries == 1
+    cleared = subprocess.run(
+        [*run, "--clear", "--json"], capture_output=True, text=True, check=True
+    )
+    assert json.loads(cleared.stdout) == {
+        "directory": str(tmp_path / "link"),
+        "entries": 1,
+        "bytes": 2**20 + 64 + 52,
+        "leftovers": 0,
+        "cleared": True,
+    }
+    bad = subprocess.run([*run, "--clear-unused", "-2"], capture_output=True, text=True)
+    assert bad.returncode == 2
+    assert "a number of days, 0 or more, not '-2'" in bad.stderr
+    monkeypatch.setenv(CACHE_ENV, "off")
+    off = subprocess.run(run, capture_output=True, text=True, check=True)
+    assert "the link cache is disabled" in off.stdout
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate", "header-only", "empty"])

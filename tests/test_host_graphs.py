@@ -143,7 +143,7 @@ def test_graph_entries_the_host_path_refuses(drv: FakeDriver) -> None:
         one = FunctionTable()
         one.add_graph("a", 0x10, boxes[1])
         d = HostDispatcher(LAYOUT, one)
-        with pytest.raises(HostDispatcherError, match="have the same function id"):
+        with pytest.raises(HostDispatcherError, match="named 'a' is already registered"):
             d.add_handler("a", echo)
         with pytest.raises(HostDispatcherError, match="serves no graph handlers"):
             d.serve_one()

@@ -171,8 +171,11 @@ def test_configuration_errors() -> None:
     d = HostDispatcher(num_slots=2, slot_size=32)
     assert d.layout == RingLayout(2, 32)
     assert d.add_handler("echo", echo) == fnv1a_32("echo")
-    with pytest.raises(HostDispatcherError, match="same function id"):
+    with pytest.raises(HostDispatcherError, match="'echo' and '[0-9]+' have the same function id"):
         d.add_handler(fnv1a_32("echo"), rpc_increment)
+    with pytest.raises(HostDispatcherError, match="named 'echo' is already registered"):
+        d.add_handler("echo", rpc_increment)
+    assert d.add_handler("echo", echo) == fnv1a_32("echo")  # the same handler again: kept
     with pytest.raises(TypeError, match="not callable"):
         d.add_handler("x", 3)  # type: ignore[arg-type]
 

@@ -1,8 +1,8 @@
 """``python -m skbuild_cudaq``: the command-line front door.
 
-One module per sub-command here (``inspect``, ``schema``, ``link``, ``check``, ``nvrtc``,
-``phases``), each a thin parser over the code it drives; this module only parses, calls, and
-turns typed errors into one clear line and an exit status.
+One module per sub-command here (``inspect``, ``schema``, ``link``, ``cache``, ``check``,
+``nvrtc``, ``phases``), each a thin parser over the code it drives; this module only parses,
+calls, and turns typed errors into one clear line and an exit status.
 """
 
 from __future__ import annotations
@@ -54,6 +54,9 @@ def _build_parser() -> argparse.ArgumentParser:
     from . import _link
 
     _link.add_parser(sub)
+    from . import _cache
+
+    _cache.add_parser(sub)
     from . import _check
 
     _check.add_parser(sub)

@@ -33,6 +33,11 @@ are written to a temporary file in the same directory, ``fsync``'d, renamed
 into place with ``os.replace`` (relative to the directory's descriptor) and the
 directory is ``fsync``'d.
 
+An entry's modification time is its last use (a hit touches it): :meth:`LinkCache.usage`
+says what the cache holds and :meth:`LinkCache.clear` removes entries (all, or those unused
+for a while) and the temporaries of stores that never finished (a process killed while
+writing; a store also sweeps them): ``skbuild-cudaq cache``.
+
 Location: ``$SKBUILD_CUDAQ_LINK_CACHE`` if set (``0``/``off``/``false``/``no``
 disable the cache), else ``$XDG_CACHE_HOME/skbuild-cudaq/link`` or
 ``~/.cache/skbuild-cudaq/link``. Missing directories are created 0700.
@@ -56,7 +61,8 @@ import os
 import re
 import stat
 import struct
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,6 +71,7 @@ from .errors import LinkCacheError
 
 __all__ = [
     "CACHE_ENV",
+    "CacheUsage",
     "LinkCache",
     "cache_digest",
     "cache_entry",
@@ -88,6 +95,9 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _ENTRY_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOCTTY
 _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _GROUP_OTHER_WRITE = stat.S_IWGRP | stat.S_IWOTH
+_TEMPORARY = ".tmp-"
+#: A store writes its temporary in milliseconds: one this old was left by a process that died.
+_LEFTOVER_AGE = 3600.0
 
 
 def cache_digest(inputs: Iterable[bytes], options: Iterable[str], nvjitlink_identity: str) -> str:
@@ -417,6 +427,57 @@ def _verified_payload(fd: int, st: os.stat_result, key: str) -> tuple[bytes | No
 
 
 @dataclass(frozen=True)
+class CacheUsage:
+    """What a link cache holds (:meth:`LinkCache.usage`), or what :meth:`LinkCache.clear`
+    removed."""
+
+    directory: Path | None  #: None: the cache is disabled
+    entries: int = 0  #: linked cubins
+    size: int = 0  #: their bytes on disk
+    leftovers: int = 0  #: temporaries of stores that never finished (a process died)
+
+
+def _files(dir_fd: int) -> Iterator[tuple[str, os.stat_result]]:
+    """The directory's entries and temporaries (by name; never a directory), with their
+    ``lstat``."""
+    with os.scandir(dir_fd) as it:
+        for item in it:
+            name = item.name
+            if not (
+                name.startswith(_TEMPORARY)
+                or (name.endswith(".cubin") and _KEY_NAME.match(name[:-6]))
+            ):
+                continue
+            with contextlib.suppress(FileNotFoundError):  # removed meanwhile
+                st = item.stat(follow_symlinks=False)
+                if not stat.S_ISDIR(st.st_mode):
+                    yield name, st
+
+
+def _remove_entry(dir_fd: int, name: str, age: float, unused_for: float | None) -> bool:
+    """Remove entry ``name`` unless it was used within ``unused_for`` seconds; whether it
+    was removed (here: another process may have removed it first)."""
+    if unused_for is not None and age < unused_for:
+        return False
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _sweep_leftovers(dir_fd: int, now: float) -> int:
+    """Remove the temporaries of stores that never finished; returns how many."""
+    swept = 0
+    for name, st in list(_files(dir_fd)):
+        if name.startswith(_TEMPORARY) and now - st.st_mtime > _LEFTOVER_AGE:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=dir_fd)
+                swept += 1
+    return swept
+
+
+@dataclass(frozen=True)
 class LinkCache:
     """A cache directory (``directory=None`` means disabled)."""
 
@@ -479,9 +540,57 @@ class LinkCache:
                 payload, why = _verified_payload(fd, st, key)
             if why is not None:
                 self._refuse(name, why)
+            else:  # its last use: what clear(unused_for=...) goes by
+                with contextlib.suppress(OSError):
+                    os.utime(fd)
             return payload
         finally:
             os.close(fd)
+
+    def usage(self) -> CacheUsage:
+        """What the cache holds: its entries, their bytes, the temporaries of stores that
+        never finished (nothing when it is disabled or does not exist yet).
+
+        Raises :class:`LinkCacheError` when the directory is unsafe or cannot be read.
+        """
+        return self._walk(remove=False, unused_for=None)
+
+    def clear(self, unused_for: float | None = None) -> CacheUsage:
+        """Remove every entry, or those unused for ``unused_for`` seconds (by the time of
+        their last hit or store), and the temporaries of stores that never finished; returns
+        what was removed. Entries another process is reading stay whole for it.
+
+        Raises :class:`LinkCacheError` when the directory is unsafe or cannot be read.
+        """
+        if unused_for is not None and unused_for < 0:
+            msg = f"unused_for must be 0 or more seconds, not {unused_for}"
+            raise ValueError(msg)
+        return self._walk(remove=True, unused_for=unused_for)
+
+    def _walk(self, remove: bool, unused_for: float | None) -> CacheUsage:
+        if self.directory is None:
+            return CacheUsage(None)
+        dir_fd = open_cache_dir(self.directory, create=False)
+        if dir_fd is None:
+            return CacheUsage(self.directory)
+        entries = size = leftovers = 0
+        now = time.time()
+        try:
+            if remove:
+                leftovers = _sweep_leftovers(dir_fd, now)
+            for name, st in list(_files(dir_fd)):
+                age = now - st.st_mtime
+                if name.startswith(_TEMPORARY):
+                    leftovers += not remove and age > _LEFTOVER_AGE
+                elif not remove or _remove_entry(dir_fd, name, age, unused_for):
+                    entries += 1
+                    size += st.st_size
+        except OSError as exc:
+            msg = f"cannot read the link cache directory {self.directory}: {exc.strerror or exc}"
+            raise LinkCacheError(msg) from None
+        finally:
+            os.close(dir_fd)
+        return CacheUsage(self.directory, entries, size, int(leftovers))
 
     def store(self, key: str, cubin: bytes) -> Path | None:
         """Write ``cubin`` for ``key`` atomically; returns its path (None when disabled, or
@@ -524,6 +633,8 @@ class LinkCache:
                     os.unlink(tmp, dir_fd=dir_fd)
                 raise
             os.fsync(dir_fd)
+            with contextlib.suppress(OSError):  # a process killed while storing left them
+                _sweep_leftovers(dir_fd, time.time())
         finally:
             os.close(dir_fd)
         return self.directory / name

@@ -399,6 +399,12 @@ class HostDispatcher:
         taken = {e.function_id: e.name for e in self._graphs.entries} if self._graphs else {}
         if fid in self._handlers and self._handlers[fid][1] is not handler:
             taken[fid] = self._handlers[fid][0]
+        if fid in taken and taken[fid] == label:
+            msg = (
+                f"a handler named {label!r} is already registered (function id {fid:#010x}): "
+                "one name serves one handler; give the new one another name"
+            )
+            raise HostDispatcherError(msg)
         if fid in taken:
             msg = f"handlers {taken[fid]!r} and {label!r} have the same function id {fid:#010x}"
             raise HostDispatcherError(msg)

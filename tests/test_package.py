@@ -32,6 +32,35 @@ def test_cmake_dir_cli_prints_package_directory() -> None:
     assert (skbuild_cudaq.cmake_dir() / "skbuild_cudaqConfig.cmake").is_file()
 
 
+def test_cli_prints_one_directory_at_a_time() -> None:
+    both = subprocess.run(
+        [sys.executable, "-m", "skbuild_cudaq", "--include-dir", "--cmake-dir"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert both.returncode == 2
+    assert "not allowed with argument" in both.stderr
+    assert both.stdout == ""
+
+
+def test_inspect_of_a_wheel_names_the_command_for_wheels(tmp_path: Path) -> None:
+    wheel = tmp_path / "my_app-0.1.0-cp312-cp312-linux_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("my_app/_core.so", b"\x7fELF")
+    proc = subprocess.run(
+        [sys.executable, "-m", "skbuild_cudaq", "inspect", str(wheel)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.strip().count("\n") == 0
+    assert f"is a zip archive (a wheel?), not a binary: `skbuild-cudaq check {wheel}`" in (
+        proc.stderr
+    )
+
+
 def test_device_header_ships() -> None:
     header = skbuild_cudaq.include_dir() / "cudaq" / "realtime" / "unified_dispatch_device.cuh"
     assert header.is_file()

@@ -183,6 +183,14 @@ MALFORMED: list[tuple[str, str, list[str]]] = [
         ],
     ),
     (
+        "long-form-abbreviated-architectures",
+        f'[{DK}]\n_core = {{ sources = ["src/other.cu"], archs = ["90"] }}\n',
+        [
+            f'{DK}._core.archs: unknown key "archs"; expected one of: sources, '
+            "architectures; did you mean architectures?"
+        ],
+    ),
+    (
         "long-form-misspelled-architectures",
         f'[{DK}]\n_core = {{ sources = ["src/other.cu"], architecture = ["90"] }}\n',
         [

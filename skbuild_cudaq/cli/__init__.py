@@ -34,15 +34,16 @@ def _build_parser() -> argparse.ArgumentParser:
             "Build and inspect CUDA-Q realtime dispatch kernels shipped in Python packages."
         ),
     )
-    parser.add_argument(
+    one = parser.add_mutually_exclusive_group()  # each prints one thing and exits
+    one.add_argument(
         "--cmake-dir",
         action="store_true",
         help="print the directory of the skbuild_cudaq CMake package and exit",
     )
-    parser.add_argument(
+    one.add_argument(
         "--include-dir", action="store_true", help="print the device header directory and exit"
     )
-    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    one.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     from . import _inspect

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from skbuild_cudaq import _log
+from skbuild_cudaq.errors import DeviceCodeError
 
 __all__ = ["add_parser", "render_text"]
 
@@ -60,9 +61,23 @@ def _join_records(doc: dict[str, Any], sections: Any, binary: Path) -> None:
             container_doc["record"] = by_digest.get(digest)
 
 
+def _refuse_wheel(binary: Path) -> None:
+    """A wheel is a zip archive of binaries: say which command takes one."""
+    import zipfile
+
+    if binary.is_file() and zipfile.is_zipfile(binary):
+        msg = (
+            f"{binary} is a zip archive (a wheel?), not a binary: `skbuild-cudaq check "
+            f"{binary}` links every module of a wheel; to inspect one module, unzip the wheel "
+            "and pass its .so"
+        )
+        raise DeviceCodeError(msg)
+
+
 def _sections_json(binary: Path) -> dict[str, Any]:
     from skbuild_cudaq.fatbin import read_fatbin_file, read_relfatbin_sections
 
+    _refuse_wheel(binary)
     if binary.suffix == ".fatbin":
         containers = read_fatbin_file(binary)
         return {

@@ -138,6 +138,8 @@ class _Converter:
         guess = key.strip().lower().replace("_", "-")
         if guess not in known:
             close = difflib.get_close_matches(guess, known, n=1, cutoff=0.6)
+            stem = guess.rstrip("s")  # an abbreviation: "arch", "archs"
+            close = close or [k for k in known if len(stem) >= 3 and k.startswith(stem)][:1]
             guess = close[0] if close else ""
         fix = f"did you mean {guess}?" if guess else f"remove it (accepted keys: {accepted})"
         self.report(path, f"unknown key {show_value(key)}; expected one of: {accepted}", fix)

@@ -263,6 +263,26 @@ def test_shared_ring_each_request_answered_once_and_each_count_exact() -> None:
     assert device_count == [device_n]
 
 
+def test_shared_ring_flags_far_ahead_never_keep_stop_waiting() -> None:
+    """On a shared ring the host loop skips slots the device answered (flags ahead of its
+    position). Flags a corrupting writer set 2^30 laps ahead would be ~2^33 slots to skip:
+    the loop takes them in bounded steps, checking for a stop between them."""
+    layout = RingLayout(8, 64)
+    buf = bytearray(layout.total_bytes)
+    flags = memoryview(buf)[layout.rx_flags_offset : layout.tx_flags_offset].cast("I")
+    for slot in range(layout.num_slots):
+        flags[slot] = 1 + (1 << 30)  # lap 2^30: answered by the device, as far as it can tell
+    table = FunctionTable()
+    table.add_host("host_echo", echo)
+    host = HostDispatcher(layout, table, buffer=buf, shared_ring=True)
+    host.start()
+    time.sleep(0.05)
+    began = time.perf_counter()
+    host.stop(timeout=5)
+    assert time.perf_counter() - began < 1.0
+    host.close()
+
+
 def test_shared_ring_host_dispatcher_needs_the_table() -> None:
     with pytest.raises(HostDispatcherError, match="needs the device dispatcher's FunctionTable"):
         HostDispatcher(RingLayout(8, 64), {"echo": echo}, shared_ring=True)

@@ -86,6 +86,8 @@
 
 /* With idle_sleep_ns set, a thread spins this long with nothing to do before it sleeps. */
 #define IDLE_SPIN_NS 100000ull
+/* Shared ring: slots next_request() skips at most in one call (those the device answered). */
+#define SKIP_STEP 65536u
 #define ERROR_TEXT 320
 
 #define LOAD_ACQ(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
@@ -1102,7 +1104,12 @@ static int owns(LoopObject *self, const header_t *h) {
  * this loop's (owns()) is left to the device, neither answered nor counted. */
 static int next_request(LoopObject *self, uint64_t *k) {
   ring_t *r = &self->ring;
-  for (uint64_t n = *k;; ++n) {
+  const uint64_t first = *k;
+  for (uint64_t n = first;; ++n) {
+    if (n - first >= SKIP_STEP) { /* slots to skip without end (flags set far ahead): */
+      *k = n;                     /* the caller checks for a stop, then comes back */
+      return 0;
+    }
     const uint32_t slot = slot_of(r, n), seq = seq_of(r, n);
     if (self->taken != NULL && self->taken[slot]) { /* its graph request is still in hand */
       *k = n;

@@ -152,7 +152,9 @@ def test_cli_cache_shows_and_clears(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         "leftovers": 0,
         "cleared": True,
     }
-    bad = subprocess.run([*run, "--clear-unused", "-2"], capture_output=True, text=True)
+    bad = subprocess.run(
+        [*run, "--clear-unused", "-2"], capture_output=True, text=True, check=False
+    )
     assert bad.returncode == 2
     assert "a number of days, 0 or more, not '-2'" in bad.stderr
     monkeypatch.setenv(CACHE_ENV, "off")

@@ -171,7 +171,7 @@ def test_configuration_errors() -> None:
     d = HostDispatcher(num_slots=2, slot_size=32)
     assert d.layout == RingLayout(2, 32)
     assert d.add_handler("echo", echo) == fnv1a_32("echo")
-    with pytest.raises(HostDispatcherError, match="'echo' and '[0-9]+' have the same function id"):
+    with pytest.raises(HostDispatcherError, match=r"'echo' and '[0-9]+' have the same function id"):
         d.add_handler(fnv1a_32("echo"), rpc_increment)
     with pytest.raises(HostDispatcherError, match="named 'echo' is already registered"):
         d.add_handler("echo", rpc_increment)
@@ -784,6 +784,40 @@ def test_a_serving_thread_left_running_is_stopped_at_interpreter_exit() -> None:
             timeout=60, check=False,
         )  # fmt: skip
         assert (proc.returncode, proc.stdout, proc.stderr) == (0, "bye\n", "")
+
+
+_STUCK_AT_EXIT = """
+import time
+from skbuild_cudaq.realtime.host_path import HostDispatcher
+from skbuild_cudaq.realtime.ring import RingLayout
+
+def stuck(args):
+    time.sleep(30)
+    return args
+
+keep = []
+for _ in range(4):
+    d = HostDispatcher(RingLayout(2, 64), {"stuck": stuck}).start()
+    keep.append((d, d.client().submit("stuck", b"x")))
+time.sleep(0.2)  # every thread inside its handler
+print("bye", flush=True)
+"""
+
+
+def test_the_exit_waits_for_stuck_handlers_once_not_once_a_dispatcher() -> None:
+    """Four serving threads stuck in a handler at interpreter exit: the atexit hook asks all
+    to stop, then waits 1 s in all (it waited 1 s for each in turn: 4 s here)."""
+    import subprocess
+    import sys
+
+    began = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-c", _STUCK_AT_EXIT], capture_output=True, text=True, timeout=60,
+        check=False,
+    )  # fmt: skip
+    took = time.perf_counter() - began
+    assert (proc.returncode, proc.stdout) == (0, "bye\n"), proc.stderr
+    assert took < 3.0, f"the exit took {took:.1f} s"
 
 
 def _thread_states() -> int:

@@ -106,6 +106,44 @@ def test_a_cuda_12_project_gets_nvrtc_12(tmp_path: Path) -> None:
     assert list(found.requirements) == CU12
 
 
+def test_a_project_without_device_code_gets_no_nvrtc(tmp_path: Path) -> None:
+    """A package of native host handlers (no [tool.cudaq] kernels, no cudaq_realtime_add_*
+    call in its CMake files) builds without CUDA: nothing to download for it."""
+    env = no_toolkit(tmp_path)
+    proj = tmp_path / "proj"
+    (proj / "cmake").mkdir(parents=True)
+    (proj / "CMakeLists.txt").write_text(
+        "find_package(skbuild_cudaq CONFIG REQUIRED)\n"
+        "# cudaq_realtime_add_dispatch_kernel is not called here\n"
+        "python_add_library(_handlers MODULE handlers.c WITH_SOABI)\n"
+    )
+    for hidden in (".git", "build", "_skbuild", ".venv"):  # never searched
+        (proj / hidden).mkdir()
+        (proj / hidden / "x.cmake").write_text("cudaq_realtime_add_handlers(t a.cu)\n")
+    found = device_compiler_requires(project(), "auto", {}, env, project_dir=proj)
+    assert found.requirements == ()
+    assert found.reason.startswith("the project compiles no device code")
+    # asked for by name: NVRTC regardless
+    nvrtc = device_compiler_requires(project(), "nvrtc", {}, env, project_dir=proj)
+    assert list(nvrtc.requirements) == CU13
+    # a call in any CMake file of the source tree, in any case: device code
+    (proj / "cmake" / "device.cmake").write_text(
+        "CUDAQ_REALTIME_ADD_DEVICE_SOURCES (_handlers k.cu)\n"
+    )
+    found = device_compiler_requires(project(), "auto", {}, env, project_dir=proj)
+    assert list(found.requirements) == CU13
+    # [tool.cudaq] kernels, with no CMake file at all
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    declared = {**project(), "tool": {"cudaq": {"dispatch-kernels": {"_core": ["k.cu"]}}}}
+    assert device_compiler_requires(declared, "auto", {}, env, project_dir=bare).requirements
+    # the CMake source directory is [tool.scikit-build] cmake.source-dir
+    moved = {**project(), "tool": {"scikit-build": {"cmake": {"source-dir": "cmake"}}}}
+    assert device_compiler_requires(moved, "auto", {}, env, project_dir=proj).requirements
+    (proj / "cmake" / "device.cmake").unlink()
+    assert not device_compiler_requires(moved, "auto", {}, env, project_dir=proj).requirements
+
+
 @pytest.mark.parametrize(
     "hook", ["get_requires_for_build_wheel", "get_requires_for_build_editable"]
 )

@@ -312,7 +312,9 @@ def _with_device_compiler(requires: list[str], config_settings: Mapping[str, Any
     path = Path.cwd() / "pyproject.toml"
     pyproject = _read_pyproject(Path.cwd()) or {}
     settings = settings_from_pyproject(pyproject, path)  # validated by this hook already
-    found = device_compiler_requires(pyproject, settings.compiler, config_settings)
+    found = device_compiler_requires(
+        pyproject, settings.compiler, config_settings, project_dir=Path.cwd()
+    )
     if found.requirements:
         _log.info(found.reason)
     else:

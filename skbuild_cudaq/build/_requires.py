@@ -8,7 +8,9 @@ search of :func:`~skbuild_cudaq.build._toolchain.find_nvcc`: ``CMAKE_CUDA_COMPIL
 ``nvidia-cuda-nvcc`` wheel) and the project's ``compiler`` is ``"auto"`` (or ``"nvrtc"``),
 the NVRTC wheels of the CUDA major it builds for. So a downstream project builds with build
 isolation on a machine with no CUDA toolkit (a CI runner) and nothing about NVRTC in its own
-``build-system.requires``.
+``build-system.requires``. A project with no device code -- no ``[tool.cudaq]`` dispatch
+kernels and no ``cudaq_realtime_add_*`` call in its CMake files, such as a package of native
+host handlers only -- gets nothing (``compiler = "nvrtc"`` asks for NVRTC regardless).
 
 The CUDA major is the one the project runs with: its ``dependencies`` on
 ``skbuild-cudaq[cu12]`` make it CUDA 12, anything else (``[runtime]``, ``[cu13]``, none)
@@ -22,12 +24,20 @@ no older than the compiler that wrote it. The CUDA runtime and CCCL headers come
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from skbuild_cudaq.errors import ToolchainError
 
-__all__ = ["NVRTC_REQUIREMENTS", "DeviceCompilerRequires", "cuda_major", "device_compiler_requires"]
+__all__ = [
+    "NVRTC_REQUIREMENTS",
+    "DeviceCompilerRequires",
+    "cuda_major",
+    "declares_device_code",
+    "device_compiler_requires",
+]
 
 #: The wheels that make NVRTC a device compiler, per CUDA major.
 NVRTC_REQUIREMENTS: Mapping[int, tuple[str, ...]] = {
@@ -42,6 +52,11 @@ DEFAULT_MAJOR = 13
 _PACKAGE = "skbuild-cudaq"
 _EXTRA_MAJOR = {"cu12": 12, "cu13": 13, "runtime": 13}
 _DEFINE = "cmake.define."
+#: The CMake functions that compile device code (CMake names are case-insensitive).
+_DEVICE_CALL = re.compile(rb"cudaq_realtime_add_\w+\s*\(", re.IGNORECASE)
+#: Directories the CMake search skips: hidden ones, build trees, environments.
+_SKIP_DIRS = re.compile(r"^(\..*|_?build|_skbuild|dist|node_modules|venv|__pycache__)$")
+_MAX_CMAKE_FILES = 2000
 
 
 class DeviceCompilerRequires(NamedTuple):
@@ -91,13 +106,53 @@ def _define(
     return _one(defines.get(name)) if isinstance(defines, dict) else None
 
 
+def _cmake_source_dir(project_dir: Path, pyproject: Mapping[str, Any]) -> Path:
+    tool = pyproject.get("tool")
+    skbuild = tool.get("scikit-build") if isinstance(tool, dict) else None
+    cmake = skbuild.get("cmake") if isinstance(skbuild, dict) else None
+    source = cmake.get("source-dir") if isinstance(cmake, dict) else None
+    return project_dir / source if isinstance(source, str) and source else project_dir
+
+
+def _cmake_compiles_device_code(source_dir: Path) -> bool:
+    """Whether a CMake file under ``source_dir`` calls a ``cudaq_realtime_add_*`` function
+    (True as well when there are too many to read: the safe answer)."""
+    seen = 0
+    for root, dirs, files in os.walk(source_dir):
+        dirs[:] = [d for d in dirs if not _SKIP_DIRS.match(d)]
+        for name in files:
+            if name != "CMakeLists.txt" and not name.endswith(".cmake"):
+                continue
+            seen += 1
+            if seen > _MAX_CMAKE_FILES:
+                return True
+            try:
+                if _DEVICE_CALL.search((Path(root) / name).read_bytes()):
+                    return True
+            except OSError:
+                continue
+    return False
+
+
+def declares_device_code(project_dir: Path, pyproject: Mapping[str, Any]) -> bool:
+    """Whether the project compiles device code: ``[tool.cudaq]`` dispatch kernels, or a
+    ``cudaq_realtime_add_*`` call in a CMake file of its CMake source directory."""
+    tool = pyproject.get("tool")
+    cudaq = tool.get("cudaq") if isinstance(tool, dict) else None
+    if isinstance(cudaq, dict) and cudaq.get("dispatch-kernels"):
+        return True
+    return _cmake_compiles_device_code(_cmake_source_dir(project_dir, pyproject))
+
+
 def device_compiler_requires(
     pyproject: Mapping[str, Any],
     compiler: str,
     config_settings: Mapping[str, Any],
     env: Mapping[str, str] | None = None,
+    project_dir: Path | None = None,
 ) -> DeviceCompilerRequires:
-    """The NVRTC wheels to add to the build's requirements (none when nvcc will compile).
+    """The NVRTC wheels to add to the build's requirements (none when nvcc will compile,
+    or when the project in ``project_dir`` compiles no device code).
 
     ``compiler`` is ``[tool.cudaq] compiler``; ``-C cmake.define.SKBUILD_CUDAQ_COMPILER``
     overrides it, as it does for CMake.
@@ -117,6 +172,13 @@ def device_compiler_requires(
             pass
         else:
             return DeviceCompilerRequires((), f"nvcc found: {nvcc}")
+        if project_dir is not None and not declares_device_code(project_dir, pyproject):
+            return DeviceCompilerRequires(
+                (),
+                "the project compiles no device code (no [tool.cudaq] dispatch kernels, no "
+                'cudaq_realtime_add_* call in its CMake files; compiler = "nvrtc" asks for '
+                "NVRTC regardless)",
+            )
     wanted = _define("SKBUILD_CUDAQ_NVRTC_MAJOR", config_settings, pyproject)
     asked = int(wanted) if wanted and wanted.isdigit() else cuda_major(pyproject)
     major = asked if asked is not None and asked in NVRTC_REQUIREMENTS else DEFAULT_MAJOR

@@ -53,7 +53,7 @@ class _LinkJob:
 
     def __init__(self, link: Callable[[], LinkResult]) -> None:
         self._link = link
-        self._cubin: LinkResult | None = None
+        self._linked: LinkResult | None = None
         self._error: BaseException | None = None
         self._go = threading.Event()
         self._thread = threading.Thread(target=self._run, name="skbuild-cudaq-link", daemon=True)
@@ -62,7 +62,7 @@ class _LinkJob:
     def _run(self) -> None:
         self._go.wait()
         try:
-            self._cubin = self._link()  # imports the link modules on this thread
+            self._linked = self._link()  # imports the link modules on this thread
         except BaseException as exc:  # handed to the caller by result()
             self._error = exc
             return
@@ -79,8 +79,8 @@ class _LinkJob:
         if self._error is not None:
             error, self._error = self._error, None
             raise error
-        assert self._cubin is not None
-        return self._cubin
+        assert self._linked is not None
+        return self._linked
 
     def wait(self) -> None:
         """Wait for the worker, dropping its result (the caller failed first)."""

@@ -84,9 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     links: dict[str, object] = {}
     for arch in ARCHS:
-        # the cluster kernel (lto_90) cannot link for sm_80: leave it out there
-        usable = [i for i in inputs if not (arch == "sm_80" and i.name.startswith("cluster"))]
-        code = DeviceCode(app_dir / "example_app", tuple(usable))
+        # the link leaves the cluster kernel (lto_90) out for sm_80
+        code = DeviceCode(app_dir / "example_app", tuple(inputs))
         result = link_device_code(
             code, LinkOptions(arch=arch, runtime_dir=runtime_dir), cache=LinkCache(None)
         )

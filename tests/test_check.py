@@ -140,7 +140,7 @@ def test_table_lists_every_kernel_handler_and_architecture() -> None:
         containers=3,
         unnamed=1,
         links=(
-            ArchCheck("sm_80", True, 0.0213, 40960),
+            ArchCheck("sm_80", True, 0.0213, 40960, left_out=("src/cluster.cu (lto-ir sm_90)",)),
             ArchCheck("sm_90", False),
             ArchCheck("sm_100", False, 0.03, 1024),
         ),
@@ -152,6 +152,8 @@ def test_table_lists_every_kernel_handler_and_architecture() -> None:
         "  pkg/_core.so  k_one                   h         sm_80   21 ms               40.0 KiB",
         "                k_two                             sm_90   FAILED              -",
         "                (+1 unnamed container)            sm_100  30 ms (incomplete)  1.0 KiB",
+        "  pkg/_core.so for sm_80: left out src/cluster.cu (lto-ir sm_90) (no code for sm_80: "
+        "what it defines is unavailable on those GPUs)",
         "  (1 binary without device code)",
     ]
 
@@ -347,25 +349,58 @@ def test_a_module_that_lost_one_container(maker: ModuleMaker, tmp_path: Path) ->
 
 
 @pytest.mark.toolchain
-def test_an_architecture_that_does_not_link(maker: ModuleMaker, tmp_path: Path) -> None:
-    """One source declared for sm_90 only: the module links for sm_90 and not for sm_80, the
-    other declared architecture; the line names the source and the setting that fixes it."""
+def test_a_source_without_code_for_an_architecture_is_left_out(
+    maker: ModuleMaker, tmp_path: Path
+) -> None:
+    """One source declared for sm_90 only: for sm_80 the module links without it, as the run
+    time links it on an sm_80 GPU (listed, not a problem); its kernels are required only
+    where it is linked. The module passes for both declared architectures."""
     from skbuild_cudaq.realtime import check_package
 
     wheel = wheel_of(maker.module("_mixed", [DISPATCHER, HANDLERS, LAUNCH_CHECKS_90]), tmp_path)
     report = check_package(wheel)
+    assert report.ok, [str(p) for p in report.problems]
     (module,) = report.modules
     assert module.architectures == ("sm_80", "sm_90")
-    assert [(link.arch, link.ok) for link in module.links] == [("sm_80", False), ("sm_90", True)]
     assert set(module.kernels) == {"single_thread_dispatcher", "cluster_report", "grid_sync_report"}
+    sm80, sm90 = module.links
+    assert (sm80.arch, sm80.ok, sm90.arch, sm90.ok) == ("sm_80", True, "sm_90", True)
+    assert sm80.left_out == ("gpu_kernels/launch_checks.cu (lto-ir sm_90)",)
+    assert "cluster_report" not in sm80.kernels and "single_thread_dispatcher" in sm80.kernels
+    assert sm90.left_out == () and "cluster_report" in sm90.kernels
+    proc = run_cli(str(wheel))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert (
+        "  pkg/_mixed.so for sm_80: left out gpu_kernels/launch_checks.cu (lto-ir sm_90) (no "
+        "code for sm_80: what it defines is unavailable on those GPUs)"
+    ) in proc.stdout.splitlines()
+    assert proc.stdout.rstrip().endswith(": ok")
+    doc = json.loads(run_cli("--json", str(wheel)).stdout)
+    links = doc["targets"][0]["modules"][0]["links"]
+    assert [link["left_out"] for link in links] == [
+        ["gpu_kernels/launch_checks.cu (lto-ir sm_90)"], [],
+    ]  # fmt: skip
+
+
+@pytest.mark.toolchain
+def test_an_architecture_no_source_has_code_for(maker: ModuleMaker, tmp_path: Path) -> None:
+    """When no source of the module has code for an architecture (all sm_90 only, checked
+    for sm_80), the link is refused as before: the line names the source and the setting."""
+    from skbuild_cudaq.realtime import check_package
+
+    wheel = wheel_of(maker.module("_only90", [LAUNCH_CHECKS_90]), tmp_path)
+    report = check_package(wheel, architectures=["sm_80", "sm_90"])
+    (module,) = report.modules
+    assert [(link.arch, link.ok) for link in module.links] == [("sm_80", False), ("sm_90", True)]
     (problem,) = report.problems
     assert (problem.kind, problem.arch) == ("link", "sm_80")
     text = str(problem)
-    assert text.startswith(f"{wheel.name}: pkg/_mixed.so: does not link for sm_80: ")
-    assert "gpu_kernels/launch_checks.cu (container _mixed.so:" in text
+    assert text.startswith(f"{wheel.name}: pkg/_only90.so: does not link for sm_80: ")
+    assert "gpu_kernels/launch_checks.cu (container _only90.so:" in text
     assert "has no code for sm_80 (lto-ir sm_90)" in text
     assert 'add "80" to its architectures' in text and "\n" not in text
-    proc = run_cli(str(wheel))
+    proc = run_cli("--arch", "sm_80", "--arch", "sm_90", str(wheel))
     assert proc.returncode == 1
     assert proc.stderr.splitlines() == [f"skbuild-cudaq: error: {text}"]
     row = next(line for line in proc.stdout.splitlines() if " sm_80 " in line)
@@ -438,29 +473,38 @@ def test_an_installed_distribution_is_checked_in_place(good_wheel: Path, tmp_pat
 def test_link_cli_names_the_source_and_speaks_architectures(
     maker: ModuleMaker, tmp_path: Path
 ) -> None:
-    """The CLI ``link`` of a module with build records: the architecture error names the
-    source as ``inspect`` does and the pyproject setting (``architectures``); below sm_80 it
+    """The CLI ``link`` of a module with build records: a source without code for the
+    architecture is left out, named as ``inspect`` names it; when no source has code for it,
+    the error names the source and the pyproject setting (``architectures``); below sm_80 it
     says the floor instead of advising a rebuild."""
-    module = maker.module("_linkcli", [DISPATCHER, HANDLERS, LAUNCH_CHECKS_90])
+    mixed = maker.module("_linkcli", [DISPATCHER, HANDLERS, LAUNCH_CHECKS_90])
+    only90 = maker.module("_linkcli90", [LAUNCH_CHECKS_90])
 
-    def link(arch: str) -> subprocess.CompletedProcess[str]:
+    def link(module: Path, arch: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "skbuild_cudaq", "link", str(module), "--arch", arch,
              "-o", str(tmp_path / "out.cubin")],
             capture_output=True, text=True, check=False,
         )  # fmt: skip
 
-    proc = link("sm_80")
+    proc = link(mixed, "sm_80")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines()[-1] == (
+        "skbuild-cudaq: left out (no code for sm_80): gpu_kernels/launch_checks.cu "
+        "(lto-ir sm_90); what it defines is not in the cubin"
+    )
+    proc = link(only90, "sm_80")
     assert proc.returncode == 1
     (line,) = proc.stderr.splitlines()
     assert line.startswith(
-        "skbuild-cudaq: error: cannot link _linkcli.so for sm_80: gpu_kernels/launch_checks.cu "
-        "(container _linkcli.so:"
+        "skbuild-cudaq: error: cannot link _linkcli90.so for sm_80: gpu_kernels/launch_checks.cu "
+        "(container _linkcli90.so:"
     ), line
     assert 'Link for sm_90 or newer, or rebuild it for sm_80: add "80" to its architectures' in line
     assert "ARCHITECTURES)" in line and "rebuild with an older" not in line
-    proc = link("sm_75")
+    proc = link(mixed, "sm_75")
     (line,) = proc.stderr.splitlines()
     assert "skbuild-cudaq serves GPUs of sm_80 and newer" in line and "floor" in line
     assert "architectures" not in line
-    assert link("sm_90").returncode == 0
+    proc = link(mixed, "sm_90")
+    assert proc.returncode == 0 and "left out" not in proc.stderr

@@ -273,3 +273,53 @@ def test_unreadable_cubin_symbols_are_one_realtime_error(data: bytes) -> None:
 
     with pytest.raises(RealtimeError, match="the linked cubin is not a readable ELF file"):
         cubin_symbols(data)
+
+
+@pytest.mark.toolchain
+def test_a_lookup_of_a_name_left_out_of_the_link_says_so(
+    bins: DeviceBinaries, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, use_driver: UseDriver
+) -> None:
+    """On an sm_80 GPU (device 1 of the fake driver) a module with an sm_90-only container
+    serves what its other containers define; a lookup of any other name says that container
+    was left out of this GPU's link, and how to serve it here. On sm_90 nothing is left out."""
+    import types
+
+    from _fake_driver import FakeDriver
+
+    monkeypatch.setenv("SKBUILD_CUDAQ_LINK_CACHE", str(tmp_path / "cache"))
+    fake = use_driver(FakeDriver())
+    fake.cuLibraryGetKernel = lambda lib, name: (  # type: ignore[method-assign]
+        (OK, f"{lib}:{name.decode()}")
+        if name == b"single_thread_dispatcher"
+        else (Result(500, "CUDA_ERROR_NOT_FOUND"), None)
+    )
+    module = types.ModuleType("mixed")
+    module.__file__ = str(bins.mixed)
+    rt.release_library()
+    try:
+        assert rt.get_device_kernel(module, "single_thread_dispatcher", device=1).name
+        assert rt.get_device_handler(module, "rpc_increment", device=1)
+        with pytest.raises(InvalidArgumentError) as info:
+            rt.get_device_kernel(module, "cluster_report", device=1)
+        text = str(info.value)
+        assert text.startswith(f"no kernel 'cluster_report' in the device code of {bins.mixed}")
+        assert "; container libmixed.so:" in text
+        assert (
+            "(lto-ir sm_90) was left out of the link for sm_80 (no code for it), so a name "
+            'defined there is unavailable on this GPU: add "80" to that source\'s '
+            "architectures (pyproject.toml: [tool.cudaq.dispatch-kernels]; CMake: "
+            "ARCHITECTURES), or run on a GPU of sm_90 or newer"
+        ) in text
+        library = rt.get_library(module, device=1)
+        assert library.arch == "sm_80" and len(library.left_out) == 1
+        assert info.value.left_out == library.left_out
+        with pytest.raises(InvalidArgumentError, match="was left out of the link for sm_80") as h:
+            rt.get_device_handler(module, "no_such_handler", device=1)
+        assert h.value.left_out == library.left_out
+        # on the sm_90 GPU the whole module links: a name that is not there is just absent
+        with pytest.raises(InvalidArgumentError) as absent:
+            rt.get_device_kernel(module, "no_such_kernel", device=0)
+        assert "left out" not in str(absent.value) and absent.value.left_out == ()
+        assert rt.get_library(module, device=0).left_out == ()
+    finally:
+        rt.release_library()

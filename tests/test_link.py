@@ -363,3 +363,66 @@ def test_cli_link_without_the_runtime_extra_advises_it(
     assert "nvidia-nvjitlink" not in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not out.exists()
+
+
+# --- a container without code for the GPU is left out ------------------------------------
+
+
+@pytest.mark.toolchain
+def test_a_container_without_code_for_the_gpu_is_left_out(
+    bins: DeviceBinaries, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """As CUDA does per translation unit: the lto_90 container of a module whose other
+    containers are lto_80 is left out of its sm_80 link (logged, recorded in the result,
+    from the cache too); the rest links. For sm_90 everything links."""
+    import logging
+
+    from skbuild_cudaq.realtime.link import LeftOut
+
+    cache = LinkCache(tmp_path / "cache")
+    (lto_90,) = [i.name for i in device_code_of(bins.mixed).inputs if i.name.endswith(":1")]
+    with caplog.at_level(logging.INFO, logger="skbuild_cudaq.realtime"):
+        result = link_device_code(bins.mixed, LinkOptions(arch="sm_80"), cache=cache)
+    assert result.left_out == (LeftOut(lto_90, None, "lto-ir sm_90", 90),)
+    assert str(result.left_out[0]) == f"container {lto_90} (lto-ir sm_90)"
+    assert not result.cache_hit and result.seconds is not None
+    symbols = cubin_symbols(result.cubin)
+    assert "single_thread_dispatcher" in symbols.kernels and symbols.handlers == ("rpc_increment",)
+    assert not {"cluster_report", "grid_sync_report"} & set(symbols.kernels)
+    said = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert said == [
+        f"left out of the link of libmixed.so for sm_80: container {lto_90} (lto-ir sm_90) "
+        "has no code for it; what it defines is unavailable on this GPU"
+    ]
+    hit = link_device_code(bins.mixed, LinkOptions(arch="sm_80"), cache=cache)
+    assert hit.cache_hit and hit.cubin == result.cubin and hit.left_out == result.left_out
+    whole = link_device_code(bins.mixed, LinkOptions(arch="sm_90"), cache=cache)
+    assert whole.left_out == () and not whole.cache_hit
+    assert {"cluster_report", "single_thread_dispatcher"} <= set(cubin_symbols(whole.cubin).kernels)
+
+
+@pytest.mark.toolchain
+@pytest.mark.parametrize("isolated", [False, True])
+def test_an_unresolved_symbol_names_the_containers_left_out(
+    bins: DeviceBinaries, isolated: bool
+) -> None:
+    """The sm_90-only container defines what the sm_80 one calls: for sm_80 it is left out
+    and nvJitLink cannot resolve the call; the error says which container was left out."""
+    options = LinkOptions(arch="sm_80", isolated=isolated)
+    with pytest.raises(LinkError) as info:
+        link_device_code(bins.needs_90, options, cache=NO_CACHE)
+    error = info.value
+    assert error.result == "ERROR_PTX_COMPILE"
+    assert "Unresolved extern function 'cudaq_test_missing_function'" in error.log
+    assert "'cudaq_test_missing_function' is unresolved and container libneeds_90.so:" in (
+        error.message
+    )
+    assert "(lto-ir sm_90) was left out of the link for sm_80 (no code for it)" in error.message
+    assert 'add "80" to that source\'s architectures' in error.message
+    assert "or run on a GPU of sm_90 or newer" in error.message
+    linked = link_device_code(bins.needs_90, LinkOptions(arch="sm_90"), cache=NO_CACHE)
+    assert "calls_missing" in cubin_symbols(linked.cubin).kernels and linked.left_out == ()
+    # without containers left out, nvJitLink's error is as it was
+    with pytest.raises(LinkError) as plain:
+        link_device_code(bins.missing, LinkOptions(arch="sm_80"), cache=NO_CACHE)
+    assert "left out" not in str(plain.value)

@@ -3,7 +3,8 @@
 A thin front door over :mod:`skbuild_cudaq.realtime.check` (the run-time side: it links,
 with nvJitLink in a child process, so a crash of nvJitLink is one problem line): resolves
 each argument to a wheel file or an installed distribution, prints one table per target
-(module, kernels, handlers, architectures, link time, cubin size) or ``--json``, then one
+(module, kernels, handlers, architectures, link time, cubin size; then each source left out of
+an architecture's link, having no code for it) or ``--json``, then one
 ``skbuild-cudaq: error:`` line per problem. Exit status 0 when every module of every target
 links for every declared architecture with every declared kernel and handler, 1 otherwise.
 Needs the ``runtime`` extra; imported only when the command runs. Never a traceback.
@@ -33,9 +34,10 @@ def add_parser(sub: Any) -> None:
             "Open each wheel (or installed distribution, by name), find every binary with "
             "device code, and link each with the run time for every architecture its build "
             "declared (nvJitLink, offline, in a child process): every declared kernel must be "
-            "a kernel of the linked module and every exported handler must resolve. Prints a "
-            "table (or --json) and one error line per problem; exit status 0 when there is "
-            "none. Needs the runtime extra, not a GPU."
+            "a kernel of the linked module and every exported handler must resolve. A source "
+            "without code for an architecture is left out of that link, as the run time leaves "
+            "it out, and listed (not a problem). Prints a table (or --json) and one error line "
+            "per problem; exit status 0 when there is none. Needs the runtime extra, not a GPU."
         ),
     )
     p.add_argument(
@@ -114,6 +116,13 @@ def render_table(report: CheckReport) -> str:
     for row in [header, *rows]:
         cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
         lines.append(("  " + "  ".join(cells)).rstrip())
+    for module in report.modules:
+        for link in module.links:
+            if link.left_out:
+                lines.append(
+                    f"  {module.module} for {link.arch}: left out {', '.join(link.left_out)} "
+                    f"(no code for {link.arch}: what it defines is unavailable on those GPUs)"
+                )
     if report.other_binaries:
         noun = "binary" if len(report.other_binaries) == 1 else "binaries"
         lines.append(f"  ({len(report.other_binaries)} {noun} without device code)")

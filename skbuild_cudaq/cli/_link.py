@@ -121,4 +121,9 @@ def _run(args: argparse.Namespace) -> int:
         raise ToolchainError(msg) from None
     source = "link cache" if result.cache_hit else "nvJitLink"
     _log.info(f"wrote {output} ({len(result.cubin)} bytes, {result.arch}, from {source})")
+    if result.left_out:
+        _log.info(
+            f"left out (no code for {result.arch}): {', '.join(map(str, result.left_out))}; "
+            "what it defines is not in the cubin"
+        )
     return 0

@@ -41,7 +41,10 @@ Commands
   defaults to ``80``: LTO-IR built for one architecture links for that GPU
   and every newer one; each must be a number ``>= 80``, written bare or as
   ``sm_80``/``lto_80``/``compute_80`` (the grammar of ``[tool.cudaq]``, from
-  ``architectures.txt``; ``90a``-style variants have no portable LTO-IR).
+  ``architectures.txt``; ``90a``-style variants have no portable LTO-IR). A
+  kernel built for fewer architectures than the rest of ``<target>`` (a
+  cluster kernel, ``ARCHITECTURES 90``) is left out of the run time's link
+  on older GPUs; the rest of the target serves there.
 
   A source path must not contain ``; [ ] $ ` " \ | :`` or a control character
   (CMake splits ``"a;b.cu"`` into two paths; nvcc hands paths to a shell; make

@@ -14,9 +14,11 @@
    time does before it loads anything (:func:`~skbuild_cudaq.realtime.link.prepare_link`),
    with nvJitLink in a child process (``_link_child``: a crash of nvJitLink on a
    damaged module is one problem, not the end of the check) and without the link cache (a
-   check links);
-4. read the linked cubin's symbols: every declared kernel must be a kernel of it, every
-   declared handler's export must resolve.
+   check links); a container without code for an architecture is left out of that link, as
+   the run time leaves it out (:attr:`ArchCheck.left_out`, not a problem), while another
+   container has code for it;
+4. read the linked cubin's symbols: every kernel and handler the records of the containers
+   linked declare must be a kernel of it / an export that resolves.
 
 Every problem is a :class:`CheckProblem`, one line each; nothing here prints or exits. No GPU
 is needed; nvJitLink (the ``runtime`` extra) is.
@@ -35,6 +37,8 @@ from .errors import DeviceCodeError, LinkError
 
 if TYPE_CHECKING:  # importlib.metadata and zipfile load with the first check
     from ._packaged import Packaged, PackagedBinary
+    from .device_code import DeviceCode
+    from .link import LeftOut
 
 __all__ = [
     "ArchCheck",
@@ -92,6 +96,9 @@ class ArchCheck:
     cubin_size: int | None = None  #: bytes of the linked cubin
     kernels: tuple[str, ...] = ()  #: every kernel of the linked cubin (the built-in one too)
     handlers: tuple[str, ...] = ()  #: every handler export that resolves in it
+    #: containers left out of this link (no code for ``arch``), as ``"src/k.cu (lto-ir
+    #: sm_90)"``; what they define is unavailable on GPUs of this architecture
+    left_out: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -101,6 +108,7 @@ class ArchCheck:
             "cubin_size": self.cubin_size,
             "kernels": list(self.kernels),
             "handlers": list(self.handlers),
+            "left_out": list(self.left_out),
         }
 
 
@@ -349,9 +357,7 @@ def _check_binary(target: str, binary: PackagedBinary, options: _Options) -> Mod
     links = []
     if not problems:
         for arch in archs:
-            link, found = _link(
-                code, arch, kernels=kernels, handlers=handlers, options=options, problem=problem
-            )
+            link, found = _link(code, arch, records=present, options=options, problem=problem)
             links.append(link)
             problems += found
     return ModuleCheck(
@@ -389,16 +395,29 @@ def _first_line_of(log: str) -> str:
     return lines[0] if lines else ""
 
 
+def _linked_records(
+    code: DeviceCode, records: Sequence[dict[str, Any]], left_out: Sequence[LeftOut]
+) -> list[dict[str, Any]]:
+    """The ``records`` of containers a link kept (those ``left_out`` declare nothing there)."""
+    if not left_out:
+        return list(records)
+    from skbuild_cudaq.build._device_info import container_digest
+
+    names = {item.name for item in left_out}
+    gone = {container_digest(i.container.data) for i in code.inputs if i.name in names}
+    return [r for r in records if not {str(d) for d in r.get("containers", [])} <= gone]
+
+
 def _link(
-    code: Any,
+    code: DeviceCode,
     arch: str,
     *,
-    kernels: Sequence[str],
-    handlers: Sequence[str],
+    records: Sequence[dict[str, Any]],
     options: _Options,
     problem: Any,
 ) -> tuple[ArchCheck, list[CheckProblem]]:
-    """Link ``code`` for ``arch`` and look for the declared kernels and handlers in it."""
+    """Link ``code`` for ``arch`` and look for the kernels and handlers the records of the
+    containers linked declare."""
     from .cache import LinkCache
     from .library.symbols import cubin_symbols
     from .link import LinkOptions, prepare_link
@@ -419,6 +438,9 @@ def _link(
             problem("link", f"does not link for {arch}: {message}", arch=arch, log=exc.log)
         ]
     symbols = cubin_symbols(result.cubin)
+    linked = _linked_records(code, records, result.left_out)
+    kernels = _union(r.get("kernels") for r in linked)
+    handlers = _union(r.get("handlers") for r in linked)
     found = []
     for kernel in kernels:
         if kernel not in symbols.kernels:
@@ -448,5 +470,6 @@ def _link(
         len(result.cubin),
         symbols.kernels,
         symbols.handlers,
+        tuple(map(str, result.left_out)),
     )
     return link, found

@@ -9,9 +9,12 @@ Every class derives from :class:`skbuild_cudaq.errors.CudaqError` through
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skbuild_cudaq.errors import CudaqError, DeviceCodeError
+
+if TYPE_CHECKING:
+    from .link import LeftOut
 
 __all__ = [
     "CUDAError",
@@ -75,10 +78,16 @@ class CUDAError(RealtimeError):
 
 
 class InvalidArgumentError(RealtimeError, ValueError):
-    """A name was not found in the linked module; ``available`` lists what exists."""
+    """A name was not found in the linked module; ``available`` lists what exists,
+    ``left_out`` the binary's containers left out of the link for this GPU (no code for it:
+    a name defined there is unavailable here; see
+    :attr:`~skbuild_cudaq.realtime.link.LinkResult.left_out`)."""
 
-    def __init__(self, message: str, available: Iterable[str] = ()) -> None:
+    def __init__(
+        self, message: str, available: Iterable[str] = (), left_out: Iterable[LeftOut] = ()
+    ) -> None:
         self.available = tuple(available)
+        self.left_out = tuple(left_out)
         super().__init__(message)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -34,6 +35,7 @@ from .errors import LinkError
 
 __all__ = [
     "DEFAULT_MEMORY_LIMIT",
+    "LeftOut",
     "LinkOptions",
     "LinkResult",
     "PreparedLink",
@@ -124,6 +126,26 @@ class LinkOptions:
 
 
 @dataclass(frozen=True)
+class LeftOut:
+    """A container of the binary left out of a link: it has no code for the link's GPU.
+
+    Like a translation unit without code for the device in CUDA itself: what it defines is
+    unavailable on that GPU, the rest of the module serves. ``str()`` is what messages say:
+    ``"src/cluster.cu (lto-ir sm_90)"``.
+    """
+
+    name: str  #: the input's name (``<binary>:<section>:<container>``)
+    source: str | None  #: the source its build record names, None without a record
+    has: str  #: what the container has, e.g. ``"lto-ir sm_90"``
+    #: the oldest GPU it links for (its oldest LTO-IR or PTX entry), None for SASS only
+    lowest: int | None = None
+
+    def __str__(self) -> str:
+        where = self.source or f"container {self.name}"
+        return f"{where} ({self.has})"
+
+
+@dataclass(frozen=True)
 class LinkResult:
     """A linked cubin, the arch it is for and whether it came from the cache."""
 
@@ -135,6 +157,9 @@ class LinkResult:
     #: Seconds nvJitLink took (loading the library and, for an isolated link, starting the
     #: child process not included); None for a cubin from the cache.
     seconds: float | None = None
+    #: The binary's containers left out of this link, which have no code for :attr:`arch`
+    #: while others do (names defined only there are not in the cubin).
+    left_out: tuple[LeftOut, ...] = ()
 
 
 def _linkable(item: LinkInput, arch: int) -> bool:
@@ -157,12 +182,10 @@ def _has(item: LinkInput) -> str:
     return ", ".join(f"{e.kind} {e.sm}" for e in item.container.entries) or "no entries"
 
 
-def _check_arch(runtime: tuple[str, tuple[LinkInput, ...]], code: DeviceCode, sm: str) -> None:
-    """Refuse an architecture some input has no code for, before nvJitLink runs.
+def _check_runtime(runtime: tuple[str, tuple[LinkInput, ...]], sm: str) -> None:
+    """Refuse an architecture a file of the run time (or of a bridge) has no code for.
 
-    Below the device run time's floor (sm_80) nothing can help: say so. Otherwise name the
-    binary's container by the source its build record gives (as ``inspect`` does) and the
-    setting that builds it for older GPUs (``architectures``).
+    Below the device run time's floor (sm_80) nothing can help: say so.
     """
     _, number = parse_arch(sm)
     what, inputs = runtime
@@ -182,31 +205,87 @@ def _check_arch(runtime: tuple[str, tuple[LinkInput, ...]], code: DeviceCode, sm
                     f"({_has(item)}); LTO-IR built for sm_XY links for sm_XY and newer GPUs only"
                 )
             raise LinkError(msg)
-    names: dict[str, str] | None = None
-    for item in code.inputs:
-        if _linkable(item, number):
-            continue
-        if names is None:
-            names = container_sources(code)
-        source = names.get(item.name)
+
+
+def _architectures_advice(sm: str, lowest: int | None) -> str:
+    number = parse_arch(sm)[1]
+    advice = (
+        f'rebuild it for {sm}: add "{number}" to its architectures (pyproject.toml: '
+        "[tool.cudaq.dispatch-kernels]; CMake: ARCHITECTURES)"
+    )
+    return advice if lowest is None else f"link for sm_{lowest} or newer, or {advice}"
+
+
+def _select(code: DeviceCode, sm: str) -> tuple[tuple[LinkInput, ...], tuple[LeftOut, ...]]:
+    """The binary's containers to link for ``sm``, and those left out.
+
+    A container with no code for ``sm`` is left out while another has code (what CUDA does
+    per translation unit: the names it defines are unavailable on that GPU, the rest
+    serves); when none has, the link is refused, naming the first by the source its build
+    record gives (as ``inspect`` does) and the setting that builds it for older GPUs.
+    """
+    number = parse_arch(sm)[1]
+    kept = tuple(item for item in code.inputs if _linkable(item, number))
+    if len(kept) == len(code.inputs):
+        return kept, ()
+    names = container_sources(code)
+    out = tuple(
+        LeftOut(item.name, names.get(item.name), _has(item), _lowest(item))
+        for item in code.inputs
+        if not _linkable(item, number)
+    )
+    if not kept:
+        first = out[0]
         where = (
-            f"{source} (container {item.name})"
-            if source
-            else f"container {item.name} (no build record names its source)"
+            f"{first.source} (container {first.name})"
+            if first.source
+            else f"container {first.name} (no build record names its source)"
         )
-        low = _lowest(item)
-        advice = (
-            f'rebuild it for {sm}: add "{number}" to its architectures (pyproject.toml: '
-            "[tool.cudaq.dispatch-kernels]; CMake: ARCHITECTURES)"
-        )
-        if low is not None:
-            advice = f"link for sm_{low} or newer, or {advice}"
+        advice = _architectures_advice(sm, first.lowest)
         msg = (
             f"cannot link {code.path.name} for {sm}: {where} has no code for {sm} "
-            f"({_has(item)}); LTO-IR built for sm_XY links for sm_XY and newer GPUs only. "
+            f"({first.has}); LTO-IR built for sm_XY links for sm_XY and newer GPUs only. "
             f"{advice[0].upper()}{advice[1:]}"
         )
         raise LinkError(msg)
+    for item in out:
+        _logger.info(
+            "left out of the link of %s for %s: %s has no code for it; what it defines is "
+            "unavailable on this GPU",
+            code.path.name,
+            sm,
+            item,
+        )
+    return kept, out
+
+
+def left_out_note(left_out: Sequence[LeftOut], arch: str) -> str:
+    """What a lookup or link error adds when containers were left out of the link for
+    ``arch``: which, and how to serve what they define on that GPU ('' when none was)."""
+    if not left_out:
+        return ""
+    number = parse_arch(arch)[1]
+    lowest = [item.lowest for item in left_out if item.lowest is not None]
+    newer = f"run on a GPU of sm_{min(lowest)} or newer" if lowest else "run on a newer GPU"
+    return (
+        f"{', '.join(map(str, left_out))} {'was' if len(left_out) == 1 else 'were'} left out "
+        f"of the link for {arch} (no code for it), so a name defined there is unavailable on "
+        f'this GPU: add "{number}" to that source\'s architectures (pyproject.toml: '
+        f"[tool.cudaq.dispatch-kernels]; CMake: ARCHITECTURES), or {newer}"
+    )
+
+
+_UNRESOLVED = re.compile(r"Unresolved extern (?:function|variable) '([^']+)'")
+
+
+def _with_left_out(exc: LinkError, left_out: tuple[LeftOut, ...], arch: str) -> LinkError:
+    """``exc`` (nvJitLink's failure) saying which containers were left out, when a symbol
+    was unresolved and some were: a left-out container may have defined it."""
+    found = _UNRESOLVED.search(exc.log)
+    if not left_out or found is None:
+        return exc
+    msg = f"{exc.message}; '{found.group(1)}' is unresolved and {left_out_note(left_out, arch)}"
+    return type(exc)(msg, exc.log, exc.result)
 
 
 @dataclass(frozen=True)
@@ -239,19 +318,20 @@ class PreparedLink:
             bridge = " with the bridge " + ", ".join(str(f) for f in self.options.bridge_paths)
             runtime_name += bridge
             runtime += bridge
-        groups = [
-            (runtime_name, self.runtime.inputs),
-            (str(self.code.path), self.code.inputs),
-        ]
-        _check_arch((runtime_name, self.runtime.inputs), self.code, sm)
-        inputs = self.inputs
+        _check_runtime((runtime_name, self.runtime.inputs), sm)
+        # before the cache: a hit reports what was left out too (the key covers every
+        # container and the arch, so it decides the selection)
+        kept, left_out = _select(self.code, sm)
+        groups = [(runtime_name, self.runtime.inputs), (str(self.code.path), kept)]
+        inputs = self.runtime.inputs + kept
         key = None
         if self.digest is not None:
             key = cache_entry(self.digest, sm)
             cubin = self.cache.load(key)
             if cubin is not None:
                 _logger.info("link cache hit for %s (%s)", self.code.path.name, sm)
-                return LinkResult(cubin, sm, self.code.path, True, self.cache.path_of(key))
+                path = self.cache.path_of(key)
+                return LinkResult(cubin, sm, self.code.path, True, path, left_out=left_out)
 
         opts = self.options.nvjitlink_options(sm)
         version = _nvjitlink.nvjitlink_version()  # loads nvJitLink
@@ -273,15 +353,28 @@ class PreparedLink:
                 cubin = self.cache.load(key)
                 if cubin is not None:
                     _logger.info("link cache hit for %s (%s)", self.code.path.name, sm)
-                    return LinkResult(cubin, sm, self.code.path, True, self.cache.path_of(key))
+                    path = self.cache.path_of(key)
+                    return LinkResult(cubin, sm, self.code.path, True, path, left_out=left_out)
         sources = f"{self.code.path} + {runtime} for {sm}"
+        try:
+            cubin, seconds = self._run_nvjitlink(inputs, opts, sources, sm)
+        except LinkError as exc:
+            raise _with_left_out(exc, left_out, sm) from None
+        # a location that cannot be written: one warning, the cubin returned uncached
+        stored = None if key is None else self.cache.store(key, cubin)
+        return LinkResult(cubin, sm, self.code.path, False, stored, seconds, left_out)
+
+    def _run_nvjitlink(
+        self, inputs: tuple[LinkInput, ...], opts: list[str], sources: str, sm: str
+    ) -> tuple[bytes, float]:
+        """nvJitLink on ``inputs`` (in a child process when isolated): cubin and seconds."""
         with timed(_logger, f"nvJitLink {self.code.path.name} for {sm} ({len(inputs)} inputs)"):
             libraries = [(lib.name, lib.data) for lib in self.runtime.libraries]
             if self.options.isolated:
                 from ._link_child import link_in_child
 
                 blobs = [(i.name, i.container.data) for i in inputs]
-                cubin, seconds = link_in_child(
+                return link_in_child(
                     blobs,
                     opts,
                     sources,
@@ -289,13 +382,9 @@ class PreparedLink:
                     self.options.memory_limit,
                     libraries=libraries,
                 )
-            else:
-                start = time.perf_counter()
-                cubin = _nvjitlink.link(inputs, opts, sources=sources, libraries=libraries)
-                seconds = time.perf_counter() - start
-        # a location that cannot be written: one warning, the cubin returned uncached
-        stored = None if key is None else self.cache.store(key, cubin)
-        return LinkResult(cubin, sm, self.code.path, False, stored, seconds)
+            start = time.perf_counter()
+            cubin = _nvjitlink.link(inputs, opts, sources=sources, libraries=libraries)
+            return cubin, time.perf_counter() - start
 
     def _digest(self, identity: str) -> str:
         return link_digest(self.runtime, self.code, self.options, identity)

@@ -31,6 +31,8 @@ class DeviceBinaries:
     missing: Path  # kernel calling an undefined device function
     duplicate: Path  # defines cudaq_dev_rx_poll again
     launch_checks: Path  # cluster / cooperative report kernels (lto_90)
+    mixed: Path  # app's dispatcher (lto_80) + handlers_a.o + launch_checks (lto_90 only)
+    needs_90: Path  # missing (lto_80) + the function it calls, defined for sm_90 only (lto_90)
     plain: Path  # no device code at all
     dispatcher_fatbin: Path
     mailbox_bridge: Path  # a bridge of one's own: the three hooks (LTO-IR fatbin)
@@ -125,17 +127,30 @@ def build(nvcc: Path, root: Path) -> DeviceBinaries:
         [embed("two_a", dispatcher, "aR"), embed("two_b", handlers_fat, "")],
         gc_sections=False,
     )
-    missing = shared("missing", [embed("missing", fatbin("missing_symbol"))])
+    missing_fat = fatbin("missing_symbol")
+    missing = shared("missing", [embed("missing", missing_fat)])
     duplicate = shared("duplicate", [embed("duplicate", fatbin("duplicate_hook"))])
-    checks = shared("launch_checks", [embed("checks", fatbin("launch_checks", LTO_90))])
+    checks_fat = fatbin("launch_checks", LTO_90)
+    checks = shared("launch_checks", [embed("checks", checks_fat)])
+    mixed = shared(
+        "mixed", [embed("mixed_a", dispatcher), embed("mixed_b", checks_fat), handlers_a]
+    )
+    needs_90 = shared(
+        "needs_90",
+        [
+            embed("needs_a", missing_fat),
+            embed("needs_b", fatbin("missing_defined_90", LTO_90)),
+        ],
+    )
     plain_src = root / "plain.c"
     plain_src.write_text("int plain_function(int x) { return x + 1; }\n")
     plain = root / "libplain.so"
     _run([gcc, "-shared", "-fPIC", "-o", str(plain), str(plain_src)], root)
     mailbox, not_a_bridge = fatbin("mailbox_bridge"), fatbin("not_a_bridge")
     return DeviceBinaries(
-        root, app, two, missing, duplicate, checks, plain, dispatcher, mailbox, not_a_bridge
-    )
+        root, app, two, missing, duplicate, checks, mixed, needs_90, plain, dispatcher, mailbox,
+        not_a_bridge,
+    )  # fmt: skip
 
 
 _BUILT: dict[Path, DeviceBinaries] = {}

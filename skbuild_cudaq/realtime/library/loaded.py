@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from skbuild_cudaq.realtime.cache import LinkCache
+    from skbuild_cudaq.realtime.link import LeftOut, LinkResult
 
 __all__ = ["Library"]
 
@@ -46,13 +47,13 @@ class _LinkJob:
     caller says right before the long driver call (creating the context), so
     that the caller never has to win the GIL back from a busy worker (Python
     hands the GIL over only every ``sys.getswitchinterval()``, 5 ms). The caller
-    then collects the cubin with :meth:`result`. ``link`` imports the link
+    then collects the link's result with :meth:`result`. ``link`` imports the link
     modules on the worker, so they stay off the caller's path too.
     """
 
-    def __init__(self, link: Callable[[], bytes]) -> None:
+    def __init__(self, link: Callable[[], LinkResult]) -> None:
         self._link = link
-        self._cubin: bytes | None = None
+        self._linked: LinkResult | None = None
         self._error: BaseException | None = None
         self._go = threading.Event()
         self._thread = threading.Thread(target=self._run, name="skbuild-cudaq-link", daemon=True)
@@ -61,7 +62,7 @@ class _LinkJob:
     def _run(self) -> None:
         self._go.wait()
         try:
-            self._cubin = self._link()  # imports the link modules on this thread
+            self._linked = self._link()  # imports the link modules on this thread
         except BaseException as exc:  # handed to the caller by result()
             self._error = exc
             return
@@ -71,15 +72,15 @@ class _LinkJob:
         """Let the worker start (call right before a long call that releases the GIL)."""
         self._go.set()
 
-    def result(self) -> bytes:
-        """The cubin; re-raises whatever the link raised."""
+    def result(self) -> LinkResult:
+        """The link's result; re-raises whatever the link raised."""
         self._go.set()
         self._thread.join()
         if self._error is not None:
             error, self._error = self._error, None
             raise error
-        assert self._cubin is not None
-        return self._cubin
+        assert self._linked is not None
+        return self._linked
 
     def wait(self) -> None:
         """Wait for the worker, dropping its result (the caller failed first)."""
@@ -115,6 +116,7 @@ class Library:
         self._bridge = bridge_files(bridge)
         self._graph_launch = graph_launch
         self._cubin = cubin
+        self._left_out: tuple[LeftOut, ...] = ()
         self._symbols: ModuleSymbols | None = None
         self._handle: Any = None
         # handler addresses per context: int(CUcontext) -> (device ordinal, name -> address)
@@ -155,6 +157,13 @@ class Library:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def left_out(self) -> tuple[LeftOut, ...]:
+        """The binary's containers left out of the link, which have no code for :attr:`arch`
+        (see :attr:`~skbuild_cudaq.realtime.link.LinkResult.left_out`). What they define is
+        not in this module. Empty before the link and for a bare cubin."""
+        return self._left_out
+
     def _check_open(self) -> None:
         if self._closed:
             msg = f"{self!r} is closed"
@@ -166,16 +175,21 @@ class Library:
         with self._lock:
             self._check_open()
             if self._cubin is None:
-                self._cubin = self._link(self._arch)
+                self._cubin = self._take(self._link(self._arch))
             return self._cubin
 
-    def _link(self, arch: str | None) -> bytes:
+    def _link(self, arch: str | None) -> LinkResult:
         """Link (or take from the cache) this library's device code for ``arch``."""
         from skbuild_cudaq.realtime.link import LinkOptions, link_device_code
 
         assert self._binary is not None
         options = LinkOptions(arch=arch, bridge=self._bridge, graph_launch=self._graph_launch)
-        return link_device_code(self._binary, options, cache=self._cache).cubin
+        return link_device_code(self._binary, options, cache=self._cache)
+
+    def _take(self, result: LinkResult) -> bytes:
+        """Keep what the link says besides the cubin; the cubin."""
+        self._left_out = result.left_out
+        return result.cubin
 
     @property
     def symbols(self) -> ModuleSymbols:
@@ -205,7 +219,7 @@ class Library:
         except BaseException:
             job.wait()
             raise
-        cubin = job.result()
+        cubin = self._take(job.result())
         self._arch = arch
         return cubin, ctx
 
@@ -260,10 +274,18 @@ class Library:
                 hint = " (that is a handler: use get_device_handler)"
             msg = (
                 f"no kernel {name!r} in the device code of {self._path or 'the cubin'}{hint}; "
-                f"kernels: {', '.join(symbols.kernels) or '(none)'}"
+                f"kernels: {', '.join(symbols.kernels) or '(none)'}{self._left_out_note()}"
             )
-            raise InvalidArgumentError(msg, symbols.kernels) from None
+            raise InvalidArgumentError(msg, symbols.kernels, self._left_out) from None
         return Kernel(self, name, kernel)
+
+    def _left_out_note(self) -> str:
+        """What a failed lookup adds when containers were left out of the link ('' if none)."""
+        if not self._left_out or self._arch is None:
+            return ""
+        from skbuild_cudaq.realtime.link import left_out_note
+
+        return f"; {left_out_note(self._left_out, self._arch)}"
 
     def check_device(self, device: int) -> None:
         """Raise :class:`InvalidArgumentError` unless this module can run on GPU ``device``."""
@@ -334,9 +356,9 @@ class Library:
                 f"no handler {name!r} exported in the device code of "
                 f"{self._path or 'the cubin'}{hint} (export it with "
                 f"CUDAQ_REALTIME_EXPORT_DEVICE_FUNCTION({name})); "
-                f"exported handlers: {', '.join(exported) or '(none)'}"
+                f"exported handlers: {', '.join(exported) or '(none)'}{self._left_out_note()}"
             )
-            raise InvalidArgumentError(msg, exported)
+            raise InvalidArgumentError(msg, exported, self._left_out)
         address = handlers[name]
         if address == 0:
             msg = f"handler {name!r} is exported as a null pointer"

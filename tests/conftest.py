@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from _fake_driver import UseDriver
     from gpu_kernels.testbins import DeviceBinaries
 
@@ -55,6 +57,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             reason = _gpu_reason() if reason is None else reason
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(autouse=True)
+def _library_logger_restored() -> Iterator[None]:
+    """The ``skbuild_cudaq`` logger as each test found it: a test that runs a front door in
+    this process (``cli.main``) installs its printing handler, which later tests must not
+    inherit (the library itself never prints)."""
+    import logging
+
+    logger = logging.getLogger("skbuild_cudaq")
+    handlers, level, propagate = list(logger.handlers), logger.level, logger.propagate
+    yield
+    logger.handlers[:] = handlers
+    logger.setLevel(level)
+    logger.propagate = propagate
 
 
 @pytest.fixture(scope="session")

@@ -32,14 +32,9 @@ def corrupt_cache(tmp_path: Path) -> Iterator[LinkCache]:
 
 
 @pytest.fixture
-def library_logger() -> Iterator[logging.Logger]:
-    """The ``skbuild_cudaq`` logger, restored after the test."""
-    logger = logging.getLogger("skbuild_cudaq")
-    handlers, level, propagate = list(logger.handlers), logger.level, logger.propagate
-    yield logger
-    logger.handlers[:] = handlers
-    logger.setLevel(level)
-    logger.propagate = propagate
+def library_logger() -> logging.Logger:
+    """The ``skbuild_cudaq`` logger (conftest restores it after each test)."""
+    return logging.getLogger("skbuild_cudaq")
 
 
 def test_the_library_never_prints(

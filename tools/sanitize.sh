@@ -2,8 +2,9 @@
 # The native core (skbuild_cudaq/realtime/_native.c) under AddressSanitizer and
 # UndefinedBehaviorSanitizer: builds it instrumented into its own virtual environment
 # (build/sanitize/venv, an editable install of this checkout) and runs the tests that
-# drive it -- the host path, the UDP feeder, the test server, the rings, host-path graphs
-# through the fake driver -- with libasan preloaded into every Python process they start.
+# drive it -- the host path, the UDP feeder, the test server, the rings, the shared ring,
+# host-path graphs through the fake driver -- with libasan preloaded into every Python
+# process they start.
 # Fails when a test fails or any process wrote a sanitizer report (kept in build/sanitize/).
 #   bash tools/sanitize.sh [PYTEST ARGS...]
 set -euo pipefail
@@ -21,7 +22,7 @@ echo "sanitize.sh: building the native core with -fsanitize=address,undefined" >
 rm -f "$root"/asan.* "$root"/ubsan.*
 tests=(tests/test_host_path.py tests/test_native_handlers.py tests/test_host_handlers.py
        tests/test_host_graphs.py tests/test_udp.py tests/test_server.py tests/test_ring.py
-       tests/test_ring_compiled.py tests/test_wire.py)
+       tests/test_ring_compiled.py tests/test_wire.py tests/test_parity.py)
 status=0
 # leaks: CPython's own allocations at exit are not ours; a ring too large to allocate must
 # come back as NULL (the tests check the out-of-memory message), not abort in the allocator

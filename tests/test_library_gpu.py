@@ -73,6 +73,37 @@ def test_kernel_and_handler_lookups(app: types.ModuleType) -> None:
     assert int(blocks) >= 1
 
 
+def test_a_source_built_for_newer_gpus_only_is_left_out_and_the_rest_serves(
+    bins: DeviceBinaries,
+) -> None:
+    """A module whose report kernels were built for sm_100 only, on an older GPU: that
+    container is left out of the link (as CUDA leaves out a translation unit without code
+    for the device), the dispatcher and handlers of the others load and run, and a lookup
+    of a left-out kernel says why it is not there."""
+    from skbuild_cudaq.realtime.link import LeftOut
+
+    module = types.ModuleType("newer_only")
+    module.__file__ = str(bins.newer_only)
+    rt.release_library()
+    try:
+        kernel = rt.get_device_kernel(module, "single_thread_dispatcher")
+        library = kernel.library
+        if int(library.arch.removeprefix("sm_").rstrip("af")) >= 100:
+            pytest.skip(f"{library.arch} links the sm_100 container: nothing is left out")
+        assert [(item.has, item.lowest) for item in library.left_out] == [("lto-ir sm_100", 100)]
+        assert isinstance(library.left_out[0], LeftOut)
+        inc = rt.get_device_handler(module, "rpc_increment")
+        assert library.contains(inc)
+        blocks = _ok(_drv().cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel.function(), 1, 0))
+        assert int(blocks) >= 1
+        with pytest.raises(rt.InvalidArgumentError, match="left out of the link for sm_") as info:
+            rt.get_device_kernel(module, "cluster_report")
+        assert info.value.left_out == library.left_out
+        assert "run on a GPU of sm_100 or newer" in str(info.value)
+    finally:
+        rt.release_library()
+
+
 def test_missing_names_are_invalid_arguments(app: types.ModuleType) -> None:
     with pytest.raises(rt.InvalidArgumentError, match="single_thread_dispatcher") as info:
         rt.get_device_kernel(app, "not_a_kernel")

@@ -398,6 +398,10 @@ def test_a_container_without_code_for_the_gpu_is_left_out(
     assert hit.cache_hit and hit.cubin == result.cubin and hit.left_out == result.left_out
     whole = link_device_code(bins.mixed, LinkOptions(arch="sm_90"), cache=cache)
     assert whole.left_out == () and not whole.cache_hit
+    # the binary of the GPU test (an H200 leaves out its sm_100-only container)
+    newer = link_device_code(bins.newer_only, LinkOptions(arch="sm_90"), cache=cache)
+    assert [(item.has, item.lowest) for item in newer.left_out] == [("lto-ir sm_100", 100)]
+    assert "cluster_report" not in cubin_symbols(newer.cubin).kernels
     assert {"cluster_report", "single_thread_dispatcher"} <= set(cubin_symbols(whole.cubin).kernels)
 
 

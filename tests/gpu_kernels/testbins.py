@@ -21,6 +21,7 @@ import skbuild_cudaq
 HERE = Path(__file__).resolve().parent
 LTO_80 = "-gencode=arch=compute_80,code=lto_80"
 LTO_90 = "-gencode=arch=compute_90,code=lto_90"
+LTO_100 = "-gencode=arch=compute_100,code=lto_100"
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class DeviceBinaries:
     launch_checks: Path  # cluster / cooperative report kernels (lto_90)
     mixed: Path  # app's dispatcher (lto_80) + handlers_a.o + launch_checks (lto_90 only)
     needs_90: Path  # missing (lto_80) + the function it calls, defined for sm_90 only (lto_90)
+    newer_only: Path  # app's dispatcher + handlers_a (lto_80) + launch_checks (lto_100 only)
     plain: Path  # no device code at all
     dispatcher_fatbin: Path
     mailbox_bridge: Path  # a bridge of one's own: the three hooks (LTO-IR fatbin)
@@ -63,8 +65,8 @@ def build(nvcc: Path, root: Path) -> DeviceBinaries:
     inc = f"-I{skbuild_cudaq.include_dir()}"
     test_inc = f"-I{HERE.parent / 'include'}"  # cudaq_test/one_thread_loop.cuh
 
-    def fatbin(name: str, gencode: str = LTO_80) -> Path:
-        out = root / f"{name}.fatbin"
+    def fatbin(name: str, gencode: str = LTO_80, output: str | None = None) -> Path:
+        out = root / f"{output or name}.fatbin"
         src = HERE / f"{name}.cu"
         _run(
             [
@@ -142,14 +144,22 @@ def build(nvcc: Path, root: Path) -> DeviceBinaries:
             embed("needs_b", fatbin("missing_defined_90", LTO_90)),
         ],
     )
+    newer_only = shared(
+        "newer_only",
+        [
+            embed("newer_a", dispatcher),
+            embed("newer_b", fatbin("launch_checks", LTO_100, "launch_checks_100")),
+            handlers_a,
+        ],
+    )
     plain_src = root / "plain.c"
     plain_src.write_text("int plain_function(int x) { return x + 1; }\n")
     plain = root / "libplain.so"
     _run([gcc, "-shared", "-fPIC", "-o", str(plain), str(plain_src)], root)
     mailbox, not_a_bridge = fatbin("mailbox_bridge"), fatbin("not_a_bridge")
     return DeviceBinaries(
-        root, app, two, missing, duplicate, checks, mixed, needs_90, plain, dispatcher, mailbox,
-        not_a_bridge,
+        root, app, two, missing, duplicate, checks, mixed, needs_90, newer_only, plain,
+        dispatcher, mailbox, not_a_bridge,
     )  # fmt: skip
 
 

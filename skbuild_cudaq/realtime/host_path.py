@@ -120,10 +120,11 @@ import atexit
 import threading
 import weakref
 from collections.abc import Callable, Mapping
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from . import _native
-from .errors import HostDispatcherError
+from .errors import HostDispatcherError, close_on_exit
 from .graph import STATUS_GRAPH_LAUNCH_FAILED
 from .host_handlers import NativeHostHandler
 from .ring.client import RingClient, _buffer_address
@@ -551,5 +552,10 @@ class HostDispatcher:
     def __enter__(self) -> HostDispatcher:
         return self.start()
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        close_on_exit(self.close, exc, self)

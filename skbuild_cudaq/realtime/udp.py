@@ -76,11 +76,12 @@ import time
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any
 
 from . import _native
 from ._logging import get_logger
-from .errors import ProtocolError, UdpFeederError
+from .errors import ProtocolError, UdpFeederError, close_on_exit
 from .ring import RingClient
 from .ring.client import _buffer_address
 from .wire import (
@@ -320,8 +321,13 @@ class UdpFeeder:
     def __enter__(self) -> UdpFeeder:
         return self.start()
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        close_on_exit(self.close, exc, self)
 
 
 @dataclass(frozen=True)

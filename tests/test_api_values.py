@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from skbuild_cudaq.realtime import LinkOptions
-from skbuild_cudaq.realtime.errors import LinkError
+from skbuild_cudaq.realtime import LaunchConfig, LinkOptions
+from skbuild_cudaq.realtime.errors import InvalidArgumentError, LinkError
 
 
 @pytest.mark.parametrize("extra", ["-O3", b"-O3", 3, ("-O3", 3), [None]])
@@ -40,3 +40,35 @@ def test_link_options_normalise_extra_and_runtime_dir() -> None:
 def test_link_options_refuse_values_of_the_wrong_type(kwargs: dict[str, Any], match: str) -> None:
     with pytest.raises(LinkError, match=match):
         LinkOptions(**kwargs)
+
+
+# -- LaunchConfig ------------------------------------------------------------------------
+
+
+def test_launch_config_is_normalised_on_construction() -> None:
+    config = LaunchConfig(4, [32, 2], cluster=2)  # type: ignore[arg-type]
+    assert (config.grid, config.block, config.cluster) == ((4, 1, 1), (32, 2, 1), (2, 1, 1))
+    assert config == LaunchConfig((4, 1, 1), (32, 2, 1), cluster=(2, 1, 1))
+    assert hash(config) == hash(LaunchConfig((4, 1, 1), (32, 2, 1), cluster=(2, 1, 1)))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"grid": 0, "block": 1}, "grid must be a positive int"),
+        ({"grid": True, "block": 1}, "grid must be a positive int"),
+        ({"grid": 1, "block": (32, False)}, "block must be a positive int"),
+        ({"grid": 1 << 40, "block": 1}, "grid must be a positive int"),
+        ({"grid": "4", "block": 1}, "grid must be a positive int"),
+        ({"grid": 1, "block": 1.5}, "block must be a positive int"),
+        ({"grid": 3, "block": 1, "cluster": 2}, "not a multiple of the cluster"),
+        ({"grid": 1, "block": 1, "shared_mem": -1}, "shared_mem must be >= 0"),
+        ({"grid": 1, "block": 1, "shared_mem": "x"}, "shared_mem must be >= 0"),
+        ({"grid": 1, "block": 1, "cooperative": "yes"}, "cooperative='yes': expected True or"),
+    ],
+)
+def test_launch_config_refuses_bad_values_when_it_is_made(
+    kwargs: dict[str, Any], match: str
+) -> None:
+    with pytest.raises(InvalidArgumentError, match=match):
+        LaunchConfig(**kwargs)

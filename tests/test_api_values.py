@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from skbuild_cudaq.realtime import LaunchConfig, LinkOptions
+from skbuild_cudaq.realtime import DispatcherConfig, LaunchConfig, LinkOptions, RingLayout
 from skbuild_cudaq.realtime.errors import InvalidArgumentError, LinkError
 
 
@@ -72,3 +72,42 @@ def test_launch_config_refuses_bad_values_when_it_is_made(
 ) -> None:
     with pytest.raises(InvalidArgumentError, match=match):
         LaunchConfig(**kwargs)
+
+
+# -- DispatcherConfig and RingLayout --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"device": True}, "device=True: a CUDA device ordinal is an int >= 0"),
+        ({"device": "0"}, "device='0': a CUDA device ordinal is an int >= 0"),
+        ({"device": None}, "device=None: a CUDA device ordinal"),
+        ({"block_size": True}, "block_size=True: the built-in kernel runs 1..1024"),
+        ({"block_size": 1.5}, "block_size=1.5: the built-in kernel runs 1..1024"),
+        ({"stop_timeout": -1}, r"stop_timeout=-1: the seconds stop\(\) waits"),
+        ({"stop_timeout": float("nan")}, "stop_timeout=nan: the seconds"),
+        ({"stop_timeout": "10"}, "stop_timeout='10': the seconds"),
+        ({"stop_timeout": True}, "stop_timeout=True: the seconds"),
+        ({"shared_ring": "yes"}, "shared_ring='yes': expected True or False"),
+        ({"num_slots": True}, "num_slots=True: a ring needs at least 1 slot"),
+        ({"slot_size": True}, "slot_size=True: slot_size must be a multiple of 8"),
+    ],
+)
+def test_dispatcher_config_refuses_values_of_the_wrong_type(
+    kwargs: dict[str, Any], match: str
+) -> None:
+    with pytest.raises(InvalidArgumentError, match=match):
+        DispatcherConfig(**kwargs)
+
+
+def test_dispatcher_config_takes_an_unbounded_stop_timeout() -> None:
+    assert DispatcherConfig(stop_timeout=float("inf")).stop_timeout == float("inf")
+    assert DispatcherConfig(stop_timeout=1).stop_timeout == 1
+
+
+def test_ring_layout_refuses_bools() -> None:
+    with pytest.raises(InvalidArgumentError, match="num_slots=True"):
+        RingLayout(True, 64)
+    with pytest.raises(InvalidArgumentError, match="slot_size=True"):
+        RingLayout(4, True)

@@ -555,7 +555,11 @@ class RingClient(_BatchPath):
 
     # the compiled call where it is installed (it goes back to _call_python for a client
     # without the compiled ring), else the Python one; type checkers see the Python one
-    call = _call_python if TYPE_CHECKING or _compiled_call is None else _compiled_call
+    # (two statements: a conditional expression would type it as the union with Any)
+    if TYPE_CHECKING:
+        call = _call_python
+    else:
+        call = _call_python if _compiled_call is None else _compiled_call
 
     def drain(self, timeout: float = DEFAULT_TIMEOUT) -> None:
         """Read every outstanding response out of the ring (kept for ``poll``/``wait``)."""

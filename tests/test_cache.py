@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -140,7 +141,12 @@ def test_cli_cache_shows_and_clears(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     run = [sys.executable, "-m", "skbuild_cudaq", "cache"]
     shown = subprocess.run(run, capture_output=True, text=True, check=True)
     assert shown.stdout.strip() == f"{tmp_path / 'link'}: 1 entry, 1.0 MiB"
-    assert main(["cache", "--clear-unused", "1"]) == 0  # used just now: kept
+    logger = logging.getLogger("skbuild_cudaq")  # main() shows the library's log: undone
+    handlers, level = list(logger.handlers), logger.level
+    try:
+        assert main(["cache", "--clear-unused", "1"]) == 0  # used just now: kept
+    finally:
+        logger.handlers[:], logger.level = handlers, level
     assert LinkCache(tmp_path / "link").usage().entries == 1
     cleared = subprocess.run(
         [*run, "--clear", "--json"], capture_output=True, text=True, check=True

@@ -248,3 +248,6 @@ def test_dispatcher_bridge_keeps_its_type(tmp_path: Path) -> None:
     proc = mypy("bad_use.py", _TYPED_USE.replace("own.post()", "own.client()"))
     assert proc.returncode == 1
     assert '"MailBridge" has no attribute "client"' in proc.stdout
+    # a round trip's result is typed as what it is, not as a union with Any
+    proc = mypy("revealed.py", _TYPED_USE + 'reveal_type(ring.client().call("echo", b"x"))\n')
+    assert 'Revealed type is "tuple[int, bytes]"' in proc.stdout, proc.stdout

@@ -140,7 +140,8 @@ def test_cli_cache_shows_and_clears(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     run = [sys.executable, "-m", "skbuild_cudaq", "cache"]
     shown = subprocess.run(run, capture_output=True, text=True, check=True)
     assert shown.stdout.strip() == f"{tmp_path / 'link'}: 1 entry, 1.0 MiB"
-    assert main(["cache", "--clear-unused", "1"]) == 0  # used just now: kept
+    assert main(["cache", "--clear-unused", "1"]) == 0  # used just now: kept (conftest
+    # restores the logger main() gives a printing handler)
     assert LinkCache(tmp_path / "link").usage().entries == 1
     cleared = subprocess.run(
         [*run, "--clear", "--json"], capture_output=True, text=True, check=True

@@ -10,7 +10,9 @@ the mocked stream stays busy (``cuStreamQuery`` -> NOT_READY) while a launched
 from __future__ import annotations
 
 import ctypes
+import gc
 import struct
+import weakref
 from types import SimpleNamespace
 from typing import Any
 
@@ -30,7 +32,7 @@ from skbuild_cudaq.realtime.dispatcher import (
     LaunchArgs,
 )
 from skbuild_cudaq.realtime.dispatcher.table import ENTRY_FLAG_PEER
-from skbuild_cudaq.realtime.errors import CUDAError, InvalidArgumentError, RealtimeError
+from skbuild_cudaq.realtime.errors import CUDAError, InvalidArgumentError, RealtimeError, RingError
 from skbuild_cudaq.realtime.ring import RingLayout
 
 
@@ -57,7 +59,9 @@ LIB = FakeLibrary(0x1000, 0x2000)
 
 
 def make(drv: FakeDriver, launcher: Any, **config: Any) -> Dispatcher:
-    d = Dispatcher(DispatcherConfig(num_slots=4, slot_size=64, stop_timeout=0.5, **config))
+    d = Dispatcher(
+        DispatcherConfig(**{"num_slots": 4, "slot_size": 64, "stop_timeout": 0.5, **config})
+    )
     d.function_table.add_device("rpc_increment", 0x1100)
     launcher.library = LIB
     d.set_unified_launch(launcher)
@@ -282,7 +286,7 @@ def test_launcher_failing_after_enqueue_shuts_down_and_waits_before_freeing(
     assert "launch" in log
     assert "kernel exited" in log  # the shutdown flag was set and the stream drained
     assert frees_after_exit(log)
-    assert d._library is None  # the module is let go only after the exit
+    assert d._served.library is None  # the module is let go only after the exit
     d.close()
     assert drv.device == {}
 
@@ -294,7 +298,7 @@ def test_kernel_ignoring_shutdown_is_never_freed_under(drv: FakeDriver) -> None:
     with pytest.raises(RealtimeError):
         d.start()
     assert "cuMemFree" not in drv.log  # leaked on purpose: the kernel may still run
-    assert d._library is LIB  # module kept alive
+    assert d._served.library is LIB  # module kept alive
     with pytest.raises(RealtimeError, match="never exited"):
         d.start()
 
@@ -306,6 +310,56 @@ def test_stop_timeout_reports_a_kernel_that_does_not_exit(drv: FakeDriver) -> No
     with pytest.raises(RealtimeError, match="did not exit"):
         d.stop(timeout=0.05)
     assert "cuMemFree" not in drv.log
+
+
+def test_a_running_dispatcher_dropped_stops_its_kernel_before_anything_is_freed(
+    drv: FakeDriver,
+) -> None:
+    d = make(drv, Launcher(drv))
+    d.start()
+    client = d.bridge.client()
+    del d
+    gc.collect()
+    # the kernel saw its shutdown flag before its ring (the bridge's) or memory went
+    assert "kernel exited" in drv.log
+    assert frees_after_exit(drv.log)
+    assert drv.device == {}
+    assert drv.host == {}
+    assert drv.log.count("cuStreamDestroy") == 2
+    with pytest.raises(RingError, match="closed"):
+        client.call("rpc_increment", b"x")
+
+
+def test_a_dispatcher_dropped_with_a_kernel_that_never_exited_frees_nothing(
+    drv: FakeDriver,
+) -> None:
+    drv.ignores_shutdown = True
+    d = make(drv, Launcher(drv))
+    d.start()
+    with pytest.raises(RealtimeError, match="did not exit"):
+        d.stop(timeout=0.05)
+    bridge = weakref.ref(d.bridge)
+    del d
+    gc.collect()
+    assert "cuMemFree" not in drv.log
+    assert "cuMemFreeHost" not in drv.log  # the ring the kernel polls stays
+    assert bridge() is not None
+
+
+def test_a_with_block_error_is_not_masked_by_a_stop_that_fails(drv: FakeDriver) -> None:
+    drv.ignores_shutdown = True
+    d = make(drv, Launcher(drv), stop_timeout=0.05)
+    with pytest.raises(KeyError, match="the block's") as raised, d:
+        d.start()
+        raise KeyError("the block's")
+    assert any("did not exit within 0.05 s" in note for note in raised.value.__notes__)
+
+
+def test_a_clean_with_block_raises_the_stop_that_fails(drv: FakeDriver) -> None:
+    drv.ignores_shutdown = True
+    d = make(drv, Launcher(drv), stop_timeout=0.05)
+    with pytest.raises(RealtimeError, match="did not exit"), d:
+        d.start()
 
 
 def test_device_call_outside_the_module_is_rejected_before_anything_runs(

@@ -294,7 +294,7 @@ def test_failing_launcher_fails_start_without_hanging(core: Any, kind: str, when
         assert not d.running
         # The kernel has exited before the dispatcher let go of the module and its memory.
         assert drv.cuStreamQuery(d._stream)[0] == drv.CUresult.CUDA_SUCCESS
-        assert d._library is None
+        assert d._served.library is None
         # The same dispatcher still serves with a good launcher.
         d.set_unified_launch(launcher_for(kind, core))
         d.start()

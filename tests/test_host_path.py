@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from skbuild_cudaq.realtime.errors import InvalidArgumentError, RingError
 from skbuild_cudaq.realtime.host_path import (
     STATUS_BAD_HANDLER_RESULT,
     STATUS_HANDLER_EXCEPTION,
@@ -943,3 +944,24 @@ def test_adding_handlers_one_by_one_keeps_one_table() -> None:
         dispatcher.close()
     finally:
         tracemalloc.stop()
+
+
+def test_a_closed_host_dispatcher_closes_its_clients_and_makes_no_more() -> None:
+    dispatcher = HostDispatcher(RingLayout(4, 64), HANDLERS).start()
+    client = dispatcher.client()
+    assert client.call("echo", b"a") == (0, b"a")
+    dispatcher.close()
+    t0 = time.monotonic()
+    with pytest.raises(RingError, match="closed"):
+        client.call("echo", b"b", timeout=5)  # not a 5 s wait for an answer nobody gives
+    assert time.monotonic() - t0 < 1
+    with pytest.raises(HostDispatcherError, match="closed; make a new one"):
+        dispatcher.client()
+    with pytest.raises(HostDispatcherError, match="closed; make a new one"):
+        dispatcher.add_handler("later", echo)
+
+
+@pytest.mark.parametrize("idle_sleep", [0, -1, True, "0.01", float("nan"), float("inf"), 1e12])
+def test_idle_sleep_out_of_range_is_refused_with_its_name(idle_sleep: Any) -> None:
+    with pytest.raises(InvalidArgumentError, match=r"idle_sleep=.*: None \(spin while serving\)"):
+        HostDispatcher(RingLayout(2, 64), HANDLERS, idle_sleep=idle_sleep)

@@ -5,11 +5,12 @@ import struct
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
 
-from skbuild_cudaq.realtime.errors import RingError, RingProtocolError
+from skbuild_cudaq.realtime.errors import InvalidArgumentError, RingError, RingProtocolError
 from skbuild_cudaq.realtime.ring import (
     HOST_RING_CTX_MAGIC,
     HOST_RING_CTX_SIZE,
@@ -19,7 +20,7 @@ from skbuild_cudaq.realtime.ring import (
     Ticket,
     host_ring_ctx_bytes,
 )
-from skbuild_cudaq.realtime.wire import REQUEST_MAGIC, RESPONSE_MAGIC, function_id
+from skbuild_cudaq.realtime.wire import REQUEST_MAGIC, RESPONSE_MAGIC, encode_request, function_id
 
 
 def _ring(
@@ -514,3 +515,26 @@ def test_fuzz_clients_resets_and_planted_responses_never_give_a_wrong_answer() -
                 client.reset()
                 tickets = []
     assert accepted > 250 and refused > 100 and planted > 500  # seed 20261130: 322, 371, 953
+
+
+@pytest.mark.parametrize("compiled", [False, None])
+@pytest.mark.parametrize("payload", [5, "abc", None])
+def test_a_payload_that_is_not_bytes_like_is_refused_not_sent_as_zero_bytes(
+    payload: Any, compiled: bool | None
+) -> None:
+    layout = RingLayout(4, 64)
+    buf = bytearray(layout.total_bytes)
+    client = RingClient(buf, layout, spin=0, compiled=compiled)
+    for send in (lambda: client.call("echo", payload), lambda: client.submit("echo", payload)):
+        with pytest.raises(TypeError, match="payload must be bytes-like"):
+            send()
+    assert client.submitted == 0  # nothing reached the ring
+    with pytest.raises(TypeError, match="payload must be bytes-like"):
+        encode_request("echo", payload)
+
+
+def test_a_payload_over_the_slot_is_an_invalid_argument(consumer: Any) -> None:
+    client, layout = consumer
+    with pytest.raises(InvalidArgumentError, match="does not fit a slot"):
+        client.call("echo", bytes(layout.max_payload + 1))
+    assert client.call("echo", np.arange(3, dtype=np.uint8)) == (0, b"\x02\x01\x00")

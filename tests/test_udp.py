@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from skbuild_cudaq.realtime.errors import UdpFeederError
+from skbuild_cudaq.realtime.errors import InvalidArgumentError, RealtimeError, UdpFeederError
 from skbuild_cudaq.realtime.host_path import HostDispatcher, echo, rpc_increment
 from skbuild_cudaq.realtime.ring import RingLayout
 from skbuild_cudaq.realtime.udp import UdpClient, UdpFeeder
@@ -472,3 +472,29 @@ def test_a_feeder_dropped_while_running_stops_before_its_socket_closes() -> None
         assert [str(w.message) for w in caught] == []
         time.sleep(0.05)  # a thread left on a closed descriptor fails within this
         assert (core.running, core.error) == (False, None)
+
+
+def test_closed_udp_client_and_feeder_say_so() -> None:
+    with (
+        HostDispatcher(RingLayout(4, 64), {"echo": echo}) as dispatcher,
+        UdpFeeder(dispatcher.client()) as feeder,
+    ):
+        client = UdpClient(*feeder.address, timeout=10)
+        assert client.call("echo", b"x") == (0, b"x")
+        assert not client.closed
+        client.close()
+        assert client.closed
+        for use in (lambda: client.call("echo", b"y"), lambda: client.address, client.discard):
+            with pytest.raises(RealtimeError, match="the UDP client is closed; make a new one"):
+                use()
+        client.close()  # idempotent
+    assert feeder.closed
+    with pytest.raises(UdpFeederError, match="the UDP feeder is closed"):
+        _ = feeder.address
+
+
+def test_feeder_idle_sleep_out_of_range_is_refused_before_a_socket_is_made() -> None:
+    ring_client = HostDispatcher(RingLayout(2, 64), {"echo": echo}).client()
+    for bad in (float("inf"), True, "1"):
+        with pytest.raises(InvalidArgumentError, match="idle_sleep="):
+            UdpFeeder(ring_client, idle_sleep=bad)  # type: ignore[arg-type]

@@ -175,7 +175,9 @@ class HostRingBridge:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
+        from .errors import close_on_exit
+
+        close_on_exit(self.close, exc, self)
 
     def __del__(self) -> None:  # best effort for forgotten bridges
         # getattr: __init__ may have raised before any attribute was set

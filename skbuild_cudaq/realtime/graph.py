@@ -48,10 +48,11 @@ import struct
 import weakref
 from collections.abc import Callable
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 from . import _driver
-from .errors import DeviceRuntimeNotFoundError, InvalidArgumentError
+from .errors import DeviceRuntimeNotFoundError, InvalidArgumentError, close_on_exit
 
 __all__ = [
     "DEVICE_RUNTIME_ENV",
@@ -311,8 +312,13 @@ class DeviceGraph:
     def __enter__(self) -> DeviceGraph:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        close_on_exit(self.close, exc, self)
 
     def __repr__(self) -> str:
         state = "closed" if self.exec is None else f"exec {int(self.exec):#x}"

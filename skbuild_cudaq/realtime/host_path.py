@@ -97,7 +97,9 @@ directly, :meth:`HostDispatcher.serve_one` answers and then re-raises at once.
 (final after :meth:`HostDispatcher.stop`, reset by the next ``start()``), the same
 meaning as ``Dispatcher.processed`` of the device path, whose counter a kernel
 launch starts at zero. A dispatcher is closed for good by ``close()``:
-``start()`` then raises :class:`HostDispatcherError`.
+``start()``, ``client()`` and ``add_handler()`` then raise :class:`HostDispatcherError`,
+and the clients :meth:`HostDispatcher.client` made are closed with it (their later use is
+a :class:`~skbuild_cudaq.realtime.RingError`, not a wait for an answer nobody gives).
 
 A handler that hangs: ``stop(timeout)`` and ``close(timeout)`` raise
 :class:`HostDispatcherError` after ``timeout`` seconds. The thread is not killed: it
@@ -121,15 +123,16 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from . import _native
-from .errors import HostDispatcherError
+from .errors import HostDispatcherError, close_on_exit
 from .graph import STATUS_GRAPH_LAUNCH_FAILED
 from .host_handlers import NativeHostHandler
 from .ring.client import RingClient, _buffer_address
 from .ring.layout import RingLayout
-from .ring.memory import RingMemory
+from .ring.memory import RingMemory, _idle_sleep_ns
 from .wire import REQUEST_MAGIC, function_id
 
 if TYPE_CHECKING:
@@ -263,9 +266,7 @@ class HostDispatcher:
         elif num_slots is not None or slot_size is not None:
             msg = "give either a RingLayout or num_slots/slot_size, not both"
             raise ValueError(msg)
-        if idle_sleep is not None and not idle_sleep > 0:
-            msg = f"idle_sleep={idle_sleep!r}: None (spin while serving) or seconds > 0"
-            raise ValueError(msg)
+        sleep_ns = _idle_sleep_ns(idle_sleep)
         if shared_ring and isinstance(handlers, Mapping):
             refused = (
                 "shared_ring=True needs the device dispatcher's FunctionTable as handlers "
@@ -276,7 +277,7 @@ class HostDispatcher:
         self._handlers: dict[int, tuple[str, HostHandler]] = {}
         self._shared_ring = False
         self._open_ring(buffer, _graph_entries(handlers, shared_ring))
-        self._loop.idle_sleep_ns = 0 if idle_sleep is None else max(1, round(idle_sleep * 1e9))
+        self._loop.idle_sleep_ns = sleep_ns
         try:
             for name, fn in _host_handlers(handlers):
                 self._register(name, fn)
@@ -384,9 +385,15 @@ class HostDispatcher:
     def add_handler(self, name: str | bytes | int, handler: HostHandler) -> int:
         """Register a HOST_CALL handler (a Python callable or a native host handler);
         returns its function id. Takes effect at once, also while serving."""
+        self._check_not_closed()
         fid = self._register(name, handler)
         self._install_table()
         return fid
+
+    def _check_not_closed(self) -> None:
+        if self._closed:
+            msg = "the host dispatcher is closed; make a new one"
+            raise HostDispatcherError(msg)
 
     def _register(self, name: str | bytes | int, handler: HostHandler) -> int:
         """add_handler() without installing the table (the caller installs it)."""
@@ -424,11 +431,13 @@ class HostDispatcher:
         (``release_gil=True``), which a Python handler needs; its Python-level waits
         spin only briefly (``spin=16``) before they sleep, for the same reason.
         """
+        self._check_not_closed()
         kwargs.setdefault("spin", 16)
         kwargs.setdefault("release_gil", True)
         client = RingClient(self._buffer, self._layout, **kwargs)
-        if self._pinned is not None:  # closed before the dispatcher frees its pinned ring
-            self._clients.add(client)
+        # closed with the dispatcher (before it frees a pinned ring of its own): a later
+        # call is a RingError, not a wait for an answer nobody will give
+        self._clients.add(client)
         return client
 
     # -- serving -------------------------------------------------------------
@@ -552,10 +561,17 @@ class HostDispatcher:
         try:
             self._free_graphs()
         finally:
+            for client in list(self._clients):
+                client.close()
             self._mem.release()
 
     def __enter__(self) -> HostDispatcher:
         return self.start()
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        close_on_exit(self.close, exc, self)

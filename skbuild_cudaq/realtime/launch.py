@@ -23,24 +23,59 @@ __all__ = ["Dim3", "LaunchConfig", "launch_kernel"]
 Dim3 = tuple[int, int, int]
 
 
+_U32 = 0xFFFFFFFF
+
+
 def _dim3(value: int | tuple[int, ...], what: str) -> Dim3:
     dims = (value,) if isinstance(value, int) else tuple(value)
-    if not 1 <= len(dims) <= 3 or any(not isinstance(d, int) or d < 1 for d in dims):
+    if not 1 <= len(dims) <= 3 or any(
+        not isinstance(d, int) or isinstance(d, bool) or not 1 <= d <= _U32 for d in dims
+    ):
         msg = f"{what} must be a positive int or a tuple of 1-3 positive ints, got {value!r}"
         raise InvalidArgumentError(msg)
     padded = (*dims, 1, 1)[:3]
     return (padded[0], padded[1], padded[2])
 
 
+def _dims(value: object, what: str) -> Dim3:
+    """``value`` as three dimensions, checked (an iterable of anything but ints too)."""
+    if isinstance(value, (int, tuple, list)):
+        return _dim3(value, what)  # type: ignore[arg-type]
+    msg = f"{what} must be a positive int or a tuple of 1-3 positive ints, got {value!r}"
+    raise InvalidArgumentError(msg)
+
+
 @dataclass(frozen=True)
 class LaunchConfig:
-    """Grid, block, dynamic shared memory, cluster dimensions (None: no cluster), cooperative."""
+    """Grid, block, dynamic shared memory, cluster dimensions (None: no cluster), cooperative.
+
+    Checked and normalised on construction: ``grid``, ``block`` and ``cluster`` are kept
+    as 3-tuples (``LaunchConfig(4, 128) == LaunchConfig((4, 1, 1), (128, 1, 1))``), each
+    dimension an int from 1 to 2**32 - 1; ``shared_mem`` is a byte count; the grid a
+    multiple of the cluster. Limits of the GPU (1024 threads a block, ...) are the
+    driver's to refuse at launch.
+    """
 
     grid: int | tuple[int, ...]
     block: int | tuple[int, ...]
     shared_mem: int = 0
     cluster: int | tuple[int, ...] | None = None
     cooperative: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "grid", _dims(self.grid, "grid"))
+        object.__setattr__(self, "block", _dims(self.block, "block"))
+        if self.cluster is not None:
+            object.__setattr__(self, "cluster", _dims(self.cluster, "cluster"))
+        shared = self.shared_mem
+        if not isinstance(shared, int) or isinstance(shared, bool) or not 0 <= shared <= _U32:
+            msg = f"shared_mem must be >= 0, got {shared!r} (bytes of dynamic shared memory)"
+            raise InvalidArgumentError(msg)
+        cooperative: object = self.cooperative  # callers without type checking pass anything
+        if not isinstance(cooperative, bool):
+            msg = f"LaunchConfig.cooperative={cooperative!r}: expected True or False"
+            raise InvalidArgumentError(msg)
+        self.validate()
 
     @property
     def grid_dim(self) -> Dim3:
@@ -55,6 +90,7 @@ class LaunchConfig:
         return None if self.cluster is None else _dim3(self.cluster, "cluster")
 
     def validate(self) -> None:
+        """Check the dimensions again (construction already did)."""
         grid, _block, cluster = self.grid_dim, self.block_dim, self.cluster_dim
         if self.shared_mem < 0:
             msg = f"shared_mem must be >= 0, got {self.shared_mem}"

@@ -10,10 +10,11 @@ hit neither loads libnvJitLink nor touches the GPU (when ``arch`` is given).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -63,6 +64,28 @@ def parse_arch(arch: str | int) -> tuple[str, int]:
     return f"sm_{number}{m.group(2)}", number
 
 
+def _is_number(value: object) -> bool:
+    """A real number (not a bool or a string)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _extra_options(extra: object) -> tuple[str, ...]:
+    """``LinkOptions.extra`` as a tuple of option strings; a bare string is refused (a
+    tuple of its characters would reach nvJitLink as one option each)."""
+    options: tuple[object, ...] = (extra,)  # refused below unless a sequence of strings
+    if not isinstance(extra, (str, bytes)):
+        with contextlib.suppress(TypeError):
+            options = tuple(cast("Iterable[object]", extra))
+    strings = tuple(option for option in options if isinstance(option, str))
+    if len(strings) != len(options) or isinstance(extra, (str, bytes)):
+        msg = (
+            f"LinkOptions.extra={extra!r}: expected a sequence of nvJitLink options, one "
+            "string each, e.g. extra=('-O3',) (a bare string would be one option per character)"
+        )
+        raise LinkError(msg)
+    return strings
+
+
 @dataclass(frozen=True)
 class LinkOptions:
     """How to link (see :func:`link_device_code`); normalised on construction.
@@ -97,15 +120,27 @@ class LinkOptions:
     def __post_init__(self) -> None:
         if self.arch is not None:
             object.__setattr__(self, "arch", parse_arch(self.arch)[0])
-        object.__setattr__(self, "extra", tuple(self.extra))
+        object.__setattr__(self, "extra", _extra_options(self.extra))
+        if self.runtime_dir is not None:
+            object.__setattr__(self, "runtime_dir", Path(self.runtime_dir))
         object.__setattr__(self, "bridge", bridge_files(self.bridge))
-        if self.timeout is not None and not 0 < self.timeout <= _MAX_TIMEOUT:
+        for flag in ("isolated", "graph_launch"):
+            if not isinstance(getattr(self, flag), bool):
+                msg = f"LinkOptions.{flag}={getattr(self, flag)!r}: expected True or False"
+                raise LinkError(msg)
+        if self.timeout is not None and not (
+            _is_number(self.timeout) and 0 < self.timeout <= _MAX_TIMEOUT
+        ):
             msg = (
                 f"invalid link timeout {self.timeout!r}: expected a positive number of seconds "
                 f"(at most {_MAX_TIMEOUT:g}), or None for no limit"
             )
             raise LinkError(msg)
-        if self.memory_limit is not None and not _MIN_MEMORY <= self.memory_limit < 1 << 62:
+        if self.memory_limit is not None and not (
+            isinstance(self.memory_limit, int)
+            and not isinstance(self.memory_limit, bool)
+            and _MIN_MEMORY <= self.memory_limit < 1 << 62
+        ):
             msg = (
                 f"invalid link memory limit {self.memory_limit!r}: expected at least "
                 f"{_MIN_MEMORY >> 20} MiB (in bytes), or None for no limit"

@@ -76,13 +76,15 @@ import time
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any
 
 from . import _native
 from ._logging import get_logger
-from .errors import ProtocolError, UdpFeederError
+from .errors import ProtocolError, UdpFeederError, close_on_exit
 from .ring import RingClient
 from .ring.client import _buffer_address
+from .ring.memory import _idle_sleep_ns
 from .wire import (
     _REQUEST,
     HEADER_SIZE,
@@ -209,9 +211,7 @@ class UdpFeeder:
         port: int = 0,
         idle_sleep: float | None = None,
     ) -> None:
-        if idle_sleep is not None and not idle_sleep > 0:
-            msg = f"idle_sleep={idle_sleep!r}: None (spin while serving) or seconds > 0"
-            raise ValueError(msg)
+        sleep_ns = _idle_sleep_ns(idle_sleep)
         if client.closed:
             msg = "the ring client is closed: the UDP feeder needs an open one"
             raise UdpFeederError(msg)
@@ -243,7 +243,7 @@ class UdpFeeder:
             self._sock.fileno(), _buffer_address(mem.mv), layout.num_slots, layout.slot_size,
             mem.buffer,
         )  # fmt: skip
-        self._core.idle_sleep_ns = 0 if idle_sleep is None else max(1, round(idle_sleep * 1e9))
+        self._core.idle_sleep_ns = sleep_ns
         # the ring's memory may go (a bridge frees it after closing its client): stop first
         mem.on_release(weakref.WeakMethod(self._ring_released))
         # dropped without close(), or still running at exit: the thread stops before the
@@ -253,8 +253,16 @@ class UdpFeeder:
 
     @property
     def address(self) -> tuple[str, int]:
+        if self.closed:
+            msg = "the UDP feeder is closed"
+            raise UdpFeederError(msg)
         host, port = self._sock.getsockname()[:2]
         return str(host), int(port)
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` closed the socket."""
+        return self._sock.fileno() < 0
 
     @property
     def running(self) -> bool:
@@ -277,7 +285,7 @@ class UdpFeeder:
         with self._lock:
             if self.running:
                 return self
-            if self._sock.fileno() < 0:
+            if self.closed:
                 msg = "the UDP feeder is closed"
                 raise UdpFeederError(msg)
             client = self._client
@@ -320,8 +328,13 @@ class UdpFeeder:
     def __enter__(self) -> UdpFeeder:
         return self.start()
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        close_on_exit(self.close, exc, self)
 
 
 @dataclass(frozen=True)
@@ -358,11 +371,25 @@ class UdpClient:
 
     @property
     def address(self) -> tuple[str, int]:
+        self._check_open()
         host, port = self._sock.getpeername()[:2]
         return str(host), int(port)
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` closed the socket."""
+        return self._sock.fileno() < 0
+
+    def _check_open(self) -> None:
+        if self._sock.fileno() < 0:
+            from .errors import RealtimeError
+
+            msg = "the UDP client is closed; make a new one"
+            raise RealtimeError(msg)
+
     def send_raw(self, data: bytes) -> None:
         """Send one datagram as is (for fuzzing); one with a header expects a response."""
+        self._check_open()
         self._sock.send(data)
         if len(data) >= HEADER_SIZE:
             _, _, _, rid, ts = _REQUEST.unpack_from(data)
@@ -378,6 +405,7 @@ class UdpClient:
         magic: int = REQUEST_MAGIC,
         arg_len: int | None = None,
     ) -> UdpTicket:
+        self._check_open()
         ts = 0 if timestamp is None else timestamp
         if request_id is None:
             request_id = self._next_request_id
@@ -406,6 +434,7 @@ class UdpClient:
 
     def _receive(self, timeout: float) -> bool:
         """Read one datagram within ``timeout``; False if none came."""
+        self._check_open()
         self._sock.settimeout(max(timeout, 1e-6))
         try:
             data = self._sock.recv(_MAX_DATAGRAM)

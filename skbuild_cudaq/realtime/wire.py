@@ -190,6 +190,22 @@ class Response:
         return self.header.pack() + self.result
 
 
+def _payload_bytes(payload: object) -> bytes | bytearray:
+    """A request's arguments as bytes: ``bytes`` and ``bytearray`` as they are, any other
+    object with the buffer protocol (``memoryview``, a numpy array) copied. An int is
+    refused (``bytes(5)`` would send five zero bytes), and so are ``str`` and ``None``."""
+    if isinstance(payload, (bytes, bytearray)):
+        return payload
+    try:
+        return bytes(memoryview(payload))  # type: ignore[arg-type]
+    except TypeError:
+        msg = (
+            "a request's payload must be bytes-like (bytes, bytearray, memoryview, a uint8 "
+            f"array), not {type(payload).__name__}"
+        )
+        raise TypeError(msg) from None
+
+
 def encode_request(
     function: str | bytes | int,
     args: bytes | bytearray | memoryview = b"",
@@ -200,7 +216,7 @@ def encode_request(
     arg_len: int | None = None,
 ) -> bytes:
     """Header + arguments of one request. ``magic``/``arg_len`` may be forged (for tests)."""
-    data = bytes(args)
+    data = bytes(_payload_bytes(args))
     header = RequestHeader(
         magic=magic,
         function_id=function_id(function),

@@ -29,6 +29,10 @@ BUILTIN_KERNEL_1024 = "cudaq_realtime_unified_dispatch_1024"
 BUILTIN_KERNEL_SHARED = "cudaq_realtime_unified_dispatch_shared"
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 @dataclass(frozen=True)
 class DispatcherConfig:
     """What the dispatcher serves: device ordinal, ring shape, built-in kernel block size."""
@@ -53,11 +57,22 @@ class DispatcherConfig:
         from skbuild_cudaq.realtime.errors import InvalidArgumentError
 
         object.__setattr__(self, "layout", RingLayout(self.num_slots, self.slot_size))
-        if not 1 <= self.block_size <= 1024:
-            msg = f"block_size={self.block_size}: the built-in kernel runs 1..1024 threads"
+        if not _is_int(self.block_size) or not 1 <= self.block_size <= 1024:
+            msg = f"block_size={self.block_size!r}: the built-in kernel runs 1..1024 threads"
             raise InvalidArgumentError(msg)
-        if self.device < 0:
-            msg = f"device={self.device}: a CUDA device ordinal is >= 0"
+        if not _is_int(self.device) or self.device < 0:
+            msg = f"device={self.device!r}: a CUDA device ordinal is an int >= 0"
+            raise InvalidArgumentError(msg)
+        timeout: object = self.stop_timeout
+        if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not timeout > 0:
+            msg = (
+                f"stop_timeout={timeout!r}: the seconds stop() waits for the kernel to exit, "
+                "a number > 0"
+            )
+            raise InvalidArgumentError(msg)
+        shared: object = self.shared_ring
+        if not isinstance(shared, bool):
+            msg = f"shared_ring={shared!r}: expected True or False"
             raise InvalidArgumentError(msg)
 
     @property

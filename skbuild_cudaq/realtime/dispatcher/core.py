@@ -8,6 +8,7 @@ launches with, :mod:`.config`; its table, :mod:`.table`.
 from __future__ import annotations
 
 import time
+import weakref
 from types import ModuleType, TracebackType
 from typing import Any, Generic, TypeVar, cast, overload
 
@@ -43,6 +44,68 @@ def _start_error(message: str) -> Exception:
 
 
 BridgeT = TypeVar("BridgeT", bound=Bridge)
+
+#: What dispatchers collected while a kernel that never exited may use: kept for the
+#: process's life (never freed under a kernel).
+_ABANDONED: list[tuple[DeviceResources, Bridge, _Served]] = []
+
+
+class _Served:
+    """What a dispatcher's kernel may use while it runs, beside its memory and bridge: the
+    linked module(s) and the graph handlers' run, and whether the kernel was abandoned (it
+    ignored the shutdown flag: nothing it may use is ever freed). Shared with the
+    dispatcher's finalizer, which must not hold the dispatcher itself."""
+
+    __slots__ = ("abandoned", "graphs", "library")
+
+    def __init__(self) -> None:
+        self.library: Any = None  # keeps the linked module alive while the kernel may run
+        self.graphs: GraphRun | None = None  # graph handlers served while running
+        self.abandoned = False
+
+
+def _collect(
+    gpu: DeviceResources, bridge: Bridge, owns_bridge: bool, served: _Served, timeout: float
+) -> None:
+    """A dispatcher's finalizer (dropped without ``close()``, or alive at exit).
+
+    A kernel that may still run is told to shut down and waited for (``stop_timeout``)
+    before anything it reads is freed: the device memory, the graph records and, for a
+    bridge the dispatcher made, the ring (the bridge frees it when it goes). One that does
+    not exit, or was abandoned before, keeps all of it for the process's life. Never raises.
+    """
+    if served.abandoned:
+        _ABANDONED.append((gpu, bridge, served))
+        return
+    if gpu.drv is None:  # never started, or closed: nothing of the GPU is held
+        return
+    try:
+        with gpu.in_context():
+            if gpu.pinned_ptr:  # allocated at start(), freed at stop(): a kernel may run
+                gpu.signal_shutdown()
+                try:
+                    idle = gpu.wait_stream(timeout)
+                except Exception:
+                    idle = True  # the kernel faulted: it no longer runs
+                if not idle:
+                    served.abandoned = True
+                    _ABANDONED.append((gpu, bridge, served))
+                    _logger.warning(
+                        "a Dispatcher dropped while running: its kernel did not exit within "
+                        "%g s of the shutdown flag; its memory, module and ring are kept for "
+                        "the life of the process",
+                        timeout,
+                    )
+                    return
+                gpu.free()
+            graphs, served.graphs, served.library = served.graphs, None, None
+            if graphs is not None:
+                graphs.release(gpu.drv)
+            gpu.destroy_streams()
+            if owns_bridge:
+                bridge.close()
+    except Exception:  # a finalizer must not raise (a driver already gone at exit)
+        _logger.debug("freeing a dropped Dispatcher failed", exc_info=True)
 
 
 class Dispatcher(Generic[BridgeT]):
@@ -116,12 +179,22 @@ class Dispatcher(Generic[BridgeT]):
         self._launcher: Launcher | None = None
         self._transport_ctx: int | None = None
         self._gpu = DeviceResources(self.config.device)
-        self._library: Any = None  # keeps the linked module alive while the kernel may run
         self._running = False
         self._processed = 0
         self._launch_args: LaunchArgs | None = None
-        self._abandoned = False
-        self._graphs: GraphRun | None = None  # graph handlers served while running
+        #: the linked module, the graph run and the abandoned mark, shared with the finalizer
+        self._served = _Served()
+        # Dropped without close() (or still running at exit): the kernel is stopped before
+        # the bridge (whose own __del__ frees the ring) and the device memory may go.
+        weakref.finalize(
+            self,
+            _collect,
+            self._gpu,
+            self.bridge,
+            self._owns_bridge,
+            self._served,
+            self.config.stop_timeout,
+        )
 
     # -- configuration ----------------------------------------------------
     def set_unified_launch(
@@ -172,7 +245,7 @@ class Dispatcher(Generic[BridgeT]):
         if self._running:
             msg = "the dispatcher is already running"
             raise InvalidArgumentError(msg)
-        if self._abandoned:
+        if self._served.abandoned:
             msg = "a previous kernel of this dispatcher never exited; make a new Dispatcher"
             raise _start_error(msg)
         self._check_shared_ring()
@@ -208,7 +281,7 @@ class Dispatcher(Generic[BridgeT]):
                 stream=gpu.stream,
                 device=self.config.device,
             )
-            self._library = library if graph_library is None else (library, graph_library)
+            self._served.library = library if graph_library is None else (library, graph_library)
             self._launch_args = args
             self._running = True  # from here on a kernel may be enqueued
             self._launch(args, library, plan, graph_library)
@@ -245,14 +318,14 @@ class Dispatcher(Generic[BridgeT]):
         device = self.config.device
         shapes = library.handler_shapes(device=device) if library is not None else None
         words: dict[str, int] = {}
-        self._graphs = None
+        self._served.graphs = None
         if graph_library is not None:
             # The graph module is linked on its own: its handlers have addresses of their own.
             names = device_call_names(self.function_table, library, device)
             found = graph_library.handler_addresses(device)
             words = {entry: found[name] for entry, name in names.items()}
-            self._graphs = GraphRun(plan.graphs, self.layout.slot_size)
-            words.update(self._graphs.prepare(drv, self._gpu.reader))
+            self._served.graphs = GraphRun(plan.graphs, self.layout.slot_size)
+            words.update(self._served.graphs.prepare(drv, self._gpu.reader))
         table = self.function_table.pack(shapes, handlers=words, peer_host=plan.shared_kernel)
         self._gpu.allocate(drv, table)
 
@@ -268,12 +341,12 @@ class Dispatcher(Generic[BridgeT]):
                 msg = "the built-in kernel needs module= (the extension linked with it)"
                 raise InvalidArgumentError(msg)
             config = LaunchConfig(grid=(1, 1, 1), block=(self.config.block_size, 1, 1))
-            if self._graphs is not None:
+            if self._served.graphs is not None:
                 from skbuild_cudaq.realtime.graph import GRAPH_DISPATCH_KERNEL
 
                 kernel = graph_library.get_kernel(GRAPH_DISPATCH_KERNEL)
                 self._check_block(kernel, GRAPH_DISPATCH_KERNEL)
-                self._graphs.launch(
+                self._served.graphs.launch(
                     kernel, config, args.stream, args.kernel_args(), self._gpu.reader
                 )
             elif plan.shared_kernel:
@@ -407,11 +480,11 @@ class Dispatcher(Generic[BridgeT]):
         self._launch_args = None
         if not idle:
             # The enqueued kernel ignores the shutdown flag: leak rather than free under it.
-            self._abandoned = True
+            self._served.abandoned = True
             return
         self._gpu.free()
         self._release_graphs()
-        self._library = None
+        self._served.library = None
 
     def stop(self, timeout: float | None = None) -> int:
         """Signal shutdown, wait for the kernel to exit, return the processed count. Idempotent."""
@@ -424,7 +497,7 @@ class Dispatcher(Generic[BridgeT]):
         timeout = self.config.stop_timeout if timeout is None else timeout
         self._gpu.signal_shutdown()
         if not self._gpu.wait_stream(timeout):
-            self._abandoned = True
+            self._served.abandoned = True
             self._running = False
             msg = (
                 f"the dispatch kernel did not exit within {timeout} s of the shutdown flag; "
@@ -436,12 +509,12 @@ class Dispatcher(Generic[BridgeT]):
         self._launch_args = None
         self._gpu.free()
         self._release_graphs()
-        self._library = None
+        self._served.library = None
         return self._processed
 
     def _release_graphs(self) -> None:
         """Free the graph handlers' records and the dispatch graph (the stream is idle)."""
-        graphs, self._graphs = self._graphs, None
+        graphs, self._served.graphs = self._served.graphs, None
         if graphs is not None and self._gpu.drv is not None:
             graphs.release(self._gpu.drv)
 
@@ -450,7 +523,7 @@ class Dispatcher(Generic[BridgeT]):
         ``launch_failures`` (answered ``STATUS_GRAPH_LAUNCH_FAILED``) and the
         ``launch_error`` (``cudaError_t``) of the last failed launch. Empty when no graph
         entry is served; only while running."""
-        graphs = self._graphs
+        graphs = self._served.graphs
         if graphs is None or not self._running or self._gpu.drv is None:
             return {}
         found = {}
@@ -471,7 +544,7 @@ class Dispatcher(Generic[BridgeT]):
         context helper), as the lookups and launches of the same GPU use it.
         """
         self.stop()
-        if self._abandoned:
+        if self._served.abandoned:
             return
         with self._gpu.in_context():
             self._gpu.destroy_streams()
@@ -488,7 +561,9 @@ class Dispatcher(Generic[BridgeT]):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
+        from skbuild_cudaq.realtime.errors import close_on_exit
+
+        close_on_exit(self.close, exc, self)
 
     def __repr__(self) -> str:
         state = "running" if self._running else "stopped"

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from skbuild_cudaq.realtime.errors import RingError, RingProtocolError
+from skbuild_cudaq.realtime.errors import InvalidArgumentError, RingError, RingProtocolError
 from skbuild_cudaq.realtime.wire import (
     _RESPONSE,
     HEADER_SIZE,
@@ -37,6 +37,7 @@ from skbuild_cudaq.realtime.wire import (
     RESPONSE_MAGIC,
     Response,
     ResponseHeader,
+    _payload_bytes,
     function_id,
 )
 
@@ -290,8 +291,7 @@ class RingClient(_BatchPath):
         """Write one request into the next slot and publish it."""
         self._check_open()
         fid = function_id(function)
-        if not isinstance(payload, (bytes, bytearray)):
-            payload = bytes(payload)
+        payload = _payload_bytes(payload)
         size = self._check_payload(payload)
         ts = 0 if timestamp is None else timestamp
         k = self._next
@@ -315,7 +315,7 @@ class RingClient(_BatchPath):
                 f"payload of {size} bytes does not fit a slot "
                 f"(max payload {self._layout.max_payload})"
             )
-            raise ValueError(msg)
+            raise InvalidArgumentError(msg)
         return size
 
     def _new_request_id(self) -> int:
@@ -555,7 +555,11 @@ class RingClient(_BatchPath):
 
     # the compiled call where it is installed (it goes back to _call_python for a client
     # without the compiled ring), else the Python one; type checkers see the Python one
-    call = _call_python if TYPE_CHECKING or _compiled_call is None else _compiled_call
+    # (two statements: a conditional expression would type it as the union with Any)
+    if TYPE_CHECKING:
+        call = _call_python
+    else:
+        call = _call_python if _compiled_call is None else _compiled_call
 
     def drain(self, timeout: float = DEFAULT_TIMEOUT) -> None:
         """Read every outstanding response out of the ring (kept for ``poll``/``wait``)."""

@@ -19,6 +19,10 @@ __all__ = ["RingLayout"]
 _U32 = 0xFFFFFFFF
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)  # True is no slot count
+
+
 @dataclass(frozen=True)
 class RingLayout:
     """Shape and geometry of one ring allocation (see :mod:`skbuild_cudaq.realtime.ring`)."""
@@ -29,17 +33,13 @@ class RingLayout:
     def __post_init__(self) -> None:
         from skbuild_cudaq.realtime.errors import InvalidArgumentError  # a ValueError too
 
-        if not isinstance(self.num_slots, int) or self.num_slots < 1:
+        if not _is_int(self.num_slots) or self.num_slots < 1:
             msg = (
                 f"num_slots={self.num_slots!r}: a ring needs at least 1 slot "
                 "(num_slots must be an integer >= 1)"
             )
             raise InvalidArgumentError(msg)
-        if (
-            not isinstance(self.slot_size, int)
-            or self.slot_size <= HEADER_SIZE
-            or self.slot_size % 8 != 0
-        ):
+        if not _is_int(self.slot_size) or self.slot_size <= HEADER_SIZE or self.slot_size % 8 != 0:
             msg = (
                 f"slot_size={self.slot_size!r}: slot_size must be a multiple of 8 greater than "
                 f"the {HEADER_SIZE}-byte RPC header (a slot holds the header and the payload)"

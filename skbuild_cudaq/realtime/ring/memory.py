@@ -14,6 +14,31 @@ from .layout import RingLayout
 
 __all__ = ["Backoff", "RingMemory"]
 
+#: The longest ``idle_sleep`` a native serving thread takes, in seconds.
+_MAX_IDLE_SLEEP = 3600.0
+
+
+def _idle_sleep_ns(idle_sleep: object) -> int:
+    """``idle_sleep`` (``HostDispatcher``, ``UdpFeeder``: None, or seconds) as the native
+    thread's nanoseconds (0: spin). Refused unless None or a number of seconds > 0 and at
+    most ``_MAX_IDLE_SLEEP`` (a bool, a string, nan or inf would fail in the native
+    setter, or make a sleeping thread miss requests for ever)."""
+    if idle_sleep is None:
+        return 0
+    if (
+        not isinstance(idle_sleep, (int, float))
+        or isinstance(idle_sleep, bool)
+        or not 0 < idle_sleep <= _MAX_IDLE_SLEEP
+    ):
+        from skbuild_cudaq.realtime.errors import InvalidArgumentError  # a ValueError too
+
+        msg = (
+            f"idle_sleep={idle_sleep!r}: None (spin while serving) or seconds > 0, at most "
+            f"{_MAX_IDLE_SLEEP:g}"
+        )
+        raise InvalidArgumentError(msg)
+    return max(1, round(idle_sleep * 1e9))
+
 
 class Backoff:
     """Spin, then yield, then sleep with growing delays (bounded by ``max_sleep``).

@@ -58,6 +58,18 @@ def drv(use_driver: UseDriver) -> FakeDriver:
 LIB = FakeLibrary(0x1000, 0x2000)
 
 
+class HeldLibrary(FakeLibrary):
+    """Counts the holds a dispatcher takes on its module (``Library._hold`` / ``_let_go``)."""
+
+    holds = 0
+
+    def _hold(self) -> None:
+        self.holds += 1
+
+    def _let_go(self) -> None:
+        self.holds -= 1
+
+
 def make(drv: FakeDriver, launcher: Any, **config: Any) -> Dispatcher:
     d = Dispatcher(
         DispatcherConfig(**{"num_slots": 4, "slot_size": 64, "stop_timeout": 0.5, **config})
@@ -344,6 +356,30 @@ def test_a_dispatcher_dropped_with_a_kernel_that_never_exited_frees_nothing(
     assert "cuMemFree" not in drv.log
     assert "cuMemFreeHost" not in drv.log  # the ring the kernel polls stays
     assert bridge() is not None
+
+
+@pytest.mark.parametrize("ending", ["stop", "drop", "never exits"])
+def test_a_running_dispatcher_holds_its_module_until_its_kernel_is_gone(
+    drv: FakeDriver, ending: str
+) -> None:
+    """While the kernel may run, its module is held (a Library refuses close() and
+    release_library()): from start() to stop(), or to the finalizer of a dispatcher dropped
+    running; for ever when the kernel never exited."""
+    lib = HeldLibrary(0x1000, 0x2000)
+    drv.ignores_shutdown = ending == "never exits"
+    launcher = Launcher(drv)
+    d = make(drv, launcher)
+    launcher.library = lib
+    d.start()
+    assert lib.holds == 1
+    if ending == "stop":
+        d.stop()
+    elif ending == "never exits":
+        with pytest.raises(RealtimeError, match="did not exit"):
+            d.stop(timeout=0.05)
+    del d, launcher
+    gc.collect()
+    assert lib.holds == (1 if ending == "never exits" else 0)
 
 
 def test_a_with_block_error_is_not_masked_by_a_stop_that_fails(drv: FakeDriver) -> None:

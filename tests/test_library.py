@@ -276,6 +276,38 @@ def test_unreadable_cubin_symbols_are_one_realtime_error(data: bytes) -> None:
 
 
 @pytest.mark.toolchain
+def test_a_module_a_running_dispatcher_serves_from_is_not_unloaded(
+    bins: DeviceBinaries, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, use_driver: UseDriver
+) -> None:
+    """close() and release_library() refuse while a dispatcher holds the module (its
+    kernel may be running the module's code), and release nothing; once it lets go, both
+    work. A closed module cannot be held (a dispatcher's start() fails)."""
+    import types
+
+    from _fake_driver import FakeDriver
+
+    monkeypatch.setenv("SKBUILD_CUDAQ_LINK_CACHE", str(tmp_path / "cache"))
+    use_driver(FakeDriver())
+    module = types.ModuleType("app")
+    module.__file__ = str(bins.app)
+    rt.release_library()
+    try:
+        library = rt.get_library(module, device=0)
+        library._hold()
+        with pytest.raises(RealtimeError, match="in use by a running Dispatcher: stop"):
+            library.close()
+        with pytest.raises(RealtimeError, match="in use by a running Dispatcher"):
+            rt.release_library()
+        assert not library.closed and rt.get_library(module, device=0) is library
+        library._let_go()
+        rt.release_library()
+        assert library.closed
+        with pytest.raises(RealtimeError, match="is closed"):
+            library._hold()
+    finally:
+        rt.release_library()
+
+
 def test_a_lookup_of_a_name_left_out_of_the_link_says_so(
     bins: DeviceBinaries, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, use_driver: UseDriver
 ) -> None:

@@ -56,12 +56,43 @@ class _Served:
     ignored the shutdown flag: nothing it may use is ever freed). Shared with the
     dispatcher's finalizer, which must not hold the dispatcher itself."""
 
-    __slots__ = ("abandoned", "graphs", "library")
+    __slots__ = ("_library", "abandoned", "graphs")
 
     def __init__(self) -> None:
-        self.library: Any = None  # keeps the linked module alive while the kernel may run
+        self._library: Any = None
         self.graphs: GraphRun | None = None  # graph handlers served while running
         self.abandoned = False
+
+    @property
+    def library(self) -> Any:
+        """The linked module(s) the kernel may run from: kept alive, and held (a ``Library``
+        refuses ``close()`` and ``release_library()`` while held) until set to None."""
+        return self._library
+
+    @library.setter
+    def library(self, value: Any) -> None:
+        held: list[Any] = []
+        try:
+            for library in _libraries_in(value):
+                hold = getattr(library, "_hold", None)
+                if hold is not None:
+                    hold()  # a closed Library refuses: start() fails before any launch
+                    held.append(library)
+        except BaseException:
+            for library in held:
+                library._let_go()
+            raise
+        for library in _libraries_in(self._library):
+            let_go = getattr(library, "_let_go", None)
+            if let_go is not None:
+                let_go()
+        self._library = value
+
+
+def _libraries_in(value: Any) -> tuple[Any, ...]:
+    if value is None:
+        return ()
+    return tuple(value) if isinstance(value, tuple) else (value,)
 
 
 def _collect(

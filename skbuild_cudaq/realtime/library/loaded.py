@@ -123,6 +123,7 @@ class Library:
         self._handlers: dict[int, tuple[int, dict[str, int]]] = {}
         self._finalizer: weakref.finalize[Any, Any] | None = None
         self._closed = False
+        self._holders = 0  # running dispatchers serving from this module (_hold, _let_go)
         self._lock = threading.RLock()
 
     @classmethod
@@ -404,11 +405,35 @@ class Library:
                 if value == int(address)
             )
 
+    def _hold(self) -> None:
+        """A dispatcher serves from this module from now on: :meth:`close` refuses until it
+        lets go (the package's dispatchers, at start and stop)."""
+        with self._lock:
+            self._check_open()
+            self._holders += 1
+
+    def _let_go(self) -> None:
+        with self._lock:
+            self._holders = max(0, self._holders - 1)
+
+    def _refuse_close_in_use(self) -> None:
+        if self._holders:
+            noun = "a running Dispatcher" if self._holders == 1 else "running Dispatchers"
+            msg = (
+                f"{self!r} is in use by {noun}: stop() it before closing the module or "
+                "calling release_library() (unloading it would pull the code out from under "
+                "a running kernel)"
+            )
+            raise RealtimeError(msg)
+
     def close(self) -> None:
-        """Unload the module (idempotent). Kernels and handler addresses become invalid."""
+        """Unload the module (idempotent). Kernels and handler addresses become invalid.
+
+        Refused (:class:`RealtimeError`) while a running dispatcher serves from it."""
         with self._lock:
             if self._closed:
                 return
+            self._refuse_close_in_use()
             self._closed = True
             if self._finalizer is not None:
                 self._finalizer()  # unloads once

@@ -126,10 +126,13 @@ def release_library() -> None:
     """Close and forget the process's linked modules (no-op when there are none).
 
     Kernels and handler addresses looked up from them become invalid: stop every
-    dispatcher using them first.
+    dispatcher using them first (while one runs, :class:`RealtimeError` and nothing is
+    released).
     """
     with _registry_lock:
         libraries = [*_libraries.values(), *_graph_libraries.values()]
+        for library in libraries:
+            library._refuse_close_in_use()
         _libraries.clear()
         _graph_libraries.clear()
     for library in libraries:

@@ -474,6 +474,23 @@ def test_a_feeder_dropped_while_running_stops_before_its_socket_closes() -> None
         assert (core.running, core.error) == (False, None)
 
 
+def test_the_host_path_objects_say_what_they_are() -> None:
+    with HostDispatcher(RingLayout(8, 64), {"echo": echo}) as d:
+        assert repr(d) == "<HostDispatcher 8x64 1 handler stopped>"
+        d.start()
+        client = d.client()
+        assert repr(d) == "<HostDispatcher 8x64 1 handler running>"
+        assert repr(client) == "<RingClient 8x64 submitted=0>"
+        with UdpFeeder(d.client()) as feeder, UdpClient(*feeder.address) as udp:
+            host, port = feeder.address
+            assert repr(feeder) == f"<UdpFeeder {host}:{port} running>"
+            assert repr(udp) == f"<UdpClient to {host}:{port}>"
+            assert udp.call("echo", b"x") == (0, b"x")
+        assert (repr(feeder), repr(udp)) == ("<UdpFeeder closed>", "<UdpClient closed>")
+    assert repr(d) == "<HostDispatcher 8x64 1 handler closed>"
+    assert repr(client) == "<RingClient 8x64 closed>"
+
+
 def test_closed_udp_client_and_feeder_say_so() -> None:
     with (
         HostDispatcher(RingLayout(4, 64), {"echo": echo}) as dispatcher,

@@ -362,6 +362,14 @@ class HostDispatcher:
     def running(self) -> bool:
         return bool(self._loop.running)
 
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("running" if self.running else "stopped")
+        layout, count = self._layout, len(self._handlers)
+        return (
+            f"<HostDispatcher {layout.num_slots}x{layout.slot_size} "
+            f"{count} handler{'' if count == 1 else 's'} {state}>"
+        )
+
     @property
     def handler_errors(self) -> int:
         """Handler failures answered with a reserved status."""

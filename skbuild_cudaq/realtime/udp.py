@@ -268,6 +268,12 @@ class UdpFeeder:
     def running(self) -> bool:
         return bool(self._core.running)
 
+    def __repr__(self) -> str:
+        if self.closed:
+            return "<UdpFeeder closed>"
+        host, port = self.address
+        return f"<UdpFeeder {host}:{port} {'running' if self.running else 'stopped'}>"
+
     @property
     def error(self) -> str | None:
         """Why the thread stopped on its own (the ring broke the protocol, the socket
@@ -379,6 +385,12 @@ class UdpClient:
     def closed(self) -> bool:
         """Whether :meth:`close` closed the socket."""
         return self._sock.fileno() < 0
+
+    def __repr__(self) -> str:
+        if self.closed:
+            return "<UdpClient closed>"
+        host, port = self.address
+        return f"<UdpClient to {host}:{port}>"
 
     def _check_open(self) -> None:
         if self._sock.fileno() < 0:

@@ -204,6 +204,11 @@ class RingClient(_BatchPath):
     def closed(self) -> bool:
         return self._mem.released
 
+    def __repr__(self) -> str:
+        layout = self._layout
+        state = "closed" if self.closed else f"submitted={self._next}"
+        return f"<RingClient {layout.num_slots}x{layout.slot_size} {state}>"
+
     @property
     def compiled(self) -> bool:
         """Whether :meth:`call` takes the compiled round trip (see :data:`COMPILED`)."""

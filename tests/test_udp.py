@@ -475,9 +475,9 @@ def test_a_feeder_dropped_while_running_stops_before_its_socket_closes() -> None
 
 
 def test_the_host_path_objects_say_what_they_are() -> None:
-    with HostDispatcher(RingLayout(8, 64), {"echo": echo}) as d:
-        assert repr(d) == "<HostDispatcher 8x64 1 handler stopped>"
-        d.start()
+    d = HostDispatcher(RingLayout(8, 64), {"echo": echo})
+    assert repr(d) == "<HostDispatcher 8x64 1 handler stopped>"
+    with d:  # starts it
         client = d.client()
         assert repr(d) == "<HostDispatcher 8x64 1 handler running>"
         assert repr(client) == "<RingClient 8x64 submitted=0>"

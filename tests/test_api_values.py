@@ -111,3 +111,23 @@ def test_ring_layout_refuses_bools() -> None:
         RingLayout(True, 64)
     with pytest.raises(InvalidArgumentError, match="slot_size=True"):
         RingLayout(4, True)
+
+
+def test_a_dispatcher_refuses_what_is_not_a_config_or_a_bridge() -> None:
+    from skbuild_cudaq.realtime import Dispatcher
+
+    with pytest.raises(TypeError, match=r"takes a DispatcherConfig .* not str"):
+        Dispatcher("x")  # type: ignore[call-overload]
+    with pytest.raises(TypeError, match=r"takes a bridge .* not object"):
+        Dispatcher(bridge=object())  # type: ignore[type-var]
+
+
+@pytest.mark.parametrize(
+    ("address", "match"),
+    [(True, "not bool"), ("0x1000", "not str"), (4096.0, "not float"), (None, "not NoneType")],
+)
+def test_a_device_entry_takes_an_int_address(address: Any, match: str) -> None:
+    from skbuild_cudaq.realtime import FunctionTable
+
+    with pytest.raises(TypeError, match=f"'echo': the address is an int .*{match}"):
+        FunctionTable().add_device("echo", address)

@@ -188,6 +188,22 @@ class Dispatcher(Generic[BridgeT]):
     ) -> None:
         from skbuild_cudaq.realtime.errors import InvalidArgumentError
 
+        checked: object = config  # callers without type checking may pass anything
+        if checked is not None and not isinstance(checked, DispatcherConfig):
+            msg = (
+                f"Dispatcher(config=...) takes a DispatcherConfig (or None for the defaults), "
+                f"not {type(checked).__name__}"
+            )
+            raise TypeError(msg)
+        if bridge is not None and not all(
+            hasattr(bridge, name) for name in ("num_slots", "slot_size")
+        ):
+            msg = (
+                f"Dispatcher(bridge=...) takes a bridge (the Bridge protocol: num_slots, "
+                f"slot_size, device_code, open(), reset(), transport_ctx, close()), not "
+                f"{type(bridge).__name__}"
+            )
+            raise TypeError(msg)
         self.config = config if config is not None else DispatcherConfig()
         #: The ring's shape (the config's, which the bridge must have), the one source
         #: of the launch arguments' ``num_slots`` and ``slot_size``.

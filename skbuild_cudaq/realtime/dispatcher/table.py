@@ -121,6 +121,13 @@ class FunctionTable:
 
         looked_up_for = getattr(address, "device", None)
         exported = getattr(address, "name", None)
+        checked: object = address  # callers without type checking may pass anything
+        if isinstance(checked, bool) or not isinstance(checked, int):
+            msg = (
+                f"{name!r}: the address is an int (get_device_handler(module, name)), not "
+                f"{type(checked).__name__}"
+            )
+            raise TypeError(msg)
         address = int(address)
         if address <= 0 or address >= 1 << 64:
             msg = f"{name!r}: {address:#x} is not a device address"

@@ -131,3 +131,10 @@ def test_a_device_entry_takes_an_int_address(address: Any, match: str) -> None:
 
     with pytest.raises(TypeError, match=f"'echo': the address is an int .*{match}"):
         FunctionTable().add_device("echo", address)
+
+
+def test_a_device_entry_takes_a_numpy_integer_address() -> None:
+    np = pytest.importorskip("numpy")
+    from skbuild_cudaq.realtime import FunctionTable
+
+    assert FunctionTable().add_device("echo", np.uint64(0x7000)).address == 0x7000

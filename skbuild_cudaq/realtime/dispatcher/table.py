@@ -15,6 +15,7 @@ GRAPH_LAUNCH ones.
 
 from __future__ import annotations
 
+import operator
 import struct
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -122,13 +123,16 @@ class FunctionTable:
         looked_up_for = getattr(address, "device", None)
         exported = getattr(address, "name", None)
         checked: object = address  # callers without type checking may pass anything
-        if isinstance(checked, bool) or not isinstance(checked, int):
-            msg = (
-                f"{name!r}: the address is an int (get_device_handler(module, name)), not "
-                f"{type(checked).__name__}"
-            )
+        msg = (
+            f"{name!r}: the address is an int (get_device_handler(module, name)), not "
+            f"{type(checked).__name__}"
+        )
+        if isinstance(checked, bool):
             raise TypeError(msg)
-        address = int(address)
+        try:
+            address = operator.index(address)  # an int, a numpy integer
+        except TypeError:
+            raise TypeError(msg) from None
         if address <= 0 or address >= 1 << 64:
             msg = f"{name!r}: {address:#x} is not a device address"
             raise InvalidArgumentError(msg)

@@ -201,6 +201,7 @@ def test_the_lookup_path_imports_only_light_modules() -> None:
         "skbuild_cudaq.errors",
         "skbuild_cudaq.realtime",
         "skbuild_cudaq.realtime._binary",
+        "skbuild_cudaq.realtime._closing",
         "skbuild_cudaq.realtime._driver",
         "skbuild_cudaq.realtime.errors",
         "skbuild_cudaq.realtime.library",

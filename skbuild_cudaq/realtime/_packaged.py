@@ -25,8 +25,8 @@ import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
+from ._closing import Closing
 from .errors import DeviceCodeError
 
 __all__ = ["Packaged", "PackagedBinary", "open_distribution", "open_wheel"]
@@ -42,7 +42,7 @@ class PackagedBinary:
     path: Path  #: where it can be read (extracted for a wheel)
 
 
-class Packaged:
+class Packaged(Closing):
     """The binaries of one wheel or installed distribution (``with`` it: extracted files go)."""
 
     def __init__(
@@ -61,14 +61,6 @@ class Packaged:
 
     def __enter__(self) -> Packaged:
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def open_wheel(wheel: str | os.PathLike[str]) -> Packaged:

@@ -21,10 +21,11 @@ from __future__ import annotations
 import contextlib
 import ctypes
 from pathlib import Path
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from . import _driver
+from ._closing import Closing
 from .ring.device_ctx import HOST_RING_CTX_SIZE, HOST_RING_MAX_LANES, host_ring_ctx_bytes
 from .ring.layout import RingLayout
 
@@ -78,7 +79,7 @@ class Bridge(Protocol):
         ...
 
 
-class HostRingBridge:
+class HostRingBridge(Closing):
     """The default bridge: a ring in mapped pinned host memory, served by the GPU.
 
     ``HostRingBridge(num_slots, slot_size)`` or ``HostRingBridge(layout=RingLayout(...))``
@@ -168,16 +169,6 @@ class HostRingBridge:
 
     def __enter__(self) -> HostRingBridge:
         return self.open()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        from .errors import close_on_exit
-
-        close_on_exit(self.close, exc, self)
 
     def __del__(self) -> None:  # best effort for forgotten bridges
         # getattr: __init__ may have raised before any attribute was set

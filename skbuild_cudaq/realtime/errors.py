@@ -8,7 +8,7 @@ Every class derives from :class:`skbuild_cudaq.errors.CudaqError` through
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from skbuild_cudaq.errors import CudaqError, DeviceCodeError
@@ -140,26 +140,3 @@ def check_driver_result(ret: Any, call: str) -> Any:
     from ._driver import check
 
     return check(ret, call)
-
-
-def close_on_exit(close: Callable[[], object], exc: BaseException | None, what: object) -> None:
-    """What ``__exit__`` of a run-time object does: ``close()``, without masking the block's
-    exception. After a clean block a failure to close is raised; after an exception in the
-    block that exception goes on, and a close that failed too (an ``Exception``) is added to
-    it as a note. A ``BaseException`` that is not an ``Exception`` (``SystemExit`` a handler
-    raised, ``KeyboardInterrupt``) always goes on: it asks for the program to stop.
-    """
-    if exc is None:
-        close()
-        return
-    try:
-        close()
-    except Exception as failure:
-        note = f"closing {what!r} after this failed too: {type(failure).__name__}: {failure}"
-        add_note = getattr(exc, "add_note", None)  # Python 3.11+
-        if add_note is not None:
-            add_note(note)
-        else:
-            from ._logging import get_logger
-
-            get_logger(__name__).warning("%s", note)

@@ -48,11 +48,11 @@ import struct
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from . import _driver
-from .errors import DeviceRuntimeNotFoundError, InvalidArgumentError, close_on_exit
+from ._closing import Closing
+from .errors import DeviceRuntimeNotFoundError, InvalidArgumentError
 
 __all__ = [
     "DEVICE_RUNTIME_ENV",
@@ -187,7 +187,7 @@ def graph_exec_handle(graph: Any) -> int:
     return handle
 
 
-class GraphMailbox:
+class GraphMailbox(Closing):
     """Where a graph handler's kernels find their request: 8 bytes of mapped pinned host
     memory holding the address of the graph entry's I/O context (``cudaq_graph_io_t``).
 
@@ -264,9 +264,6 @@ class GraphMailbox:
     def __enter__(self) -> GraphMailbox:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         where = "closed" if self._host == 0 else f"device address {self._dev:#x}"
         return f"GraphMailbox(device={self.device}, {where})"
@@ -277,7 +274,7 @@ def _free_host(host: int) -> None:
         _driver.driver().cuMemFreeHost(host)
 
 
-class DeviceGraph:
+class DeviceGraph(Closing):
     """A CUDA graph instantiated for device launch (and uploaded): a graph handler.
 
     Owns its ``CUgraph`` and ``CUgraphExec``; :meth:`close` destroys both (only once no
@@ -311,14 +308,6 @@ class DeviceGraph:
 
     def __enter__(self) -> DeviceGraph:
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        close_on_exit(self.close, exc, self)
 
     def __repr__(self) -> str:
         state = "closed" if self.exec is None else f"exec {int(self.exec):#x}"

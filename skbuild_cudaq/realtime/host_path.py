@@ -123,11 +123,11 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from . import _native
-from .errors import HostDispatcherError, close_on_exit
+from ._closing import Closing
+from .errors import HostDispatcherError
 from .graph import STATUS_GRAPH_LAUNCH_FAILED
 from .host_handlers import NativeHostHandler
 from .ring.client import RingClient, _buffer_address
@@ -233,7 +233,7 @@ def _stop_all_at_exit() -> None:
         loop.stop(max(0.0, deadline - time.monotonic()))
 
 
-class HostDispatcher:
+class HostDispatcher(Closing):
     """A CPU thread serving HOST_CALL handlers over a ring (see the module docstring).
 
     ``HostDispatcher(RingLayout(8, 256), {"echo": echo})``,
@@ -575,11 +575,3 @@ class HostDispatcher:
 
     def __enter__(self) -> HostDispatcher:
         return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        close_on_exit(self.close, exc, self)

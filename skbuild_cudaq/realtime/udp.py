@@ -76,12 +76,12 @@ import time
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 
 from . import _native
+from ._closing import Closing
 from ._logging import get_logger
-from .errors import ProtocolError, UdpFeederError, close_on_exit
+from .errors import ProtocolError, UdpFeederError
 from .ring import RingClient
 from .ring.client import _buffer_address
 from .ring.memory import _idle_sleep_ns
@@ -182,7 +182,7 @@ def _stop_and_close(core: Any, sock: socket.socket) -> None:
         sock.close()
 
 
-class UdpFeeder:
+class UdpFeeder(Closing):
     """A native thread feeding a ring from UDP.
 
     Moves UDP datagrams on ``host:port`` into the ring of ``client`` and the answers
@@ -334,14 +334,6 @@ class UdpFeeder:
     def __enter__(self) -> UdpFeeder:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        close_on_exit(self.close, exc, self)
-
 
 @dataclass(frozen=True)
 class UdpTicket:
@@ -351,7 +343,7 @@ class UdpTicket:
     timestamp: int
 
 
-class UdpClient:
+class UdpClient(Closing):
     """Client of a :class:`UdpFeeder` (or any CUDA-Q realtime UDP endpoint).
 
     ``host``: an IPv4 or IPv6 address or a host name (looked up IPv4 first, like the feeder).
@@ -521,6 +513,3 @@ class UdpClient:
 
     def __enter__(self) -> UdpClient:
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import time
 import weakref
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import Any, Generic, TypeVar, cast, overload
 
 from skbuild_cudaq.realtime import _driver
+from skbuild_cudaq.realtime._closing import Closing
 from skbuild_cudaq.realtime._logging import get_logger
 from skbuild_cudaq.realtime.bridge import Bridge, HostRingBridge
 from skbuild_cudaq.realtime.ring.layout import RingLayout
@@ -139,7 +140,7 @@ def _collect(
         _logger.debug("freeing a dropped Dispatcher failed", exc_info=True)
 
 
-class Dispatcher(Generic[BridgeT]):
+class Dispatcher(Generic[BridgeT], Closing):
     """A realtime dispatcher on one GPU serving one bridge.
 
     ``module`` is the extension module whose linked code (handlers, custom
@@ -601,16 +602,6 @@ class Dispatcher(Generic[BridgeT]):
 
     def __enter__(self) -> Dispatcher[BridgeT]:
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        from skbuild_cudaq.realtime.errors import close_on_exit
-
-        close_on_exit(self.close, exc, self)
 
     def __repr__(self) -> str:
         state = "running" if self._running else "stopped"

@@ -3,10 +3,10 @@ and :class:`DeviceHandler` (a handler's device address that remembers its GPU)."
 
 from __future__ import annotations
 
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from skbuild_cudaq.realtime import _driver
+from skbuild_cudaq.realtime._closing import Closing
 from skbuild_cudaq.realtime.errors import RealtimeError
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ class DeviceHandler(int):
         return f"<DeviceHandler {self.name!r} {int(self):#x} of device {self.device}>"
 
 
-class Kernel:
+class Kernel(Closing):
     """A kernel of a :class:`Library` (``CUkernel``). Keeps its library alive."""
 
     def __init__(self, library: Library, name: str, handle: Any) -> None:
@@ -102,11 +102,3 @@ class Kernel:
 
     def __enter__(self) -> Kernel:
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

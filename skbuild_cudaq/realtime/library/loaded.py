@@ -9,11 +9,11 @@ import importlib
 import threading
 import weakref
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from skbuild_cudaq.realtime import _driver
 from skbuild_cudaq.realtime._binary import Binary, BridgeCode, binary_path, bridge_files
+from skbuild_cudaq.realtime._closing import Closing
 from skbuild_cudaq.realtime.errors import CUDAError, InvalidArgumentError, RealtimeError
 
 from .handles import DeviceHandler, Kernel
@@ -93,7 +93,7 @@ def _unload(handle: Any) -> None:
         _driver.driver().cuLibraryUnload(handle)
 
 
-class Library:
+class Library(Closing):
     """One linked CUDA module: links and loads on first use; ``close()`` unloads it."""
 
     def __init__(
@@ -443,11 +443,3 @@ class Library:
 
     def __enter__(self) -> Library:
         return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

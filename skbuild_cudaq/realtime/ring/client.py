@@ -29,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from skbuild_cudaq.realtime._closing import Closing
 from skbuild_cudaq.realtime.errors import InvalidArgumentError, RingError, RingProtocolError
 from skbuild_cudaq.realtime.wire import (
     _RESPONSE,
@@ -93,7 +94,7 @@ class Ticket:
     generation: int  #: the client's reset count when it was submitted
 
 
-class RingClient(_BatchPath):
+class RingClient(_BatchPath, Closing):
     """Producer side of a ring (see the module docstring for the protocol)."""
 
     def __init__(
@@ -599,6 +600,3 @@ class RingClient(_BatchPath):
 
     def __enter__(self) -> RingClient:
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -358,6 +358,18 @@ def test_a_dispatcher_dropped_with_a_kernel_that_never_exited_frees_nothing(
     assert bridge() is not None
 
 
+def test_a_closed_dispatcher_refuses_to_start(drv: FakeDriver) -> None:
+    """As a closed HostDispatcher: close() is the end (its ring and streams are gone), so a
+    later start() says so instead of quietly making them again."""
+    d = make(drv, Launcher(drv))
+    d.start()
+    d.close()
+    assert "closed" in repr(d)
+    with pytest.raises(RealtimeError, match="the dispatcher is closed; make a new Dispatcher"):
+        d.start()
+    d.close()  # idempotent
+
+
 @pytest.mark.parametrize("ending", ["stop", "drop", "never exits"])
 def test_a_running_dispatcher_holds_its_module_until_its_kernel_is_gone(
     drv: FakeDriver, ending: str

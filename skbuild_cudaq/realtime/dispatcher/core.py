@@ -228,6 +228,7 @@ class Dispatcher(Generic[BridgeT], Closing):
         self._transport_ctx: int | None = None
         self._gpu = DeviceResources(self.config.device)
         self._running = False
+        self._closed = False  # close() was called: start() refuses (as a HostDispatcher's)
         self._processed = 0
         self._launch_args: LaunchArgs | None = None
         #: the linked module, the graph run and the abandoned mark, shared with the finalizer
@@ -293,6 +294,9 @@ class Dispatcher(Generic[BridgeT], Closing):
         if self._running:
             msg = "the dispatcher is already running"
             raise InvalidArgumentError(msg)
+        if self._closed:
+            msg = "the dispatcher is closed; make a new Dispatcher"
+            raise _start_error(msg)
         if self._served.abandoned:
             msg = "a previous kernel of this dispatcher never exited; make a new Dispatcher"
             raise _start_error(msg)
@@ -592,6 +596,7 @@ class Dispatcher(Generic[BridgeT], Closing):
         context helper), as the lookups and launches of the same GPU use it.
         """
         self.stop()
+        self._closed = True
         if self._served.abandoned:
             return
         with self._gpu.in_context():
@@ -604,6 +609,6 @@ class Dispatcher(Generic[BridgeT], Closing):
         return self
 
     def __repr__(self) -> str:
-        state = "running" if self._running else "stopped"
+        state = "running" if self._running else ("closed" if self._closed else "stopped")
         kernel = "builtin" if self._launcher is None else repr(self._launcher)
         return f"Dispatcher({self.config!r}, {kernel}, {state})"

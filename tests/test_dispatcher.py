@@ -708,6 +708,36 @@ def test_graph_launch_entry_whose_mailbox_another_dispatcher_holds_is_refused(
         assert "cuGraphLaunch" not in drv.log
 
 
+def test_graph_launch_entry_of_another_gpu_is_refused_before_any_upload(
+    drv: FakeDriver, graph_library: SimpleNamespace, builtin: list[int]
+) -> None:
+    """Two sm_90s: a graph captured on device 1 (its mailbox, or its DeviceGraph, says so)
+    in the table of a dispatcher on device 0 is named at start(); nothing is uploaded on
+    device 0's stream and no kernel is launched (the GPU would refuse the upload, or its
+    dispatch kernel every launch)."""
+    from skbuild_cudaq.realtime.graph import DeviceGraph, GraphMailbox
+
+    drv.archs = ((9, 0), (9, 0))  # asked lazily: two GPUs that both serve graphs
+    config = DispatcherConfig(num_slots=4, slot_size=64, stop_timeout=0.5)
+    with GraphMailbox(device=1) as mailbox, Dispatcher(config, module="fake_ext") as d:
+        d.function_table.add_graph("decode", 0x6E0000, mailbox)
+        with pytest.raises(
+            InvalidArgumentError,
+            match=r"'decode': its graph and mailbox are of "
+            r"device 1, this dispatcher runs on device 0",
+        ):
+            d.start()
+        assert not d.running and mailbox.value == 0 and not builtin
+        assert not any(call.startswith(("cuGraphUpload", "cuGraphLaunch")) for call in drv.log)
+    with GraphMailbox(device=0) as mailbox, Dispatcher(config, module="fake_ext") as d:
+        graph = DeviceGraph(graph=None, exec_=0x6E0000, device=1)
+        d.function_table.add_graph("decode", graph, mailbox)
+        with pytest.raises(InvalidArgumentError, match=r"are of device 1, .* on device 0"):
+            d.start()
+        graph.exec = None  # nothing to destroy: the fake's handle
+    assert not any(call.startswith("cuGraphUpload") for call in drv.log)
+
+
 def test_graph_launch_entries_before_sm_90_are_answered_minus_two(
     drv: FakeDriver, builtin: list[int], caplog: pytest.LogCaptureFixture
 ) -> None:

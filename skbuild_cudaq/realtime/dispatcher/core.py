@@ -373,7 +373,7 @@ class Dispatcher(Generic[BridgeT], Closing):
             found = graph_library.handler_addresses(device)
             words = {entry: found[name] for entry, name in names.items()}
             self._served.graphs = GraphRun(plan.graphs, self.layout.slot_size)
-            words.update(self._served.graphs.prepare(drv, self._gpu.reader))
+            words.update(self._served.graphs.prepare(drv, self._gpu.reader, device))
         table = self.function_table.pack(shapes, handlers=words, peer_host=plan.shared_kernel)
         self._gpu.allocate(drv, table)
 

@@ -13,6 +13,7 @@ import ctypes
 import gc
 import struct
 import weakref
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -205,6 +206,16 @@ def _host_ring_ctx(raw: bytes) -> SimpleNamespace:
     return SimpleNamespace(**dict(zip(fields, struct.unpack_from("<IIIIQQQQ", raw), strict=True)))
 
 
+@pytest.fixture
+def current(drv: FakeDriver) -> Iterator[None]:
+    """Device 0's primary context current, as a HostRingBridge's open() needs."""
+    from skbuild_cudaq.realtime import _driver
+
+    with _driver.pushed(_driver.primary_context(0)):
+        yield
+
+
+@pytest.mark.usefixtures("current")
 def test_bridge_allocates_one_mapped_ring_and_a_device_context(drv: FakeDriver) -> None:
     with HostRingBridge(num_slots=8, slot_size=64) as bridge:
         total = RingLayout(8, 64).total_bytes
@@ -227,6 +238,7 @@ def test_bridge_allocates_one_mapped_ring_and_a_device_context(drv: FakeDriver) 
     bridge.close()  # idempotent
 
 
+@pytest.mark.usefixtures("current")
 def test_bridge_frees_what_it_got_when_open_fails(drv: FakeDriver) -> None:
     drv.fail["cuMemAlloc"] = 2  # CUDA_ERROR_OUT_OF_MEMORY
     bridge = HostRingBridge(4, 64)
@@ -234,6 +246,23 @@ def test_bridge_frees_what_it_got_when_open_fails(drv: FakeDriver) -> None:
         bridge.open()
     assert drv.host == {}
     assert not bridge.is_open
+
+
+def test_bridge_and_mailbox_free_in_the_context_they_were_allocated_in(drv: FakeDriver) -> None:
+    """The driver frees memory only with a context current: a bridge opened on device 1
+    and closed where no context is (another thread, a finalizer, after the block that
+    opened it) frees in device 1's context; so does a mailbox. Neither leaks."""
+    from skbuild_cudaq.realtime import _driver
+    from skbuild_cudaq.realtime.graph import GraphMailbox
+
+    with _driver.pushed(_driver.primary_context(1)):
+        bridge = HostRingBridge(4, 64).open()
+    mailbox = GraphMailbox(device=1)
+    assert drv.current() is None and drv.host and drv.device
+    bridge.close()
+    mailbox.close()
+    assert drv.host == {} and drv.device == {}
+    assert drv.current() is None  # the caller's (no) context is restored
 
 
 # -- dispatcher error paths ------------------------------------------------------
@@ -535,6 +564,7 @@ def test_1024_threads_launch_the_launch_bounds_build_over_the_default_limit(
         assert d.stop() == 0
 
 
+@pytest.mark.usefixtures("current")
 def test_bridge_clients_keep_ring_ids_across_resets(drv: FakeDriver) -> None:
     from skbuild_cudaq.realtime.errors import RingError
     from skbuild_cudaq.realtime.ring import RingClient, RingServer

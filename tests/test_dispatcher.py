@@ -456,6 +456,27 @@ def test_kernel_fault_surfaces_as_cuda_error(drv: FakeDriver) -> None:
         d.stop()
 
 
+def test_a_kernel_that_faults_at_start_is_the_error_start_raises(drv: FakeDriver) -> None:
+    """A kernel that faults right after its launch leaves a context that refuses every free
+    (a sticky error): start() raises the fault, not the first refused cuMemFree; every
+    allocation is still tried and the module is let go (release_library() is not refused)."""
+    from _fake_driver import Result
+
+    fault = Result(700, "CUDA_ERROR_ILLEGAL_ADDRESS")
+
+    def launch_and_fault(args: LaunchArgs) -> None:
+        drv.launch(args)
+        drv.kernel = None
+        drv.cuStreamQuery = lambda stream: (fault,)  # type: ignore[method-assign]
+        drv.fail.update({"cuMemFree": fault, "cuMemFreeHost": fault})
+
+    d = make(drv, launch_and_fault)
+    with pytest.raises(CUDAError, match="dispatch kernel launch failed: CUDA_ERROR_ILLEGAL"):
+        d.start()
+    assert not d.running and d._served.library is None
+    assert drv.log.count("cuMemFree") == 2 and drv.log.count("cuMemFreeHost") == 1
+
+
 def test_context_manager_stops_and_frees(drv: FakeDriver) -> None:
     with make(drv, Launcher(drv)) as d:
         d.start()

@@ -95,6 +95,19 @@ class FakeGraphRun:
     error: int = 0  #: what the stream reports once it has ended (0: success)
 
 
+#: Calls the driver refuses (CUDA_ERROR_INVALID_CONTEXT) while no context is current: memory
+#: and streams are allocated and freed in a context.
+_NEEDS_CONTEXT = frozenset(
+    (
+        "cuMemAlloc",
+        "cuMemFree",
+        "cuMemHostAlloc",
+        "cuMemFreeHost",
+        "cuStreamCreate",
+        "cuStreamDestroy",
+    )
+)
+
 #: cudaq_graph_io_t (graph.py's GraphIO)
 _GRAPH_IO = struct.Struct("<QQQIIIIQII")
 
@@ -123,7 +136,9 @@ class FakeDriver:
 
     - ``log``: the name of every call that does something (not the queries of the
       current context or of device attributes), plus ``"launch"`` and
-      ``"kernel exited"``; a call named in ``fail`` returns that code instead.
+      ``"kernel exited"``; a call named in ``fail`` returns that code instead, and the
+      memory and stream calls of ``_NEEDS_CONTEXT`` return CUDA_ERROR_INVALID_CONTEXT while
+      no context is current, as the driver does.
     - ``calls``: ``(call, current context)`` of the context-sensitive calls
       (primary-context retains, library loads, handler-address reads).
 
@@ -168,6 +183,8 @@ class FakeDriver:
 
     def _ok(self, name: str, *values: Any) -> tuple[Any, ...]:
         self.log.append(name)
+        if name in _NEEDS_CONTEXT and self.current() is None:
+            return (Result(201, "CUDA_ERROR_INVALID_CONTEXT"),) + (None,) * len(values)
         code = self.fail.get(name, 0)
         return (OK, *values) if code == 0 else (code,) + (None,) * len(values)
 

@@ -13,6 +13,7 @@ import ctypes
 import gc
 import struct
 import weakref
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -205,6 +206,16 @@ def _host_ring_ctx(raw: bytes) -> SimpleNamespace:
     return SimpleNamespace(**dict(zip(fields, struct.unpack_from("<IIIIQQQQ", raw), strict=True)))
 
 
+@pytest.fixture
+def current(drv: FakeDriver) -> Iterator[None]:
+    """Device 0's primary context current, as a HostRingBridge's open() needs."""
+    from skbuild_cudaq.realtime import _driver
+
+    with _driver.pushed(_driver.primary_context(0)):
+        yield
+
+
+@pytest.mark.usefixtures("current")
 def test_bridge_allocates_one_mapped_ring_and_a_device_context(drv: FakeDriver) -> None:
     with HostRingBridge(num_slots=8, slot_size=64) as bridge:
         total = RingLayout(8, 64).total_bytes
@@ -227,6 +238,7 @@ def test_bridge_allocates_one_mapped_ring_and_a_device_context(drv: FakeDriver) 
     bridge.close()  # idempotent
 
 
+@pytest.mark.usefixtures("current")
 def test_bridge_frees_what_it_got_when_open_fails(drv: FakeDriver) -> None:
     drv.fail["cuMemAlloc"] = 2  # CUDA_ERROR_OUT_OF_MEMORY
     bridge = HostRingBridge(4, 64)
@@ -234,6 +246,23 @@ def test_bridge_frees_what_it_got_when_open_fails(drv: FakeDriver) -> None:
         bridge.open()
     assert drv.host == {}
     assert not bridge.is_open
+
+
+def test_bridge_and_mailbox_free_in_the_context_they_were_allocated_in(drv: FakeDriver) -> None:
+    """The driver frees memory only with a context current: a bridge opened on device 1
+    and closed where no context is (another thread, a finalizer, after the block that
+    opened it) frees in device 1's context; so does a mailbox. Neither leaks."""
+    from skbuild_cudaq.realtime import _driver
+    from skbuild_cudaq.realtime.graph import GraphMailbox
+
+    with _driver.pushed(_driver.primary_context(1)):
+        bridge = HostRingBridge(4, 64).open()
+    mailbox = GraphMailbox(device=1)
+    assert drv.current() is None and drv.host and drv.device
+    bridge.close()
+    mailbox.close()
+    assert drv.host == {} and drv.device == {}
+    assert drv.current() is None  # the caller's (no) context is restored
 
 
 # -- dispatcher error paths ------------------------------------------------------
@@ -439,6 +468,27 @@ def test_kernel_fault_surfaces_as_cuda_error(drv: FakeDriver) -> None:
         d.stop()
 
 
+def test_a_kernel_that_faults_at_start_is_the_error_start_raises(drv: FakeDriver) -> None:
+    """A kernel that faults right after its launch leaves a context that refuses every free
+    (a sticky error): start() raises the fault, not the first refused cuMemFree; every
+    allocation is still tried and the module is let go (release_library() is not refused)."""
+    from _fake_driver import Result
+
+    fault = Result(700, "CUDA_ERROR_ILLEGAL_ADDRESS")
+
+    def launch_and_fault(args: LaunchArgs) -> None:
+        drv.launch(args)
+        drv.kernel = None
+        drv.cuStreamQuery = lambda stream: (fault,)  # type: ignore[method-assign]
+        drv.fail.update({"cuMemFree": fault, "cuMemFreeHost": fault})
+
+    d = make(drv, launch_and_fault)
+    with pytest.raises(CUDAError, match="dispatch kernel launch failed: CUDA_ERROR_ILLEGAL"):
+        d.start()
+    assert not d.running and d._served.library is None
+    assert drv.log.count("cuMemFree") == 2 and drv.log.count("cuMemFreeHost") == 1
+
+
 def test_context_manager_stops_and_frees(drv: FakeDriver) -> None:
     with make(drv, Launcher(drv)) as d:
         d.start()
@@ -547,6 +597,7 @@ def test_1024_threads_launch_the_launch_bounds_build_over_the_default_limit(
         assert d.stop() == 0
 
 
+@pytest.mark.usefixtures("current")
 def test_bridge_clients_keep_ring_ids_across_resets(drv: FakeDriver) -> None:
     from skbuild_cudaq.realtime.errors import RingError
     from skbuild_cudaq.realtime.ring import RingClient, RingServer
@@ -718,6 +769,36 @@ def test_graph_launch_entry_whose_mailbox_another_dispatcher_holds_is_refused(
             d.start()
         assert not d.running and mailbox.value == 0x7F00_1234_0000
         assert "cuGraphLaunch" not in drv.log
+
+
+def test_graph_launch_entry_of_another_gpu_is_refused_before_any_upload(
+    drv: FakeDriver, graph_library: SimpleNamespace, builtin: list[int]
+) -> None:
+    """Two sm_90s: a graph captured on device 1 (its mailbox, or its DeviceGraph, says so)
+    in the table of a dispatcher on device 0 is named at start(); nothing is uploaded on
+    device 0's stream and no kernel is launched (the GPU would refuse the upload, or its
+    dispatch kernel every launch)."""
+    from skbuild_cudaq.realtime.graph import DeviceGraph, GraphMailbox
+
+    drv.archs = ((9, 0), (9, 0))  # asked lazily: two GPUs that both serve graphs
+    config = DispatcherConfig(num_slots=4, slot_size=64, stop_timeout=0.5)
+    with GraphMailbox(device=1) as mailbox, Dispatcher(config, module="fake_ext") as d:
+        d.function_table.add_graph("decode", 0x6E0000, mailbox)
+        with pytest.raises(
+            InvalidArgumentError,
+            match=r"'decode': its graph and mailbox are of "
+            r"device 1, this dispatcher runs on device 0",
+        ):
+            d.start()
+        assert not d.running and mailbox.value == 0 and not builtin
+        assert not any(call.startswith(("cuGraphUpload", "cuGraphLaunch")) for call in drv.log)
+    with GraphMailbox(device=0) as mailbox, Dispatcher(config, module="fake_ext") as d:
+        graph = DeviceGraph(graph=None, exec_=0x6E0000, device=1)
+        d.function_table.add_graph("decode", graph, mailbox)
+        with pytest.raises(InvalidArgumentError, match=r"are of device 1, .* on device 0"):
+            d.start()
+        graph.exec = None  # nothing to destroy: the fake's handle
+    assert not any(call.startswith("cuGraphUpload") for call in drv.log)
 
 
 def test_graph_launch_entries_before_sm_90_are_answered_minus_two(

@@ -99,6 +99,7 @@ class HostRingBridge(Closing):
         self.num_slots = self.layout.num_slots
         self.slot_size = self.layout.slot_size
         self._drv: ModuleType | None = None
+        self._context: Any = None  # the context open() allocated in (close() frees there)
         self._host_ptr = 0  # cuMemHostAlloc'd ring (host view)
         self._dev_ptr = 0  # its device view
         self._ctx_ptr = 0  # cudaq_host_ring_ctx_t in device memory
@@ -116,6 +117,8 @@ class HostRingBridge(Closing):
             return self
         drv = _driver.driver()
         self._drv = drv
+        current = _driver.check(drv.cuCtxGetCurrent(), "cuCtxGetCurrent")
+        self._context = current if current is not None and int(current) != 0 else None
         total = self.layout.total_bytes
         flags = drv.CU_MEMHOSTALLOC_DEVICEMAP | drv.CU_MEMHOSTALLOC_PORTABLE
         try:
@@ -154,16 +157,20 @@ class HostRingBridge(Closing):
         ctx_ptr, host_ptr = self._ctx_ptr, self._host_ptr
         self._ctx_ptr = self._host_ptr = self._dev_ptr = 0
         errors: list[BaseException] = []
-        if ctx_ptr:
-            try:
-                _driver.check(drv.cuMemFree(ctx_ptr), "cuMemFree(transport context)")
-            except Exception as exc:
-                errors.append(exc)
-        if host_ptr:
-            try:
-                _driver.check(drv.cuMemFreeHost(host_ptr), "cuMemFreeHost(ring)")
-            except Exception as exc:
-                errors.append(exc)
+        # in the context open() allocated in: the caller's may be none or another GPU's
+        context = self._context
+        where = contextlib.nullcontext() if context is None else _driver.pushed(context)
+        with where:
+            if ctx_ptr:
+                try:
+                    _driver.check(drv.cuMemFree(ctx_ptr), "cuMemFree(transport context)")
+                except Exception as exc:
+                    errors.append(exc)
+            if host_ptr:
+                try:
+                    _driver.check(drv.cuMemFreeHost(host_ptr), "cuMemFreeHost(ring)")
+                except Exception as exc:
+                    errors.append(exc)
         if errors:
             raise errors[0]
 

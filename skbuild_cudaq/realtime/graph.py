@@ -220,7 +220,7 @@ class GraphMailbox(Closing):
                 _driver.check(drv.cuMemFreeHost(host), "cuMemFreeHost(mailbox)")
                 raise
         self._host, self._dev = host, dev
-        self._finalizer = weakref.finalize(self, _free_host, host)
+        self._finalizer = weakref.finalize(self, _free_host, host, device)
         self._finalizer.atexit = False
 
     @property
@@ -269,8 +269,13 @@ class GraphMailbox(Closing):
         return f"GraphMailbox(device={self.device}, {where})"
 
 
-def _free_host(host: int) -> None:
-    with contextlib.suppress(Exception):  # finalizers must not raise
+def _free_host(host: int, device: int) -> None:
+    """Free a mailbox in its device's context (``close()`` or the finalizer may run where no
+    context is current: the driver then refuses, and the memory would be lost)."""
+    with (
+        contextlib.suppress(Exception),  # finalizers must not raise
+        _driver.pushed(_driver.primary_context(device)),
+    ):
         _driver.driver().cuMemFreeHost(host)
 
 

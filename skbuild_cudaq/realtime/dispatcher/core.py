@@ -377,7 +377,7 @@ class Dispatcher(Generic[BridgeT], Closing):
             found = graph_library.handler_addresses(device)
             words = {entry: found[name] for entry, name in names.items()}
             self._served.graphs = GraphRun(plan.graphs, self.layout.slot_size)
-            words.update(self._served.graphs.prepare(drv, self._gpu.reader))
+            words.update(self._served.graphs.prepare(drv, self._gpu.reader, device))
         table = self.function_table.pack(shapes, handlers=words, peer_host=plan.shared_kernel)
         self._gpu.allocate(drv, table)
 
@@ -518,9 +518,19 @@ class Dispatcher(Generic[BridgeT], Closing):
         return self._processed
 
     def _teardown_after_failure(self) -> None:
-        """start() failed: make sure no kernel runs, then free. Never frees under a live kernel."""
-        with self._gpu.in_context():
-            self._teardown_in_context()
+        """start() failed: make sure no kernel runs, then free. Never frees under a live kernel.
+
+        Never raises: start()'s own error is the one to see (a kernel that faulted leaves
+        a context that refuses every free as well); a failure here is logged."""
+        try:
+            with self._gpu.in_context():
+                self._teardown_in_context()
+        except Exception:
+            _logger.warning(
+                "freeing a failed start()'s memory on device %d failed too",
+                self.config.device,
+                exc_info=True,
+            )
 
     def _teardown_in_context(self) -> None:
         self._gpu.signal_shutdown()
@@ -534,9 +544,18 @@ class Dispatcher(Generic[BridgeT], Closing):
             # The enqueued kernel ignores the shutdown flag: leak rather than free under it.
             self._served.abandoned = True
             return
-        self._gpu.free()
-        self._release_graphs()
-        self._served.library = None
+        self._free_run()
+
+    def _free_run(self) -> None:
+        """Free a run's memory and graphs and let its module go (no kernel runs): each step
+        tried, so that a failed free still lets the module be closed; the first error."""
+        try:
+            self._gpu.free()
+        finally:
+            try:
+                self._release_graphs()
+            finally:
+                self._served.library = None
 
     def stop(self, timeout: float | None = None) -> int:
         """Signal shutdown, wait for the kernel to exit, return the processed count. Idempotent."""
@@ -559,9 +578,7 @@ class Dispatcher(Generic[BridgeT], Closing):
         self._processed = self._gpu.read_counter(self._processed)
         self._running = False
         self._launch_args = None
-        self._gpu.free()
-        self._release_graphs()
-        self._served.library = None
+        self._free_run()
         return self._processed
 
     def _release_graphs(self) -> None:

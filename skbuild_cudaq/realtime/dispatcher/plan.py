@@ -144,14 +144,26 @@ class GraphRun:
     def record_of(self, index: int) -> int:
         return self.records + index * self.record_size
 
-    def prepare(self, drv: Any, stream: Any) -> dict[str, int]:
-        """Check and upload each graph (on ``stream``, one no kernel runs on), allocate and
-        fill its record, point its mailbox at it; returns entry name -> record address
-        (their handler word)."""
+    def prepare(self, drv: Any, stream: Any, device: int) -> dict[str, int]:
+        """Check and upload each graph (on ``stream``, one no kernel runs on, of GPU
+        ``device``), allocate and fill its record, point its mailbox at it; returns entry
+        name -> record address (their handler word)."""
         from skbuild_cudaq.realtime.errors import InvalidArgumentError
         from skbuild_cudaq.realtime.graph import GraphIO
 
         for entry in self.entries:
+            # A graph of another GPU can be neither uploaded on this GPU's stream nor
+            # launched by its kernel: say so before any driver call.
+            graph_device = getattr(entry.graph, "device", None)
+            where = graph_device if isinstance(graph_device, int) else entry.mailbox.device
+            if where != device:
+                msg = (
+                    f"GRAPH_LAUNCH entry {entry.name!r}: its graph and mailbox are of device "
+                    f"{where}, this dispatcher runs on device {device}: capture the graph "
+                    f"with a GraphMailbox(device={device}) on that device "
+                    f"(capture_device_graph(..., device={device}))"
+                )
+                raise InvalidArgumentError(msg)
             flags = int(
                 _driver.check(
                     drv.cuGraphExecGetFlags(drv.CUgraphExec(entry.graph_exec)),

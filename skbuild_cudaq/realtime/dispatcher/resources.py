@@ -130,12 +130,20 @@ class DeviceResources:
         self.table_ptr = self.stats_ptr = self.pinned_ptr = self.pinned_dev = 0
         if drv is None:
             return
-        if table:
-            _driver.check(drv.cuMemFree(table), "cuMemFree(function table)")
-        if stats:
-            _driver.check(drv.cuMemFree(stats), "cuMemFree(stats)")
-        if pinned:
-            _driver.check(drv.cuMemFreeHost(pinned), "cuMemFreeHost(flag)")
+        # each one tried (a context a kernel faulted in refuses them all): the first error
+        errors: list[Exception] = []
+        for pointer, free, what in (
+            (table, drv.cuMemFree, "cuMemFree(function table)"),
+            (stats, drv.cuMemFree, "cuMemFree(stats)"),
+            (pinned, drv.cuMemFreeHost, "cuMemFreeHost(flag)"),
+        ):
+            if pointer:
+                try:
+                    _driver.check(free(pointer), what)
+                except Exception as exc:
+                    errors.append(exc)
+        if errors:
+            raise errors[0]
 
     def destroy_streams(self) -> None:
         """Destroy both streams (the context is current); the primary context stays retained."""

@@ -85,3 +85,13 @@ def test_phases_refuses_a_payload_larger_than_a_slot_before_allocating_it(
     _phases.add_parser(parser.add_subparsers())
     largest = parser.parse_args(["phases", "k.cu", "--handler", "echo", "--payload", "232"])
     assert _phases._fitting_payload(largest) == bytes(range(232))
+
+
+def test_phases_refuses_a_json_file_it_could_not_write_before_measuring(tmp_path: Path) -> None:
+    (tmp_path / "k.cu").write_text("__device__ int x;\n", encoding="utf-8")
+    done = _run("phases", "k.cu", "--handler", "echo", "--json", "no/such/out.json", cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        "skbuild-cudaq: error: phases: cannot write --json no/such/out.json: its directory "
+        "does not exist"
+    ]

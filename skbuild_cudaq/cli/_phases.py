@@ -198,6 +198,9 @@ def _run(args: argparse.Namespace) -> int:
             msg = f"phases: source {source} does not exist"
             raise CudaqError(msg)
     payload = _fitting_payload(args)
+    if args.json is not None and not args.json.resolve().parent.is_dir():
+        msg = f"phases: cannot write --json {args.json}: its directory does not exist"
+        raise CudaqError(msg)  # said now, not after the measurement
     try:
         from skbuild_cudaq.realtime import _driver
         from skbuild_cudaq.realtime._nvjitlink import link_blobs
@@ -240,5 +243,9 @@ def _run(args: argparse.Namespace) -> int:
         _log.result(line)
     if args.json is not None:
         doc = {"kernel": kernel, "handler": args.handler, "arch": f"sm_{arch}", **result.as_dict()}
-        args.json.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        try:
+            args.json.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        except OSError as exc:  # the table above is printed: only the file is missing
+            msg = f"phases: cannot write --json {args.json}: {exc.strerror or exc}"
+            raise CudaqError(msg) from None
     return 0

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["dims", "positive"]
+__all__ = [
+    "MAX_LINK_TIMEOUT",
+    "MIN_LINK_MEMORY_MIB",
+    "dims",
+    "link_timeout",
+    "memory_mib",
+    "positive",
+]
 
 
 def dims(text: str) -> tuple[int, int, int]:
@@ -29,5 +36,41 @@ def positive(text: str) -> int:
         value = 0
     if value < 1:
         msg = f"expected a positive integer, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+#: What :class:`skbuild_cudaq.realtime.link.LinkOptions` accepts (``tests/test_cli_args.py``
+#: keeps these equal to it; not imported here, so that parsing needs no run-time extra).
+MAX_LINK_TIMEOUT = 1e6
+MIN_LINK_MEMORY_MIB = 256
+
+
+def link_timeout(text: str) -> float:
+    """``--timeout SECONDS`` of a link: a positive number, at most :data:`MAX_LINK_TIMEOUT`."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= MAX_LINK_TIMEOUT:  # also NaN
+        msg = (
+            f"expected a positive number of seconds (at most {MAX_LINK_TIMEOUT:g}; leave the "
+            f"option out for no limit), got {text!r}"
+        )
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def memory_mib(text: str) -> int:
+    """``--memory-limit MIB`` of a link in a child process: 0 (no limit) or at least
+    :data:`MIN_LINK_MEMORY_MIB`."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value != 0 and not MIN_LINK_MEMORY_MIB <= value < 1 << 42:
+        msg = (
+            f"expected a number of MiB, at least {MIN_LINK_MEMORY_MIB} (0: no limit), got {text!r}"
+        )
         raise argparse.ArgumentTypeError(msg)
     return value

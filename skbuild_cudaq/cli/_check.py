@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 from skbuild_cudaq import _log
 from skbuild_cudaq.errors import ToolchainError
 
+from ._args import link_timeout
+
 if TYPE_CHECKING:
     from skbuild_cudaq.realtime.check import CheckReport, ModuleCheck
 
@@ -55,7 +57,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument(
         "--timeout",
-        type=float,
+        type=link_timeout,
         default=None,
         metavar="SECONDS",
         help="give up on a link that takes longer than this (default: no limit)",

@@ -19,6 +19,8 @@ from typing import Any
 from skbuild_cudaq import _log
 from skbuild_cudaq.errors import ToolchainError
 
+from ._args import link_timeout, memory_mib
+
 __all__ = ["add_parser"]
 
 
@@ -58,14 +60,14 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--timeout",
-        type=float,
+        type=link_timeout,
         default=None,
         metavar="SECONDS",
         help="give up on a link in a child process that takes longer than this (default: no limit)",
     )
     p.add_argument(
         "--memory-limit",
-        type=int,
+        type=memory_mib,
         default=4096,
         metavar="MIB",
         help=(

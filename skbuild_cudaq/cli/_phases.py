@@ -32,13 +32,39 @@ _RUNTIME_SOURCES = ("unified_dispatch_kernel.cu", "host_ring_bridge.cu")
 
 def payload_bytes(text: str) -> bytes:
     """``--payload``: hex bytes (``0a0b0c``), or ``N`` bytes counting up from 0 (``32``)."""
+    return _counted(_payload(text))
+
+
+def _payload(text: str) -> bytes | int:
+    """``--payload`` as parsed: the hex bytes, or the count ``N`` (made into bytes only once
+    it is known to fit a slot: a count typed one digit too long is not allocated)."""
     if text.isdigit():
-        return bytes(i % 256 for i in range(int(text)))
+        return int(text)
     try:
         return bytes.fromhex(text)
     except ValueError:
         msg = f"expected a byte count (32) or hex bytes (0a0b0c), got {text!r}"
         raise argparse.ArgumentTypeError(msg) from None
+
+
+def _counted(payload: bytes | int) -> bytes:
+    return bytes(i % 256 for i in range(payload)) if isinstance(payload, int) else payload
+
+
+def _fitting_payload(args: argparse.Namespace) -> bytes:
+    """``--payload`` as bytes, once it is known to fit a slot of ``--slot-size`` with the
+    request's header (checked before anything is compiled)."""
+    from skbuild_cudaq.realtime.wire import HEADER_SIZE
+
+    size = args.payload if isinstance(args.payload, int) else len(args.payload)
+    if size > args.slot_size - HEADER_SIZE:
+        msg = (
+            f"phases: a --payload of {size} bytes does not fit a ring slot of --slot-size "
+            f"{args.slot_size} bytes ({HEADER_SIZE} of them the request header): use a larger "
+            "--slot-size or a smaller --payload"
+        )
+        raise CudaqError(msg)
+    return _counted(args.payload)
 
 
 def add_parser(sub: Any) -> None:
@@ -85,8 +111,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
     p.add_argument(
         "--payload",
-        type=payload_bytes,
-        default=payload_bytes("32"),
+        type=_payload,
+        default=32,
         metavar="N|HEX",
         help="the request's arguments: N bytes 0, 1, ... or hex bytes (default 32 bytes)",
     )
@@ -171,6 +197,10 @@ def _run(args: argparse.Namespace) -> int:
         if not source.is_file():
             msg = f"phases: source {source} does not exist"
             raise CudaqError(msg)
+    payload = _fitting_payload(args)
+    if args.json is not None and not args.json.resolve().parent.is_dir():
+        msg = f"phases: cannot write --json {args.json}: its directory does not exist"
+        raise CudaqError(msg)  # said now, not after the measurement
     try:
         from skbuild_cudaq.realtime import _driver
         from skbuild_cudaq.realtime._nvjitlink import link_blobs
@@ -202,7 +232,7 @@ def _run(args: argparse.Namespace) -> int:
             args.handler,
             kernel=kernel,
             launch=launch,
-            payload=args.payload,
+            payload=payload,
             requests=args.requests,
             warmup=args.warmup,
             slot_size=args.slot_size,
@@ -213,5 +243,9 @@ def _run(args: argparse.Namespace) -> int:
         _log.result(line)
     if args.json is not None:
         doc = {"kernel": kernel, "handler": args.handler, "arch": f"sm_{arch}", **result.as_dict()}
-        args.json.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        try:
+            args.json.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        except OSError as exc:  # the table above is printed: only the file is missing
+            msg = f"phases: cannot write --json {args.json}: {exc.strerror or exc}"
+            raise CudaqError(msg) from None
     return 0

@@ -769,6 +769,7 @@ def test_graph_launch_entry_whose_mailbox_another_dispatcher_holds_is_refused(
             d.start()
         assert not d.running and mailbox.value == 0x7F00_1234_0000
         assert "cuGraphLaunch" not in drv.log
+        mailbox.value = 0  # the other dispatcher stopped (else the mailbox refuses to close)
 
 
 def test_graph_launch_entry_of_another_gpu_is_refused_before_any_upload(

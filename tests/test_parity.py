@@ -112,8 +112,12 @@ def test_graph_mailbox_is_pinned_mapped_memory_and_frees_once(drv: FakeDriver) -
 
     mailbox = GraphMailbox()
     assert mailbox.device_address and mailbox.value == 0
-    mailbox.value = 0xABC
+    mailbox.value = 0xABC  # what a dispatcher's start() writes: an I/O context's address
     assert mailbox.value == 0xABC
+    with pytest.raises(InvalidArgumentError, match=r"in use by a dispatcher \(it holds 0xabc\)"):
+        mailbox.close()  # its graph may be reading it: stop() that dispatcher first
+    assert not mailbox.closed and "cuMemFreeHost" not in drv.log
+    mailbox.value = 0  # what its stop() writes
     mailbox.close()
     mailbox.close()
     assert mailbox.closed and drv.log.count("cuMemFreeHost") == 1

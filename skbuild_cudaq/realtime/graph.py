@@ -255,7 +255,16 @@ class GraphMailbox(Closing):
         ctypes.c_uint64.from_address(self._host).value = int(address)
 
     def close(self) -> None:
-        """Free the mailbox (idempotent); no graph that reads it may run any more."""
+        """Free the mailbox (idempotent); no graph that reads it may run any more.
+
+        Refused (:class:`InvalidArgumentError`) while a dispatcher serves it (it holds an
+        I/O context's address, from that dispatcher's ``start()`` to its ``stop()``)."""
+        if self._host != 0 and self.value != 0:
+            msg = (
+                f"the graph mailbox is in use by a dispatcher (it holds {self.value:#x}): "
+                "stop() that dispatcher before closing it (its graph may be reading it)"
+            )
+            raise InvalidArgumentError(msg)
         finalizer, self._finalizer = self._finalizer, None
         self._host = self._dev = 0
         if finalizer is not None:

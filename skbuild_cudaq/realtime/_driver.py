@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from types import ModuleType
 from typing import Any
 
@@ -93,6 +93,22 @@ def check(ret: Any, call: str) -> Any:
     if len(values) == 1:
         return values[0]
     return values
+
+
+def release_each(steps: Iterable[tuple[Any, Callable[[Any], Any], str]]) -> None:
+    """``release(handle)`` for each ``(handle, release, call)`` whose handle is set, checked
+    (:func:`check`, named ``call``): every one tried even after a failure (a context a
+    kernel faulted in refuses them all), then the first error raised."""
+    first: Exception | None = None
+    for handle, release, call in steps:
+        if not handle:
+            continue
+        try:
+            check(release(handle), call)
+        except Exception as exc:
+            first = first or exc
+    if first is not None:
+        raise first
 
 
 def ptr(value: Any) -> int:

@@ -156,23 +156,16 @@ class HostRingBridge(Closing):
             return
         ctx_ptr, host_ptr = self._ctx_ptr, self._host_ptr
         self._ctx_ptr = self._host_ptr = self._dev_ptr = 0
-        errors: list[BaseException] = []
         # in the context open() allocated in: the caller's may be none or another GPU's
         context = self._context
         where = contextlib.nullcontext() if context is None else _driver.pushed(context)
         with where:
-            if ctx_ptr:
-                try:
-                    _driver.check(drv.cuMemFree(ctx_ptr), "cuMemFree(transport context)")
-                except Exception as exc:
-                    errors.append(exc)
-            if host_ptr:
-                try:
-                    _driver.check(drv.cuMemFreeHost(host_ptr), "cuMemFreeHost(ring)")
-                except Exception as exc:
-                    errors.append(exc)
-        if errors:
-            raise errors[0]
+            _driver.release_each(
+                (
+                    (ctx_ptr, drv.cuMemFree, "cuMemFree(transport context)"),
+                    (host_ptr, drv.cuMemFreeHost, "cuMemFreeHost(ring)"),
+                )
+            )
 
     def __enter__(self) -> HostRingBridge:
         return self.open()

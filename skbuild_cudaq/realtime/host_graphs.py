@@ -347,17 +347,10 @@ class HostGraphs:
             pinned.close()
         if drv is None or context is None:
             return
-        errors: list[BaseException] = []
         with _driver.pushed(context):
-            for stream in streams:
-                try:
-                    _driver.check(drv.cuStreamDestroy(stream), "cuStreamDestroy(graph worker)")
-                except Exception as exc:
-                    errors.append(exc)
-            if records:
-                try:
-                    _driver.check(drv.cuMemFree(records), "cuMemFree(graph I/O contexts)")
-                except Exception as exc:
-                    errors.append(exc)
-        if errors:
-            raise errors[0]
+            _driver.release_each(
+                [
+                    *((s, drv.cuStreamDestroy, "cuStreamDestroy(graph worker)") for s in streams),
+                    (records, drv.cuMemFree, "cuMemFree(graph I/O contexts)"),
+                ]
+            )

@@ -96,6 +96,20 @@ def _libraries_in(value: Any) -> tuple[Any, ...]:
     return tuple(value) if isinstance(value, tuple) else (value,)
 
 
+def _free_run(gpu: DeviceResources, served: _Served) -> None:
+    """Free a run's memory and graphs and let its module go (no kernel runs): each step
+    tried, so that a failed free still lets the module be closed; the first error."""
+    try:
+        gpu.free()
+    finally:
+        try:
+            graphs, served.graphs = served.graphs, None
+            if graphs is not None and gpu.drv is not None:
+                graphs.release(gpu.drv)
+        finally:
+            served.library = None
+
+
 def _collect(
     gpu: DeviceResources, bridge: Bridge, owns_bridge: bool, served: _Served, timeout: float
 ) -> None:
@@ -129,10 +143,7 @@ def _collect(
                         timeout,
                     )
                     return
-                gpu.free()
-            graphs, served.graphs, served.library = served.graphs, None, None
-            if graphs is not None:
-                graphs.release(gpu.drv)
+            _free_run(gpu, served)
             gpu.destroy_streams()
             if owns_bridge:
                 bridge.close()
@@ -544,18 +555,7 @@ class Dispatcher(Generic[BridgeT], Closing):
             # The enqueued kernel ignores the shutdown flag: leak rather than free under it.
             self._served.abandoned = True
             return
-        self._free_run()
-
-    def _free_run(self) -> None:
-        """Free a run's memory and graphs and let its module go (no kernel runs): each step
-        tried, so that a failed free still lets the module be closed; the first error."""
-        try:
-            self._gpu.free()
-        finally:
-            try:
-                self._release_graphs()
-            finally:
-                self._served.library = None
+        _free_run(self._gpu, self._served)
 
     def stop(self, timeout: float | None = None) -> int:
         """Signal shutdown, wait for the kernel to exit, return the processed count. Idempotent."""
@@ -578,14 +578,8 @@ class Dispatcher(Generic[BridgeT], Closing):
         self._processed = self._gpu.read_counter(self._processed)
         self._running = False
         self._launch_args = None
-        self._free_run()
+        _free_run(self._gpu, self._served)
         return self._processed
-
-    def _release_graphs(self) -> None:
-        """Free the graph handlers' records and the dispatch graph (the stream is idle)."""
-        graphs, self._served.graphs = self._served.graphs, None
-        if graphs is not None and self._gpu.drv is not None:
-            graphs.release(self._gpu.drv)
 
     def graph_stats(self) -> dict[str, dict[str, int]]:
         """Per GRAPH_LAUNCH entry the device path serves: ``requests`` handed to its graph,

@@ -130,20 +130,13 @@ class DeviceResources:
         self.table_ptr = self.stats_ptr = self.pinned_ptr = self.pinned_dev = 0
         if drv is None:
             return
-        # each one tried (a context a kernel faulted in refuses them all): the first error
-        errors: list[Exception] = []
-        for pointer, free, what in (
-            (table, drv.cuMemFree, "cuMemFree(function table)"),
-            (stats, drv.cuMemFree, "cuMemFree(stats)"),
-            (pinned, drv.cuMemFreeHost, "cuMemFreeHost(flag)"),
-        ):
-            if pointer:
-                try:
-                    _driver.check(free(pointer), what)
-                except Exception as exc:
-                    errors.append(exc)
-        if errors:
-            raise errors[0]
+        _driver.release_each(
+            (
+                (table, drv.cuMemFree, "cuMemFree(function table)"),
+                (stats, drv.cuMemFree, "cuMemFree(stats)"),
+                (pinned, drv.cuMemFreeHost, "cuMemFreeHost(flag)"),
+            )
+        )
 
     def destroy_streams(self) -> None:
         """Destroy both streams (the context is current); the primary context stays retained."""

@@ -125,9 +125,12 @@ def udp_server(floors: Path, module: Path, args: list[str], a: argparse.Namespac
     path = os.pathsep.join(filter(None, [str(module.parent), os.environ.get("PYTHONPATH")]))
     cmd = [sys.executable, "-m", "skbuild_cudaq.cli.test_server", "--handlers=rpc_increment",
            f"--num-slots={UDP_SLOTS}", f"--slot-size={UDP_SLOT_SIZE}", *args]  # fmt: skip
+    # Started in the work folder: ``-m`` puts the working directory first on sys.path, and
+    # from a checkout's root that is the source tree (no compiled ``_native``), not the
+    # package as installed.
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ, PYTHONPATH=path),
+        env=dict(os.environ, PYTHONPATH=path), cwd=module.parent,
     )  # fmt: skip
     try:
         assert proc.stdout is not None

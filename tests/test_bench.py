@@ -328,6 +328,35 @@ def test_bench_stays_small() -> None:
     assert len(kept) <= 15 and sum(p.stat().st_size for p in kept) <= 1_000_000
 
 
+def test_wire_starts_the_test_server_outside_the_source_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bench/wire.py's UDP rows run ``python -m skbuild_cudaq.cli.test_server``; started in
+    a checkout's root, ``-m`` imported the source tree (no compiled ``_native``) rather than
+    the package as installed, and the server died before its READY line."""
+    import argparse
+
+    wire = load_bench("wire")
+    started: dict[str, Any] = {}
+
+    class Started(Exception):
+        pass
+
+    def popen(cmd: list[str], **kw: Any) -> None:
+        started.update(kw, cmd=cmd)
+        raise Started
+
+    monkeypatch.setattr(wire.subprocess, "Popen", popen)
+    monkeypatch.chdir(BENCH.parent)
+    module = tmp_path / "wire_handlers.so"
+    a = argparse.Namespace(samples=10, warmup=1, pipelined=10)
+    with pytest.raises(Started):
+        wire.udp_server(tmp_path / "wire_floor", module, ["--path=host"], a)
+    assert started["cmd"][1:3] == ["-m", "skbuild_cudaq.cli.test_server"]
+    assert Path(started["cwd"]) == tmp_path
+    assert str(BENCH.parent) not in started["env"]["PYTHONPATH"].split(":")
+
+
 def test_wire_goals_are_the_issues_keys_judged_on_paired_rounds() -> None:
     """bench/wire.py's summary: exactly the five goal keys of wire.json (the device one only
     where it was measured), each a row's p50 over its floor's in the same round (median over

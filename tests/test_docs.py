@@ -18,6 +18,7 @@ import subprocess
 import sys
 import zlib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -645,6 +646,104 @@ def test_committed_results_are_the_current_run_only() -> None:
     for page in [ROOT / "README.md", ROOT / "DEVELOPING.md", *DOCS.rglob("*.md")]:
         found = cited.findall(page.read_text(encoding="utf-8"))
         assert not found, f"{page.relative_to(ROOT)} cites benchmark runs: {found}"
+
+
+def _quoted_figures() -> dict[str, list[str]]:
+    """What each guide quotes from ``bench/results/``, formatted from the results files:
+    a guide's advice carries the current figures."""
+    res = ROOT / "bench" / "results"
+
+    def load(name: str) -> Any:
+        return json.loads((res / f"{name}.json").read_text(encoding="utf-8"))
+
+    dispatch, startup, graph, wire = (load(n) for n in ("dispatch", "startup", "graph", "wire"))
+    lat, paired, goals = dispatch["latency_us"], dispatch["paired"], dispatch["goals"]
+    floor = lat["pingpong_floor"]["p50"]
+
+    def p50(shape: str) -> str:
+        return f"{lat[shape]['p50']:.2f}"
+
+    def ratio(shape: str) -> str:
+        return f"{paired[shape]['b2b']['p50_over_floor']:.3f}×"
+
+    def row(label: str, shape: str) -> str:
+        cells = [f"{p50(s)} µs, {ratio(s)}" for s in (shape, f"{shape}:thread")]
+        return f"| {label} | {cells[0]} | {cells[1]} |"
+
+    def signed(value: float) -> str:
+        return f"{'−' if value < 0 else '+'}{abs(value):.2f}"
+
+    over = [lat[s]["p50"] - floor for s in ("single_thread", "single_thread:thread")]
+    native = "python_call_over_native_client"
+    call = [goals[f"{native}{k}_us"]["value"] for k in ("", "_random_arrival")]
+    ring = {row: f"{v['p50_us']:.2f}" for row, v in wire["latency"].items()}
+    python_p99 = wire["latency"]["host_python"]["p99_us"]
+    r, cu12 = startup["results"], load("startup_cu12")["results"]
+    ms = {k: f"{v['median_in_process_s'] * 1e3:.1f}" for k, v in r.items()}
+    g = {k: v["p50"] for k, v in graph["cases"].items()}
+    return {
+        "dispatch-kernel.md": [
+            f"answers a 32-byte request in {floor:.2f} µs (p50,",
+            row("single-thread", "single_thread"),
+            row("built-in (one block of 128)", "builtin"),
+            row("cluster (4 blocks)", "cluster"),
+            row("cooperative grid (a block per SM)", "cooperative_grid"),
+            f"is {min(over):.2f}-{max(over):.2f} µs here.",
+            f"({p50('cluster')} against {p50('cluster:thread')} µs in the cluster kernel, "
+            f"{p50('cooperative_grid')} against {p50('cooperative_grid:thread')} µs in",
+            f"({ratio('builtin:thread')} against {ratio('single_thread:thread')} of the floor)",
+        ],
+        "dispatcher.md": [
+            f"built-in {p50('builtin')} → {p50('builtin:thread')} µs, cluster {p50('cluster')} → "
+            f"{p50('cluster:thread')} µs, cooperative grid {p50('cooperative_grid')} → "
+            f"{p50('cooperative_grid:thread')} µs;",
+            f"{p50('cooperative_grid')} µs with a block per SM against the floor's {floor:.2f} µs",
+        ],
+        "host-path.md": [
+            f"({signed(call[0])} µs back to back, {signed(call[1])} µs with random arrival;",
+            f"takes {ring['host_python']} µs (p50, p99 {python_p99:.2f}"
+            f" µs), through a native `echo` {ring['host_native_python_client']} µs",
+            f"`echo` {ring['host_native']} µs against {ring['ring_floor']} µs for a bare",
+            f"a native handler answers in {ring['udp_host_native']} µs and a Python one in "
+            f"{ring['udp_host_python']} µs (p50) against the floor's {ring['udp_echo_floor']} µs.",
+        ],
+        "runtime.md": [
+            f"`cuda.bindings` takes {float(ms['floor']):.0f} ms from a fresh process's",
+            f"(the floor) {ms['floor']} ms; a cold start, link included, {ms['cold']} ms "
+            f"({r['cold']['ratio_to_floor']:.2f}×); a warm start (cache hit) {ms['warm']} ms "
+            f"({r['warm']['ratio_to_floor']:.2f}×); cuda.core's `Linker` path {ms['cuda_core']} ms "
+            f"({r['cuda_core']['ratio_to_floor']:.1f}×).",
+            f"was {r['cold']['paired_ratio_median']:.2f}× cold and "
+            f"{r['warm']['paired_ratio_median']:.2f}× warm.",
+        ],
+        "cuda-versions.md": [
+            f"costs {cu12['warm']['ratio_to_floor']:.2f}× the raw load of a linked cubin, cold "
+            f"{cu12['cold']['ratio_to_floor']:.2f}×",
+        ],
+        "graph-handlers.md": [
+            *(
+                f"{label} | {graph['cases'][case]['p50']:.2f} | {graph['cases'][case]['p99']:.2f} |"
+                for label, case in (
+                    ("default built-in kernel", "device_function_builtin"),
+                    ("the graph dispatch kernel", "device_function"),
+                    ("no dispatcher)", "floor"),
+                    ("through the dispatcher", "graph_handler_one_kernel"),
+                    ("1 x 128 threads)", "graph_handler"),
+                )
+            ),
+            f"about {round(g['floor'] - g['device_function'])} µs over a device function; the "
+            f"dispatcher adds about {round(g['graph_handler_one_kernel'] - g['floor'])} µs",
+        ],
+    }
+
+
+@pytest.mark.parametrize("guide", sorted(_quoted_figures()))
+def test_guides_quote_the_current_results(guide: str) -> None:
+    """Each figure a guide quotes from a benchmark is the one in ``bench/results/`` now:
+    committing new results without updating the advice built on them fails here."""
+    text = " ".join((DOCS / "guides" / guide).read_text(encoding="utf-8").split())
+    stale = [quote for quote in _quoted_figures()[guide] if quote not in text]
+    assert not stale, f"docs/guides/{guide} quotes other figures than bench/results/: {stale}"
 
 
 def test_committed_performance_page_is_fresh(tmp_path: Path) -> None:

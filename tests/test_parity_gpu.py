@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -330,25 +331,38 @@ def test_mixed_table_device_path_10000_checked_round_trips(core: Any) -> None:
         assert d.stop() == ROUND_TRIPS
 
 
-def test_mixed_table_host_path_with_real_device_and_graph_entries(
-    core: Any, graph_handler: Any
+def test_mixed_table_host_path_10000_checked_round_trips(
+    core: Any, host_graph_handler: Any, native_handlers: Path
 ) -> None:
-    """The same kind of table on the host path: HOST_CALL served, DEVICE_CALL (a real
-    handler address) and GRAPH_LAUNCH (a real device graph) answered -2."""
-    from skbuild_cudaq.realtime import FunctionTable, HostDispatcher, RingLayout, get_device_handler
+    """Every kind of entry in one table on the host path: a Python and a native HOST_CALL
+    handler and a GRAPH_LAUNCH entry served (the graph launched from the host), a DEVICE_CALL
+    entry (a real handler address) and an unknown name answered -2; every count exact."""
+    from skbuild_cudaq.realtime import (
+        FunctionTable,
+        HostDispatcher,
+        RingLayout,
+        get_device_handler,
+        get_host_handler,
+    )
 
     table = FunctionTable()
     table.add_device("rpc_increment", get_device_handler(core, "rpc_increment"))
-    table.add_graph("graph_increment", graph_handler.graph, graph_handler.mailbox)
+    table.add_graph("graph_increment", host_graph_handler.graph, host_graph_handler.mailbox)
     table.add_host("host_increment", increment)
-    with HostDispatcher(RingLayout(16, 256), table) as host:
-        served = {"host_increment": increment}
+    table.add_host("echo", get_host_handler(native_handlers, "echo"))
+    served = {"graph_increment": increment, "host_increment": increment, "echo": lambda p: p}
+    with HostDispatcher(RingLayout(64, 256), table) as host:
         requests, counts = mixed_requests(
-            random.Random(4), served, ["rpc_increment", "graph_increment"], 3000
+            random.Random(4), served, ["rpc_increment", "nobody"], ROUND_TRIPS
         )
         run_traffic(host.client(), requests)
-        assert host.processed == 3000
-        assert host.rejected == counts["rpc_increment"] + counts["graph_increment"]
+        stats = host.graph_stats()["graph_increment"]
+        host.stop()
+        assert host.processed == ROUND_TRIPS
+        assert host.rejected == counts["rpc_increment"] + counts["nobody"]
+        assert host.handler_errors == 0, host.last_handler_error
+    assert stats["requests"] == counts["graph_increment"] and stats["launch_failures"] == 0
+    assert min(counts.values()) > 1500
 
 
 # -- a shared ring ---------------------------------------------------------------------------

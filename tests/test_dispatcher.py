@@ -736,6 +736,27 @@ def test_graph_launch_entries_get_io_records_and_a_device_launched_dispatch_grap
         assert "cuGraphExecDestroy" in drv.log and "cuGraphDestroy" in drv.log
 
 
+def test_a_device_graph_is_not_closed_while_a_device_dispatcher_serves_it(
+    drv: FakeDriver, graph_library: SimpleNamespace
+) -> None:
+    """DeviceGraph.close() is refused from start() to stop() (the GPU may launch it); after
+    stop() it destroys both graphs."""
+    from skbuild_cudaq.realtime.graph import DeviceGraph, GraphMailbox
+
+    graph = DeviceGraph(graph=0x6F0000, exec_=0x6E0000, device=0)
+    config = DispatcherConfig(num_slots=4, slot_size=64, stop_timeout=0.5)
+    with GraphMailbox() as mailbox, Dispatcher(config, module="fake_ext") as d:
+        d.function_table.add_graph("decode", graph, mailbox)
+        d.start()
+        with pytest.raises(InvalidArgumentError, match="served by a running dispatcher"):
+            graph.close()
+        assert graph.exec is not None
+        assert d.stop() == 0
+        destroyed = drv.log.count("cuGraphExecDestroy")
+        graph.close()
+    assert graph.exec is None and drv.log.count("cuGraphExecDestroy") == destroyed + 1
+
+
 def test_graph_launch_entry_not_instantiated_for_device_launch_is_refused(
     drv: FakeDriver, graph_library: SimpleNamespace
 ) -> None:

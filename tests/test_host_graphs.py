@@ -443,6 +443,26 @@ def test_a_mailbox_serves_one_dispatcher_at_a_time(
     assert mailboxes[0].value == 0
 
 
+def test_a_device_graph_is_not_closed_while_a_host_dispatcher_serves_it(
+    drv: FakeDriver, mailboxes: list[GraphMailbox]
+) -> None:
+    """DeviceGraph.close() is refused from start() to stop(): a worker stream may be
+    launching it; after stop() it destroys both graphs once."""
+    from skbuild_cudaq.realtime import InvalidArgumentError
+    from skbuild_cudaq.realtime.graph import DeviceGraph
+
+    graph = DeviceGraph(graph=0x6F0000, exec_=0x6E0000, device=0)
+    table = FunctionTable()
+    table.add_graph("decode", graph, mailboxes[0])
+    with HostDispatcher(LAYOUT, table) as host:
+        with pytest.raises(InvalidArgumentError, match="served by a running dispatcher"):
+            graph.close()
+        assert graph.handle == 0x6E0000
+        host.stop()
+        graph.close()
+    assert graph.exec is None and drv.log.count("cuGraphExecDestroy") == 1
+
+
 def test_on_a_shared_ring_the_graph_entries_are_the_device_dispatchers(
     drv: FakeDriver, mailboxes: list[GraphMailbox]
 ) -> None:

@@ -46,7 +46,7 @@ import ctypes
 import os
 import struct
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -299,6 +299,8 @@ class DeviceGraph(Closing):
         self.graph = graph
         self.exec = exec_
         self.device = device
+        #: the runs that serve it (a device dispatcher's graphs, a host dispatcher's workers)
+        self._servers: weakref.WeakSet[Any] = weakref.WeakSet()
 
     @property
     def handle(self) -> int:
@@ -309,7 +311,16 @@ class DeviceGraph(Closing):
         return int(self.exec)
 
     def close(self) -> None:
-        """Destroy the executable graph and the graph (idempotent)."""
+        """Destroy the executable graph and the graph (idempotent).
+
+        Refused (:class:`InvalidArgumentError`) while a dispatcher serves it, from its
+        ``start()`` to its ``stop()`` (the GPU or a worker stream may launch it)."""
+        if self._servers and self.exec is not None:
+            msg = (
+                "the device graph is served by a running dispatcher: stop() that dispatcher "
+                "before closing it (the GPU or a worker stream may be launching it)"
+            )
+            raise InvalidArgumentError(msg)
         exec_, graph, self.exec, self.graph = self.exec, self.graph, None, None
         if exec_ is None and graph is None:
             return
@@ -326,6 +337,22 @@ class DeviceGraph(Closing):
     def __repr__(self) -> str:
         state = "closed" if self.exec is None else f"exec {int(self.exec):#x}"
         return f"DeviceGraph(device={self.device}, {state})"
+
+
+def hold_graphs(entries: Iterable[Any], server: object) -> None:
+    """Mark the :class:`DeviceGraph` of each GRAPH_LAUNCH entry in ``entries`` as served by
+    ``server`` (its ``close()`` is refused until :func:`let_go_graphs`, or until ``server``
+    is gone); graphs given as a bare ``CUgraphExec`` are the caller's to keep."""
+    for entry in entries:
+        if isinstance(entry.graph, DeviceGraph):
+            entry.graph._servers.add(server)
+
+
+def let_go_graphs(entries: Iterable[Any], server: object) -> None:
+    """Undo :func:`hold_graphs` (no graph of ``server``'s can be launched any more)."""
+    for entry in entries:
+        if isinstance(entry.graph, DeviceGraph):
+            entry.graph._servers.discard(server)
 
 
 def instantiate_for_device_launch(graph: Any, stream: Any) -> Any:

@@ -323,15 +323,21 @@ class HostGraphs:
                     "time: stop that one first"
                 )
                 raise HostDispatcherError(msg)
+        from .graph import hold_graphs
+
         for index, entry in enumerate(self.entries):
             entry.mailbox.value = self.record_of(index)
+        hold_graphs(self.entries, self)
         self._claimed = True
 
     def release_mailboxes(self) -> None:
         """Clear the mailboxes this dispatcher claimed (no graph of it runs any more)."""
         if not self._claimed:
             return
+        from .graph import let_go_graphs
+
         self._claimed = False
+        let_go_graphs(self.entries, self)
         for index, entry in enumerate(self.entries):
             if not entry.mailbox.closed and entry.mailbox.value == self.record_of(index):
                 entry.mailbox.value = 0

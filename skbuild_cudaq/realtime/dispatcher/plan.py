@@ -149,7 +149,7 @@ class GraphRun:
         ``device``), allocate and fill its record, point its mailbox at it; returns entry
         name -> record address (their handler word)."""
         from skbuild_cudaq.realtime.errors import InvalidArgumentError
-        from skbuild_cudaq.realtime.graph import GraphIO
+        from skbuild_cudaq.realtime.graph import GraphIO, hold_graphs
 
         for entry in self.entries:
             # A graph of another GPU can be neither uploaded on this GPU's stream nor
@@ -205,6 +205,7 @@ class GraphRun:
             )
             entry.mailbox.value = record
             words[entry.name] = record
+        hold_graphs(self.entries, self)
         _driver.check(drv.cuStreamSynchronize(stream), "cuStreamSynchronize(graph upload)")
         return words
 
@@ -237,6 +238,9 @@ class GraphRun:
     def release(self, drv: Any) -> None:
         """Free everything (only once no kernel and no graph of this run can run); clear the
         mailboxes this run pointed at its records (not another dispatcher's)."""
+        from skbuild_cudaq.realtime.graph import let_go_graphs
+
+        let_go_graphs(self.entries, self)
         for index, entry in enumerate(self.entries):
             mailbox = entry.mailbox
             if self.records and not mailbox.closed and mailbox.value == self.record_of(index):

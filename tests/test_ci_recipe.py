@@ -22,7 +22,15 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from _doc_pages import PROJECT, checkout_copy, commands_of, files_of, user_env, write_project
+from _doc_pages import (
+    PROJECT,
+    blocks,
+    checkout_copy,
+    commands_of,
+    files_of,
+    user_env,
+    write_project,
+)
 from conftest import ROOT
 
 if sys.version_info >= (3, 11):
@@ -174,6 +182,11 @@ def test_following_the_page_without_a_toolkit(
     table = log[log.index(f"{wheel.name}:") :]
     row = next(line for line in table.splitlines() if "_core" in line)
     assert row.split()[1:4] == ["my_dispatcher", "rpc_increment", "sm_80"], row
+    if extra == "runtime":  # the page's table is this project's: its cubin size is current
+        (shown,) = [b for i, b in blocks(page_text()) if i == "text" and "checked 1 target" in b]
+        page_row = next(line for line in shown.splitlines() if "_core" in line)
+        size, page_size = (float(r.split()[-2]) for r in (row, page_row))
+        assert abs(size - page_size) <= 0.1 * size, (row, page_row)
     assert "checked 1 target: 1 module, 1 link in " in log and "s: ok" in log
     assert re.search(r"\b3 passed\b", log), log[-3000:]
     # the build used the NVRTC the backend added (the pinned minor): nothing else was there

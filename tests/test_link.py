@@ -6,6 +6,7 @@ import dataclasses
 import hashlib
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -259,6 +260,49 @@ def test_version_mismatch_names_the_extra_or_package(
     assert fix in text and "\n" not in text  # one line
     if ir[0:2] == (1, 65) and nvjitlink[0] == 12:
         assert 'compiler = "nvrtc"' in text and "nvidia-cuda-nvrtc-cu12" in text
+
+
+@pytest.fixture
+def both_majors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A site-packages holding nvJitLink wheels of CUDA 13 and 12 side by side (what
+    ``pip install 'skbuild-cudaq[runtime]'`` then a CUDA 12 project's wheel leaves), nothing
+    loaded yet: the search finds CUDA 13's first."""
+    site = tmp_path / "site-packages"
+    for sub, soname, dist in (
+        ("nvidia/cu13/lib", "libnvJitLink.so.13", "nvidia_nvjitlink-13.5.37"),
+        ("nvidia/nvjitlink/lib", "libnvJitLink.so.12", "nvidia_nvjitlink_cu12-12.9.86"),
+    ):
+        (site / sub).mkdir(parents=True)
+        (site / sub / soname).write_bytes(b"\x7fELF")
+        (site / f"{dist}.dist-info").mkdir()
+    monkeypatch.setattr(_nvjitlink, "_site_packages", lambda: [str(site)])
+    monkeypatch.setattr(_nvjitlink, "mapped_nvjitlink", list)
+    monkeypatch.delenv("CONDA_PREFIX", raising=False)
+    _nvjitlink._found_nvjitlink.cache_clear()
+    _nvjitlink._wheel_of.cache_clear()
+    yield site
+    _nvjitlink._found_nvjitlink.cache_clear()
+    _nvjitlink._wheel_of.cache_clear()
+
+
+def test_each_nvjitlink_library_is_its_own_majors_wheel(both_majors: Path) -> None:
+    found = _nvjitlink.installed_nvjitlink()
+    assert found is not None and found.package == "nvidia-nvjitlink 13.5.37"
+    cu12 = _nvjitlink._wheel_of(both_majors / "nvidia/nvjitlink/lib/libnvJitLink.so.12")
+    assert cu12.package == "nvidia-nvjitlink-cu12 12.9.86"
+
+
+def test_version_mismatch_beside_the_right_major_says_which_to_uninstall(
+    both_majors: Path,
+) -> None:
+    """CUDA 12 LTO-IR, CUDA 12's nvJitLink installed, CUDA 13's found first: installing the
+    CUDA 12 stack again would change nothing; removing CUDA 13's nvJitLink does."""
+    with pytest.raises(VersionMismatchError) as info:
+        _nvjitlink.check_versions([("/x/ext.so", [_fake_input((1, 64))])], (13, 5))
+    text = str(info.value)
+    assert "nvidia-nvjitlink-cu12 12.9.86 is installed too" in text, text
+    assert "finds nvidia-nvjitlink 13.5.37 first" in text
+    assert "pip uninstall nvidia-nvjitlink," in text and "\n" not in text
 
 
 def test_version_check_names_the_packages_to_align() -> None:

@@ -114,16 +114,39 @@ def _site_packages() -> list[str]:
     return dirs
 
 
+def _nvjitlink_wheels(site: Path) -> list[tuple[str, str]]:
+    """``(distribution, version)`` of every nvidia-nvjitlink wheel installed in ``site``."""
+    found = []
+    for info in sorted(site.glob("nvidia_nvjitlink*.dist-info")):
+        dist, _, version = info.name[: -len(".dist-info")].partition("-")
+        found.append((dist.replace("_", "-"), version))
+    return found
+
+
 @functools.cache
 def _wheel_of(library: Path) -> NvJitLinkInfo:
-    """``library`` (resolved) with the nvidia-nvjitlink wheel that installed it, if any."""
+    """``library`` (resolved) with the nvidia-nvjitlink wheel that installed it, if any: of
+    the wheels in its site-packages, the one of the library's CUDA major (both majors' wheels
+    may be installed side by side)."""
+    soname = _release(library.name.partition(".so.")[2])
     for sub in _WHEEL_LIB_DIRS:
         if library.parent.as_posix().endswith("/" + sub):
-            site = library.parents[len(Path(sub).parts)]
-            for info in sorted(site.glob("nvidia_nvjitlink*.dist-info")):
-                dist, _, version = info.name[: -len(".dist-info")].partition("-")
-                return NvJitLinkInfo(library, dist.replace("_", "-"), version)
+            wheels = _nvjitlink_wheels(library.parents[len(Path(sub).parts)])
+            same = [w for w in wheels if soname and (_release(w[1]) or (0,))[0] == soname[0]]
+            for dist, version in same or wheels:
+                return NvJitLinkInfo(library, dist, version)
     return NvJitLinkInfo(library)
+
+
+def _other_major_wheels(major: int) -> list[str]:
+    """``"<distribution> <version>"`` of the nvJitLink wheels of CUDA ``major`` installed in
+    the site-packages the search reads (beside one of another major, found first)."""
+    return [
+        f"{dist} {version}"
+        for site in _site_packages()
+        for dist, version in _nvjitlink_wheels(Path(site))
+        if (_release(version) or (0,))[0] == major
+    ]
 
 
 @functools.cache
@@ -516,6 +539,16 @@ def _advice(
     release = ir_release(code_version) if code_version is not None else None
     if release is not None and release[0] != major:
         ir_major = release[0]
+        beside = _other_major_wheels(ir_major)
+        in_use = info is not None and (_release(info.version or "") or (0,))[0] == major
+        if beside and in_use and info is not None and info.distribution is not None:
+            return (
+                f"the LTO-IR is CUDA {ir_major} code and nvJitLink is CUDA {major} (have "
+                f"{have}); {beside[0]} is installed too, but the nvJitLink search "
+                f"(cuda-pathfinder's order) finds {have} first: keep one CUDA major's run time "
+                f"in an environment (pip uninstall {info.distribution}, or a fresh environment "
+                f"with {_extra(ir_major)})"
+            )
         nvrtc = "nvidia-cuda-nvrtc-cu12" if major == 12 else f"nvidia-cuda-nvrtc=={major}.*"
         return (
             f"the LTO-IR is CUDA {ir_major} code and nvJitLink is CUDA {major} (have {have}): "

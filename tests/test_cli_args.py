@@ -40,6 +40,9 @@ def test_parse_limits_match_what_a_link_accepts() -> None:
     assert _args.link_timeout("2.5") == 2.5
     assert _args.memory_mib("0") == 0
     assert _args.memory_mib("256") == 256
+    assert [_args.architecture(a) for a in ("90", "sm_90a", " sm_100 ")] == [
+        "sm_90", "sm_90a", "sm_100",
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -51,6 +54,8 @@ def test_parse_limits_match_what_a_link_accepts() -> None:
         (["link", "x.so", "--arch", "sm_90", "-o", "x.cubin", "--timeout", "1e7"], "seconds"),
         (["check", "x.whl", "--timeout", "nan"], "seconds"),
         (["check", "x.whl", "--timeout", "0"], "seconds"),
+        (["check", "x.whl", "--arch", "foo"], "sm_XY"),
+        (["link", "x.so", "--arch", "ampere", "-o", "x.cubin"], "sm_XY"),
     ],
 )
 def test_bad_link_limits_are_usage_errors_in_the_options_terms(
@@ -60,7 +65,8 @@ def test_bad_link_limits_are_usage_errors_in_the_options_terms(
     assert done.returncode == 2, done.stderr
     assert done.stdout == ""
     last = done.stderr.strip().splitlines()[-1]
-    assert f"error: argument {argv[-2]}: expected" in last
+    option_name = next(a for a in reversed(argv) if a.startswith("--"))
+    assert f"error: argument {option_name}: expected" in last
     assert option in last
     assert "None" not in last  # the API's spelling of "no limit", not the command line's
     assert "in bytes" not in last

@@ -7,6 +7,7 @@ import argparse
 __all__ = [
     "MAX_LINK_TIMEOUT",
     "MIN_LINK_MEMORY_MIB",
+    "architecture",
     "dims",
     "link_timeout",
     "memory_mib",
@@ -44,6 +45,18 @@ def positive(text: str) -> int:
 #: keeps these equal to it; not imported here, so that parsing needs no run-time extra).
 MAX_LINK_TIMEOUT = 1e6
 MIN_LINK_MEMORY_MIB = 256
+
+
+def architecture(text: str) -> str:
+    """``--arch``: ``sm_XY`` (``90`` and ``sm_90a`` too), as the run time names it."""
+    from skbuild_cudaq.realtime.errors import LinkError
+    from skbuild_cudaq.realtime.link import parse_arch
+
+    try:
+        return parse_arch(text)[0]
+    except LinkError:
+        msg = f"expected an architecture sm_XY (e.g. sm_80, sm_90, sm_100), got {text!r}"
+        raise argparse.ArgumentTypeError(msg) from None
 
 
 def link_timeout(text: str) -> float:

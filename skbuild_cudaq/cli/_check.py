@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from skbuild_cudaq import _log
 from skbuild_cudaq.errors import ToolchainError
 
-from ._args import link_timeout
+from ._args import architecture, link_timeout
 
 if TYPE_CHECKING:
     from skbuild_cudaq.realtime.check import CheckReport, ModuleCheck
@@ -51,6 +51,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--arch",
         action="append",
+        type=architecture,
         metavar="SM",
         help="link for this architecture instead of the declared ones (repeatable), e.g. sm_90",
     )

@@ -19,7 +19,7 @@ from typing import Any
 from skbuild_cudaq import _log
 from skbuild_cudaq.errors import ToolchainError
 
-from ._args import link_timeout, memory_mib
+from ._args import architecture, link_timeout, memory_mib
 
 __all__ = ["add_parser"]
 
@@ -35,7 +35,9 @@ def add_parser(sub: Any) -> None:
         ),
     )
     p.add_argument("binary", type=Path, help="extension module (.so) with device code")
-    p.add_argument("--arch", required=True, help="target architecture, e.g. sm_90")
+    p.add_argument(
+        "--arch", required=True, type=architecture, help="target architecture, e.g. sm_90"
+    )
     p.add_argument("-o", "--output", type=Path, required=True, help="cubin file to write")
     p.add_argument(
         "--no-cache", action="store_true", help="do not use the link cache (always run nvJitLink)"

@@ -33,7 +33,13 @@ from skbuild_cudaq.realtime.dispatcher import (
     LaunchArgs,
 )
 from skbuild_cudaq.realtime.dispatcher.table import ENTRY_FLAG_PEER
-from skbuild_cudaq.realtime.errors import CUDAError, InvalidArgumentError, RealtimeError, RingError
+from skbuild_cudaq.realtime.errors import (
+    ClientError,
+    CUDAError,
+    InvalidArgumentError,
+    RealtimeError,
+    RingError,
+)
 from skbuild_cudaq.realtime.ring import RingLayout
 
 
@@ -367,7 +373,7 @@ def test_a_running_dispatcher_dropped_stops_its_kernel_before_anything_is_freed(
     assert drv.device == {}
     assert drv.host == {}
     assert drv.log.count("cuStreamDestroy") == 2
-    with pytest.raises(RingError, match="closed"):
+    with pytest.raises(ClientError, match="closed"):
         client.call("rpc_increment", b"x")
 
 
@@ -599,7 +605,6 @@ def test_1024_threads_launch_the_launch_bounds_build_over_the_default_limit(
 
 @pytest.mark.usefixtures("current")
 def test_bridge_clients_keep_ring_ids_across_resets(drv: FakeDriver) -> None:
-    from skbuild_cudaq.realtime.errors import RingError
     from skbuild_cudaq.realtime.ring import RingClient, RingServer
 
     with HostRingBridge(num_slots=4, slot_size=64) as bridge:
@@ -623,8 +628,8 @@ def test_bridge_clients_keep_ring_ids_across_resets(drv: FakeDriver) -> None:
                     own.submit("f")  # a client of its own is stale after the reset: refused
         assert ids == list(range(15))
         kept = bridge.client()
-    assert kept.closed  # closed with the ring: a RingError, never a write to freed memory
-    with pytest.raises(RingError, match="closed"):
+    assert kept.closed  # closed with the ring: a ClientError, never a write to freed memory
+    with pytest.raises(ClientError, match="closed"):
         kept.call("f")
 
 

@@ -22,7 +22,7 @@ from _fake_driver import FakeDriver, FakeGraphRun, UseDriver
 
 from skbuild_cudaq.realtime import _native
 from skbuild_cudaq.realtime.dispatcher.table import FunctionTable
-from skbuild_cudaq.realtime.errors import HostDispatcherError, RingError
+from skbuild_cudaq.realtime.errors import ClientError, HostDispatcherError
 from skbuild_cudaq.realtime.graph import GRAPH_IO_SIZE, STATUS_GRAPH_LAUNCH_FAILED, GraphMailbox
 from skbuild_cudaq.realtime.host_graphs import DRIVER_ENTRY_POINTS, MAX_GRAPH_WORKERS
 from skbuild_cudaq.realtime.host_path import STATUS_GRAPH_NOT_PUBLISHED, HostDispatcher, echo
@@ -119,7 +119,7 @@ def test_a_graph_entry_needs_a_ring_the_gpu_can_reach(
     client = own.client()
     own.close()
     assert sorted(pinned_allocations(drv)) == before
-    with pytest.raises(RingError, match="closed"):  # not a write to freed memory
+    with pytest.raises(ClientError, match="closed"):  # not a write to freed memory
         client.submit("host_echo", b"late")
     assert drv.log.count("cuStreamCreate") == drv.log.count("cuStreamDestroy")
 

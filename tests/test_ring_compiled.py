@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from skbuild_cudaq.realtime.errors import RingError
+from skbuild_cudaq.realtime.errors import ClientError, RingError
 from skbuild_cudaq.realtime.ring import RingClient, RingLayout, RingServer
 from skbuild_cudaq.realtime.ring import client as client_module
 from skbuild_cudaq.realtime.wire import REQUEST_MAGIC, RESPONSE_MAGIC, function_id
@@ -211,7 +211,7 @@ def test_compiled_path_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     client = RingClient(buf, lay, compiled=True)
     client.close()
     assert not client.compiled  # nothing points at the released buffer any more
-    with pytest.raises(RingError, match="the ring client is closed"):
+    with pytest.raises(ClientError, match="the ring client is closed"):
         client.call("f")
 
 

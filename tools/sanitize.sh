@@ -22,7 +22,8 @@ echo "sanitize.sh: building the native core with -fsanitize=address,undefined" >
 rm -f "$root"/asan.* "$root"/ubsan.*
 tests=(tests/test_host_path.py tests/test_native_handlers.py tests/test_host_handlers.py
        tests/test_host_graphs.py tests/test_udp.py tests/test_server.py tests/test_ring.py
-       tests/test_ring_compiled.py tests/test_wire.py tests/test_parity.py)
+       tests/test_ring_compiled.py tests/test_wire.py tests/test_parity.py
+       tests/test_client_api.py)
 status=0
 # leaks: CPython's own allocations at exit are not ours; a ring too large to allocate must
 # come back as NULL (the tests check the out-of-memory message), not abort in the allocator

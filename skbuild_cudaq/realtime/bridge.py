@@ -149,7 +149,7 @@ class HostRingBridge(Closing):
         """
         drv = self._drv
         client, self._client = self._client, None
-        if client is not None:  # its later use is a RingError, not a write to freed memory
+        if client is not None:  # its later use is a ClientError, not a write to freed memory
             client.close()
         self._buffer = None
         if drv is None:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CUDAError",
+    "ClientError",
     "DeviceCodeError",
     "DeviceRuntimeNotFoundError",
     "HostDispatcherError",
@@ -112,8 +113,15 @@ class ProtocolError(RealtimeError):
     """A message does not follow the wire format (too short, wrong magic, id not echoed, ...)."""
 
 
+class ClientError(RealtimeError):
+    """Misuse of a client, a :class:`~skbuild_cudaq.realtime.RingClient` or a
+    :class:`~skbuild_cudaq.realtime.UdpClient` alike: used after ``close()``, a ticket whose
+    response was already collected (or forgotten by ``UdpClient.discard()``, or that
+    predates ``RingClient.reset()``)."""
+
+
 class RingError(RealtimeError):
-    """Misuse of a ring (bad buffer, ticket collected twice, publish without poll, ...)."""
+    """Misuse of a ring (bad buffer, another producer on it, publish without poll, ...)."""
 
 
 class RingProtocolError(RingError):

@@ -99,7 +99,7 @@ meaning as ``Dispatcher.processed`` of the device path, whose counter a kernel
 launch starts at zero. A dispatcher is closed for good by ``close()``:
 ``start()``, ``client()`` and ``add_handler()`` then raise :class:`HostDispatcherError`,
 and the clients :meth:`HostDispatcher.client` made are closed with it (their later use is
-a :class:`~skbuild_cudaq.realtime.RingError`, not a wait for an answer nobody gives).
+a :class:`~skbuild_cudaq.realtime.errors.ClientError`, not a wait for an answer nobody gives).
 
 A handler that hangs: ``stop(timeout)`` and ``close(timeout)`` raise
 :class:`HostDispatcherError` after ``timeout`` seconds. The thread is not killed: it
@@ -328,7 +328,7 @@ class HostDispatcher(Closing):
         finally:
             mem = getattr(self, "_mem", None)
             if pinned is not None:
-                for client in list(self._clients):  # their later use: RingError, not freed memory
+                for client in list(self._clients):  # later use: ClientError, not freed memory
                     client.close()
                 if mem is not None:
                     mem.release()  # no view of the memory outlives it
@@ -444,7 +444,7 @@ class HostDispatcher(Closing):
         kwargs.setdefault("release_gil", True)
         client = RingClient(self._buffer, self._layout, **kwargs)
         # closed with the dispatcher (before it frees a pinned ring of its own): a later
-        # call is a RingError, not a wait for an answer nobody will give
+        # call is a ClientError, not a wait for an answer nobody will give
         self._clients.add(client)
         return client
 

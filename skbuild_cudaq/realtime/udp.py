@@ -81,7 +81,8 @@ from typing import Any
 from . import _native
 from ._closing import Closing
 from ._logging import get_logger
-from .errors import ProtocolError, UdpFeederError
+from ._timeouts import CLIENT_TIMEOUT, DEFAULT_TIMEOUT, ClientTimeout, Timeout
+from .errors import ClientError, ProtocolError, UdpFeederError
 from .ring import RingClient
 from .ring.client import _buffer_address
 from .ring.memory import _idle_sleep_ns
@@ -97,6 +98,8 @@ from .wire import (
 __all__ = ["UdpClient", "UdpFeeder", "UdpFeederError", "UdpTicket"]
 
 _MAX_DATAGRAM = 65535
+#: the longest one receive call waits (a socket timeout of years overflows; waits loop)
+_MAX_RECEIVE_WAIT = 3600.0
 _SOCKET_BUFFER = 4 << 20
 _logger = get_logger(__name__)
 
@@ -343,16 +346,19 @@ class UdpTicket:
     timestamp: int
 
 
-class UdpClient(Closing):
+class UdpClient(ClientTimeout, Closing):
     """Client of a :class:`UdpFeeder` (or any CUDA-Q realtime UDP endpoint).
 
     ``host``: an IPv4 or IPv6 address or a host name (looked up IPv4 first, like the feeder).
+    ``timeout``: how long a waiting method (``call``, ``wait``, ``collect``) waits when its
+    own ``timeout`` is left out (:attr:`timeout`), with :class:`RingClient`'s meaning:
+    seconds ``>= 0`` (``0``: do not wait), or ``None`` for no limit.
 
     Responses may arrive in any order; they are matched to requests by
-    ``(request_id, timestamp)``. Not thread-safe.
+    ``(request_id, timestamp)``. One thread at a time, like :class:`RingClient`.
     """
 
-    def __init__(self, host: str, port: int, *, timeout: float = 10.0) -> None:
+    def __init__(self, host: str, port: int, *, timeout: float | None = DEFAULT_TIMEOUT) -> None:
         self.timeout = timeout
         family, where = _resolve(host, port)
         self._sock = socket.socket(family, socket.SOCK_DGRAM)
@@ -386,10 +392,8 @@ class UdpClient(Closing):
 
     def _check_open(self) -> None:
         if self._sock.fileno() < 0:
-            from .errors import RealtimeError
-
             msg = "the UDP client is closed; make a new one"
-            raise RealtimeError(msg)
+            raise ClientError(msg)
 
     def send_raw(self, data: bytes) -> None:
         """Send one datagram as is (for fuzzing); one with a header expects a response."""
@@ -437,9 +441,9 @@ class UdpClient(Closing):
         return [self.submit(f, p) for f, p in items]
 
     def _receive(self, timeout: float) -> bool:
-        """Read one datagram within ``timeout``; False if none came."""
+        """Read one datagram within ``timeout`` seconds; False if none came."""
         self._check_open()
-        self._sock.settimeout(max(timeout, 1e-6))
+        self._sock.settimeout(min(max(timeout, 1e-6), _MAX_RECEIVE_WAIT))
         try:
             data = self._sock.recv(_MAX_DATAGRAM)
         except (TimeoutError, BlockingIOError):
@@ -456,9 +460,21 @@ class UdpClient(Closing):
         self._responses[key] = response
         return True
 
+    def _check_ticket(self, ticket: UdpTicket) -> tuple[int, int]:
+        """``ticket``'s key; :class:`ClientError` unless its response is still to collect."""
+        self._check_open()
+        key = (ticket.request_id, ticket.timestamp)
+        if key not in self._outstanding:
+            msg = (
+                f"request {ticket.request_id} (timestamp {ticket.timestamp}) was already "
+                "collected, or forgotten by discard()"
+            )
+            raise ClientError(msg)
+        return key
+
     def poll(self, ticket: UdpTicket) -> Response | None:
         """The response of ``ticket`` if it already arrived (reads what is queued)."""
-        key = (ticket.request_id, ticket.timestamp)
+        key = self._check_ticket(ticket)
         while key not in self._responses and self._receive(0.0):
             pass
         response = self._responses.pop(key, None)
@@ -466,35 +482,45 @@ class UdpClient(Closing):
             self._outstanding.discard(key)
         return response
 
-    def wait(self, ticket: UdpTicket, timeout: float | None = None) -> Response:
-        timeout = self.timeout if timeout is None else timeout
-        key = (ticket.request_id, ticket.timestamp)
-        deadline = time.monotonic() + timeout
+    def wait(self, ticket: UdpTicket, timeout: Timeout = CLIENT_TIMEOUT) -> Response:
+        """The response of ``ticket``; :class:`TimeoutError` after ``timeout`` seconds."""
+        seconds = self._seconds(timeout)
+        key = self._check_ticket(ticket)
+        end = None if seconds is None else time.monotonic() + seconds
         while key not in self._responses:
-            remaining = deadline - time.monotonic()
+            remaining = _MAX_RECEIVE_WAIT if end is None else end - time.monotonic()
             if remaining <= 0:
                 msg = (
                     f"no UDP response to request {ticket.request_id} (timestamp "
-                    f"{ticket.timestamp}) from {self.address} within {timeout:g} s"
+                    f"{ticket.timestamp}) from {self.address} within {seconds:g} s"
                 )
                 raise TimeoutError(msg)
             self._receive(remaining)
         self._outstanding.discard(key)
         return self._responses.pop(key)
 
-    def collect(self, tickets: Sequence[UdpTicket], timeout: float | None = None) -> list[Response]:
-        timeout = self.timeout if timeout is None else timeout
-        deadline = time.monotonic() + timeout
-        return [self.wait(t, max(0.0, deadline - time.monotonic())) for t in tickets]
+    def collect(
+        self, tickets: Sequence[UdpTicket], timeout: Timeout = CLIENT_TIMEOUT
+    ) -> list[Response]:
+        """Responses of ``tickets`` in the same order; ``timeout`` bounds the whole call."""
+        self._check_open()
+        seconds = self._seconds(timeout)
+        if seconds is None:
+            return [self.wait(t, None) for t in tickets]
+        end = time.monotonic() + seconds
+        return [self.wait(t, max(0.0, end - time.monotonic())) for t in tickets]
 
     def call(
         self,
         function: str | bytes | int,
         payload: bytes | bytearray | memoryview = b"",
         *,
-        timeout: float | None = None,
+        timeout: Timeout = CLIENT_TIMEOUT,
     ) -> tuple[int, bytes]:
-        response = self.wait(self.submit(function, payload), timeout)
+        """Send one request and wait for it: ``(status, result)``; ``timeout`` is checked
+        before anything is sent."""
+        seconds = self._seconds(timeout)
+        response = self.wait(self.submit(function, payload), seconds)
         return response.status, response.result
 
     def discard(self) -> int:

@@ -83,7 +83,7 @@ def function_id(name: str | bytes | int) -> int:
     fid = _IDS.get(name) if type(name) is str else None
     if fid is not None:
         return fid
-    if isinstance(name, bool):
+    if isinstance(name, bool) or not isinstance(name, (str, bytes, int)):
         msg = f"a function is named by str, bytes or int id, not {name!r}"
         raise TypeError(msg)
     if isinstance(name, int):

@@ -106,14 +106,20 @@ the *host* sees it. Not thread-safe: one producer thread at a time.
 - ``reset()``: zero every flag and rewind the position (only while no consumer
   runs, or together with a consumer reset); the ring's id source is kept.
 - ``close()``: release the views; any later use raises
-  :class:`~skbuild_cudaq.realtime.errors.RingError`.
+  :class:`~skbuild_cudaq.realtime.errors.ClientError` (as a closed ``UdpClient`` does).
+- ``timeout``: every waiting method's (``call``, ``wait``, ``collect``, ``submit``,
+  ``submit_many``, ``drain``, ``call_batch``), with the standard library's meaning: seconds
+  ``>= 0`` (``0``: do not wait), ``None`` for no limit; left out, the client's own
+  ``timeout`` (constructor keyword and attribute, :data:`DEFAULT_TIMEOUT` by default). A
+  bool, a string, a negative number or NaN is refused before anything is written, on the
+  compiled path and the Python one alike; ``UdpClient`` takes it the same way.
 
 Every response is checked: response magic, ``result_len <= max_payload``, and
 the request id and timestamp echoed; a mismatch raises
 :class:`~skbuild_cudaq.realtime.errors.RingProtocolError`.
 Timeouts raise :class:`TimeoutError` naming the slot, the sequence number and
-the flag value seen. A ``Ticket`` is collected once; polling it again raises
-:class:`~skbuild_cudaq.realtime.errors.RingError`.
+the flag value seen. A ``Ticket`` is collected once; polling or waiting for it again raises
+:class:`~skbuild_cudaq.realtime.errors.ClientError` at once.
 
 ``RingServer(buffer, layout)`` -- consumer, the Python twin of the device hooks
 ``cudaq_dev_rx_poll`` / ``cudaq_dev_tx_publish``: ``poll() -> PolledRequest |

@@ -46,7 +46,9 @@
  *       request id) goes to client._call_continue(function, payload, out[,
  *       timeout]), and a client without a Ring (pure Python) or a call with other
  *       arguments than these goes to client._call_python(*args, **kwargs), the
- *       Python method of the same signature (which also raises its TypeErrors).
+ *       Python method of the same signature (which also raises its TypeErrors), and
+ *       so does a `timeout` other than None or a plain float or int >= 0: the Python
+ *       method checks it (and refuses a bad one before anything is written).
  *
  * Memory order: the request bytes, then a release store of the request flag;
  * an acquire load of the response flag, then the response bytes (the device
@@ -474,6 +476,28 @@ done:
   return out;
 }
 
+/* Whether `timeout` (a call's keyword) is one the compiled path takes as it is: None, or a
+ * float or an int (exactly those types) >= 0 -- NaN is not. Anything else (a bool, a
+ * string, a negative number, NaN, a float subclass such as numpy's) goes to the Python
+ * method, which checks it as every waiting method does: the same error before anything is
+ * written, or (a valid number of another type) the same round trip. */
+static int plain_timeout(PyObject *timeout) {
+  if (timeout == Py_None)
+    return 1;
+  if (PyFloat_CheckExact(timeout))
+    return PyFloat_AsDouble(timeout) >= 0.0; /* false for NaN */
+  if (PyLong_CheckExact(timeout)) {            /* not a bool: its type is not exactly int */
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(timeout, &overflow);
+    if (v == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return 0;
+    }
+    return overflow > 0 || (overflow == 0 && v >= 0);
+  }
+  return 0;
+}
+
 /* call(client, function, payload=b"", *, timeout=...): RingClient.call (see the header
  * comment). METH_FASTCALL | METH_KEYWORDS: no argument tuple on the round trip's path. */
 static PyObject *client_call(PyObject *client, PyObject *const *args, Py_ssize_t nargs,
@@ -484,8 +508,11 @@ static PyObject *client_call(PyObject *client, PyObject *const *args, Py_ssize_t
     if (nkw > 1 || (nkw == 1 && PyUnicode_CompareWithASCIIString(
                                     PyTuple_GetItem(kwnames, 0), "timeout") != 0))
       return python_call(client, args, nargs, kwnames);
-    if (nkw == 1)
+    if (nkw == 1) {
       timeout = args[nargs];
+      if (!plain_timeout(timeout)) /* checked (and refused) before anything is written */
+        return python_call(client, args, nargs, kwnames);
+    }
   }
   if (nargs < 1 || nargs > 2)
     return python_call(client, args, nargs, kwnames);
@@ -516,8 +543,10 @@ static PyObject *client_call(PyObject *client, PyObject *const *args, Py_ssize_t
 
 static PyMethodDef client_call_def = {
     "call", (PyCFunction)(void (*)(void))client_call, METH_FASTCALL | METH_KEYWORDS,
-    "call($self, function, payload=b'', *, timeout=10.0)\n--\n\n"
+    "call($self, function, payload=b'', *, timeout=...)\n--\n\n"
     "Submit one request and wait for it: ``(status, result)``.\n\n"
+    "``timeout``: seconds >= 0, or None for no limit; left out, the client's\n"
+    ":attr:`timeout`. Checked before anything is written.\n\n"
     "The round trip's own path: when the next slot is free it writes the request,\n"
     "publishes it and spins on the response flag without creating a ticket (the same\n"
     "checks as :meth:`wait`); otherwise it goes through :meth:`submit` and :meth:`wait`.\n"

@@ -8,15 +8,15 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from skbuild_cudaq.realtime._timeouts import CLIENT_TIMEOUT, Timeout, deadline
 from skbuild_cudaq.realtime.errors import RingProtocolError
 from skbuild_cudaq.realtime.wire import HEADER_SIZE, REQUEST_MAGIC, RESPONSE_MAGIC, function_id
 
 from .layout import RingLayout
 from .memory import Backoff, RingMemory
 
-__all__ = ["DEFAULT_TIMEOUT", "BatchResult"]
+__all__ = ["BatchResult"]
 
-DEFAULT_TIMEOUT = 10.0
 _U32 = 0xFFFFFFFF
 _U64 = 0xFFFFFFFFFFFFFFFF
 
@@ -132,15 +132,16 @@ class _BatchPath:
     if TYPE_CHECKING:
 
         def _check_open(self) -> None: ...
-        def _claim(self, slot: int, seq: int, timeout: float) -> None: ...
-        def drain(self, timeout: float = ...) -> None: ...
+        def _claim(self, slot: int, seq: int, timeout: float | None) -> None: ...
+        def _seconds(self, timeout: Timeout) -> float | None: ...
+        def drain(self, timeout: Timeout = ...) -> None: ...
 
     def call_batch(
         self,
         function: str | bytes | int,
         payloads: Any,
         *,
-        timeout: float = DEFAULT_TIMEOUT,
+        timeout: Timeout = CLIENT_TIMEOUT,
     ) -> BatchResult:
         """Call ``function`` once per payload, ``num_slots`` requests in flight at a time.
 
@@ -153,11 +154,12 @@ class _BatchPath:
         import numpy as np
 
         self._check_open()
+        seconds = self._seconds(timeout)
         lay = self._layout
         fid = function_id(function)
         batch = _Payloads(payloads, lay.max_payload)
         m = batch.count
-        self.drain(timeout)
+        self.drain(seconds)
         views = self._mem.numpy()
         statuses = np.empty(m, dtype=np.int32)
         result_lens = np.empty(m, dtype=np.uint32)
@@ -165,8 +167,8 @@ class _BatchPath:
         chunks: list[tuple[int, Any]] = []
         for start in range(0, m, lay.num_slots):
             count = min(lay.num_slots, m - start)
-            window = self._send_window(views, batch, fid, start, count, timeout=timeout)
-            head = self._await_window(views, window, timeout)
+            window = self._send_window(views, batch, fid, start, count, timeout=seconds)
+            head = self._await_window(views, window, seconds)
             rl = head[:, 2]
             statuses[start : start + count] = head[:, 1].view(np.int32)
             result_lens[start : start + count] = rl
@@ -189,7 +191,7 @@ class _BatchPath:
         start: int,
         count: int,
         *,
-        timeout: float,
+        timeout: float | None,
     ) -> _Window:
         """Claim the next ``count`` slots, write requests ``start`` on and publish them."""
         import numpy as np
@@ -218,19 +220,20 @@ class _BatchPath:
         self._next += count
         return _Window(ks, slots, seqs, rids)
 
-    def _await_window(self, views: dict[str, Any], window: _Window, timeout: float) -> Any:
-        """Wait for every response of ``window``; their headers (u32 words), checked."""
+    def _await_window(self, views: dict[str, Any], window: _Window, timeout: float | None) -> Any:
+        """Wait (up to ``timeout`` seconds, None: no limit) for every response of
+        ``window``; their headers (u32 words), checked."""
         import numpy as np
 
         tx_flags = views["tx_flags"]
         slots, seqs = window.slots, window.seqs
         backoff = Backoff(self._spin, self._max_sleep)
-        deadline = time.monotonic() + timeout
+        end = deadline(timeout, time.monotonic())
         while True:
             seen = tx_flags[slots]
             if np.array_equal(seen, seqs):
                 break
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= end:
                 bad = int(np.flatnonzero(seen != seqs)[0])
                 msg = (
                     f"batch request {int(window.rids[bad])} (#{int(window.ks[bad])}) in slot "

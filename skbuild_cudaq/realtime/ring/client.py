@@ -30,7 +30,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from skbuild_cudaq.realtime._closing import Closing
-from skbuild_cudaq.realtime.errors import InvalidArgumentError, RingError, RingProtocolError
+from skbuild_cudaq.realtime._timeouts import (
+    CLIENT_TIMEOUT,
+    DEFAULT_TIMEOUT,
+    ClientTimeout,
+    Timeout,
+    check_timeout,
+    deadline,
+)
+from skbuild_cudaq.realtime.errors import (
+    ClientError,
+    InvalidArgumentError,
+    RingError,
+    RingProtocolError,
+)
 from skbuild_cudaq.realtime.wire import (
     _RESPONSE,
     HEADER_SIZE,
@@ -42,7 +55,7 @@ from skbuild_cudaq.realtime.wire import (
     function_id,
 )
 
-from .batch import DEFAULT_TIMEOUT, _BatchPath
+from .batch import _BatchPath
 from .layout import RingLayout
 from .memory import Backoff, RingMemory
 
@@ -74,6 +87,9 @@ _NS_PER_SPIN = 50
 _MAX_SPIN_NS = 1_000_000
 
 
+_NO_FUNCTION = object()  # RingClient._last_function before its first call()
+
+
 def _buffer_address(mv: memoryview) -> int:
     """The address of a writable, C-contiguous byte view (no export outlives the call)."""
     import ctypes
@@ -94,7 +110,7 @@ class Ticket:
     generation: int  #: the client's reset count when it was submitted
 
 
-class RingClient(_BatchPath, Closing):
+class RingClient(_BatchPath, ClientTimeout, Closing):
     """Producer side of a ring (see the module docstring for the protocol)."""
 
     def __init__(
@@ -106,14 +122,21 @@ class RingClient(_BatchPath, Closing):
         max_sleep: float = 1e-3,
         compiled: bool | None = None,
         release_gil: bool = False,
+        timeout: float | None = DEFAULT_TIMEOUT,
     ) -> None:
-        """``compiled``: use the compiled round trip in :meth:`call` (``None``: where it is
+        """``timeout``: how long a waiting method (``call``, ``wait``, ``collect``,
+        ``submit``, ``drain``, ``call_batch``) waits when its own ``timeout`` is left out
+        (:attr:`timeout`). Everywhere, as in the standard library: seconds ``>= 0`` (``0``:
+        do not wait), or ``None`` for no limit; a bool, a string, a negative number or NaN
+        is refused before anything is written.
+        ``compiled``: use the compiled round trip in :meth:`call` (``None``: where it is
         installed, unless ``SKBUILD_CUDAQ_PURE_CLIENT`` is set; ``True``: raise
         :class:`RingError` where it is not installed; ``False``: pure Python).
         ``release_gil``: the compiled round trip waits for the answer without the GIL, up
         to 1 ms, before the general path's backoff (for a consumer that is a thread of this
         process and needs the GIL: the host path's Python handlers;
         :meth:`HostDispatcher.client` sets it)."""
+        self.timeout = timeout
         self._mem = RingMemory(buffer, layout)
         self._layout = layout
         self._spin = spin
@@ -131,7 +154,8 @@ class RingClient(_BatchPath, Closing):
         self._slot_size = layout.slot_size
         self._tx_base = layout.tx_slots_offset
         self._max_payload = layout.max_payload
-        self._last_function: object = None  # call(): the function id of the last name
+        # call(): the function id of the last name (none yet: None is no name, refused)
+        self._last_function: object = _NO_FUNCTION
         self._last_fid = 0
         self._request_structs: dict[int, struct.Struct] = {}  # header + payload of n bytes
         if compiled is None:
@@ -218,7 +242,7 @@ class RingClient(_BatchPath, Closing):
     def _check_open(self) -> None:
         if self._mem.released:
             msg = "the ring client is closed; make a new one over the ring"
-            raise RingError(msg)
+            raise ClientError(msg)
 
     def _ring_position(self) -> int:
         """The next request number, read from the request flags (see "Whose response is it?")."""
@@ -239,9 +263,10 @@ class RingClient(_BatchPath, Closing):
             raise RingError(msg)
         return before * n + j
 
-    def _claim(self, slot: int, seq: int, timeout: float) -> None:
+    def _claim(self, slot: int, seq: int, timeout: float | None) -> None:
         """Check that ``slot`` may take request ``seq`` (see the module docstring); waits
-        (up to ``timeout``) for the answer to another client's request still in the slot."""
+        (up to ``timeout`` seconds, None: no limit) for the answer to another client's
+        request still in the slot."""
         mem = self._mem
         prev = (seq - 1) & _U32
         rx = mem.rx_flags[slot]
@@ -257,9 +282,9 @@ class RingClient(_BatchPath, Closing):
             return
         if tx == (prev - 1) & _U32:  # the previous request of the slot is not answered yet
             backoff = Backoff(self._spin, self._max_sleep)
-            deadline = time.monotonic() + timeout
+            end = deadline(timeout, time.monotonic())
             while mem.tx_flags[slot] == tx:
-                if time.monotonic() >= deadline:
+                if time.monotonic() >= end:
                     msg = (
                         f"slot {slot}: the request an earlier client left there (seq {prev}) was "
                         f"not answered within {timeout:g} s (tx_flags[{slot}] = {tx}); is the "
@@ -292,10 +317,12 @@ class RingClient(_BatchPath, Closing):
         timestamp: int | None = None,
         magic: int = REQUEST_MAGIC,
         arg_len: int | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
+        timeout: Timeout = CLIENT_TIMEOUT,
     ) -> Ticket:
-        """Write one request into the next slot and publish it."""
+        """Write one request into the next slot and publish it. Waits (up to ``timeout``)
+        only while the slot still holds an earlier request's response."""
         self._check_open()
+        seconds = self._seconds(timeout)
         fid = function_id(function)
         payload = _payload_bytes(payload)
         size = self._check_payload(payload)
@@ -304,8 +331,8 @@ class RingClient(_BatchPath, Closing):
         slot, seq = self._layout.position(k)
         older = self._pending[slot]
         if older is not None:
-            self._completed[older.index] = self._wait_slot(older, timeout, reason="submit")
-        self._claim(slot, seq, timeout)
+            self._completed[older.index] = self._wait_slot(older, seconds, reason="submit")
+        self._claim(slot, seq, seconds)
         if request_id is None:
             request_id = self._new_request_id()
         header = (magic, fid, size if arg_len is None else arg_len, request_id, ts)
@@ -358,16 +385,18 @@ class RingClient(_BatchPath, Closing):
         self,
         items: Iterable[tuple[str | bytes | int, bytes | bytearray | memoryview]],
         *,
-        timeout: float = DEFAULT_TIMEOUT,
+        timeout: Timeout = CLIENT_TIMEOUT,
     ) -> list[Ticket]:
-        """Submit ``(function, payload)`` pairs back to back (pipelined)."""
-        return [self.submit(f, p, timeout=timeout) for f, p in items]
+        """Submit ``(function, payload)`` pairs back to back (pipelined); ``timeout`` as
+        :meth:`submit`'s, for each."""
+        seconds = self._seconds(timeout)
+        return [self.submit(f, p, timeout=seconds) for f, p in items]
 
     # -- collect -----------------------------------------------------------
     def _check_ticket(self, ticket: Ticket) -> None:
         if ticket.generation != self._generation:
             msg = f"ticket of request {ticket.request_id} predates a reset() of this ring client"
-            raise RingError(msg)
+            raise ClientError(msg)
 
     def _read(self, ticket: Ticket) -> Response:
         """Copy the response of ``ticket`` out of its slot (its tx flag already matched)."""
@@ -396,14 +425,15 @@ class RingClient(_BatchPath, Closing):
     def _ready(self, ticket: Ticket) -> bool:
         return bool(self._mem.tx_flags[ticket.slot] == ticket.seq)
 
-    def _wait_slot(self, ticket: Ticket, timeout: float, *, reason: str) -> Response:
+    def _wait_slot(self, ticket: Ticket, timeout: float | None, *, reason: str) -> Response:
+        """Wait up to ``timeout`` seconds (None: no limit) for ``ticket``'s response."""
         backoff = Backoff(self._spin, self._max_sleep)
-        deadline = None
+        end = None
         while not self._ready(ticket):
             now = time.monotonic()
-            if deadline is None:
-                deadline = now + timeout
-            elif now >= deadline:
+            if end is None:
+                end = deadline(timeout, now)
+            elif now >= end:
                 seen = self._mem.tx_flags[ticket.slot]
                 what = (
                     "the slot is needed again by submit() and its response"
@@ -428,31 +458,36 @@ class RingClient(_BatchPath, Closing):
             return done
         if self._pending[ticket.slot] is not ticket:
             msg = f"request {ticket.request_id} (#{ticket.index}) was already collected"
-            raise RingError(msg)
+            raise ClientError(msg)
         if not self._ready(ticket):
             return None
         return self._read(ticket)
 
-    def wait(self, ticket: Ticket, timeout: float = DEFAULT_TIMEOUT) -> Response:
+    def wait(self, ticket: Ticket, timeout: Timeout = CLIENT_TIMEOUT) -> Response:
         """The response of ``ticket``; :class:`TimeoutError` after ``timeout`` seconds."""
+        seconds = self._seconds(timeout)
         response = self.poll(ticket)
         if response is not None:
             return response
-        return self._wait_slot(ticket, timeout, reason="wait")
+        return self._wait_slot(ticket, seconds, reason="wait")
 
     def collect(
-        self, tickets: Sequence[Ticket], timeout: float = DEFAULT_TIMEOUT
+        self, tickets: Sequence[Ticket], timeout: Timeout = CLIENT_TIMEOUT
     ) -> list[Response]:
         """Responses of ``tickets`` in the same order; ``timeout`` bounds the whole call."""
-        deadline = time.monotonic() + timeout
-        return [self.wait(t, max(0.0, deadline - time.monotonic())) for t in tickets]
+        self._check_open()
+        seconds = self._seconds(timeout)
+        if seconds is None:
+            return [self.wait(t, None) for t in tickets]
+        end = time.monotonic() + seconds
+        return [self.wait(t, max(0.0, end - time.monotonic())) for t in tickets]
 
     def _call_continue(
         self,
         function: str | bytes | int,
         payload: bytes | bytearray | memoryview,
         out: object,
-        timeout: float = DEFAULT_TIMEOUT,
+        timeout: Timeout = CLIENT_TIMEOUT,
     ) -> tuple[int, bytes]:
         """The rest of :meth:`call` after ``Ring.call_next`` gave ``out``, not a tuple.
 
@@ -461,8 +496,10 @@ class RingClient(_BatchPath, Closing):
         within the spin, or answered wrongly: wait for it as a ticket (or raise the
         protocol error). None: nothing written (the slot holds a ticket or is not yet
         free, the payload is no bytes or bytearray or does not fit, or the client is
-        closed): the general path, which waits or raises.
+        closed): the general path, which waits or raises. ``timeout``: the call's, which
+        the compiled entry checked (or left out).
         """
+        seconds = self._seconds(timeout)
         ring = self._compiled
         if out is False and ring is not None:
             ring.remember(function, function_id(function))
@@ -474,9 +511,9 @@ class RingClient(_BatchPath, Closing):
             slot, seq = self._layout.position(k)
             ticket = Ticket(k, slot, seq, out, 0, function_id(function), self._generation)
             self._pending[slot] = ticket
-            response = self._wait_slot(ticket, timeout, reason="wait")
+            response = self._wait_slot(ticket, seconds, reason="wait")
             return response.status, response.result
-        response = self.wait(self.submit(function, payload, timeout=timeout), timeout)
+        response = self.wait(self.submit(function, payload, timeout=seconds), seconds)
         return response.status, response.result
 
     def _call_python(
@@ -484,9 +521,10 @@ class RingClient(_BatchPath, Closing):
         function: str | bytes | int,
         payload: bytes | bytearray | memoryview = b"",
         *,
-        timeout: float = DEFAULT_TIMEOUT,
+        timeout: Timeout = CLIENT_TIMEOUT,
     ) -> tuple[int, bytes]:
-        """Submit one request and wait for it: ``(status, result)``.
+        """Submit one request and wait for it: ``(status, result)``; ``timeout`` bounds
+        the wait (see :mod:`skbuild_cudaq.realtime.ring`), checked before anything is written.
 
         The round trip's own path: when the next slot is free it writes the
         request, publishes it and spins on the response flag without creating a
@@ -497,6 +535,8 @@ class RingClient(_BatchPath, Closing):
         """
         # Every step inline, every value local: on the H200 host each Python-level call
         # or attribute costs tens of ns, and the ring's memory is the device's too.
+        if timeout is not CLIENT_TIMEOUT:  # checked before anything is written
+            timeout = check_timeout(timeout)
         ring = self._compiled
         if ring is not None:
             # The compiled round trip: claim, write, publish, spin, check, copy out, and
@@ -547,7 +587,7 @@ class RingClient(_BatchPath, Closing):
             if spins <= 0:
                 ticket = Ticket(k, slot, seq, rid, 0, fid, self._generation)
                 self._pending[slot] = ticket
-                response = self._wait_slot(ticket, timeout, reason="wait")
+                response = self._wait_slot(ticket, self._seconds(timeout), reason="wait")
                 return response.status, response.result
         off = self._tx_base + slot * self._slot_size
         magic, status, rlen, echoed, ts = _RESPONSE.unpack_from(mv, off)
@@ -567,12 +607,14 @@ class RingClient(_BatchPath, Closing):
     else:
         call = _call_python if _compiled_call is None else _compiled_call
 
-    def drain(self, timeout: float = DEFAULT_TIMEOUT) -> None:
-        """Read every outstanding response out of the ring (kept for ``poll``/``wait``)."""
+    def drain(self, timeout: Timeout = CLIENT_TIMEOUT) -> None:
+        """Read every outstanding response out of the ring (kept for ``poll``/``wait``);
+        ``timeout`` bounds the whole call."""
         self._check_open()
-        deadline = time.monotonic() + timeout
+        seconds = self._seconds(timeout)
+        end = deadline(seconds, time.monotonic())
         for ticket in sorted((t for t in self._pending if t is not None), key=lambda t: t.index):
-            remaining = max(0.0, deadline - time.monotonic())
+            remaining = None if seconds is None else max(0.0, end - time.monotonic())
             self._completed[ticket.index] = self._wait_slot(ticket, remaining, reason="wait")
 
     # -- lifetime ------------------------------------------------------------

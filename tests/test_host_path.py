@@ -677,6 +677,47 @@ def test_any_integer_is_a_status_but_bool_is_not() -> None:
         assert dispatcher.handler_errors == 4
 
 
+def test_stop_timeouts_mean_what_the_clients_do() -> None:
+    """stop()/close() of a HostDispatcher and a UdpFeeder: None or inf waits without limit
+    (inf reached the native wait as an overflowing cast), a huge number too; a negative
+    number or NaN is an InvalidArgumentError and a string a TypeError, before stopping."""
+    import math
+
+    from skbuild_cudaq.realtime.udp import UdpFeeder
+
+    def slow(args: bytes) -> bytes:
+        time.sleep(0.3)
+        return args
+
+    for timeout in (None, math.inf, 1e300):
+        dispatcher = HostDispatcher(RingLayout(2, 64), {"slow": slow}).start()
+        fed = HostDispatcher(RingLayout(2, 64), {"slow": slow}).start()
+        feeder = UdpFeeder(fed.client()).start()
+        dispatcher.client().submit("slow", b"x")
+        time.sleep(0.05)  # the thread is in the handler
+        feeder.stop(timeout)
+        dispatcher.stop(timeout)  # waits for the handler: no limit
+        assert not dispatcher.running and not feeder.running
+        dispatcher.start()
+        dispatcher.close(timeout)
+        feeder.close(timeout)
+        fed.close(timeout)
+    dispatcher = HostDispatcher(RingLayout(2, 64), {"slow": slow}).start()
+    fed = HostDispatcher(RingLayout(2, 64), {"slow": slow}).start()
+    feeder = UdpFeeder(fed.client()).start()
+    try:
+        for bad, error in ((-1, InvalidArgumentError), (math.nan, InvalidArgumentError),
+                           ("1", TypeError), (True, TypeError)):  # fmt: skip
+            for target in (dispatcher, feeder):
+                with pytest.raises(error, match="a number of seconds >= 0, or None"):
+                    target.stop(bad)
+                assert target.running
+    finally:
+        feeder.close()
+        fed.close()
+        dispatcher.close()
+
+
 def test_close_of_a_hung_handler_takes_a_timeout_and_the_thread_answers_later() -> None:
     started, release = threading.Event(), threading.Event()
 

@@ -322,6 +322,8 @@ static int life_state(life_t *l) {
 static int life_wait(life_t *l, int while_state, double timeout) {
   struct timespec until;
   clock_gettime(CLOCK_MONOTONIC, &until);
+  if (!(timeout < 1e9)) /* infinite, NaN or decades: no limit (and no overflow below) */
+    timeout = -1.0;
   if (timeout >= 0) {
     const double whole = (double)(long long)timeout;
     until.tv_sec += (time_t)whole;
@@ -1232,7 +1234,7 @@ static PyObject *loop_start(PyObject *self_obj, PyObject *unused) {
 }
 
 /* stop(timeout) -> True once the thread is gone (or was never there), False if it still
- * runs after `timeout` seconds (its handler has not returned). */
+ * runs after `timeout` seconds (its handler has not returned); timeout < 0: no limit. */
 static PyObject *life_stop(life_t *l, PyObject *arg) {
   const double timeout = PyFloat_AsDouble(arg);
   if (timeout == -1.0 && PyErr_Occurred())
@@ -1244,7 +1246,7 @@ static PyObject *life_stop(life_t *l, PyObject *arg) {
     Py_RETURN_TRUE;
   int state;
   Py_BEGIN_ALLOW_THREADS
-  state = life_wait(l, STATE_RUNNING, timeout < 0 ? 0.0 : timeout);
+  state = life_wait(l, STATE_RUNNING, timeout);
   if (state == STATE_STARTING)
     state = life_wait(l, STATE_STARTING, -1.0) == STATE_IDLE ? STATE_IDLE : STATE_RUNNING;
   Py_END_ALLOW_THREADS

@@ -127,6 +127,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _native
 from ._closing import Closing
+from ._timeouts import check_timeout
 from .errors import HostDispatcherError
 from .graph import STATUS_GRAPH_LAUNCH_FAILED
 from .host_handlers import NativeHostHandler
@@ -498,19 +499,20 @@ class HostDispatcher(Closing):
             self._loop.start()
         return self
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float | None = 10.0) -> None:
         """Stop the thread after the requests in hand (idempotent): the one it is serving,
         and graph requests already taken, which are answered first. Pending requests stay
         in the ring and are served after a later :meth:`start`. Raises what a handler
         raised to stop the program (see the module docstring), once.
 
         :class:`HostDispatcherError` if the thread is still in a handler, or graphs are still
-        running, after ``timeout`` seconds: it answers when they have, then stops (see the
-        module docstring).
+        running, after ``timeout`` seconds (None: no limit; read as the clients read it): it
+        answers when they have, then stops (see the module docstring).
         """
         with self._lock:
-            if not self._loop.stop(float(timeout)):
-                msg = f"host dispatcher thread did not stop within {timeout:g} s"
+            seconds = check_timeout(timeout)
+            if not self._loop.stop(-1.0 if seconds is None else seconds):
+                msg = f"host dispatcher thread did not stop within {seconds:g} s"
                 if self._loop.graphs_outstanding:
                     msg += f" ({self._loop.graphs_outstanding} graph request(s) not answered yet)"
                 raise HostDispatcherError(msg)
@@ -519,7 +521,7 @@ class HostDispatcher(Closing):
                 self._graphs.release_mailboxes()
             self._raise_exit()
 
-    def close(self, timeout: float = 10.0) -> None:
+    def close(self, timeout: float | None = 10.0) -> None:
         """Stop and release the dispatcher's views of the ring memory (idempotent).
 
         Waits up to ``timeout`` seconds for the thread, like :meth:`stop`; if it is still in
@@ -532,7 +534,7 @@ class HostDispatcher(Closing):
             if not self.running:  # else the thread still runs: keep its views of the ring
                 self._release()
 
-    def reset(self, timeout: float = 10.0) -> None:
+    def reset(self, timeout: float | None = 10.0) -> None:
         """Make the ring fresh again, for its owner: after a writer left it in a state no
         client can use (flags out of ring order, a response flag ahead of its request's).
 

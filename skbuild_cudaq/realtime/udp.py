@@ -81,7 +81,7 @@ from typing import Any
 from . import _native
 from ._closing import Closing
 from ._logging import get_logger
-from ._timeouts import CLIENT_TIMEOUT, DEFAULT_TIMEOUT, ClientTimeout, Timeout
+from ._timeouts import CLIENT_TIMEOUT, DEFAULT_TIMEOUT, ClientTimeout, Timeout, check_timeout
 from .errors import ClientError, ProtocolError, UdpFeederError
 from .ring import RingClient
 from .ring.client import _buffer_address
@@ -310,12 +310,14 @@ class UdpFeeder(Closing):
             self._core.start(client.submitted)
         return self
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """Stop the thread (idempotent); requests in flight are answered after the next
-        :meth:`start`. :class:`UdpFeederError` if the thread had failed (see :attr:`error`)."""
+    def stop(self, timeout: float | None = 10.0) -> None:
+        """Stop the thread (idempotent), waiting up to ``timeout`` seconds (None: no limit);
+        requests in flight are answered after the next :meth:`start`. :class:`UdpFeederError`
+        if the thread had failed (see :attr:`error`)."""
         with self._lock:
-            if not self._core.stop(float(timeout)):
-                msg = f"UDP feeder thread did not stop within {timeout:g} s"
+            seconds = check_timeout(timeout)
+            if not self._core.stop(-1.0 if seconds is None else seconds):
+                msg = f"UDP feeder thread did not stop within {seconds:g} s"
                 raise UdpFeederError(msg)
             if not self._client.closed:
                 self._client._next = int(self._core.next)  # the position goes back
@@ -326,7 +328,7 @@ class UdpFeeder(Closing):
     def _ring_released(self) -> None:
         self._core.stop(60.0)
 
-    def close(self, timeout: float = 10.0) -> None:
+    def close(self, timeout: float | None = 10.0) -> None:
         """Stop (waiting up to ``timeout`` seconds for the thread) and close the socket."""
         try:
             self.stop(timeout)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import ctypes
 import gc
 import struct
+import threading
+import time
 import weakref
 from collections.abc import Iterator
 from types import SimpleNamespace
@@ -427,6 +429,37 @@ def test_a_running_dispatcher_holds_its_module_until_its_kernel_is_gone(
     del d, launcher
     gc.collect()
     assert lib.holds == (1 if ending == "never exits" else 0)
+
+
+def test_stop_timeout_left_out_is_the_configs_and_none_waits_without_limit(
+    drv: FakeDriver,
+) -> None:
+    """Dispatcher.stop reads ``timeout`` as the clients and the host path do: left out, the
+    config's stop_timeout; None, no limit (it meant the config's); a bad value is refused
+    before the shutdown flag is set."""
+    import math
+
+    drv.ignores_shutdown = True
+    d = make(drv, Launcher(drv), stop_timeout=0.05)
+    d.start()
+    for bad, error in ((-1, InvalidArgumentError), (math.nan, InvalidArgumentError),
+                       ("1", TypeError)):  # fmt: skip
+        with pytest.raises(error, match="a number of seconds >= 0, or None"):
+            d.stop(bad)
+        assert d.running
+    kernel = drv.kernel
+    assert kernel is not None
+    exits = threading.Timer(0.3, lambda: setattr(kernel, "ignores_shutdown", False))
+    exits.start()
+    t0 = time.monotonic()
+    d.stop(None)  # waits for the kernel however long it takes
+    assert time.monotonic() - t0 >= 0.25 and not d.running
+    exits.join()
+    d.start()
+    drv.kernel.ignores_shutdown = True
+    with pytest.raises(RealtimeError, match=r"did not exit within 0\.05 s"):
+        d.stop()  # left out: the config's 0.05 s
+    d.close()
 
 
 def test_a_with_block_error_is_not_masked_by_a_stop_that_fails(drv: FakeDriver) -> None:

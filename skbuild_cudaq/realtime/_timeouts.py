@@ -28,8 +28,8 @@ from typing import Final, Literal
 from .errors import InvalidArgumentError
 
 __all__ = [
-    "CLIENT_TIMEOUT",
     "DEFAULT_TIMEOUT",
+    "UNSET",
     "ClientTimeout",
     "Timeout",
     "check_timeout",
@@ -40,25 +40,27 @@ __all__ = [
 DEFAULT_TIMEOUT: Final = 10.0
 
 
-class _ClientTimeout(enum.Enum):
-    """The default of a waiting method's ``timeout``: the client's own :attr:`timeout`."""
+class _Unset(enum.Enum):
+    """The default of a waiting method's ``timeout``: its owner's own (a client's
+    :attr:`timeout`, a dispatcher's ``DispatcherConfig.stop_timeout``)."""
 
-    TIMEOUT = "the client's timeout"
+    TIMEOUT = "the owner's timeout"
 
     def __repr__(self) -> str:
-        return "<the client's timeout>"
+        return "<default timeout>"
 
 
-#: A waiting method's ``timeout`` left out: the client's :attr:`timeout`.
-CLIENT_TIMEOUT: Final = _ClientTimeout.TIMEOUT
+#: A waiting method's ``timeout`` left out: the client's :attr:`timeout` (for
+#: ``Dispatcher.stop``, its config's ``stop_timeout``).
+UNSET: Final = _Unset.TIMEOUT
 
 #: What a waiting method's ``timeout`` accepts (see the module docstring).
-Timeout = float | None | Literal[_ClientTimeout.TIMEOUT]
+Timeout = float | None | Literal[_Unset.TIMEOUT]
 
 
 def check_timeout(timeout: object) -> float | None:
     """``timeout`` as seconds, or None for no limit (``math.inf`` too); raises on anything
-    else (see the module docstring). Not for :data:`CLIENT_TIMEOUT`: the caller resolves it."""
+    else (see the module docstring). Not for :data:`UNSET`: the caller resolves it."""
     if timeout is None:
         return None
     if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
@@ -93,4 +95,4 @@ class ClientTimeout:
 
     def _seconds(self, timeout: Timeout) -> float | None:
         """A waiting method's ``timeout`` as seconds, or None for no limit (checked)."""
-        return self._timeout if timeout is CLIENT_TIMEOUT else check_timeout(timeout)
+        return self._timeout if timeout is UNSET else check_timeout(timeout)

@@ -81,7 +81,7 @@ from typing import Any
 from . import _native
 from ._closing import Closing
 from ._logging import get_logger
-from ._timeouts import CLIENT_TIMEOUT, DEFAULT_TIMEOUT, ClientTimeout, Timeout, check_timeout
+from ._timeouts import DEFAULT_TIMEOUT, UNSET, ClientTimeout, Timeout, check_timeout
 from .errors import ClientError, ProtocolError, UdpFeederError
 from .ring import RingClient
 from .ring.client import _buffer_address
@@ -484,7 +484,7 @@ class UdpClient(ClientTimeout, Closing):
             self._outstanding.discard(key)
         return response
 
-    def wait(self, ticket: UdpTicket, timeout: Timeout = CLIENT_TIMEOUT) -> Response:
+    def wait(self, ticket: UdpTicket, timeout: Timeout = UNSET) -> Response:
         """The response of ``ticket``; :class:`TimeoutError` after ``timeout`` seconds."""
         seconds = self._seconds(timeout)
         key = self._check_ticket(ticket)
@@ -501,9 +501,7 @@ class UdpClient(ClientTimeout, Closing):
         self._outstanding.discard(key)
         return self._responses.pop(key)
 
-    def collect(
-        self, tickets: Sequence[UdpTicket], timeout: Timeout = CLIENT_TIMEOUT
-    ) -> list[Response]:
+    def collect(self, tickets: Sequence[UdpTicket], timeout: Timeout = UNSET) -> list[Response]:
         """Responses of ``tickets`` in the same order; ``timeout`` bounds the whole call."""
         self._check_open()
         seconds = self._seconds(timeout)
@@ -517,7 +515,7 @@ class UdpClient(ClientTimeout, Closing):
         function: str | bytes | int,
         payload: bytes | bytearray | memoryview = b"",
         *,
-        timeout: Timeout = CLIENT_TIMEOUT,
+        timeout: Timeout = UNSET,
     ) -> tuple[int, bytes]:
         """Send one request and wait for it: ``(status, result)``; ``timeout`` is checked
         before anything is sent."""

@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar, cast, overload
 from skbuild_cudaq.realtime import _driver
 from skbuild_cudaq.realtime._closing import Closing
 from skbuild_cudaq.realtime._logging import get_logger
+from skbuild_cudaq.realtime._timeouts import UNSET, Timeout, check_timeout
 from skbuild_cudaq.realtime.bridge import Bridge, HostRingBridge
 from skbuild_cudaq.realtime.ring.layout import RingLayout
 
@@ -557,15 +558,18 @@ class Dispatcher(Generic[BridgeT], Closing):
             return
         _free_run(self._gpu, self._served)
 
-    def stop(self, timeout: float | None = None) -> int:
-        """Signal shutdown, wait for the kernel to exit, return the processed count. Idempotent."""
+    def stop(self, timeout: Timeout = UNSET) -> int:
+        """Signal shutdown, wait for the kernel to exit, return the processed count. Idempotent.
+
+        ``timeout``: seconds; left out, the config's ``stop_timeout``; None, no limit (read as
+        the clients read it, and checked before the shutdown flag is set)."""
+        seconds = self.config.stop_timeout if timeout is UNSET else check_timeout(timeout)
         if not self._running:
             return self._processed
         with self._gpu.in_context():
-            return self._stop_in_context(timeout)
+            return self._stop_in_context(seconds)
 
     def _stop_in_context(self, timeout: float | None) -> int:
-        timeout = self.config.stop_timeout if timeout is None else timeout
         self._gpu.signal_shutdown()
         if not self._gpu.wait_stream(timeout):
             self._served.abandoned = True

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import math
 import time
 from types import ModuleType
 from typing import Any
@@ -94,11 +95,12 @@ class DeviceResources:
         result = self.drv.cuStreamQuery(self.stream)
         return int(result[0] if isinstance(result, tuple) else result), result
 
-    def wait_stream(self, timeout: float) -> bool:
-        """Wait for the kernel's stream without blocking forever. True once it is idle."""
+    def wait_stream(self, timeout: float | None) -> bool:
+        """Wait for the kernel's stream (None: no limit), polling it rather than blocking in
+        the driver. True once it is idle."""
         if self.drv is None or self.stream is None:
             return True
-        deadline = time.monotonic() + timeout
+        deadline = math.inf if timeout is None else time.monotonic() + timeout
         delay = 1e-5
         while True:
             code, result = self.stream_state()

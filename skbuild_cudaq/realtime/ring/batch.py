@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from skbuild_cudaq.realtime._timeouts import CLIENT_TIMEOUT, Timeout, deadline
+from skbuild_cudaq.realtime._timeouts import UNSET, Timeout, deadline
 from skbuild_cudaq.realtime.errors import RingProtocolError
 from skbuild_cudaq.realtime.wire import HEADER_SIZE, REQUEST_MAGIC, RESPONSE_MAGIC, function_id
 
@@ -141,7 +141,7 @@ class _BatchPath:
         function: str | bytes | int,
         payloads: Any,
         *,
-        timeout: Timeout = CLIENT_TIMEOUT,
+        timeout: Timeout = UNSET,
     ) -> BatchResult:
         """Call ``function`` once per payload, ``num_slots`` requests in flight at a time.
 

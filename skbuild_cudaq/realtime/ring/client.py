@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from skbuild_cudaq.realtime._closing import Closing
 from skbuild_cudaq.realtime._timeouts import (
-    CLIENT_TIMEOUT,
     DEFAULT_TIMEOUT,
+    UNSET,
     ClientTimeout,
     Timeout,
     check_timeout,
@@ -317,7 +317,7 @@ class RingClient(_BatchPath, ClientTimeout, Closing):
         timestamp: int | None = None,
         magic: int = REQUEST_MAGIC,
         arg_len: int | None = None,
-        timeout: Timeout = CLIENT_TIMEOUT,
+        timeout: Timeout = UNSET,
     ) -> Ticket:
         """Write one request into the next slot and publish it. Waits (up to ``timeout``)
         only while the slot still holds an earlier request's response."""
@@ -385,7 +385,7 @@ class RingClient(_BatchPath, ClientTimeout, Closing):
         self,
         items: Iterable[tuple[str | bytes | int, bytes | bytearray | memoryview]],
         *,
-        timeout: Timeout = CLIENT_TIMEOUT,
+        timeout: Timeout = UNSET,
     ) -> list[Ticket]:
         """Submit ``(function, payload)`` pairs back to back (pipelined); ``timeout`` as
         :meth:`submit`'s, for each."""
@@ -463,7 +463,7 @@ class RingClient(_BatchPath, ClientTimeout, Closing):
             return None
         return self._read(ticket)
 
-    def wait(self, ticket: Ticket, timeout: Timeout = CLIENT_TIMEOUT) -> Response:
+    def wait(self, ticket: Ticket, timeout: Timeout = UNSET) -> Response:
         """The response of ``ticket``; :class:`TimeoutError` after ``timeout`` seconds."""
         seconds = self._seconds(timeout)
         response = self.poll(ticket)
@@ -471,9 +471,7 @@ class RingClient(_BatchPath, ClientTimeout, Closing):
             return response
         return self._wait_slot(ticket, seconds, reason="wait")
 
-    def collect(
-        self, tickets: Sequence[Ticket], timeout: Timeout = CLIENT_TIMEOUT
-    ) -> list[Response]:
+    def collect(self, tickets: Sequence[Ticket], timeout: Timeout = UNSET) -> list[Response]:
         """Responses of ``tickets`` in the same order; ``timeout`` bounds the whole call."""
         self._check_open()
         seconds = self._seconds(timeout)
@@ -487,7 +485,7 @@ class RingClient(_BatchPath, ClientTimeout, Closing):
         function: str | bytes | int,
         payload: bytes | bytearray | memoryview,
         out: object,
-        timeout: Timeout = CLIENT_TIMEOUT,
+        timeout: Timeout = UNSET,
     ) -> tuple[int, bytes]:
         """The rest of :meth:`call` after ``Ring.call_next`` gave ``out``, not a tuple.
 
@@ -521,7 +519,7 @@ class RingClient(_BatchPath, ClientTimeout, Closing):
         function: str | bytes | int,
         payload: bytes | bytearray | memoryview = b"",
         *,
-        timeout: Timeout = CLIENT_TIMEOUT,
+        timeout: Timeout = UNSET,
     ) -> tuple[int, bytes]:
         """Submit one request and wait for it: ``(status, result)``; ``timeout`` bounds
         the wait (see :mod:`skbuild_cudaq.realtime.ring`), checked before anything is written.
@@ -535,7 +533,7 @@ class RingClient(_BatchPath, ClientTimeout, Closing):
         """
         # Every step inline, every value local: on the H200 host each Python-level call
         # or attribute costs tens of ns, and the ring's memory is the device's too.
-        if timeout is not CLIENT_TIMEOUT:  # checked before anything is written
+        if timeout is not UNSET:  # checked before anything is written
             timeout = check_timeout(timeout)
         ring = self._compiled
         if ring is not None:
@@ -607,7 +605,7 @@ class RingClient(_BatchPath, ClientTimeout, Closing):
     else:
         call = _call_python if _compiled_call is None else _compiled_call
 
-    def drain(self, timeout: Timeout = CLIENT_TIMEOUT) -> None:
+    def drain(self, timeout: Timeout = UNSET) -> None:
         """Read every outstanding response out of the ring (kept for ``poll``/``wait``);
         ``timeout`` bounds the whole call."""
         self._check_open()

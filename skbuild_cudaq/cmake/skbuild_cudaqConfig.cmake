@@ -184,27 +184,48 @@ set(SKBUILD_CUDAQ_INCLUDE_DIR "${SKBUILD_CUDAQ_INCLUDE_DIR}"
     CACHE INTERNAL "skbuild-cudaq headers (device headers, host_handler.h)")
 set(_SKBUILD_CUDAQ_CMAKE_DIR "${CMAKE_CURRENT_LIST_DIR}"
     CACHE INTERNAL "skbuild-cudaq CMake package directory")
-# The architecture grammar: architectures.txt next to this file, which
-# skbuild_cudaq/_architectures.py reads too (prefixes, minimum, maximum, default).
-file(STRINGS "${CMAKE_CURRENT_LIST_DIR}/architectures.txt" _skbuild_cudaq_grammar REGEX "^[a-z]")
-foreach(_line IN LISTS _skbuild_cudaq_grammar)
-  string(REGEX REPLACE "#.*" "" _line "${_line}")
-  string(STRIP "${_line}" _line)
-  string(REGEX REPLACE " +" ";" _words "${_line}")
-  list(POP_FRONT _words _key)
-  set(_SKBUILD_CUDAQ_ARCH_${_key} ${_words})
-endforeach()
-unset(_skbuild_cudaq_grammar)
-set(SKBUILD_CUDAQ_DEFAULT_ARCHITECTURES ${_SKBUILD_CUDAQ_ARCH_default})
-# The nvcc command lines: nvcc-recipe.txt next to this file, which
-# skbuild_cudaq/build/_embed.py reads too (_SKBUILD_CUDAQ_RECIPE_<name>: the argument words).
-file(STRINGS "${CMAKE_CURRENT_LIST_DIR}/nvcc-recipe.txt" _skbuild_cudaq_recipes REGEX "^[a-z]")
-foreach(_line IN LISTS _skbuild_cudaq_recipes)
-  string(REGEX REPLACE " +" ";" _words "${_line}")
-  list(POP_FRONT _words _key)
-  set(_SKBUILD_CUDAQ_RECIPE_${_key} ${_words})
-endforeach()
-unset(_skbuild_cudaq_recipes)
+#[=[
+_cudaq_realtime_load_tables()
+
+Reads the tables next to this file into global properties, which every directory
+sees (a variable would live only in the directory that first called find_package:
+a sibling directory's find_package is skipped by the include guard, and the
+deferred handler switch runs in the top-level directory):
+
+- architectures.txt, the architecture grammar that skbuild_cudaq/_architectures.py
+  reads too: _SKBUILD_CUDAQ_ARCH_<key> for prefixes, minimum, maximum, default;
+- nvcc-recipe.txt, the nvcc command lines that skbuild_cudaq/build/_embed.py reads
+  too: _SKBUILD_CUDAQ_RECIPE_<name>, the argument words;
+- _SKBUILD_CUDAQ_UNSAFE_PATH, the characters a source path must not contain
+  (skbuild_cudaq.settings.UNSAFE_PATH_CHARS, and the control characters CMake can
+  write): CMake splits lists at ";" and keeps "[...]" together across ";", nvcc hands
+  paths to a shell ("$", "`"), make and ninja misread ":" and "|", and quotes,
+  backslashes and newlines break the generated sources.
+
+A function, so that its loop variables stay out of the caller's scope. Also sets
+the cache variable SKBUILD_CUDAQ_DEFAULT_ARCHITECTURES.
+#]=]
+function(_cudaq_realtime_load_tables)
+  file(STRINGS "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/architectures.txt" _grammar REGEX "^[a-z]")
+  foreach(_line IN LISTS _grammar)
+    string(REGEX REPLACE "#.*" "" _line "${_line}")
+    string(STRIP "${_line}" _line)
+    string(REGEX REPLACE " +" ";" _words "${_line}")
+    list(POP_FRONT _words _key)
+    set_property(GLOBAL PROPERTY _SKBUILD_CUDAQ_ARCH_${_key} ${_words})
+  endforeach()
+  get_property(_default GLOBAL PROPERTY _SKBUILD_CUDAQ_ARCH_default)
+  set(SKBUILD_CUDAQ_DEFAULT_ARCHITECTURES "${_default}" CACHE INTERNAL
+      "skbuild-cudaq: architectures of a dispatch kernel that names none")
+  file(STRINGS "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/nvcc-recipe.txt" _recipes REGEX "^[a-z]")
+  foreach(_line IN LISTS _recipes)
+    string(REGEX REPLACE " +" ";" _words "${_line}")
+    list(POP_FRONT _words _key)
+    set_property(GLOBAL PROPERTY _SKBUILD_CUDAQ_RECIPE_${_key} ${_words})
+  endforeach()
+  set_property(GLOBAL PROPERTY _SKBUILD_CUDAQ_UNSAFE_PATH "[][;$`\"|:\\\n\r\t]")
+endfunction()
+_cudaq_realtime_load_tables()
 
 #[=[
 _cudaq_realtime_where(<caller> <out-var>)
@@ -459,8 +480,10 @@ function(_cudaq_realtime_check_architectures caller out_var)
     set(_archs ${SKBUILD_CUDAQ_DEFAULT_ARCHITECTURES})
   endif()
   _cudaq_realtime_where(${caller} _where)
-  string(REPLACE ";" "|" _prefixes "${_SKBUILD_CUDAQ_ARCH_prefixes}")
-  set(_min ${_SKBUILD_CUDAQ_ARCH_minimum})
+  get_property(_prefixes GLOBAL PROPERTY _SKBUILD_CUDAQ_ARCH_prefixes)
+  get_property(_min GLOBAL PROPERTY _SKBUILD_CUDAQ_ARCH_minimum)
+  get_property(_max GLOBAL PROPERTY _SKBUILD_CUDAQ_ARCH_maximum)
+  string(REPLACE ";" "|" _prefixes "${_prefixes}")
   set(_numbers)
   foreach(_arch IN LISTS _archs)
     set(_number "")
@@ -469,7 +492,7 @@ function(_cudaq_realtime_check_architectures caller out_var)
     endif()
     string(LENGTH "${_number}" _digits)
     if(_number STREQUAL "" OR _digits GREATER 9 OR _number LESS _min
-       OR _number GREATER _SKBUILD_CUDAQ_ARCH_maximum)
+       OR _number GREATER _max)
       message(FATAL_ERROR
         "${_where}: architecture \"${_arch}\" is not supported: dispatch kernels are LTO-IR for "
         "sm_${_min} or newer. Use a number >= ${_min} such as 80 or 90 (LTO-IR built for one "
@@ -481,19 +504,14 @@ function(_cudaq_realtime_check_architectures caller out_var)
   set(${out_var} ${_numbers} PARENT_SCOPE)
 endfunction()
 
-# Characters a source path must not contain (skbuild_cudaq.settings.UNSAFE_PATH_CHARS, and the
-# control characters CMake can write): CMake splits lists at ";" and keeps "[...]" together across
-# ";", nvcc hands paths to a shell ("$", "`"), make and ninja misread ":" and "|", and quotes,
-# backslashes and newlines break the generated sources.
-set(_SKBUILD_CUDAQ_UNSAFE_PATH "[][;$`\"|:\\\n\r\t]")
-
 #[=[
 _cudaq_realtime_check_argument(<caller> <path>)
 
-Stops when <path> holds a character of _SKBUILD_CUDAQ_UNSAFE_PATH.
+Stops when <path> holds a character of _SKBUILD_CUDAQ_UNSAFE_PATH (a global property).
 #]=]
 function(_cudaq_realtime_check_argument caller arg)
-  if(arg MATCHES "${_SKBUILD_CUDAQ_UNSAFE_PATH}")
+  get_property(_unsafe GLOBAL PROPERTY _SKBUILD_CUDAQ_UNSAFE_PATH)
+  if(arg MATCHES "${_unsafe}")
     _cudaq_realtime_where(${caller} _where)
     message(FATAL_ERROR
       "${_where}: source path \"${arg}\" contains one of ; [ ] $ ` \" \\ | : or a control "
@@ -532,6 +550,7 @@ function(_cudaq_realtime_resolve_sources caller out_var)
     message(FATAL_ERROR "${_where}: no source files given; pass at least one .cu file.")
   endif()
   file(REAL_PATH "${CMAKE_SOURCE_DIR}" _top_real)
+  get_property(_unsafe GLOBAL PROPERTY _SKBUILD_CUDAQ_UNSAFE_PATH)
   set(_out)
   foreach(_file IN LISTS ARGN)
     _cudaq_realtime_check_argument("${caller}" "${_file}")
@@ -539,7 +558,7 @@ function(_cudaq_realtime_resolve_sources caller out_var)
     if(NOT EXISTS "${_abs}" OR IS_DIRECTORY "${_abs}")
       message(FATAL_ERROR "${_where}: source file \"${_file}\" does not exist (looked for ${_abs}).")
     endif()
-    if(_abs MATCHES "${_SKBUILD_CUDAQ_UNSAFE_PATH}")
+    if(_abs MATCHES "${_unsafe}")
       message(FATAL_ERROR
         "${_where}: source path \"${_abs}\" contains one of ; [ ] $ ` \" \\ | : or a control "
         "character in its directories, which CMake, make or nvcc would misread; move the "
@@ -591,8 +610,9 @@ fills in the same way. Run them in the source's directory.
 function(_cudaq_realtime_nvcc_recipe recipe out_var)
   cmake_parse_arguments(PARSE_ARGV 2 ARG "" "SOURCE;OUTPUT;DEPFILE" "ARCHITECTURES;FLAGS")
   list(GET ARG_ARCHITECTURES 0 _first)
+  get_property(_words GLOBAL PROPERTY _SKBUILD_CUDAQ_RECIPE_${recipe})
   set(_args)
-  foreach(_word IN LISTS _SKBUILD_CUDAQ_RECIPE_${recipe})
+  foreach(_word IN LISTS _words)
     if(_word STREQUAL "<gencode>")
       foreach(_arch IN LISTS ARG_ARCHITECTURES)
         list(APPEND _args -gencode "arch=compute_${_arch},code=lto_${_arch}")

@@ -143,3 +143,41 @@ message(STATUS "kept: ${_key} ${_words} ${_line}")
     own = ("skbuild_cudaq_", "SKBUILD_CUDAQ_", "_SKBUILD_CUDAQ_")
     foreign = [name for name in names if not name.startswith(own)]
     assert foreign == [], added
+
+
+def test_multi_config_generator_builds_each_configuration(tmp_path: Path, nvcc: Path) -> None:
+    """Ninja Multi-Config writes each generated file once per configuration: the steps of a
+    side-compiled source (a ``$<CONFIG:...>`` definition of the target) and the object list
+    of cudaq_realtime_target_skip_device_link (the objects differ per configuration)."""
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler")
+    write(tmp_path, {
+        "CMakeLists.txt": """\
+cmake_minimum_required(VERSION 3.25)
+project(configs LANGUAGES C CUDA)
+find_package(skbuild_cudaq CONFIG REQUIRED)
+add_library(mod MODULE lib.c)
+target_compile_definitions(mod PRIVATE $<$<CONFIG:Debug>:CHECKED=1>)
+cudaq_realtime_add_dispatch_kernel(mod k.cu)
+cudaq_realtime_add_handlers(mod h.cu)
+""",
+        "lib.c": "int f(void) { return 0; }\n",
+        "k.cu": '#ifdef CHECKED\nextern "C" __global__ void k_checked() {}\n'
+                '#else\nextern "C" __global__ void k_fast() {}\n#endif\n',
+        "h.cu": HANDLER.replace("void k()", "void h_kernel()"),
+    })  # fmt: skip
+    proc = cmake(nvcc, tmp_path, generator="Ninja Multi-Config")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    from skbuild_cudaq.build._device_info import read_records
+
+    kernels = {}
+    for config in ("Debug", "Release"):
+        proc = subprocess.run(
+            [str(CMAKE), "--build", str(tmp_path / "build"), "--config", config],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        records = read_records(tmp_path / "build" / config / "libmod.so")
+        kernels[config] = sorted(k for r in records for k in r["kernels"])
+        assert sorted(h for r in records for h in r["handlers"]) == ["my_h"], records
+    assert kernels == {"Debug": ["h_kernel", "k_checked"], "Release": ["h_kernel", "k_fast"]}

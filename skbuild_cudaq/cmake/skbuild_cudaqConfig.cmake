@@ -56,7 +56,10 @@ Commands
   changes (nvcc ``-MD`` depfile), and only then; the object that embeds it is
   rebuilt when the fatbin changes (``OBJECT_DEPENDS``). nvcc runs in the
   source's directory (it records its working directory in the LTO-IR), so the
-  fatbin does not depend on where the build directory is.
+  fatbin does not depend on where the build directory is. The target's flags
+  may hold generator expressions (``$<CONFIG:...>`` too: under a
+  multi-configuration generator such as Ninja Multi-Config, building another
+  configuration recompiles the fatbin with that configuration's flags).
 
 .. command:: cudaq_realtime_add_device_sources
 
@@ -655,12 +658,30 @@ function(_cudaq_realtime_step out_var kind)
 endfunction()
 
 #[=[
+_cudaq_realtime_per_config(<out-var>)
+
+"" under a single-configuration generator, else "-$<CONFIG>": the suffix of a
+file(GENERATE) output whose content may depend on the configuration (a target's
+``$<CONFIG:...>`` definitions, its object files), which a multi-configuration
+generator (Ninja Multi-Config, Xcode) writes once per configuration.
+#]=]
+function(_cudaq_realtime_per_config out_var)
+  get_property(_multi GLOBAL PROPERTY GENERATOR_IS_MULTI_CONFIG)
+  if(_multi)
+    set(${out_var} "-$<CONFIG>" PARENT_SCOPE)
+  else()
+    set(${out_var} "" PARENT_SCOPE)
+  endif()
+endfunction()
+
+#[=[
 _cudaq_realtime_add_steps(<target> <source> <output> <python> <comment> <step>...)
 
 The custom command of a side-compiled source when Python runs it: <step>s (from
-_cudaq_realtime_step) go into <output>.steps, written at generate time (file(GENERATE):
-the target's flags are generator expressions; rewritten only when they change, and then the
-command runs again), and the command is "<python> _run_device_compile.py <output>.steps",
+_cudaq_realtime_step) go into <output>.steps (<output>-<config>.steps under a
+multi-configuration generator), written at generate time (file(GENERATE): the target's
+flags are generator expressions; rewritten only when they change, and then the command
+runs again), and the command is "<python> _run_device_compile.py <output>.steps",
 run next to the source. Short, so that ninja's FAILED line does not hide the compiler's
 diagnostics; the runner ends a failure with one line naming <source> and <target>.
 Outputs: <output> and its record <output>.json; dependencies from <output>.d.
@@ -669,11 +690,13 @@ function(_cudaq_realtime_add_steps target source output python comment)
   get_filename_component(_src_dir "${source}" DIRECTORY)
   string(CONCAT _content "skbuild-cudaq device compile 1\n" "target\n${target}\n"
          "source\n${source}\n" "project-dir\n${CMAKE_SOURCE_DIR}\n" ${ARGN})
-  file(GENERATE OUTPUT "${output}.steps" CONTENT "${_content}")
+  _cudaq_realtime_per_config(_config)
+  set(_steps "${output}${_config}.steps")
+  file(GENERATE OUTPUT "${_steps}" CONTENT "${_content}")
   add_custom_command(
     OUTPUT "${output}" "${output}.json"
-    COMMAND "${python}" "${_SKBUILD_CUDAQ_CMAKE_DIR}/_run_device_compile.py" "${output}.steps"
-    DEPENDS "${source}" "${output}.steps"
+    COMMAND "${python}" "${_SKBUILD_CUDAQ_CMAKE_DIR}/_run_device_compile.py" "${_steps}"
+    DEPENDS "${source}" "${_steps}"
     DEPFILE "${output}.d"
     # nvcc records its working directory in the LTO-IR: run it next to the source so that
     # the fatbin does not depend on where the build directory is (reproducible wheels).
@@ -1014,8 +1037,10 @@ function(cudaq_realtime_target_skip_device_link target)
     set(_cc "${SKBUILD_CUDAQ_NVCC}")
   endif()
   set(_dir "${CMAKE_CURRENT_BINARY_DIR}/cudaq_realtime/${target}")
-  set(_list "${_dir}/objects.txt")
-  set(_obj "${_dir}/${target}_cudaq_no_device_link.o")
+  # The objects differ per configuration under a multi-configuration generator.
+  _cudaq_realtime_per_config(_config)
+  set(_list "${_dir}/objects${_config}.txt")
+  set(_obj "${_dir}/${target}_cudaq_no_device_link${_config}.o")
   file(GENERATE OUTPUT "${_list}" CONTENT "$<JOIN:$<TARGET_OBJECTS:${target}>,\n>\n")
   # The records naming the kernels and handlers of the target's nvcc objects (one per object
   # with device code), written by Python at link time and embedded by the same object.

@@ -181,3 +181,48 @@ cudaq_realtime_add_handlers(mod h.cu)
         kernels[config] = sorted(k for r in records for k in r["kernels"])
         assert sorted(h for r in records for h in r["handlers"]) == ["my_h"], records
     assert kernels == {"Debug": ["h_kernel", "k_checked"], "Release": ["h_kernel", "k_fast"]}
+
+
+def test_alias_target_takes_device_code(tmp_path: Path, nvcc: Path) -> None:
+    """An ALIAS (``my::mod``) names the real target: its kernels, the real target's own
+    calls and the skip-device-link step all land in one module."""
+    write(tmp_path, {
+        "CMakeLists.txt": """\
+cmake_minimum_required(VERSION 3.25)
+project(aliased LANGUAGES C)
+find_package(skbuild_cudaq CONFIG REQUIRED)
+add_library(mod MODULE lib.c)
+add_library(my::mod ALIAS mod)
+cudaq_realtime_add_dispatch_kernel(my::mod k.cu)
+cudaq_realtime_add_device_sources(mod h.cu)
+cudaq_realtime_target_skip_device_link(my::mod)
+""",
+        "lib.c": "int f(void) { return 0; }\n",
+        "k.cu": KERNEL,
+        "h.cu": HANDLER.replace("void k()", "void h_kernel()"),
+    })  # fmt: skip
+    proc = cmake(nvcc, tmp_path, build=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert containers(tmp_path / "build" / "libmod.so") == [
+        "<handler switch of mod>",
+        "h.cu",
+        "k.cu",
+    ]
+
+
+def test_skip_device_link_of_a_target_without_device_objects(tmp_path: Path, nvcc: Path) -> None:
+    """The PRE_LINK step of a target none of whose objects holds nvcc device code (no CUDA
+    language, no nvcc found yet) writes an empty record list and links."""
+    write(tmp_path, {
+        "CMakeLists.txt": """\
+cmake_minimum_required(VERSION 3.25)
+project(plain LANGUAGES C)
+find_package(skbuild_cudaq CONFIG REQUIRED)
+add_library(mod MODULE lib.c)
+cudaq_realtime_target_skip_device_link(mod)
+""",
+        "lib.c": "int f(void) { return 0; }\n",
+    })  # fmt: skip
+    proc = cmake(nvcc, tmp_path, build=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert containers(tmp_path / "build" / "libmod.so") == []

@@ -37,18 +37,25 @@ Commands
   sources, and it reaches a target once: the same file again (in this call, in another
   call, or as a ``[tool.cudaq.dispatch-kernels]`` entry of the target) is an error naming
   both. ``<target>`` is a ``MODULE``, ``SHARED``, ``EXECUTABLE`` or
-  ``OBJECT`` library target created before the call. ``ARCHITECTURES``
-  defaults to ``80``: LTO-IR built for one architecture links for that GPU
-  and every newer one; each must be a number ``>= 80``, written bare or as
-  ``sm_80``/``lto_80``/``compute_80`` (the grammar of ``[tool.cudaq]``, from
-  ``architectures.txt``; ``90a``-style variants have no portable LTO-IR). A
-  kernel built for fewer architectures than the rest of ``<target>`` (a
-  cluster kernel, ``ARCHITECTURES 90``) is left out of the run time's link
-  on older GPUs; the rest of the target serves there.
+  ``OBJECT`` library target created before the call, or an ``ALIAS`` of one.
+  ``ARCHITECTURES`` defaults to ``80``: LTO-IR built for one architecture
+  links for that GPU and every newer one; each must be a number ``>= 80``,
+  written bare or as ``sm_80``/``lto_80``/``compute_80`` (the grammar of
+  ``[tool.cudaq]``, from ``architectures.txt``; ``90a``-style variants have no
+  portable LTO-IR). A kernel built for fewer architectures than the rest of
+  ``<target>`` (a cluster kernel, ``ARCHITECTURES 90``) is left out of the run
+  time's link on older GPUs; the rest of the target serves there.
 
-  A source path must not contain ``; [ ] $ ` " \ | :`` or a control character
-  (CMake splits ``"a;b.cu"`` into two paths; nvcc hands paths to a shell; make
-  and ninja misread ``:`` and ``|``), and a path inside the top-level source
+  Slips in the arguments stop the configure step with a message naming them:
+  ``ARCHITECTURES`` with no value (leave the keyword out for the default), an
+  unknown or misspelt keyword (an argument that is no existing file and is
+  written in capitals or close to ``ARCHITECTURES``), a source after
+  ``ARCHITECTURES``.
+
+  A source path must not be a generator expression (the target's include
+  directories and compile definitions may be) nor contain ``; [ ] $ ` " \ | :``
+  or a control character (CMake splits ``"a;b.cu"`` into two paths; nvcc hands
+  paths to a shell; make and ninja misread ``:`` and ``|``), and a path inside the top-level source
   directory must not be a symbolic link resolving outside it (an sdist would
   ship the link itself).
 
@@ -91,6 +98,9 @@ Commands
   .. code-block:: cmake
 
     cudaq_realtime_target_skip_device_link(<target>)
+
+  ``<target>`` (or the target it is an ``ALIAS`` of) is the only argument;
+  a second call for the same target does nothing.
 
   Makes a target whose CUDA sources are compiled with ``-rdc=true`` load
   without a CUDA device link. Why: nvcc's host stub of every ``-rdc`` object
@@ -443,11 +453,13 @@ function(_cudaq_realtime_find_python)
 endfunction()
 
 #[=[
-_cudaq_realtime_check_target(<caller> <target>)
+_cudaq_realtime_check_target(<caller> <target> <out-var>)
 
-The target exists and is a kind whose link keeps embedded objects.
+The target exists and is a kind whose link keeps embedded objects; <out-var> is
+the target itself, or the target an ALIAS target names (properties and sources
+can only be set on that one).
 #]=]
-function(_cudaq_realtime_check_target caller target)
+function(_cudaq_realtime_check_target caller target out_var)
   _cudaq_realtime_where(${caller} _where)
   if(NOT TARGET "${target}")
     _cudaq_realtime_did_you_mean("${target}" _hint)
@@ -466,6 +478,12 @@ function(_cudaq_realtime_check_target caller target)
   get_target_property(_imported "${target}" IMPORTED)
   if(_imported)
     message(FATAL_ERROR "${_where}: target \"${target}\" is IMPORTED; use a target of this project.")
+  endif()
+  get_target_property(_aliased "${target}" ALIASED_TARGET)
+  if(_aliased)
+    set(${out_var} "${_aliased}" PARENT_SCOPE)
+  else()
+    set(${out_var} "${target}" PARENT_SCOPE)
   endif()
 endfunction()
 
@@ -510,10 +528,19 @@ endfunction()
 #[=[
 _cudaq_realtime_check_argument(<caller> <path>)
 
-Stops when <path> holds a character of _SKBUILD_CUDAQ_UNSAFE_PATH (a global property).
+Stops when <path> is a generator expression or holds a character of
+_SKBUILD_CUDAQ_UNSAFE_PATH (a global property).
 #]=]
 function(_cudaq_realtime_check_argument caller arg)
   get_property(_unsafe GLOBAL PROPERTY _SKBUILD_CUDAQ_UNSAFE_PATH)
+  if(arg MATCHES "\\$<")
+    _cudaq_realtime_where(${caller} _where)
+    message(FATAL_ERROR
+      "${_where}: source \"${arg}\" is a generator expression; pass the file's path: each "
+      "source is compiled by its own command, named when CMake configures. For code that "
+      "depends on the configuration, test a compile definition of the target in the source "
+      "(target_compile_definitions(<target> PRIVATE $<$<CONFIG:Debug>:MY_DEBUG>)).")
+  endif()
   if(arg MATCHES "${_unsafe}")
     _cudaq_realtime_where(${caller} _where)
     message(FATAL_ERROR
@@ -984,6 +1011,54 @@ function(_cudaq_realtime_check_once caller target)
 endfunction()
 
 #[=[
+_cudaq_realtime_check_keywords(<caller> <missing> <sources> <archs>)
+
+What cmake_parse_arguments left of ``<target> <file.cu>... [ARCHITECTURES <arch>...]``
+(<missing>: its KEYWORDS_MISSING_VALUES, <sources>: its UNPARSED_ARGUMENTS, <archs>:
+ARCHITECTURES' values, each a ;-list) checked for the slips that would otherwise
+read as a missing file or a bad architecture:
+
+- ``ARCHITECTURES`` with no value (``ARCHITECTURES ${UNSET_VARIABLE}``) would build
+  for the default without a word: stop, naming the default;
+- an unknown or misspelt keyword (a "source" that is no existing file and is written
+  in capitals, or is close to ``ARCHITECTURES``): stop, with "did you mean" when close;
+- a source after ``ARCHITECTURES`` (an architecture ending in a file extension): stop,
+  saying that sources come first.
+#]=]
+function(_cudaq_realtime_check_keywords caller missing sources archs)
+  _cudaq_realtime_where(${caller} _where)
+  set(_usage "<target> <file.cu>... [ARCHITECTURES <arch>...]")
+  if("ARCHITECTURES" IN_LIST missing)
+    get_property(_default GLOBAL PROPERTY _SKBUILD_CUDAQ_ARCH_default)
+    message(FATAL_ERROR
+      "${_where}: ARCHITECTURES is given no architecture. Name at least one (80, 90, ...), or "
+      "leave the keyword out for the default (${_default}).")
+  endif()
+  foreach(_arg IN LISTS sources)
+    if(NOT _arg MATCHES "^[A-Za-z_]+$" OR EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/${_arg}")
+      continue()
+    endif()
+    _cudaq_realtime_edit_distance("${_arg}" "ARCHITECTURES" _d)
+    if(_d LESS_EQUAL 3)
+      message(FATAL_ERROR
+        "${_where}: unknown keyword \"${_arg}\"; did you mean ARCHITECTURES? The command "
+        "takes ${_usage}.")
+    elseif(_arg MATCHES "^[A-Z][A-Z_]*$")
+      message(FATAL_ERROR
+        "${_where}: unknown keyword \"${_arg}\"; the only keyword is ARCHITECTURES. The "
+        "command takes ${_usage}.")
+    endif()
+  endforeach()
+  foreach(_arch IN LISTS archs)
+    if(_arch MATCHES "[.][A-Za-z]+$")
+      message(FATAL_ERROR
+        "${_where}: \"${_arch}\" follows ARCHITECTURES, which takes architectures only; "
+        "sources come first: ${_usage}.")
+    endif()
+  endforeach()
+endfunction()
+
+#[=[
 _cudaq_realtime_add_device_sources_impl(<caller> <target> <file.cu>... [ARCHITECTURES <arch>...])
 
 The work of cudaq_realtime_add_device_sources for every public function that
@@ -992,7 +1067,9 @@ fatbin custom command per source and their embed file.
 #]=]
 function(_cudaq_realtime_add_device_sources_impl caller target)
   cmake_parse_arguments(PARSE_ARGV 2 ARG "" "" "ARCHITECTURES")
-  _cudaq_realtime_check_target("${caller}" "${target}")
+  _cudaq_realtime_check_target("${caller}" "${target}" target)
+  _cudaq_realtime_check_keywords("${caller}" "${ARG_KEYWORDS_MISSING_VALUES}"
+    "${ARG_UNPARSED_ARGUMENTS}" "${ARG_ARCHITECTURES}")
   _cudaq_realtime_check_architectures("${caller}" _archs ${ARG_ARCHITECTURES})
   _cudaq_realtime_resolve_sources("${caller}" _sources ${ARG_UNPARSED_ARGUMENTS})
   _cudaq_realtime_check_once("${caller}" ${target} ${_sources})
@@ -1018,7 +1095,13 @@ endfunction()
 
 function(cudaq_realtime_target_skip_device_link target)
   set(_caller "cudaq_realtime_target_skip_device_link(${target})")
-  _cudaq_realtime_check_target("${_caller}" "${target}")
+  if(ARGN)
+    _cudaq_realtime_where("${_caller}" _where)
+    list(JOIN ARGN " " _extra)
+    message(FATAL_ERROR
+      "${_where}: takes one argument, the target; remove \"${_extra}\" (one call per target).")
+  endif()
+  _cudaq_realtime_check_target("${_caller}" "${target}" target)
   get_target_property(_type ${target} TYPE)
   if(_type STREQUAL "OBJECT_LIBRARY")
     _cudaq_realtime_where("${_caller}" _where)
@@ -1055,7 +1138,7 @@ function(cudaq_realtime_target_skip_device_link target)
       set(_nvcc_for_info "${SKBUILD_CUDAQ_NVCC}")
     endif()
     file(GENERATE OUTPUT "${_args_file}" CONTENT
-"--sources\n$<JOIN:${_srcs},\n>\n--project-dir\n${CMAKE_SOURCE_DIR}\n--nvcc\n${_nvcc_for_info}\n\
+"--sources\n$<JOIN:${_srcs},\n>\n--project-dir\n${CMAKE_SOURCE_DIR}\n--nvcc=${_nvcc_for_info}\n\
 --arch\n$<IF:$<BOOL:${_archs}>,$<JOIN:${_archs},\n>,${SKBUILD_CUDAQ_DEFAULT_ARCHITECTURES}>\n")
     set(_info_args "-DPYTHON=${SKBUILD_CUDAQ_PYTHON}" "-DINFO_ARGS=${_args_file}"
         "-DINFO_SCRIPT=${_SKBUILD_CUDAQ_CMAKE_DIR}/_run_device_info.py")
@@ -1073,14 +1156,15 @@ function(cudaq_realtime_add_handlers target)
   cmake_parse_arguments(PARSE_ARGV 1 ARG "" "" "ARCHITECTURES")
   set(_caller "cudaq_realtime_add_handlers(${target})")
   _cudaq_realtime_check_arguments("${_caller}" ${ARGC})
-  _cudaq_realtime_check_target("${_caller}" "${target}")
+  _cudaq_realtime_check_target("${_caller}" "${target}" target)
+  _cudaq_realtime_check_keywords("${_caller}" "${ARG_KEYWORDS_MISSING_VALUES}"
+    "${ARG_UNPARSED_ARGUMENTS}" "${ARG_ARCHITECTURES}")
   get_property(_langs GLOBAL PROPERTY ENABLED_LANGUAGES)
   if(NOT "CUDA" IN_LIST _langs AND NOT SKBUILD_CUDAQ_COMPILER STREQUAL "nvcc")
     # No CUDA language (no nvcc): side-compile the handlers with the device compiler.
     _cudaq_realtime_find_device_compiler("${_caller}")
     if(SKBUILD_CUDAQ_DEVICE_COMPILER STREQUAL "nvrtc")
-      _cudaq_realtime_add_device_sources_impl("${_caller}" ${target} ${ARG_UNPARSED_ARGUMENTS}
-        ARCHITECTURES ${ARG_ARCHITECTURES})
+      _cudaq_realtime_add_device_sources_impl("${_caller}" ${target} ${ARGN})
       return()
     endif()
   endif()

@@ -56,8 +56,11 @@ function(_cudaq_realtime_auto_add_kernels)
         "argument of python_add_library or nanobind_add_module) in [tool.cudaq.dispatch-kernels] "
         "of pyproject.toml.${_hint}")
     endif()
-    cudaq_realtime_add_dispatch_kernel("${_target}" ${SKBUILD_CUDAQ_KERNEL_${_i}_SOURCES}
-      ARCHITECTURES ${SKBUILD_CUDAQ_KERNEL_${_i}_ARCHITECTURES})
+    set(_archs)
+    if(SKBUILD_CUDAQ_KERNEL_${_i}_ARCHITECTURES)
+      set(_archs ARCHITECTURES ${SKBUILD_CUDAQ_KERNEL_${_i}_ARCHITECTURES})
+    endif()
+    cudaq_realtime_add_dispatch_kernel("${_target}" ${SKBUILD_CUDAQ_KERNEL_${_i}_SOURCES} ${_archs})
     message(STATUS "skbuild-cudaq: ${_CUDAQ_REALTIME_KEY}: added ${SKBUILD_CUDAQ_KERNEL_${_i}_SOURCES}")
   endforeach()
 endfunction()

@@ -17,7 +17,8 @@ compiled *on its own* to an LTO-IR fatbin and the fatbin is embedded, with
 ``.incbin``, into the binary's ``__nv_relfatbin`` section -- where nvcc puts the
 LTO-IR of ``-rdc`` sources too. At run time skbuild-cudaq reads that section
 and links everything with nvJitLink. Nothing here needs the CUDA *language*
-to be enabled, and nothing needs a GPU.
+to be enabled, and nothing needs a GPU. Needs CMake 3.25 or newer (an older one
+stops ``find_package`` with a message saying how to get one).
 
 Commands
 ^^^^^^^^
@@ -180,16 +181,19 @@ Variables
 
 include_guard(GLOBAL)
 
-if(CMAKE_VERSION VERSION_LESS 3.20)
+# The one minimum, the one the docs state and the tests run: older CMakes lack
+# find_program(NO_CACHE) (3.21), which the nvcc search relies on.
+if(CMAKE_VERSION VERSION_LESS 3.25)
   message(FATAL_ERROR
-    "skbuild_cudaq needs CMake >= 3.20 (found ${CMAKE_VERSION}). "
-    "Set `cmake.version = \">=3.25\"` in [tool.scikit-build] of pyproject.toml, "
-    "or cmake_minimum_required(VERSION 3.25) in CMakeLists.txt.")
+    "skbuild_cudaq needs CMake >= 3.25 (found ${CMAKE_VERSION}). "
+    "Set `cmake.version = \">=3.25\"` in [tool.scikit-build] of pyproject.toml "
+    "(scikit-build-core then fetches a newer cmake), or run a newer CMake "
+    "(`pip install cmake`).")
 endif()
 
 cmake_policy(PUSH)
 # Functions record the policies in effect where they are defined.
-cmake_policy(VERSION 3.20...4.0)
+cmake_policy(VERSION 3.25...4.0)
 include("${CMAKE_CURRENT_LIST_DIR}/skbuild_cudaq_nvrtc.cmake")
 
 get_filename_component(SKBUILD_CUDAQ_INCLUDE_DIR "${CMAKE_CURRENT_LIST_DIR}/../include" ABSOLUTE)

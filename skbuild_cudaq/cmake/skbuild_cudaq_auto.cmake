@@ -31,7 +31,7 @@ set(_SKBUILD_CUDAQ_PASSED_DIR "${skbuild_cudaq_DIR}")
 unset(_SKBUILD_CUDAQ_PASSED_DIR)
 
 cmake_policy(PUSH)
-cmake_policy(VERSION 3.20...4.0)
+cmake_policy(VERSION 3.25...4.0)
 
 #[=[
 _cudaq_realtime_auto_add_kernels()

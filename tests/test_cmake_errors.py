@@ -361,3 +361,93 @@ def test_a_compile_error_ends_with_one_line_naming_source_and_target(
     command = lines[failed + 1]
     assert "_run_device_compile.py" in command and "-gencode" not in command, command
     assert "include19" not in command and len(command) < 1000, command
+
+
+USAGE = "The command takes <target> <file.cu>... [ARCHITECTURES <arch>...]."
+
+
+@pytest.mark.parametrize(
+    ("command", "word"),
+    [
+        ("cudaq_realtime_add_dispatch_kernel", "ARCHITECTURE"),
+        ("cudaq_realtime_add_dispatch_kernel", "architectures"),
+        ("cudaq_realtime_add_device_sources", "ARCHITECTRUES"),
+        ("cudaq_realtime_add_handlers", "Architectures"),
+    ],
+)
+def test_misspelt_keyword_suggests_architectures(tmp_path: Path, command: str, word: str) -> None:
+    """A keyword slip is named as a keyword, not as a missing source file."""
+    stderr = configure(tmp_path, f"{command}(mod k.cu {word} 90)\n")
+    expect(stderr, f'skbuild-cudaq: {command}(mod): unknown keyword "{word}"; did you mean '
+                   f"ARCHITECTURES? {USAGE}")  # fmt: skip
+    assert "does not exist" not in stderr
+
+
+def test_unknown_keyword_names_the_only_one(tmp_path: Path) -> None:
+    stderr = configure(tmp_path, "cudaq_realtime_add_dispatch_kernel(mod SOURCES k.cu)\n")
+    expect(stderr, 'unknown keyword "SOURCES"; the only keyword is ARCHITECTURES. ' + USAGE)
+
+
+def test_a_file_named_in_capitals_is_still_a_source(tmp_path: Path) -> None:
+    """Only a word that is no existing file reads as a keyword."""
+    (tmp_path / "KERNEL").write_text('extern "C" __global__ void k() {}\n')
+    stderr = configure(tmp_path, "cudaq_realtime_add_dispatch_kernel(mod KERNEL)\n")
+    assert "keyword" not in stderr
+    expect(stderr, "the project enables neither C nor CXX")
+
+
+def test_architectures_without_a_value_is_refused(tmp_path: Path) -> None:
+    stderr = configure(
+        tmp_path, "cudaq_realtime_add_dispatch_kernel(mod k.cu ARCHITECTURES ${UNSET_VARIABLE})\n"
+    )
+    expect(stderr, "skbuild-cudaq: cudaq_realtime_add_dispatch_kernel(mod): ARCHITECTURES is "
+                   "given no architecture. Name at least one (80, 90, ...), or leave the keyword "
+                   "out for the default (80).")  # fmt: skip
+
+
+def test_sources_after_architectures_are_named(tmp_path: Path) -> None:
+    stderr = configure(tmp_path, "cudaq_realtime_add_dispatch_kernel(mod ARCHITECTURES 90 k.cu)\n")
+    expect(stderr, 'skbuild-cudaq: cudaq_realtime_add_dispatch_kernel(mod): "k.cu" follows '
+                   "ARCHITECTURES, which takes architectures only; sources come first: <target> "
+                   "<file.cu>... [ARCHITECTURES <arch>...].")  # fmt: skip
+
+
+def test_generator_expression_as_a_source_is_named(tmp_path: Path) -> None:
+    stderr = configure(
+        tmp_path, "cudaq_realtime_add_dispatch_kernel(mod $<$<CONFIG:Debug>:k.cu>)\n"
+    )
+    expect(stderr, "skbuild-cudaq: cudaq_realtime_add_dispatch_kernel(mod): source "
+                   '"$<$<CONFIG:Debug>:k.cu>" is a generator expression')  # fmt: skip
+    assert "rename the file" not in stderr
+
+
+def test_skip_device_link_takes_only_the_target(tmp_path: Path) -> None:
+    stderr = configure(tmp_path, "cudaq_realtime_target_skip_device_link(mod ON)\n")
+    expect(stderr, "skbuild-cudaq: cudaq_realtime_target_skip_device_link(mod): takes one "
+                   'argument, the target; remove "ON" (one call per target).')  # fmt: skip
+
+
+def test_cmake_older_than_the_documented_minimum_is_refused(tmp_path: Path) -> None:
+    """The docs state CMake >= 3.25 (README, getting started, the CMake reference): an older
+    CMake stops at find_package, naming the setting that fetches a newer one. (CMake 3.20
+    configured, but its find_program caches what NO_CACHE asks not to.) CMAKE_VERSION is set
+    as a variable here: the check reads it like any other."""
+    if CMAKE is None:
+        pytest.skip("cmake not on PATH")
+    (tmp_path / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.20)\nproject(old LANGUAGES NONE)\n"
+        "set(CMAKE_VERSION 3.24.3)\nfind_package(skbuild_cudaq CONFIG REQUIRED)\n"
+    )
+    proc = subprocess.run(
+        [CMAKE, "-S", str(tmp_path), "-B", str(tmp_path / "build"),
+         f"-Dskbuild_cudaq_DIR={skbuild_cudaq.cmake_dir()}"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    expect(" ".join(proc.stderr.split()),
+           'skbuild_cudaq needs CMake >= 3.25 (found 3.24.3). Set `cmake.version = ">=3.25"` in '
+           "[tool.scikit-build] of pyproject.toml (scikit-build-core then fetches a newer cmake), "
+           "or run a newer CMake (`pip install cmake`).")  # fmt: skip
+    docs = Path(__file__).parents[1] / "docs"
+    for page in (docs / "getting-started.md", docs.parent / "README.md"):
+        assert "CMake ≥ 3.25" in page.read_text(), page

@@ -346,6 +346,7 @@ def _objects(args: argparse.Namespace) -> None:
     objects = [Path(p) for p in Path(args.object_list).read_text().splitlines() if p.strip()]
     sources = [Path(s) for s in args.sources]
     out_dir = Path(args.output_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)  # records.txt even when no object has device code
     written = []
     for index, (_obj, record) in enumerate(
         object_records(
@@ -386,7 +387,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     objs.add_argument("--object-list", required=True)
     objs.add_argument("--sources", nargs="*", default=[])
     objs.add_argument("--project-dir", default="")
-    objs.add_argument("--nvcc", required=True)
+    objs.add_argument("--nvcc", default="", help="the nvcc of the objects (empty: none known)")
     objs.add_argument("--arch", nargs="+", required=True)
     objs.add_argument("--output-dir", required=True)
     objs.set_defaults(func=_objects)

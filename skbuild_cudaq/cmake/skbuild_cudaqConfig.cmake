@@ -17,7 +17,8 @@ compiled *on its own* to an LTO-IR fatbin and the fatbin is embedded, with
 ``.incbin``, into the binary's ``__nv_relfatbin`` section -- where nvcc puts the
 LTO-IR of ``-rdc`` sources too. At run time skbuild-cudaq reads that section
 and links everything with nvJitLink. Nothing here needs the CUDA *language*
-to be enabled, and nothing needs a GPU.
+to be enabled, and nothing needs a GPU. Needs CMake 3.25 or newer (an older one
+stops ``find_package`` with a message saying how to get one).
 
 Commands
 ^^^^^^^^
@@ -37,18 +38,25 @@ Commands
   sources, and it reaches a target once: the same file again (in this call, in another
   call, or as a ``[tool.cudaq.dispatch-kernels]`` entry of the target) is an error naming
   both. ``<target>`` is a ``MODULE``, ``SHARED``, ``EXECUTABLE`` or
-  ``OBJECT`` library target created before the call. ``ARCHITECTURES``
-  defaults to ``80``: LTO-IR built for one architecture links for that GPU
-  and every newer one; each must be a number ``>= 80``, written bare or as
-  ``sm_80``/``lto_80``/``compute_80`` (the grammar of ``[tool.cudaq]``, from
-  ``architectures.txt``; ``90a``-style variants have no portable LTO-IR). A
-  kernel built for fewer architectures than the rest of ``<target>`` (a
-  cluster kernel, ``ARCHITECTURES 90``) is left out of the run time's link
-  on older GPUs; the rest of the target serves there.
+  ``OBJECT`` library target created before the call, or an ``ALIAS`` of one.
+  ``ARCHITECTURES`` defaults to ``80``: LTO-IR built for one architecture
+  links for that GPU and every newer one; each must be a number ``>= 80``,
+  written bare or as ``sm_80``/``lto_80``/``compute_80`` (the grammar of
+  ``[tool.cudaq]``, from ``architectures.txt``; ``90a``-style variants have no
+  portable LTO-IR). A kernel built for fewer architectures than the rest of
+  ``<target>`` (a cluster kernel, ``ARCHITECTURES 90``) is left out of the run
+  time's link on older GPUs; the rest of the target serves there.
 
-  A source path must not contain ``; [ ] $ ` " \ | :`` or a control character
-  (CMake splits ``"a;b.cu"`` into two paths; nvcc hands paths to a shell; make
-  and ninja misread ``:`` and ``|``), and a path inside the top-level source
+  Slips in the arguments stop the configure step with a message naming them:
+  ``ARCHITECTURES`` with no value (leave the keyword out for the default), an
+  unknown or misspelt keyword (an argument that is no existing file and is
+  written in capitals or close to ``ARCHITECTURES``), a source after
+  ``ARCHITECTURES``.
+
+  A source path must not be a generator expression (the target's include
+  directories and compile definitions may be) nor contain ``; [ ] $ ` " \ | :``
+  or a control character (CMake splits ``"a;b.cu"`` into two paths; nvcc hands
+  paths to a shell; make and ninja misread ``:`` and ``|``), and a path inside the top-level source
   directory must not be a symbolic link resolving outside it (an sdist would
   ship the link itself).
 
@@ -56,7 +64,10 @@ Commands
   changes (nvcc ``-MD`` depfile), and only then; the object that embeds it is
   rebuilt when the fatbin changes (``OBJECT_DEPENDS``). nvcc runs in the
   source's directory (it records its working directory in the LTO-IR), so the
-  fatbin does not depend on where the build directory is.
+  fatbin does not depend on where the build directory is. The target's flags
+  may hold generator expressions (``$<CONFIG:...>`` too: under a
+  multi-configuration generator such as Ninja Multi-Config, building another
+  configuration recompiles the fatbin with that configuration's flags).
 
 .. command:: cudaq_realtime_add_device_sources
 
@@ -88,6 +99,9 @@ Commands
   .. code-block:: cmake
 
     cudaq_realtime_target_skip_device_link(<target>)
+
+  ``<target>`` (or the target it is an ``ALIAS`` of) is the only argument;
+  a second call for the same target does nothing.
 
   Makes a target whose CUDA sources are compiled with ``-rdc=true`` load
   without a CUDA device link. Why: nvcc's host stub of every ``-rdc`` object
@@ -167,16 +181,19 @@ Variables
 
 include_guard(GLOBAL)
 
-if(CMAKE_VERSION VERSION_LESS 3.20)
+# The one minimum, the one the docs state and the tests run: older CMakes lack
+# find_program(NO_CACHE) (3.21), which the nvcc search relies on.
+if(CMAKE_VERSION VERSION_LESS 3.25)
   message(FATAL_ERROR
-    "skbuild_cudaq needs CMake >= 3.20 (found ${CMAKE_VERSION}). "
-    "Set `cmake.version = \">=3.25\"` in [tool.scikit-build] of pyproject.toml, "
-    "or cmake_minimum_required(VERSION 3.25) in CMakeLists.txt.")
+    "skbuild_cudaq needs CMake >= 3.25 (found ${CMAKE_VERSION}). "
+    "Set `cmake.version = \">=3.25\"` in [tool.scikit-build] of pyproject.toml "
+    "(scikit-build-core then fetches a newer cmake), or run a newer CMake "
+    "(`pip install cmake`).")
 endif()
 
 cmake_policy(PUSH)
 # Functions record the policies in effect where they are defined.
-cmake_policy(VERSION 3.20...4.0)
+cmake_policy(VERSION 3.25...4.0)
 include("${CMAKE_CURRENT_LIST_DIR}/skbuild_cudaq_nvrtc.cmake")
 
 get_filename_component(SKBUILD_CUDAQ_INCLUDE_DIR "${CMAKE_CURRENT_LIST_DIR}/../include" ABSOLUTE)
@@ -184,27 +201,48 @@ set(SKBUILD_CUDAQ_INCLUDE_DIR "${SKBUILD_CUDAQ_INCLUDE_DIR}"
     CACHE INTERNAL "skbuild-cudaq headers (device headers, host_handler.h)")
 set(_SKBUILD_CUDAQ_CMAKE_DIR "${CMAKE_CURRENT_LIST_DIR}"
     CACHE INTERNAL "skbuild-cudaq CMake package directory")
-# The architecture grammar: architectures.txt next to this file, which
-# skbuild_cudaq/_architectures.py reads too (prefixes, minimum, maximum, default).
-file(STRINGS "${CMAKE_CURRENT_LIST_DIR}/architectures.txt" _skbuild_cudaq_grammar REGEX "^[a-z]")
-foreach(_line IN LISTS _skbuild_cudaq_grammar)
-  string(REGEX REPLACE "#.*" "" _line "${_line}")
-  string(STRIP "${_line}" _line)
-  string(REGEX REPLACE " +" ";" _words "${_line}")
-  list(POP_FRONT _words _key)
-  set(_SKBUILD_CUDAQ_ARCH_${_key} ${_words})
-endforeach()
-unset(_skbuild_cudaq_grammar)
-set(SKBUILD_CUDAQ_DEFAULT_ARCHITECTURES ${_SKBUILD_CUDAQ_ARCH_default})
-# The nvcc command lines: nvcc-recipe.txt next to this file, which
-# skbuild_cudaq/build/_embed.py reads too (_SKBUILD_CUDAQ_RECIPE_<name>: the argument words).
-file(STRINGS "${CMAKE_CURRENT_LIST_DIR}/nvcc-recipe.txt" _skbuild_cudaq_recipes REGEX "^[a-z]")
-foreach(_line IN LISTS _skbuild_cudaq_recipes)
-  string(REGEX REPLACE " +" ";" _words "${_line}")
-  list(POP_FRONT _words _key)
-  set(_SKBUILD_CUDAQ_RECIPE_${_key} ${_words})
-endforeach()
-unset(_skbuild_cudaq_recipes)
+#[=[
+_cudaq_realtime_load_tables()
+
+Reads the tables next to this file into global properties, which every directory
+sees (a variable would live only in the directory that first called find_package:
+a sibling directory's find_package is skipped by the include guard, and the
+deferred handler switch runs in the top-level directory):
+
+- architectures.txt, the architecture grammar that skbuild_cudaq/_architectures.py
+  reads too: _SKBUILD_CUDAQ_ARCH_<key> for prefixes, minimum, maximum, default;
+- nvcc-recipe.txt, the nvcc command lines that skbuild_cudaq/build/_embed.py reads
+  too: _SKBUILD_CUDAQ_RECIPE_<name>, the argument words;
+- _SKBUILD_CUDAQ_UNSAFE_PATH, the characters a source path must not contain
+  (skbuild_cudaq.settings.UNSAFE_PATH_CHARS, and the control characters CMake can
+  write): CMake splits lists at ";" and keeps "[...]" together across ";", nvcc hands
+  paths to a shell ("$", "`"), make and ninja misread ":" and "|", and quotes,
+  backslashes and newlines break the generated sources.
+
+A function, so that its loop variables stay out of the caller's scope. Also sets
+the cache variable SKBUILD_CUDAQ_DEFAULT_ARCHITECTURES.
+#]=]
+function(_cudaq_realtime_load_tables)
+  file(STRINGS "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/architectures.txt" _grammar REGEX "^[a-z]")
+  foreach(_line IN LISTS _grammar)
+    string(REGEX REPLACE "#.*" "" _line "${_line}")
+    string(STRIP "${_line}" _line)
+    string(REGEX REPLACE " +" ";" _words "${_line}")
+    list(POP_FRONT _words _key)
+    set_property(GLOBAL PROPERTY _SKBUILD_CUDAQ_ARCH_${_key} ${_words})
+  endforeach()
+  get_property(_default GLOBAL PROPERTY _SKBUILD_CUDAQ_ARCH_default)
+  set(SKBUILD_CUDAQ_DEFAULT_ARCHITECTURES "${_default}" CACHE INTERNAL
+      "skbuild-cudaq: architectures of a dispatch kernel that names none")
+  file(STRINGS "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/nvcc-recipe.txt" _recipes REGEX "^[a-z]")
+  foreach(_line IN LISTS _recipes)
+    string(REGEX REPLACE " +" ";" _words "${_line}")
+    list(POP_FRONT _words _key)
+    set_property(GLOBAL PROPERTY _SKBUILD_CUDAQ_RECIPE_${_key} ${_words})
+  endforeach()
+  set_property(GLOBAL PROPERTY _SKBUILD_CUDAQ_UNSAFE_PATH "[][;$`\"|:\\\n\r\t]")
+endfunction()
+_cudaq_realtime_load_tables()
 
 #[=[
 _cudaq_realtime_where(<caller> <out-var>)
@@ -419,11 +457,13 @@ function(_cudaq_realtime_find_python)
 endfunction()
 
 #[=[
-_cudaq_realtime_check_target(<caller> <target>)
+_cudaq_realtime_check_target(<caller> <target> <out-var>)
 
-The target exists and is a kind whose link keeps embedded objects.
+The target exists and is a kind whose link keeps embedded objects; <out-var> is
+the target itself, or the target an ALIAS target names (properties and sources
+can only be set on that one).
 #]=]
-function(_cudaq_realtime_check_target caller target)
+function(_cudaq_realtime_check_target caller target out_var)
   _cudaq_realtime_where(${caller} _where)
   if(NOT TARGET "${target}")
     _cudaq_realtime_did_you_mean("${target}" _hint)
@@ -443,6 +483,12 @@ function(_cudaq_realtime_check_target caller target)
   if(_imported)
     message(FATAL_ERROR "${_where}: target \"${target}\" is IMPORTED; use a target of this project.")
   endif()
+  get_target_property(_aliased "${target}" ALIASED_TARGET)
+  if(_aliased)
+    set(${out_var} "${_aliased}" PARENT_SCOPE)
+  else()
+    set(${out_var} "${target}" PARENT_SCOPE)
+  endif()
 endfunction()
 
 #[=[
@@ -459,8 +505,10 @@ function(_cudaq_realtime_check_architectures caller out_var)
     set(_archs ${SKBUILD_CUDAQ_DEFAULT_ARCHITECTURES})
   endif()
   _cudaq_realtime_where(${caller} _where)
-  string(REPLACE ";" "|" _prefixes "${_SKBUILD_CUDAQ_ARCH_prefixes}")
-  set(_min ${_SKBUILD_CUDAQ_ARCH_minimum})
+  get_property(_prefixes GLOBAL PROPERTY _SKBUILD_CUDAQ_ARCH_prefixes)
+  get_property(_min GLOBAL PROPERTY _SKBUILD_CUDAQ_ARCH_minimum)
+  get_property(_max GLOBAL PROPERTY _SKBUILD_CUDAQ_ARCH_maximum)
+  string(REPLACE ";" "|" _prefixes "${_prefixes}")
   set(_numbers)
   foreach(_arch IN LISTS _archs)
     set(_number "")
@@ -469,7 +517,7 @@ function(_cudaq_realtime_check_architectures caller out_var)
     endif()
     string(LENGTH "${_number}" _digits)
     if(_number STREQUAL "" OR _digits GREATER 9 OR _number LESS _min
-       OR _number GREATER _SKBUILD_CUDAQ_ARCH_maximum)
+       OR _number GREATER _max)
       message(FATAL_ERROR
         "${_where}: architecture \"${_arch}\" is not supported: dispatch kernels are LTO-IR for "
         "sm_${_min} or newer. Use a number >= ${_min} such as 80 or 90 (LTO-IR built for one "
@@ -481,19 +529,23 @@ function(_cudaq_realtime_check_architectures caller out_var)
   set(${out_var} ${_numbers} PARENT_SCOPE)
 endfunction()
 
-# Characters a source path must not contain (skbuild_cudaq.settings.UNSAFE_PATH_CHARS, and the
-# control characters CMake can write): CMake splits lists at ";" and keeps "[...]" together across
-# ";", nvcc hands paths to a shell ("$", "`"), make and ninja misread ":" and "|", and quotes,
-# backslashes and newlines break the generated sources.
-set(_SKBUILD_CUDAQ_UNSAFE_PATH "[][;$`\"|:\\\n\r\t]")
-
 #[=[
 _cudaq_realtime_check_argument(<caller> <path>)
 
-Stops when <path> holds a character of _SKBUILD_CUDAQ_UNSAFE_PATH.
+Stops when <path> is a generator expression or holds a character of
+_SKBUILD_CUDAQ_UNSAFE_PATH (a global property).
 #]=]
 function(_cudaq_realtime_check_argument caller arg)
-  if(arg MATCHES "${_SKBUILD_CUDAQ_UNSAFE_PATH}")
+  get_property(_unsafe GLOBAL PROPERTY _SKBUILD_CUDAQ_UNSAFE_PATH)
+  if(arg MATCHES "\\$<")
+    _cudaq_realtime_where(${caller} _where)
+    message(FATAL_ERROR
+      "${_where}: source \"${arg}\" is a generator expression; pass the file's path: each "
+      "source is compiled by its own command, named when CMake configures. For code that "
+      "depends on the configuration, test a compile definition of the target in the source "
+      "(target_compile_definitions(<target> PRIVATE $<$<CONFIG:Debug>:MY_DEBUG>)).")
+  endif()
+  if(arg MATCHES "${_unsafe}")
     _cudaq_realtime_where(${caller} _where)
     message(FATAL_ERROR
       "${_where}: source path \"${arg}\" contains one of ; [ ] $ ` \" \\ | : or a control "
@@ -532,6 +584,7 @@ function(_cudaq_realtime_resolve_sources caller out_var)
     message(FATAL_ERROR "${_where}: no source files given; pass at least one .cu file.")
   endif()
   file(REAL_PATH "${CMAKE_SOURCE_DIR}" _top_real)
+  get_property(_unsafe GLOBAL PROPERTY _SKBUILD_CUDAQ_UNSAFE_PATH)
   set(_out)
   foreach(_file IN LISTS ARGN)
     _cudaq_realtime_check_argument("${caller}" "${_file}")
@@ -539,7 +592,7 @@ function(_cudaq_realtime_resolve_sources caller out_var)
     if(NOT EXISTS "${_abs}" OR IS_DIRECTORY "${_abs}")
       message(FATAL_ERROR "${_where}: source file \"${_file}\" does not exist (looked for ${_abs}).")
     endif()
-    if(_abs MATCHES "${_SKBUILD_CUDAQ_UNSAFE_PATH}")
+    if(_abs MATCHES "${_unsafe}")
       message(FATAL_ERROR
         "${_where}: source path \"${_abs}\" contains one of ; [ ] $ ` \" \\ | : or a control "
         "character in its directories, which CMake, make or nvcc would misread; move the "
@@ -591,8 +644,9 @@ fills in the same way. Run them in the source's directory.
 function(_cudaq_realtime_nvcc_recipe recipe out_var)
   cmake_parse_arguments(PARSE_ARGV 2 ARG "" "SOURCE;OUTPUT;DEPFILE" "ARCHITECTURES;FLAGS")
   list(GET ARG_ARCHITECTURES 0 _first)
+  get_property(_words GLOBAL PROPERTY _SKBUILD_CUDAQ_RECIPE_${recipe})
   set(_args)
-  foreach(_word IN LISTS _SKBUILD_CUDAQ_RECIPE_${recipe})
+  foreach(_word IN LISTS _words)
     if(_word STREQUAL "<gencode>")
       foreach(_arch IN LISTS ARG_ARCHITECTURES)
         list(APPEND _args -gencode "arch=compute_${_arch},code=lto_${_arch}")
@@ -635,12 +689,30 @@ function(_cudaq_realtime_step out_var kind)
 endfunction()
 
 #[=[
+_cudaq_realtime_per_config(<out-var>)
+
+"" under a single-configuration generator, else "-$<CONFIG>": the suffix of a
+file(GENERATE) output whose content may depend on the configuration (a target's
+``$<CONFIG:...>`` definitions, its object files), which a multi-configuration
+generator (Ninja Multi-Config, Xcode) writes once per configuration.
+#]=]
+function(_cudaq_realtime_per_config out_var)
+  get_property(_multi GLOBAL PROPERTY GENERATOR_IS_MULTI_CONFIG)
+  if(_multi)
+    set(${out_var} "-$<CONFIG>" PARENT_SCOPE)
+  else()
+    set(${out_var} "" PARENT_SCOPE)
+  endif()
+endfunction()
+
+#[=[
 _cudaq_realtime_add_steps(<target> <source> <output> <python> <comment> <step>...)
 
 The custom command of a side-compiled source when Python runs it: <step>s (from
-_cudaq_realtime_step) go into <output>.steps, written at generate time (file(GENERATE):
-the target's flags are generator expressions; rewritten only when they change, and then the
-command runs again), and the command is "<python> _run_device_compile.py <output>.steps",
+_cudaq_realtime_step) go into <output>.steps (<output>-<config>.steps under a
+multi-configuration generator), written at generate time (file(GENERATE): the target's
+flags are generator expressions; rewritten only when they change, and then the command
+runs again), and the command is "<python> _run_device_compile.py <output>.steps",
 run next to the source. Short, so that ninja's FAILED line does not hide the compiler's
 diagnostics; the runner ends a failure with one line naming <source> and <target>.
 Outputs: <output> and its record <output>.json; dependencies from <output>.d.
@@ -649,11 +721,13 @@ function(_cudaq_realtime_add_steps target source output python comment)
   get_filename_component(_src_dir "${source}" DIRECTORY)
   string(CONCAT _content "skbuild-cudaq device compile 1\n" "target\n${target}\n"
          "source\n${source}\n" "project-dir\n${CMAKE_SOURCE_DIR}\n" ${ARGN})
-  file(GENERATE OUTPUT "${output}.steps" CONTENT "${_content}")
+  _cudaq_realtime_per_config(_config)
+  set(_steps "${output}${_config}.steps")
+  file(GENERATE OUTPUT "${_steps}" CONTENT "${_content}")
   add_custom_command(
     OUTPUT "${output}" "${output}.json"
-    COMMAND "${python}" "${_SKBUILD_CUDAQ_CMAKE_DIR}/_run_device_compile.py" "${output}.steps"
-    DEPENDS "${source}" "${output}.steps"
+    COMMAND "${python}" "${_SKBUILD_CUDAQ_CMAKE_DIR}/_run_device_compile.py" "${_steps}"
+    DEPENDS "${source}" "${_steps}"
     DEPFILE "${output}.d"
     # nvcc records its working directory in the LTO-IR: run it next to the source so that
     # the fatbin does not depend on where the build directory is (reproducible wheels).
@@ -941,6 +1015,54 @@ function(_cudaq_realtime_check_once caller target)
 endfunction()
 
 #[=[
+_cudaq_realtime_check_keywords(<caller> <missing> <sources> <archs>)
+
+What cmake_parse_arguments left of ``<target> <file.cu>... [ARCHITECTURES <arch>...]``
+(<missing>: its KEYWORDS_MISSING_VALUES, <sources>: its UNPARSED_ARGUMENTS, <archs>:
+ARCHITECTURES' values, each a ;-list) checked for the slips that would otherwise
+read as a missing file or a bad architecture:
+
+- ``ARCHITECTURES`` with no value (``ARCHITECTURES ${UNSET_VARIABLE}``) would build
+  for the default without a word: stop, naming the default;
+- an unknown or misspelt keyword (a "source" that is no existing file and is written
+  in capitals, or is close to ``ARCHITECTURES``): stop, with "did you mean" when close;
+- a source after ``ARCHITECTURES`` (an architecture ending in a file extension): stop,
+  saying that sources come first.
+#]=]
+function(_cudaq_realtime_check_keywords caller missing sources archs)
+  _cudaq_realtime_where(${caller} _where)
+  set(_usage "<target> <file.cu>... [ARCHITECTURES <arch>...]")
+  if("ARCHITECTURES" IN_LIST missing)
+    get_property(_default GLOBAL PROPERTY _SKBUILD_CUDAQ_ARCH_default)
+    message(FATAL_ERROR
+      "${_where}: ARCHITECTURES is given no architecture. Name at least one (80, 90, ...), or "
+      "leave the keyword out for the default (${_default}).")
+  endif()
+  foreach(_arg IN LISTS sources)
+    if(NOT _arg MATCHES "^[A-Za-z_]+$" OR EXISTS "${CMAKE_CURRENT_SOURCE_DIR}/${_arg}")
+      continue()
+    endif()
+    _cudaq_realtime_edit_distance("${_arg}" "ARCHITECTURES" _d)
+    if(_d LESS_EQUAL 3)
+      message(FATAL_ERROR
+        "${_where}: unknown keyword \"${_arg}\"; did you mean ARCHITECTURES? The command "
+        "takes ${_usage}.")
+    elseif(_arg MATCHES "^[A-Z][A-Z_]*$")
+      message(FATAL_ERROR
+        "${_where}: unknown keyword \"${_arg}\"; the only keyword is ARCHITECTURES. The "
+        "command takes ${_usage}.")
+    endif()
+  endforeach()
+  foreach(_arch IN LISTS archs)
+    if(_arch MATCHES "[.][A-Za-z]+$")
+      message(FATAL_ERROR
+        "${_where}: \"${_arch}\" follows ARCHITECTURES, which takes architectures only; "
+        "sources come first: ${_usage}.")
+    endif()
+  endforeach()
+endfunction()
+
+#[=[
 _cudaq_realtime_add_device_sources_impl(<caller> <target> <file.cu>... [ARCHITECTURES <arch>...])
 
 The work of cudaq_realtime_add_device_sources for every public function that
@@ -949,7 +1071,9 @@ fatbin custom command per source and their embed file.
 #]=]
 function(_cudaq_realtime_add_device_sources_impl caller target)
   cmake_parse_arguments(PARSE_ARGV 2 ARG "" "" "ARCHITECTURES")
-  _cudaq_realtime_check_target("${caller}" "${target}")
+  _cudaq_realtime_check_target("${caller}" "${target}" target)
+  _cudaq_realtime_check_keywords("${caller}" "${ARG_KEYWORDS_MISSING_VALUES}"
+    "${ARG_UNPARSED_ARGUMENTS}" "${ARG_ARCHITECTURES}")
   _cudaq_realtime_check_architectures("${caller}" _archs ${ARG_ARCHITECTURES})
   _cudaq_realtime_resolve_sources("${caller}" _sources ${ARG_UNPARSED_ARGUMENTS})
   _cudaq_realtime_check_once("${caller}" ${target} ${_sources})
@@ -975,7 +1099,13 @@ endfunction()
 
 function(cudaq_realtime_target_skip_device_link target)
   set(_caller "cudaq_realtime_target_skip_device_link(${target})")
-  _cudaq_realtime_check_target("${_caller}" "${target}")
+  if(ARGN)
+    _cudaq_realtime_where("${_caller}" _where)
+    list(JOIN ARGN " " _extra)
+    message(FATAL_ERROR
+      "${_where}: takes one argument, the target; remove \"${_extra}\" (one call per target).")
+  endif()
+  _cudaq_realtime_check_target("${_caller}" "${target}" target)
   get_target_property(_type ${target} TYPE)
   if(_type STREQUAL "OBJECT_LIBRARY")
     _cudaq_realtime_where("${_caller}" _where)
@@ -994,8 +1124,10 @@ function(cudaq_realtime_target_skip_device_link target)
     set(_cc "${SKBUILD_CUDAQ_NVCC}")
   endif()
   set(_dir "${CMAKE_CURRENT_BINARY_DIR}/cudaq_realtime/${target}")
-  set(_list "${_dir}/objects.txt")
-  set(_obj "${_dir}/${target}_cudaq_no_device_link.o")
+  # The objects differ per configuration under a multi-configuration generator.
+  _cudaq_realtime_per_config(_config)
+  set(_list "${_dir}/objects${_config}.txt")
+  set(_obj "${_dir}/${target}_cudaq_no_device_link${_config}.o")
   file(GENERATE OUTPUT "${_list}" CONTENT "$<JOIN:$<TARGET_OBJECTS:${target}>,\n>\n")
   # The records naming the kernels and handlers of the target's nvcc objects (one per object
   # with device code), written by Python at link time and embedded by the same object.
@@ -1010,7 +1142,7 @@ function(cudaq_realtime_target_skip_device_link target)
       set(_nvcc_for_info "${SKBUILD_CUDAQ_NVCC}")
     endif()
     file(GENERATE OUTPUT "${_args_file}" CONTENT
-"--sources\n$<JOIN:${_srcs},\n>\n--project-dir\n${CMAKE_SOURCE_DIR}\n--nvcc\n${_nvcc_for_info}\n\
+"--sources\n$<JOIN:${_srcs},\n>\n--project-dir\n${CMAKE_SOURCE_DIR}\n--nvcc=${_nvcc_for_info}\n\
 --arch\n$<IF:$<BOOL:${_archs}>,$<JOIN:${_archs},\n>,${SKBUILD_CUDAQ_DEFAULT_ARCHITECTURES}>\n")
     set(_info_args "-DPYTHON=${SKBUILD_CUDAQ_PYTHON}" "-DINFO_ARGS=${_args_file}"
         "-DINFO_SCRIPT=${_SKBUILD_CUDAQ_CMAKE_DIR}/_run_device_info.py")
@@ -1028,14 +1160,15 @@ function(cudaq_realtime_add_handlers target)
   cmake_parse_arguments(PARSE_ARGV 1 ARG "" "" "ARCHITECTURES")
   set(_caller "cudaq_realtime_add_handlers(${target})")
   _cudaq_realtime_check_arguments("${_caller}" ${ARGC})
-  _cudaq_realtime_check_target("${_caller}" "${target}")
+  _cudaq_realtime_check_target("${_caller}" "${target}" target)
+  _cudaq_realtime_check_keywords("${_caller}" "${ARG_KEYWORDS_MISSING_VALUES}"
+    "${ARG_UNPARSED_ARGUMENTS}" "${ARG_ARCHITECTURES}")
   get_property(_langs GLOBAL PROPERTY ENABLED_LANGUAGES)
   if(NOT "CUDA" IN_LIST _langs AND NOT SKBUILD_CUDAQ_COMPILER STREQUAL "nvcc")
     # No CUDA language (no nvcc): side-compile the handlers with the device compiler.
     _cudaq_realtime_find_device_compiler("${_caller}")
     if(SKBUILD_CUDAQ_DEVICE_COMPILER STREQUAL "nvrtc")
-      _cudaq_realtime_add_device_sources_impl("${_caller}" ${target} ${ARG_UNPARSED_ARGUMENTS}
-        ARCHITECTURES ${ARG_ARCHITECTURES})
+      _cudaq_realtime_add_device_sources_impl("${_caller}" ${target} ${ARGN})
       return()
     endif()
   endif()

@@ -31,7 +31,7 @@ set(_SKBUILD_CUDAQ_PASSED_DIR "${skbuild_cudaq_DIR}")
 unset(_SKBUILD_CUDAQ_PASSED_DIR)
 
 cmake_policy(PUSH)
-cmake_policy(VERSION 3.20...4.0)
+cmake_policy(VERSION 3.25...4.0)
 
 #[=[
 _cudaq_realtime_auto_add_kernels()
@@ -56,8 +56,11 @@ function(_cudaq_realtime_auto_add_kernels)
         "argument of python_add_library or nanobind_add_module) in [tool.cudaq.dispatch-kernels] "
         "of pyproject.toml.${_hint}")
     endif()
-    cudaq_realtime_add_dispatch_kernel("${_target}" ${SKBUILD_CUDAQ_KERNEL_${_i}_SOURCES}
-      ARCHITECTURES ${SKBUILD_CUDAQ_KERNEL_${_i}_ARCHITECTURES})
+    set(_archs)
+    if(SKBUILD_CUDAQ_KERNEL_${_i}_ARCHITECTURES)
+      set(_archs ARCHITECTURES ${SKBUILD_CUDAQ_KERNEL_${_i}_ARCHITECTURES})
+    endif()
+    cudaq_realtime_add_dispatch_kernel("${_target}" ${SKBUILD_CUDAQ_KERNEL_${_i}_SOURCES} ${_archs})
     message(STATUS "skbuild-cudaq: ${_CUDAQ_REALTIME_KEY}: added ${SKBUILD_CUDAQ_KERNEL_${_i}_SOURCES}")
   endforeach()
 endfunction()

@@ -20,7 +20,7 @@ empty definition per name: the run time never hands this device code to the
 CUDA runtime (it links the LTO-IR from ``__nv_relfatbin`` with nvJitLink), so
 there is nothing to register. A real device link, if any, still wins.
 #]=======================================================================]
-cmake_minimum_required(VERSION 3.20)
+cmake_minimum_required(VERSION 3.25)
 
 foreach(_var IN ITEMS OBJECT_LIST OUTPUT COMPILER)
   if(NOT DEFINED ${_var})

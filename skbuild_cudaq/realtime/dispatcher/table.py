@@ -43,7 +43,7 @@ SHAPE_THREAD = 1  # CUDAQ_HANDLER_SHAPE_THREAD: one thread serves one request
 #: ``CUDAQ_ENTRY_FLAG_PEER`` (byte 14): a shared ring's other consumer answers the entry.
 ENTRY_FLAG_PEER = 0x01
 _SHAPES = {"launch": SHAPE_LAUNCH, "thread": SHAPE_THREAD}
-# cudaq_function_entry_t: handler, function_id, dispatch_mode, shape, flags, reserved
+# cudaq_function_entry_t: handler, function_id, dispatch_mode, reserved[3] (shape, flags, 0)
 _ENTRY = struct.Struct("<QIBBBx")
 assert _ENTRY.size == 16
 

@@ -91,14 +91,14 @@ typedef int (*cudaq_device_handler_t)(const void *args, uint32_t arg_len, void *
 #define CUDAQ_DISPATCH_GRAPH_LAUNCH 1 /* a CUDA graph: the built-in kernel (sm_90+) or the host path launches it */
 #define CUDAQ_DISPATCH_HOST_CALL 2    /* a handler the host path (a CPU thread) calls */
 
-// Flags of a table entry (byte 14, reserved[0]):
+// Flags of a table entry (byte 14, reserved[1]):
 //  - CUDAQ_ENTRY_FLAG_PEER: on a shared ring, another consumer of the ring (a host
 //    dispatcher) answers this entry's requests; a dispatch kernel that polls with
 //    CUDAQ_POLL_SHARED leaves them in the ring (cudaq_is_peer_request). The run
 //    time sets it on HOST_CALL entries when DispatcherConfig.shared_ring is on.
 #define CUDAQ_ENTRY_FLAG_PEER 0x01u
 
-// The shape a handler is written for (byte 13 of its table entry):
+// The shape a handler is written for (byte 13 of its table entry, reserved[0]):
 //  - CUDAQ_HANDLER_SHAPE_LAUNCH (0, the default and what every handler exported
 //    with CUDAQ_REALTIME_EXPORT_DEVICE_FUNCTION is): every thread of the dispatch
 //    kernel's launch calls it for the same request; it strides its work with
@@ -120,8 +120,10 @@ typedef struct cudaq_function_entry {
   cudaq_device_handler_t handler;
   uint32_t function_id; // cudaq_fnv1a_32(name)
   uint8_t dispatch_mode; // CUDAQ_DISPATCH_DEVICE_CALL, _GRAPH_LAUNCH or _HOST_CALL
-  uint8_t shape;         // CUDAQ_HANDLER_SHAPE_LAUNCH or CUDAQ_HANDLER_SHAPE_THREAD
-  uint8_t reserved[2];   // [0]: CUDAQ_ENTRY_FLAG_*; [1]: 0
+  // [0]: the handler's shape, CUDAQ_HANDLER_SHAPE_LAUNCH (0) or _THREAD (1), read with
+  // cudaq_entry_shape; [1]: CUDAQ_ENTRY_FLAG_*; [2]: 0. All 0 is a launch-wide handler
+  // with no flags: what an entry written to CUDA-Q realtime's layout means here.
+  uint8_t reserved[3];
 } cudaq_function_entry_t;
 
 static_assert(sizeof(cudaq_function_entry_t) == 16, "function table entries are 16 bytes");

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.toolchain
 DRIVER = Path(__file__).resolve().parent / "_fuzz_device_code.py"
 SEED = 20261130
 READER_CASES = 10_000
-LINK_CASES = 500
+LINK_CASES = 300  # ~0.1 s each (a child link); the fixed seed meets 3 nvJitLink crashes
 
 
 def _fuzz(mode: str, cases: int, seeds: list[Path], work: Path, timeout: int) -> dict[str, object]:

@@ -20,7 +20,7 @@ from _fake_driver import Result, UseDriver, failing_driver
 
 from skbuild_cudaq.errors import CudaqError
 from skbuild_cudaq.realtime.dispatcher import Dispatcher, DispatcherConfig, LaunchArgs
-from skbuild_cudaq.realtime.errors import CUDAError, RealtimeError
+from skbuild_cudaq.realtime.errors import CUDAError, NoDeviceError, RealtimeError
 
 LAUNCHERS = Path(__file__).resolve().parent.parent / "example_app/src/example_app/launchers.py"
 
@@ -93,8 +93,23 @@ def test_start_without_a_driver_library_is_a_realtime_error(
 
         use_driver(SimpleNamespace(cuInit=cu_init))
     error = _start_fails()
+    assert isinstance(error, NoDeviceError)  # what a test that needs a GPU skips on
     assert str(error).startswith("cannot initialise CUDA (is an NVIDIA driver installed?): ")
     assert "NVIDIA driver" in str(error).split("?): ", 1)[1]
+
+
+def test_a_driver_that_sees_no_gpu_is_no_device_and_other_failures_are_not(
+    use_driver: UseDriver,
+) -> None:
+    """cuInit's CUDA_ERROR_NO_DEVICE (a driver, no GPU, or CUDA_VISIBLE_DEVICES hiding them)
+    is a NoDeviceError; another cuInit failure stays a CUDAError, not a reason to skip."""
+    use_driver(SimpleNamespace(cuInit=lambda flags: (Result(100, "CUDA_ERROR_NO_DEVICE"),)))
+    error = _start_fails()
+    assert isinstance(error, NoDeviceError)
+    assert str(error).startswith("cuInit failed: CUDA_ERROR_NO_DEVICE: the NVIDIA driver sees")
+    use_driver(SimpleNamespace(cuInit=lambda flags: (Result(999, "CUDA_ERROR_UNKNOWN"),)))
+    error = _start_fails()
+    assert isinstance(error, CUDAError) and not isinstance(error, NoDeviceError)
 
 
 # -- example_app's launchers ------------------------------------------------------------------

@@ -39,6 +39,7 @@ def test_every_runtime_error_is_a_realtime_error_in_the_errors_module() -> None:
         "InvalidArgumentError",
         "LibraryConflictError",
         "DeviceCodeError",
+        "NoDeviceError",
         "RingError",
     }
     assert all(getattr(errors, e.__name__) is e for e in exported)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from types import ModuleType
 from typing import Any
 
-from .errors import CUDAError, RealtimeError
+from .errors import CUDAError, NoDeviceError, RealtimeError
 
 __all__ = [
     "check",
@@ -122,8 +122,9 @@ def is_not_found(error: CUDAError) -> bool:
 
 
 def init() -> None:
-    """``cuInit`` once per process; :class:`RealtimeError` when the bindings or the driver
-    library are missing (the loader's own exception is not a :class:`CudaqError`)."""
+    """``cuInit`` once per process; :class:`RealtimeError` when the bindings are missing,
+    :class:`NoDeviceError` when the driver library is (the loader's own exception is not a
+    :class:`CudaqError`) or sees no GPU."""
     global _initialised  # noqa: PLW0603 - once per process
     if _initialised:
         return
@@ -134,7 +135,14 @@ def init() -> None:
                 ret = drv.cuInit(0)
             except Exception as exc:  # e.g. libcuda not found: not a CUresult
                 msg = f"cannot initialise CUDA (is an NVIDIA driver installed?): {exc}"
-                raise RealtimeError(msg) from None
+                raise NoDeviceError(msg) from None
+            error = ret[0] if isinstance(ret, tuple) else ret
+            if getattr(error, "name", None) == "CUDA_ERROR_NO_DEVICE":
+                msg = (
+                    "cuInit failed: CUDA_ERROR_NO_DEVICE: the NVIDIA driver sees no CUDA GPU "
+                    "(CUDA_VISIBLE_DEVICES may hide them)"
+                )
+                raise NoDeviceError(msg)
             check(ret, "cuInit")
             _initialised = True
 

@@ -26,6 +26,7 @@ __all__ = [
     "LibraryConflictError",
     "LinkCacheError",
     "LinkError",
+    "NoDeviceError",
     "ProtocolError",
     "RealtimeError",
     "RingError",
@@ -76,6 +77,13 @@ class CUDAError(RealtimeError):
         if description:
             text += f": {description}"
         super().__init__(text)
+
+
+class NoDeviceError(RealtimeError):
+    """No CUDA GPU can be used in this process: no NVIDIA driver library, or the driver sees
+    no device (``cuInit``'s ``CUDA_ERROR_NO_DEVICE``). Raised by the first call that needs
+    the GPU; a test that needs one skips on it (a broken wheel or a failed link is another
+    error, and fails)."""
 
 
 class InvalidArgumentError(RealtimeError, ValueError):

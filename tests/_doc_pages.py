@@ -27,6 +27,7 @@ __all__ = [
     "checkout_copy",
     "commands_of",
     "files_of",
+    "install_project",
     "user_env",
     "write_project",
 ]
@@ -96,6 +97,27 @@ def write_project(files: dict[str, str], where: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(body, encoding="utf-8")
     return where / PROJECT
+
+
+def install_project(project: Path, where: Path) -> Path:
+    """Build ``project``'s wheel with this environment's skbuild-cudaq (no isolation, no index)
+    and install it into a target directory under ``where``: the directory to put on
+    PYTHONPATH (a GPU test's way to the page's project)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
+         "--disable-pip-version-check", "-w", str(where / "dist"), str(project)],
+        capture_output=True, text=True, check=False,
+        env=dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL="1"),
+    )  # fmt: skip
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    (wheel,) = (where / "dist").glob("*.whl")
+    target = where / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target",
+         str(target), str(wheel)],
+        capture_output=True, check=True,
+    )  # fmt: skip
+    return target
 
 
 def checkout_copy(dest: Path) -> None:

@@ -28,6 +28,7 @@ from _doc_pages import (
     checkout_copy,
     commands_of,
     files_of,
+    install_project,
     user_env,
     write_project,
 )
@@ -203,3 +204,21 @@ def test_following_the_page_without_a_toolkit(
         module.write_bytes(zf.read(name))
     compilers = {r["compiler"] for r in read_records(module)}
     assert compilers == {compiler}, compilers
+
+
+@pytest.mark.gpu
+@pytest.mark.toolchain
+def test_the_pages_gpu_test_serves_on_a_gpu(tmp_path: Path, nvcc: Path) -> None:
+    """Where there is a GPU, the page's GPU test runs (it skips nowhere else but on
+    NoDeviceError): getting-started's project built with this environment's skbuild-cudaq,
+    the page's test file run with pytest against it."""
+    files = project_files()
+    target = install_project(write_project(files, tmp_path / "src"), tmp_path)
+    test = tmp_path / "src" / PROJECT / "tests" / "test_on_a_gpu.py"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-ra", "-p", "no:cacheprovider", str(test)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False,
+        env=dict(os.environ, PYTHONPATH=str(target)),
+    )  # fmt: skip
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    assert re.search(r"\b1 passed\b", proc.stdout) and "skipped" not in proc.stdout, proc.stdout

@@ -27,6 +27,7 @@ from _doc_pages import (
     checkout_copy,
     commands_of,
     files_of,
+    install_project,
     user_env,
     write_project,
 )
@@ -216,21 +217,7 @@ def test_following_the_page_builds_installs_and_links(followed: Followed) -> Non
 def test_the_page_project_serves_on_the_gpu(tmp_path: Path, nvcc: Path) -> None:
     """``python -m my_app`` prints what the page shows. Built with the environment's
     skbuild-cudaq (no isolation, no index needed), installed into a target directory."""
-    project = write_project(page_files(), tmp_path / "src")
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
-         "--disable-pip-version-check", "-w", str(tmp_path / "dist"), str(project)],
-        capture_output=True, text=True, check=False,
-        env=dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL="1"),
-    )  # fmt: skip
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
-    (wheel,) = (tmp_path / "dist").glob("*.whl")
-    target = tmp_path / "site"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--target",
-         str(target), str(wheel)],
-        capture_output=True, check=True,
-    )  # fmt: skip
+    target = install_project(write_project(page_files(), tmp_path / "src"), tmp_path)
     (run,) = (c for c in page_commands() if c.gpu)
     argv = run.line.split()
     assert argv[0] == "python"

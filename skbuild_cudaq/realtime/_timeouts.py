@@ -23,7 +23,9 @@ from __future__ import annotations
 import enum
 import math
 import numbers
-from typing import Final, Literal
+import time
+from collections.abc import Callable, Sequence
+from typing import Final, Literal, TypeVar
 
 from .errors import InvalidArgumentError
 
@@ -33,8 +35,12 @@ __all__ = [
     "ClientTimeout",
     "Timeout",
     "check_timeout",
+    "collect_each",
     "deadline",
 ]
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 #: A client's :attr:`timeout` unless its constructor is given another one (seconds).
 DEFAULT_TIMEOUT: Final = 10.0
@@ -76,6 +82,17 @@ def check_timeout(timeout: object) -> float | None:
 def deadline(seconds: float | None, now: float) -> float:
     """The ``time.monotonic()`` value ``seconds`` after ``now`` (``inf`` for no limit)."""
     return math.inf if seconds is None else now + seconds
+
+
+def collect_each(
+    wait: Callable[[_T, float | None], _R], tickets: Sequence[_T], seconds: float | None
+) -> list[_R]:
+    """``wait(ticket, timeout)`` for each ticket in order, ``seconds`` bounding them all
+    (None: no limit): a client's ``collect``."""
+    if seconds is None:
+        return [wait(t, None) for t in tickets]
+    end = time.monotonic() + seconds
+    return [wait(t, max(0.0, end - time.monotonic())) for t in tickets]
 
 
 class ClientTimeout:

@@ -81,7 +81,7 @@ from typing import Any
 from . import _native
 from ._closing import Closing
 from ._logging import get_logger
-from ._timeouts import DEFAULT_TIMEOUT, UNSET, ClientTimeout, Timeout, check_timeout
+from ._timeouts import DEFAULT_TIMEOUT, UNSET, ClientTimeout, Timeout, check_timeout, collect_each
 from .errors import ClientError, ProtocolError, UdpFeederError
 from .ring import RingClient
 from .ring.client import _buffer_address
@@ -504,11 +504,7 @@ class UdpClient(ClientTimeout, Closing):
     def collect(self, tickets: Sequence[UdpTicket], timeout: Timeout = UNSET) -> list[Response]:
         """Responses of ``tickets`` in the same order; ``timeout`` bounds the whole call."""
         self._check_open()
-        seconds = self._seconds(timeout)
-        if seconds is None:
-            return [self.wait(t, None) for t in tickets]
-        end = time.monotonic() + seconds
-        return [self.wait(t, max(0.0, end - time.monotonic())) for t in tickets]
+        return collect_each(self.wait, tickets, self._seconds(timeout))
 
     def call(
         self,

@@ -36,6 +36,7 @@ from skbuild_cudaq.realtime._timeouts import (
     ClientTimeout,
     Timeout,
     check_timeout,
+    collect_each,
     deadline,
 )
 from skbuild_cudaq.realtime.errors import (
@@ -474,11 +475,7 @@ class RingClient(_BatchPath, ClientTimeout, Closing):
     def collect(self, tickets: Sequence[Ticket], timeout: Timeout = UNSET) -> list[Response]:
         """Responses of ``tickets`` in the same order; ``timeout`` bounds the whole call."""
         self._check_open()
-        seconds = self._seconds(timeout)
-        if seconds is None:
-            return [self.wait(t, None) for t in tickets]
-        end = time.monotonic() + seconds
-        return [self.wait(t, max(0.0, end - time.monotonic())) for t in tickets]
+        return collect_each(self.wait, tickets, self._seconds(timeout))
 
     def _call_continue(
         self,

@@ -136,14 +136,16 @@ def init() -> None:
             except Exception as exc:  # e.g. libcuda not found: not a CUresult
                 msg = f"cannot initialise CUDA (is an NVIDIA driver installed?): {exc}"
                 raise NoDeviceError(msg) from None
-            error = ret[0] if isinstance(ret, tuple) else ret
-            if getattr(error, "name", None) == "CUDA_ERROR_NO_DEVICE":
+            try:
+                check(ret, "cuInit")
+            except CUDAError as exc:
+                if exc.name != "CUDA_ERROR_NO_DEVICE":
+                    raise
                 msg = (
                     "cuInit failed: CUDA_ERROR_NO_DEVICE: the NVIDIA driver sees no CUDA GPU "
                     "(CUDA_VISIBLE_DEVICES may hide them)"
                 )
-                raise NoDeviceError(msg)
-            check(ret, "cuInit")
+                raise NoDeviceError(msg) from None
             _initialised = True
 
 

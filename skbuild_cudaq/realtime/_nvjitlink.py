@@ -128,11 +128,11 @@ def _wheel_of(library: Path) -> NvJitLinkInfo:
     """``library`` (resolved) with the nvidia-nvjitlink wheel that installed it, if any: of
     the wheels in its site-packages, the one of the library's CUDA major (both majors' wheels
     may be installed side by side)."""
-    soname = _release(library.name.partition(".so.")[2])
+    major = _major(library.name.partition(".so.")[2])
     for sub in _WHEEL_LIB_DIRS:
         if library.parent.as_posix().endswith("/" + sub):
             wheels = _nvjitlink_wheels(library.parents[len(Path(sub).parts)])
-            same = [w for w in wheels if soname and (_release(w[1]) or (0,))[0] == soname[0]]
+            same = [w for w in wheels if major and _major(w[1]) == major]
             for dist, version in same or wheels:
                 return NvJitLinkInfo(library, dist, version)
     return NvJitLinkInfo(library)
@@ -145,7 +145,7 @@ def _other_major_wheels(major: int) -> list[str]:
         f"{dist} {version}"
         for site in _site_packages()
         for dist, version in _nvjitlink_wheels(Path(site))
-        if (_release(version) or (0,))[0] == major
+        if _major(version) == major
     ]
 
 
@@ -484,6 +484,11 @@ def _release(text: str) -> tuple[int, ...] | None:
     return tuple(fields) or None
 
 
+def _major(text: str | None) -> int:
+    """The major release of a version string (``"13.0.88"`` -> 13); 0 if it has none."""
+    return (_release(text or "") or (0,))[0]
+
+
 def known_defect(nvjitlink: tuple[int, int]) -> str | None:
     """Why the nvJitLink in use (version ``nvjitlink``) may crash on valid input; None if
     it is not a release known to (:data:`FIXED_RELEASES`).
@@ -540,8 +545,12 @@ def _advice(
     if release is not None and release[0] != major:
         ir_major = release[0]
         beside = _other_major_wheels(ir_major)
-        in_use = info is not None and (_release(info.version or "") or (0,))[0] == major
-        if beside and in_use and info is not None and info.distribution is not None:
+        if (
+            beside
+            and info is not None
+            and info.distribution is not None
+            and _major(info.version) == major  # the wheel found first is the one in use
+        ):
             return (
                 f"the LTO-IR is CUDA {ir_major} code and nvJitLink is CUDA {major} (have "
                 f"{have}); {beside[0]} is installed too, but the nvJitLink search "

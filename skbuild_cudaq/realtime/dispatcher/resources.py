@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import math
 import time
 from types import ModuleType
 from typing import Any
 
 from skbuild_cudaq.realtime import _driver
+from skbuild_cudaq.realtime._timeouts import deadline
 
 __all__ = ["NOT_READY", "DeviceResources"]
 
@@ -100,7 +100,7 @@ class DeviceResources:
         the driver. True once it is idle."""
         if self.drv is None or self.stream is None:
             return True
-        deadline = math.inf if timeout is None else time.monotonic() + timeout
+        end = deadline(timeout, time.monotonic())
         delay = 1e-5
         while True:
             code, result = self.stream_state()
@@ -108,7 +108,7 @@ class DeviceResources:
                 return True
             if code != NOT_READY:
                 _driver.check(result, "dispatch kernel")  # a fault of the kernel: raise it
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= end:
                 return False
             time.sleep(delay)
             delay = min(delay * 2, 1e-3)

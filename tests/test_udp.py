@@ -197,6 +197,23 @@ def test_client_accepts_only_answers_to_its_own_outstanding_requests() -> None:
                 client.submit("echo", request_id=77, timestamp=1)
 
 
+def test_a_request_longer_than_a_datagram_is_refused_before_anything_is_sent() -> None:
+    """The system refuses such a datagram (EMSGSIZE): a typed error naming the sizes, not an
+    OSError; nothing is left outstanding and the client keeps working."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as peer:
+        peer.bind(("127.0.0.1", 0))
+        peer.settimeout(10)
+        with UdpClient(*peer.getsockname()[:2], timeout=10) as client:
+            with pytest.raises(InvalidArgumentError, match=r"request of 70024 bytes \(70000 of"):
+                client.submit("echo", bytes(70_000))
+            t = client.submit("echo", b"small")
+            data, addr = peer.recvfrom(100)
+            assert len(data) == 24 + 5
+            peer.sendto(encode_response(0, b"small", request_id=t.request_id), addr)
+            assert client.wait(t).result == b"small"
+            assert not client._outstanding
+
+
 # -- issue 40: no answer loops, own address, IPv6, binding beyond loopback --------------------
 
 

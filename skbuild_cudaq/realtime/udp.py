@@ -68,6 +68,7 @@ socket is closed.
 from __future__ import annotations
 
 import contextlib
+import errno
 import ipaddress
 import secrets
 import socket
@@ -433,7 +434,19 @@ class UdpClient(ClientTimeout, Closing):
         data = encode_request(
             function, payload, request_id=request_id, timestamp=ts, magic=magic, arg_len=arg_len
         )
-        self._sock.send(data)
+        try:
+            self._sock.send(data)
+        except OSError as exc:
+            if exc.errno != errno.EMSGSIZE:
+                raise
+            from .errors import InvalidArgumentError  # a ValueError too
+
+            msg = (
+                f"a request of {len(data)} bytes ({len(data) - HEADER_SIZE} of arguments) is "
+                f"longer than one UDP datagram to {self.address[0]} can be; nothing was sent "
+                "(a server answers arguments longer than its slot with status -3)"
+            )
+            raise InvalidArgumentError(msg) from None
         self._outstanding.add((request_id, ts))
         return UdpTicket(request_id, ts)
 

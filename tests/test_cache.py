@@ -147,6 +147,7 @@ def test_cli_cache_shows_and_clears(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         [*run, "--clear", "--json"], capture_output=True, text=True, check=True
     )
     assert json.loads(cleared.stdout) == {
+        "schema_version": 1,
         "directory": str(tmp_path / "link"),
         "entries": 1,
         "bytes": 2**20 + 64 + 52,

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from _json_keys import assert_documented
 
 from skbuild_cudaq.build import _device_info, _embed
 from skbuild_cudaq.cli import program_name
@@ -297,7 +298,8 @@ def test_cli_prints_the_table_and_json_and_exits_0(good_wheel: Path) -> None:
     proc = run_cli("--json", "--arch", "sm_90", "--arch", "100", str(good_wheel))
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
-    assert doc["ok"] is True
+    assert doc["schema_version"] == 1 and doc["ok"] is True
+    assert_documented("check --json", doc)
     (target,) = doc["targets"]
     (module,) = target["modules"]
     assert module["architectures"] == ["sm_90", "sm_100"]
@@ -305,6 +307,30 @@ def test_cli_prints_the_table_and_json_and_exits_0(good_wheel: Path) -> None:
         ("sm_90", True), ("sm_100", True),
     ]  # fmt: skip
     assert all(link["cubin_size"] > 1000 for link in module["links"])
+
+
+def test_the_json_document_has_the_documented_keys_at_every_level() -> None:
+    """``check --json`` of a target with a module, a link and problems at both levels: its
+    keys are those the command-line reference lists (and ``ok`` follows the problems)."""
+    from skbuild_cudaq.cli._check import json_document
+    from skbuild_cudaq.realtime.check import ArchCheck, CheckProblem, CheckReport, ModuleCheck
+
+    link_problem = CheckProblem("link", "pkg-1.0.whl", "does not link", "pkg/_m.so", "sm_80", "x")
+    module = ModuleCheck(
+        "pkg/_m.so", ("k.cu",), ("k",), ("echo",), ("sm_80", "sm_90"), 1, 0,
+        (ArchCheck("sm_80", False), ArchCheck("sm_90", True, 0.02, 4096, ("k",), ("echo",))),
+        (link_problem,),
+    )  # fmt: skip
+    lost = CheckProblem("no-device-code", "other-1.0.whl", "no binary carries device code")
+    reports = [
+        CheckReport("pkg-1.0.whl", "wheel", (module,), ("pkg/_host.so",), (link_problem,)),
+        CheckReport("other-1.0.whl", "wheel", problems=(lost,)),
+    ]
+    doc = json.loads(json_document(reports))
+    assert doc["schema_version"] == 1 and doc["ok"] is False
+    assert [t["ok"] for t in doc["targets"]] == [False, False]
+    assert_documented("check --json", doc)
+    assert json.loads(json_document(reports[:0]))["ok"] is True
 
 
 @pytest.mark.toolchain

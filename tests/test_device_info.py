@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from _elf_helpers import PF_X, gnu_stack_flags
+from _json_keys import assert_documented
 from elftools.elf.elffile import ELFFile
 from gpu_kernels.testbins import DeviceBinaries
 
@@ -246,6 +247,8 @@ def test_inspect_json_names_every_kernel_and_handler(built: Path, nvcc: Path) ->
 @pytest.mark.toolchain
 def test_inspect_text_carries_the_same_as_json(built: Path) -> None:
     doc = json.loads(_inspect(str(built), "--json").stdout)
+    assert doc["schema_version"] == 1
+    assert_documented("inspect --json", doc)
     text = _inspect(str(built)).stdout
     blocks = re.split(r"\n    container \d+ ", text)[1:]
     records = _records(doc)

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _json_keys import assert_documented
 
 from skbuild_cudaq.cli import _phases, main
 from skbuild_cudaq.cli._args import dims
@@ -169,6 +170,7 @@ def test_phases_breaks_down_example_apps_single_thread_kernel(nvcc: Path, tmp_pa
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "seen -> staged" in proc.stdout and "round trip p50" in proc.stdout
     doc = json.loads(out.read_text())
+    assert_documented("phases --json OUT", doc)
     assert doc["kernel"] == "single_thread_dispatcher" and doc["requests"] == 3000
     steps = doc["steps_us"]
     assert list(steps) == ["staged", "looked_up", "handled", "header", "published"]

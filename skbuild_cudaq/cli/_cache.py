@@ -9,10 +9,11 @@ last hit or store), and the leftover temporaries. A thin front door over
 from __future__ import annotations
 
 import argparse
-import json
 from typing import TYPE_CHECKING, Any
 
 from skbuild_cudaq import _log
+
+from ._json import document
 
 if TYPE_CHECKING:
     from skbuild_cudaq.realtime.cache import CacheUsage
@@ -90,15 +91,14 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         directory = None if usage.directory is None else str(usage.directory)
         _log.result(
-            json.dumps(
+            document(
                 {
                     "directory": directory,
                     "entries": usage.entries,
                     "bytes": usage.size,
                     "leftovers": usage.leftovers,
                     "cleared": cleared,
-                },
-                indent=2,
+                }
             )
         )
     else:

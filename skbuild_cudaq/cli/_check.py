@@ -13,7 +13,6 @@ Needs the ``runtime`` extra; imported only when the command runs. Never a traceb
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -21,11 +20,12 @@ from skbuild_cudaq import _log
 from skbuild_cudaq.errors import ToolchainError
 
 from ._args import architecture, link_timeout
+from ._json import document
 
 if TYPE_CHECKING:
     from skbuild_cudaq.realtime.check import CheckReport, ModuleCheck
 
-__all__ = ["add_parser", "render_table"]
+__all__ = ["add_parser", "json_document", "render_table"]
 
 
 def add_parser(sub: Any) -> None:
@@ -132,6 +132,12 @@ def render_table(report: CheckReport) -> str:
     return "\n".join(lines)
 
 
+def json_document(reports: list[CheckReport]) -> str:
+    """What ``check --json`` prints for ``reports``."""
+    problems = any(r.problems for r in reports)
+    return document({"ok": not problems, "targets": [r.to_json() for r in reports]})
+
+
 def _run(args: argparse.Namespace) -> int:
     try:
         from skbuild_cudaq.realtime.check import check_package
@@ -149,8 +155,7 @@ def _run(args: argparse.Namespace) -> int:
             _log.result(render_table(report))
     problems = [p for r in reports for p in r.problems]
     if args.json:
-        doc = {"ok": not problems, "targets": [r.to_json() for r in reports]}
-        _log.result(json.dumps(doc, indent=2))
+        _log.result(json_document(reports))
     else:
         modules = sum(len(r.modules) for r in reports)
         links = sum(len(m.links) for r in reports for m in r.modules)

@@ -14,12 +14,13 @@ tool for it. Never imports ``cuda.*``.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
 from skbuild_cudaq import _log
 from skbuild_cudaq.errors import DeviceCodeError
+
+from ._json import document
 
 __all__ = ["add_parser", "render_text"]
 
@@ -147,7 +148,7 @@ def render_text(doc: dict[str, Any]) -> str:
 def _run(args: argparse.Namespace) -> int:
     doc = _sections_json(args.binary)
     if args.json:
-        _log.result(json.dumps(doc, indent=2))
+        _log.result(document(doc))
     else:
         _log.result(render_text(doc))
     return 0

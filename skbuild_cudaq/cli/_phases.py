@@ -14,7 +14,6 @@ compare steps of one kernel, or kernels built the same way.
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from skbuild_cudaq import _log
 from skbuild_cudaq.errors import CudaqError, ToolchainError
 
 from ._args import dims, positive
+from ._json import document
 
 __all__ = ["add_parser", "launch_config", "payload_bytes"]
 
@@ -244,7 +244,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.json is not None:
         doc = {"kernel": kernel, "handler": args.handler, "arch": f"sm_{arch}", **result.as_dict()}
         try:
-            args.json.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+            args.json.write_text(document(doc) + "\n", encoding="utf-8")
         except OSError as exc:  # the table above is printed: only the file is missing
             msg = f"phases: cannot write --json {args.json}: {exc.strerror or exc}"
             raise CudaqError(msg) from None

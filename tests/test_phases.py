@@ -114,6 +114,15 @@ def test_a_stamp_the_kernel_never_makes_is_folded_into_the_next_step() -> None:
     assert "not stamped (folded into the next step): looked_up" in result.table()[-1]
 
 
+def test_the_json_document_has_the_documented_keys() -> None:
+    from skbuild_cudaq.realtime._phases import breakdown
+
+    result = breakdown(_records(10, [2000, 0, 1000, 200, 600], ns_per_cycle=1.0))
+    doc = json.loads(_phases.json_document("k", "echo", "sm_90", result))
+    assert doc["schema_version"] == 1 and doc["missing"] == ["looked_up"]
+    assert_documented("phases --json OUT", doc)
+
+
 def test_records_of_a_build_without_stamps_are_refused() -> None:
     np = pytest.importorskip("numpy")
     from skbuild_cudaq.realtime._phases import breakdown

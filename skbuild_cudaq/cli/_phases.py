@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skbuild_cudaq import _log
 from skbuild_cudaq.errors import CudaqError, ToolchainError
@@ -24,7 +24,10 @@ from skbuild_cudaq.errors import CudaqError, ToolchainError
 from ._args import dims, positive
 from ._json import document
 
-__all__ = ["add_parser", "launch_config", "payload_bytes"]
+if TYPE_CHECKING:
+    from skbuild_cudaq.realtime._phases import PhaseBreakdown
+
+__all__ = ["add_parser", "json_document", "launch_config", "payload_bytes"]
 
 #: The device run time's sources (shipped in the package), compiled into every measured module.
 _RUNTIME_SOURCES = ("unified_dispatch_kernel.cu", "host_ring_bridge.cu")
@@ -192,6 +195,11 @@ def _compile(args: argparse.Namespace, sources: list[Path], arch: str, work: Pat
     return outputs
 
 
+def json_document(kernel: str, handler: str, arch: str, result: PhaseBreakdown) -> str:
+    """What ``phases --json OUT`` writes."""
+    return document({"kernel": kernel, "handler": handler, "arch": arch, **result.as_dict()})
+
+
 def _run(args: argparse.Namespace) -> int:
     for source in args.sources:
         if not source.is_file():
@@ -242,9 +250,9 @@ def _run(args: argparse.Namespace) -> int:
     for line in result.table():
         _log.result(line)
     if args.json is not None:
-        doc = {"kernel": kernel, "handler": args.handler, "arch": f"sm_{arch}", **result.as_dict()}
         try:
-            args.json.write_text(document(doc) + "\n", encoding="utf-8")
+            text = json_document(kernel, args.handler, f"sm_{arch}", result)
+            args.json.write_text(text + "\n", encoding="utf-8")
         except OSError as exc:  # the table above is printed: only the file is missing
             msg = f"phases: cannot write --json {args.json}: {exc.strerror or exc}"
             raise CudaqError(msg) from None

@@ -134,8 +134,8 @@ def render_table(report: CheckReport) -> str:
 
 def json_document(reports: list[CheckReport]) -> str:
     """What ``check --json`` prints for ``reports``."""
-    problems = any(r.problems for r in reports)
-    return document({"ok": not problems, "targets": [r.to_json() for r in reports]})
+    ok = not any(r.problems for r in reports)
+    return document({"ok": ok, "targets": [r.to_json() for r in reports]})
 
 
 def _run(args: argparse.Namespace) -> int:

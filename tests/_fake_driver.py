@@ -492,7 +492,9 @@ class FakeDriver:
         name = self._names.get(code)
         if name is None:
             return 1  # CUDA_ERROR_INVALID_VALUE: the loop then names it by number
-        out[0] = name.value
+        # the string's own buffer, alive with the driver as the real driver's are static
+        # (``name.value`` is a copy the callback's return frees: the loop read freed memory)
+        out[0] = name
         return 0
 
     def graph_io(self, run: FakeGraphRun) -> tuple[int, ...]:

@@ -472,3 +472,15 @@ def test_on_a_shared_ring_the_graph_entries_are_the_device_dispatchers(
     with HostDispatcher(LAYOUT, graph_table(mailboxes), buffer=buf, shared_ring=True) as d:
         assert d._loop.num_workers == 0 and d.graph_stats() == {}
         assert "cuStreamCreate" not in drv.log and mailboxes[0].value == 0
+
+
+def test_the_fake_drivers_error_names_outlive_the_call(drv: FakeDriver) -> None:
+    """cuGetErrorName hands out the driver's own string (static in libcuda), which the loop
+    formats after the call returned, without the GIL: the fake's must outlive the call too.
+    (It once handed out a copy that the callback's return freed; ThreadSanitizer saw the
+    serving thread read it while the main thread reused the memory.)"""
+    get_name = drv._entry_points()["cuGetErrorName"]
+    name = ctypes.c_char_p()
+    assert get_name(700, ctypes.byref(name)) == 0
+    reuse = [bytes(26) for _ in range(64)]  # a freed block of the name's size is reused here
+    assert name.value == b"CUDA_ERROR_ILLEGAL_ADDRESS", len(reuse)

@@ -43,7 +43,12 @@
  *
  * Memory order: request bytes, then a release store of the request flag; an acquire
  * load of a flag, then the bytes it guards (the device pairs these with
- * ld.acquire.sys / st.release.sys). Correct on any host CPU.
+ * ld.acquire.sys / st.release.sys). Correct on any host CPU. What a thread writes while
+ * another reads it -- counters, the stop word, the idle mask, a graph worker's counts -- is
+ * a relaxed atomic on both sides (STORE_RLX / BUMP, LOAD_RLX), read from Python through a
+ * getter (loop_counter, graph_stats(), counters()), never a PyMemberDef (a plain load);
+ * the rest of a life is under its mutex. Checked under ThreadSanitizer by
+ * `tools/sanitize.sh --thread`.
  */
 #define _GNU_SOURCE /* recvmmsg, sendmmsg, pthread_setname_np */
 #ifndef SKBUILD_CUDAQ_FULL_API /* set by cmake/NativeCore.cmake where there is no stable ABI */
@@ -541,6 +546,8 @@ typedef struct {
   uint64_t next_query_ns;
   uint32_t head, tail, queued; /* requests waiting for this worker (slots, via pend_next) */
   uint32_t launch_failures, launch_error;
+  /* launches, queued, launch_failures, launch_error: written by the serving thread only,
+   * each with a relaxed atomic store, as graph_stats() reads them while it serves */
 } worker_t;
 
 typedef struct {
@@ -552,6 +559,7 @@ typedef struct {
   life_t life;
   int life_ready;
   unsigned long long next; /* the consumer's next request number */
+  /* counted by the serving thread (BUMP), read while it serves (loop_counter) */
   unsigned long long published, rejected, handler_errors;
   unsigned long long idle_sleep_ns; /* 0: spin while serving */
   int shared_ring;                  /* 1: a device dispatcher consumes the ring too */
@@ -560,6 +568,7 @@ typedef struct {
   worker_t *workers;
   uint32_t num_workers;
   unsigned long long all_idle;  /* the idle mask with every worker idle */
+  /* written by the serving thread only (STORE_RLX), read while it serves (loop_counter) */
   unsigned long long idle_mask; /* bit w set: worker w has nothing on its stream */
   unsigned long long graphs_outstanding; /* graph requests taken and not answered yet */
   uint32_t *pend_next;           /* per slot: the next slot in its worker's queue */
@@ -916,7 +925,8 @@ static void graph_launch(LoopObject *self, uint32_t wi, uint64_t k) {
   read_header(req, &h);
   if (h.arg_len > r->max_payload) /* validated when taken; a producer may have changed it */
     h.arg_len = r->max_payload;
-  const uint32_t sequence = ++w->launches;
+  const uint32_t sequence = w->launches + 1;
+  STORE_RLX(&w->launches, sequence); /* graph_stats() reads the worker's counts meanwhile */
   graph_io_t io;
   memset(&io, 0, sizeof io);
   io.request = w->record + GRAPH_IO_SIZE;
@@ -950,8 +960,8 @@ static void graph_launch(LoopObject *self, uint32_t wi, uint64_t k) {
     rc = self->cu.graph_launch(w->exec, w->stream);
   }
   if (rc != CU_SUCCESS) {
-    w->launch_failures++;
-    w->launch_error = (uint32_t)rc;
+    BUMP(&w->launch_failures);
+    STORE_RLX(&w->launch_error, (uint32_t)rc);
     w->answered = 1;
     graph_answer(self, w, k, STATUS_GRAPH_LAUNCH_FAILED, "%s failed: %s (%d)", call,
                  cu_error_name(self, rc), rc);
@@ -967,7 +977,7 @@ static void graph_run_queue(LoopObject *self, uint32_t wi) {
   while (w->queued != 0 && ((self->idle_mask >> wi) & 1ull)) {
     const uint32_t slot = w->head;
     w->head = self->pend_next[slot];
-    w->queued--;
+    STORE_RLX(&w->queued, w->queued - 1);
     graph_launch(self, wi, self->pend_k[slot]);
   }
 }
@@ -987,7 +997,7 @@ static void graph_take(LoopObject *self, uint32_t wi, uint64_t k) {
   else
     w->head = slot;
   w->tail = slot;
-  w->queued++;
+  BUMP(&w->queued);
   graph_run_queue(self, wi);
 }
 
@@ -1025,13 +1035,13 @@ static int graph_sweep(LoopObject *self) {
         graph_answer(self, w, w->k, STATUS_GRAPH_NOT_PUBLISHED,
                      "the graph ended without publishing its response (cudaq_graph_publish)");
       } else {
-        w->launch_failures++;
-        w->launch_error = (uint32_t)q;
+        BUMP(&w->launch_failures);
+        STORE_RLX(&w->launch_error, (uint32_t)q);
         graph_answer(self, w, w->k, STATUS_GRAPH_LAUNCH_FAILED, "the graph failed: %s (%d)",
                      cu_error_name(self, q), q);
       }
     } else if (q != CU_SUCCESS) { /* after its answer: recorded; the answer stands */
-      w->launch_error = (uint32_t)q;
+      STORE_RLX(&w->launch_error, (uint32_t)q);
       record_error(self, "%s: its stream reported %s (%d) after the graph answered", w->name,
                    cu_error_name(self, q), q);
     }
@@ -1515,6 +1525,15 @@ static PyObject *loop_graph_stats(PyObject *self_obj, PyObject *unused) {
   return out;
 }
 
+/* A counter of the loop's (closure: its offset in LoopObject) as the serving thread leaves
+ * it: a relaxed atomic load, for it may be counting meanwhile (a PyMemberDef attribute would
+ * read it with a plain load: a data race). */
+static PyObject *loop_counter(PyObject *self_obj, void *offset) {
+  const unsigned long long *p =
+      (const unsigned long long *)((const char *)self_obj + (size_t)(uintptr_t)offset);
+  return PyLong_FromUnsignedLongLong(LOAD_RLX(p));
+}
+
 static PyObject *loop_get_running(PyObject *self_obj, void *closure) {
   (void)closure;
   LoopObject *self = (LoopObject *)self_obj;
@@ -1586,27 +1605,26 @@ static PyMethodDef loop_methods[] = {
 };
 
 static PyMemberDef loop_members[] = {
-    {"next", T_ULONGLONG, offsetof(LoopObject, next), 0, "the next request number to serve"},
-    {"published", T_ULONGLONG, offsetof(LoopObject, published), READONLY,
-     "responses published"},
-    {"rejected", T_ULONGLONG, offsetof(LoopObject, rejected), READONLY,
-     "requests answered -1, -2 or -3"},
-    {"handler_errors", T_ULONGLONG, offsetof(LoopObject, handler_errors), READONLY,
-     "handler failures answered with a reserved status"},
+    {"next", T_ULONGLONG, offsetof(LoopObject, next), 0,
+     "the next request number to serve (while the serving thread is stopped)"},
     {"idle_sleep_ns", T_ULONGLONG, offsetof(LoopObject, idle_sleep_ns), 0,
      "0: spin while serving; else the longest sleep when idle (read at start())"},
     {"shared_ring", T_INT, offsetof(LoopObject, shared_ring), 0,
      "1: a device dispatcher consumes the ring too (requests not ours passed over)"},
     {"num_workers", T_UINT, offsetof(LoopObject, num_workers), READONLY,
      "graph workers (one per GRAPH_LAUNCH entry served)"},
-    {"idle_mask", T_ULONGLONG, offsetof(LoopObject, idle_mask), READONLY,
-     "bit w set: graph worker w has nothing on its stream"},
-    {"graphs_outstanding", T_ULONGLONG, offsetof(LoopObject, graphs_outstanding), READONLY,
-     "graph requests taken and not answered yet"},
     {NULL, 0, 0, 0, NULL},
 };
 
+#define LOOP_COUNTER(name, doc) \
+  {#name, loop_counter, NULL, doc, (void *)(uintptr_t)offsetof(LoopObject, name)}
+
 static PyGetSetDef loop_getset[] = {
+    LOOP_COUNTER(published, "responses published"),
+    LOOP_COUNTER(rejected, "requests answered -1, -2 or -3"),
+    LOOP_COUNTER(handler_errors, "handler failures answered with a reserved status"),
+    LOOP_COUNTER(idle_mask, "bit w set: graph worker w has nothing on its stream"),
+    LOOP_COUNTER(graphs_outstanding, "graph requests taken and not answered yet"),
     {"running", loop_get_running, NULL, "whether the serving thread runs", NULL},
     {"last_handler_error", loop_get_last_error, NULL, "the last handler failure, or None",
      NULL},

@@ -55,6 +55,11 @@
  * pairs these with ld.acquire.sys / st.release.sys). Correct on any host CPU,
  * not only on x86-TSO.
  *
+ * ThreadSanitizer (tools/sanitize.sh --thread) sees these atomics, but not the flag loads
+ * and stores of the client's Python path (plain numpy accesses, ordered by x86-TSO: see the
+ * ring's module docstring). A round trip done with a slot's response tells it so
+ * (slot_released): the slot's next request, whichever path publishes it, comes after.
+ *
  * The spin holds the GIL, as the Python spin it replaces does; it is bounded by
  * spin_ns (the caller's general path then waits with a backoff that sleeps). With
  * `release_gil` (HostDispatcher.client(): the consumer is a thread of this process that
@@ -97,6 +102,30 @@ typedef struct {
   int prefetch_response; /* 1: fetch the response's first line while spinning (the default) */
   int release_gil;       /* 1: spin without the GIL (a consumer of this process needs it) */
 } RingObject;
+
+#if defined(__SANITIZE_THREAD__)
+#define RING_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RING_TSAN 1
+#endif
+#endif
+#ifdef RING_TSAN
+void __tsan_release(void *addr);
+#endif
+
+/* The round trip is done with its slot's response (`rx_flag`: the slot's request flag). For
+ * ThreadSanitizer only (nothing in other builds): a release of what it did in the slot to
+ * whoever acquires that flag next -- the consumer, once the slot's next request is published.
+ * This module publishes with a release store, which ThreadSanitizer sees; the client's
+ * Python path with a plain numpy store (a release on x86-TSO), which it cannot. */
+static inline void slot_released(uint32_t *rx_flag) {
+#ifdef RING_TSAN
+  __tsan_release(rx_flag);
+#else
+  (void)rx_flag;
+#endif
+}
 
 static uint64_t now_ns(void) {
   struct timespec ts;
@@ -229,6 +258,8 @@ static PyObject *round_trip(RingObject *self, unsigned long long k, uint32_t fid
   memcpy(req, head, sizeof head);
   memcpy(req + 16, &timestamp, sizeof timestamp);
   memcpy(req + HEADER_SIZE, data, (size_t)size);
+  const uint8_t *resp = self->tx_slots + (size_t)slot * self->slot_size;
+  const int prefetch = self->prefetch_response; /* read with the GIL: an attribute */
   /* release_gil: the consumer is a thread of this process that needs the GIL (the host
    * path's Python handlers): wait without it, as ctypes would. Released before the request
    * is published, so that the consumer never finds it held and sleeps on it. */
@@ -239,8 +270,6 @@ static PyObject *round_trip(RingObject *self, unsigned long long k, uint32_t fid
 
   uint64_t deadline = 0;
   uint32_t spins = 0;
-  const uint8_t *resp = self->tx_slots + (size_t)slot * self->slot_size;
-  const int prefetch = self->prefetch_response;
   int answered = 1;
   while (__atomic_load_n(tx_flag, __ATOMIC_ACQUIRE) != seq) {
     /* The response's first line (header and the first 40 result bytes) is written before
@@ -269,10 +298,13 @@ static PyObject *round_trip(RingObject *self, unsigned long long k, uint32_t fid
   memcpy(rhead, resp, sizeof rhead);
   memcpy(&rts, resp + 16, sizeof rts);
   if (rhead[0] != RESPONSE_MAGIC || rhead[2] > self->max_payload || rhead[3] != rid ||
-      rts != timestamp)
+      rts != timestamp) {
+    slot_released(rx_flag);
     return PyLong_FromUnsignedLong(rid); /* the general path raises with the details */
+  }
   TRACE(trace, TRACE_CHECKED);
   PyObject *result = PyBytes_FromStringAndSize((const char *)resp + HEADER_SIZE, rhead[2]);
+  slot_released(rx_flag);
   if (result == NULL)
     return NULL;
   PyObject *status = PyLong_FromLong((long)(int32_t)rhead[1]);

@@ -1002,6 +1002,50 @@ def test_a_closed_host_dispatcher_closes_its_clients_and_makes_no_more() -> None
         dispatcher.add_handler("later", echo)
 
 
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
+def test_a_call_waiting_in_another_thread_when_its_client_is_closed_raises_client_error(
+    compiled: bool,
+) -> None:
+    """The shutdown of a program whose worker thread waits in ``call()`` while the main thread
+    closes the client (as ``HostDispatcher.close()`` does before it frees a pinned ring):
+    ``close()`` returns once no round trip uses the ring's memory, and the waiting call
+    raises ``ClientError`` at once. The compiled round trip spins without the GIL; here its
+    spin is made long, so that the close comes during it."""
+    from skbuild_cudaq.realtime.ring import COMPILED
+
+    if compiled and not COMPILED:
+        pytest.skip("no compiled ring client in this installation")
+    release = threading.Event()
+    dispatcher = HostDispatcher(
+        RingLayout(4, 64), {"echo": echo, "hang": lambda p: release.wait(30) and p}
+    )
+    with dispatcher.start():
+        client = dispatcher.client(compiled=compiled)
+        assert client.call("echo", b"a") == (0, b"a")
+        if compiled:
+            client._compiled.spin_ns = 60 * 10**9  # type: ignore[union-attr]
+        raised: list[BaseException] = []
+
+        def worker() -> None:
+            try:
+                client.call("hang", b"b", timeout=30)
+            except BaseException as exc:  # handed to the main thread
+                raised.append(exc)
+
+        thread = threading.Thread(target=worker)
+        thread.start()
+        time.sleep(0.2)  # in its spin (compiled) or its backoff (Python)
+        t0 = time.monotonic()
+        client.close()
+        thread.join(10)
+        took = time.monotonic() - t0
+        release.set()
+    assert not thread.is_alive() and took < 2, took
+    (exc,) = raised
+    assert isinstance(exc, ClientError), repr(exc)
+    assert "closed" in str(exc)
+
+
 @pytest.mark.parametrize("idle_sleep", [0, -1, True, "0.01", float("nan"), float("inf"), 1e12])
 def test_idle_sleep_out_of_range_is_refused_with_its_name(idle_sleep: Any) -> None:
     with pytest.raises(InvalidArgumentError, match=r"idle_sleep=.*: None \(spin while serving\)"):

@@ -73,6 +73,7 @@
 #include <structmember.h>
 
 #include <stdint.h>
+#include <sched.h>
 #include <string.h>
 #include <time.h>
 
@@ -101,6 +102,11 @@ typedef struct {
   uint32_t last_fid;
   int prefetch_response; /* 1: fetch the response's first line while spinning (the default) */
   int release_gil;       /* 1: spin without the GIL (a consumer of this process needs it) */
+  /* shut(): `closing` tells a round trip spinning without the GIL to stop; `waiting` is 1
+   * from before a round trip lets the GIL go until it is done with the ring's memory, the
+   * GIL held again (both set and cleared with the GIL held; read by the other side) */
+  int closing;
+  int waiting;
 } RingObject;
 
 #if defined(__SANITIZE_THREAD__)
@@ -214,6 +220,9 @@ typedef struct {
       (trace)->t[(point)] = now_ns();                                                            \
   } while (0)
 
+static PyObject *read_response(RingObject *self, const uint8_t *resp, uint32_t rid,
+                               uint32_t *rx_flag, trace_t *trace);
+
 /* The round trip of request k (see Ring.call in the header comment). *published
  * is set to 1 once the request was written and published (a tuple or an int comes
  * back), else left 0 (None, or NULL with an exception set). */
@@ -235,6 +244,8 @@ static PyObject *round_trip(RingObject *self, unsigned long long k, uint32_t fid
     return NULL;
   if ((size_t)size > self->max_payload)
     Py_RETURN_NONE; /* the general path raises with the message */
+  if (__atomic_load_n(&self->closing, __ATOMIC_RELAXED))
+    Py_RETURN_NONE; /* shut(): the general path finds the client closed */
 
   const uint32_t slot = (uint32_t)(k % self->num_slots);
   const uint32_t seq = (uint32_t)(k / self->num_slots + 1);
@@ -263,7 +274,12 @@ static PyObject *round_trip(RingObject *self, unsigned long long k, uint32_t fid
   /* release_gil: the consumer is a thread of this process that needs the GIL (the host
    * path's Python handlers): wait without it, as ctypes would. Released before the request
    * is published, so that the consumer never finds it held and sleeps on it. */
-  PyThreadState *released = self->release_gil ? PyEval_SaveThread() : NULL;
+  PyThreadState *released = NULL;
+  if (self->release_gil) {
+    /* with the GIL: shut(), with it too, sees it and waits until it is 0 again */
+    __atomic_store_n(&self->waiting, 1, __ATOMIC_RELAXED);
+    released = PyEval_SaveThread();
+  }
   __atomic_store_n(rx_flag, seq, __ATOMIC_RELEASE);
   *published = 1;
   TRACE(trace, TRACE_PUBLISHED);
@@ -272,6 +288,10 @@ static PyObject *round_trip(RingObject *self, unsigned long long k, uint32_t fid
   uint32_t spins = 0;
   int answered = 1;
   while (__atomic_load_n(tx_flag, __ATOMIC_ACQUIRE) != seq) {
+    if (released != NULL && __atomic_load_n(&self->closing, __ATOMIC_ACQUIRE)) {
+      answered = -1;
+      break;
+    }
     /* The response's first line (header and the first 40 result bytes) is written before
      * its flag: fetched while spinning, the read after the flag finds it in cache instead
      * of missing on it then. A prefetch orders nothing; the reads below come after the
@@ -290,8 +310,25 @@ static PyObject *round_trip(RingObject *self, unsigned long long k, uint32_t fid
   }
   if (released != NULL)
     PyEval_RestoreThread(released);
-  if (!answered)
-    return PyLong_FromUnsignedLong(rid); /* published, not answered yet */
+  PyObject *out;
+  if (answered < 0) { /* shut() meanwhile: the ring's memory may go; not read again */
+    Py_INCREF(Py_None);
+    out = Py_None;
+  } else if (!answered) {
+    out = PyLong_FromUnsignedLong(rid); /* published, not answered yet */
+  } else {
+    out = read_response(self, resp, rid, rx_flag, trace);
+  }
+  if (released != NULL) /* done with the ring's memory: shut() may return */
+    __atomic_store_n(&self->waiting, 0, __ATOMIC_RELEASE);
+  return out;
+}
+
+/* The answered response of request `rid` in `resp` (with the GIL): (status, result), or the
+ * request id when it is not the response it should be (the general path raises). */
+static PyObject *read_response(RingObject *self, const uint8_t *resp, uint32_t rid,
+                               uint32_t *rx_flag, trace_t *trace) {
+  const uint64_t timestamp = 0;
   TRACE(trace, TRACE_SEEN);
   uint32_t rhead[4];
   uint64_t rts;
@@ -585,6 +622,23 @@ static PyMethodDef client_call_def = {
     "Compiled code with no Python frame where the client has the compiled ring\n"
     "(:attr:`compiled`); the Python method ``_call_python`` otherwise."};
 
+/* Ring.shut(): no round trip reads or writes the ring's memory once it returns, so that its
+ * owner may free it (RingClient.close()). A round trip spinning without the GIL in another
+ * thread stops (it gives None: the general path then finds the client closed) or, answered
+ * already, finishes reading its response first; later ones give None at once. */
+static PyObject *ring_shut(PyObject *self_obj, PyObject *unused) {
+  (void)unused;
+  RingObject *self = (RingObject *)self_obj;
+  __atomic_store_n(&self->closing, 1, __ATOMIC_RELEASE);
+  if (__atomic_load_n(&self->waiting, __ATOMIC_ACQUIRE)) {
+    Py_BEGIN_ALLOW_THREADS /* the round trip takes the GIL back before it is done */
+    while (__atomic_load_n(&self->waiting, __ATOMIC_ACQUIRE))
+      sched_yield();
+    Py_END_ALLOW_THREADS
+  }
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef ring_methods[] = {
     {"call", (PyCFunction)(void (*)(void))ring_call, METH_FASTCALL,
      "call(k, function_id, payload, spin_ns) -> (status, result) | request id | None\n\n"
@@ -600,6 +654,9 @@ static PyMethodDef ring_methods[] = {
      "checked, built))\n\ncall_next() with the clock read at each step (benchmarks)."},
     {"remember", (PyCFunction)(void (*)(void))ring_remember, METH_FASTCALL,
      "remember(function, function_id): the id call_next() uses for `function`."},
+    {"shut", (PyCFunction)ring_shut, METH_NOARGS,
+     "shut(): no round trip uses the ring's memory once it returns (one spinning without "
+     "the GIL in another thread stops); later ones give None."},
     {"attach", (PyCFunction)ring_attach, METH_O,
      "attach(pending): the client's tickets, one item a slot (None where free)."},
     {NULL, NULL, 0, NULL},

@@ -424,6 +424,12 @@ class RingClient(_BatchPath, ClientTimeout, Closing):
         return Response(ResponseHeader(magic, status, rlen, rid, ts), result)
 
     def _ready(self, ticket: Ticket) -> bool:
+        if self._mem.released:  # by close() in another thread, while this one waited
+            msg = (
+                f"the ring client was closed while request {ticket.request_id} waited for "
+                "its response"
+            )
+            raise ClientError(msg)
         return bool(self._mem.tx_flags[ticket.slot] == ticket.seq)
 
     def _wait_slot(self, ticket: Ticket, timeout: float | None, *, reason: str) -> Response:
@@ -628,9 +634,12 @@ class RingClient(_BatchPath, ClientTimeout, Closing):
         self.collected = 0
 
     def close(self) -> None:
-        """Release the views over the buffer (the buffer itself belongs to its owner)."""
+        """Release the views over the buffer (the buffer itself belongs to its owner, who
+        may free it once this returns). A call waiting in another thread raises
+        :class:`ClientError`."""
         ring = self._compiled
         if ring is not None:  # its counters stay readable
+            ring.shut()  # a round trip spinning without the GIL is done with the memory
             self._next_py, self._collected_py = ring.next, ring.collected
         self._compiled = None
         self._mem.release()

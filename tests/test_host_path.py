@@ -1002,6 +1002,35 @@ def test_a_closed_host_dispatcher_closes_its_clients_and_makes_no_more() -> None
         dispatcher.add_handler("later", echo)
 
 
+def test_reset_from_a_handler_is_refused_and_the_dispatcher_serves_on() -> None:
+    """A handler on the serving thread cannot reset the ring under itself: stop() from there
+    returns at once (the thread stops after the handler), so the reset would zero the flags
+    while the thread goes on with the old position, and the ring would be out of step."""
+    seen: list[BaseException] = []
+
+    def resetting(payload: bytes) -> bytes:
+        try:
+            dispatcher.reset()
+        except HostDispatcherError as exc:
+            seen.append(exc)
+        return payload
+
+    dispatcher = HostDispatcher(RingLayout(4, 64), {"echo": echo, "reset": resetting})
+    with dispatcher.start():
+        client = dispatcher.client()
+        assert client.call("reset", b"r", timeout=10) == (0, b"r")
+        assert [str(e) for e in seen] == [
+            "reset() from a handler: the serving thread would go on after it with the old "
+            "position; call it from another thread"
+        ]
+        assert dispatcher.running
+        for i in range(10):  # the ring is in step: more round trips than slots
+            assert client.call("echo", b"%d" % i, timeout=10) == (0, b"%d" % i)
+        dispatcher.reset()  # from this thread: fine
+        client = dispatcher.client()
+        assert client.call("echo", b"after", timeout=10) == (0, b"after")
+
+
 @pytest.mark.parametrize("compiled", [True, False], ids=["compiled", "python"])
 def test_a_call_waiting_in_another_thread_when_its_client_is_closed_raises_client_error(
     compiled: bool,

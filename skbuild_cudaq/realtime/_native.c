@@ -1282,6 +1282,14 @@ static PyObject *loop_stop(PyObject *self_obj, PyObject *arg) {
   return stopped;
 }
 
+/* on_serving_thread() -> bool: whether the caller is the serving thread (a handler). */
+static PyObject *loop_on_serving_thread(PyObject *self_obj, PyObject *unused) {
+  (void)unused;
+  LoopObject *self = (LoopObject *)self_obj;
+  return PyBool_FromLong(self->life_ready && life_state(&self->life) != STATE_IDLE &&
+                         pthread_equal(pthread_self(), self->life.thread));
+}
+
 static PyObject *loop_serve_one(PyObject *self_obj, PyObject *unused) {
   (void)unused;
   LoopObject *self = (LoopObject *)self_obj;
@@ -1591,6 +1599,8 @@ static void loop_dealloc(PyObject *self_obj) {
 static PyMethodDef loop_methods[] = {
     {"start", loop_start, METH_NOARGS, "start() -> bool: start the serving thread (False: runs)"},
     {"stop", loop_stop, METH_O, "stop(timeout) -> bool: whether the thread is gone"},
+    {"on_serving_thread", loop_on_serving_thread, METH_NOARGS,
+     "on_serving_thread() -> bool: whether this is the serving thread (a handler calls)"},
     {"serve_one", loop_serve_one, METH_NOARGS,
      "serve_one() -> bool: answer the next request on this thread if it is there"},
     {"take_exit", loop_take_exit, METH_NOARGS,

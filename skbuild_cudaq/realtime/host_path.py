@@ -548,6 +548,12 @@ class HostDispatcher(Closing):
             if self._closed:
                 msg = "the host dispatcher is closed; make a new one"
                 raise HostDispatcherError(msg)
+            if self._loop.on_serving_thread():  # its stop() could not wait for itself
+                msg = (
+                    "reset() from a handler: the serving thread would go on after it with the "
+                    "old position; call it from another thread"
+                )
+                raise HostDispatcherError(msg)
             serving = self.running
         self.stop(timeout)
         self._mem.clear_flags()

@@ -47,12 +47,15 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee -a "$
 nvidia-smi -q > "$OUT/nvidia-smi-q.log" 2>&1
 
 GPUS=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l)
+# the card and driver the tests ran on, named in the JUnit XML (its test suite's name)
+CARD=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
 log "$GPUS GPU(s) visible"
 status=0
 if [ "${TESTS:-1}" != 0 ]; then
   log "pytest -m gpu"
   "$PY" -m pytest -m gpu -p no:cacheprovider -o addopts="" -ra --strict-markers \
-    -W error --junitxml "$OUT/gpu-tests.xml" ${PYTEST_TIMEOUT:+-p timeout --timeout=$PYTEST_TIMEOUT} \
+    -W error --junitxml "$OUT/gpu-tests.xml" -o junit_suite_name="gpu-tests on ${CARD:-no GPU}" \
+    ${PYTEST_TIMEOUT:+-p timeout --timeout=$PYTEST_TIMEOUT} \
     --ignore tests/test_multigpu_gpu.py ${PYTEST_ARGS:-} tests 2>&1 | tee "$OUT/gpu-tests.log" | tail -60
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   log "pytest -m gpu tests/test_multigpu_gpu.py (several GPUs)"

@@ -88,7 +88,7 @@ def driver() -> Any:
 
 def ok(result: Any, call: str) -> Any:
     """A driver call's value, or the run time's ``CUDAError`` naming ``call``."""
-    from skbuild_cudaq.realtime.errors import check_driver_result
+    from skbuild_cudaq.realtime.launch import check_driver_result
 
     return check_driver_result(result, call)
 
@@ -132,7 +132,7 @@ def versions(extra: Sequence[str] = ()) -> dict[str, Any]:
         except importlib.metadata.PackageNotFoundError:
             out[dist] = None
     try:
-        from skbuild_cudaq.realtime._nvjitlink import nvjitlink_version
+        from skbuild_cudaq.realtime.link._nvjitlink import nvjitlink_version
 
         out["nvjitlink_library"] = "{}.{}".format(*nvjitlink_version())
     except Exception as exc:  # recorded, not fatal

@@ -48,9 +48,9 @@ def build_floor(arch: str, work: Path) -> Any:
     from skbuild_cudaq import include_dir
     from skbuild_cudaq.build._toolchain import find_nvcc
     from skbuild_cudaq.fatbin import read_fatbin_file
-    from skbuild_cudaq.realtime._nvjitlink import link_blobs
-    from skbuild_cudaq.realtime.graph import find_device_runtime
     from skbuild_cudaq.realtime.library import Library
+    from skbuild_cudaq.realtime.link._nvjitlink import link_blobs
+    from skbuild_cudaq.realtime.link.device_runtime import find_device_runtime
 
     sm = arch.removeprefix("sm_")
     fatbin = work / "graph.fatbin"

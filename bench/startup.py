@@ -105,7 +105,7 @@ CUDA_CORE = r"""
 from pathlib import Path
 from cuda.core import Device, Linker, LinkerOptions, ObjectCode
 from skbuild_cudaq.fatbin import read_fatbin_file, read_relfatbin_sections
-from skbuild_cudaq.realtime.device_code import runtime_dir
+from skbuild_cudaq.realtime.link.device_runtime import runtime_dir
 dev = Device(0)
 dev.set_current()
 containers = []
@@ -174,8 +174,8 @@ def _summary(samples: list[dict[str, Any]], floors: list[dict[str, Any]] | None)
 
 def measure(args: argparse.Namespace, binary: Path, kernel: str, work: Path) -> dict[str, Any]:
     """Every variant on ``binary``, ``args.runs`` rounds: inputs, results and goals."""
-    from skbuild_cudaq.realtime.cache import LinkCache
-    from skbuild_cudaq.realtime.link import LinkOptions, link_device_code
+    from skbuild_cudaq.realtime.link.cache import LinkCache
+    from skbuild_cudaq.realtime.link.linker import LinkOptions, link_device_code
 
     env = dict(os.environ)
     env.pop("SKBUILD_CUDAQ_VERBOSE", None)

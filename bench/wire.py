@@ -123,7 +123,7 @@ def udp_server(floors: Path, module: Path, args: list[str], a: argparse.Namespac
     from skbuild_cudaq.realtime.wire import function_id
 
     path = os.pathsep.join(filter(None, [str(module.parent), os.environ.get("PYTHONPATH")]))
-    cmd = [sys.executable, "-m", "skbuild_cudaq.cli.test_server", "--handlers=rpc_increment",
+    cmd = [sys.executable, "-m", "skbuild_cudaq.cli.server", "--handlers=rpc_increment",
            f"--num-slots={UDP_SLOTS}", f"--slot-size={UDP_SLOT_SIZE}", *args]  # fmt: skip
     # Started in the work folder: ``-m`` puts the working directory first on sys.path, and
     # from a checkout's root that is the source tree (no compiled ``_native``), not the
@@ -175,8 +175,8 @@ def py_client(client: Any, a: argparse.Namespace) -> dict[str, float]:
 
 
 def in_process(row: str, gen: c.LoadGen, module: Path, a: argparse.Namespace) -> dict:
-    from skbuild_cudaq.realtime.host_handlers import get_host_handler
-    from skbuild_cudaq.realtime.host_path import HostDispatcher, echo
+    from skbuild_cudaq.realtime.host.dispatcher import HostDispatcher, echo
+    from skbuild_cudaq.realtime.host.handlers import get_host_handler
     from skbuild_cudaq.realtime.ring import RingLayout
     from skbuild_cudaq.realtime.wire import function_id
 

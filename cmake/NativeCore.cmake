@@ -1,5 +1,5 @@
 # skbuild-cudaq's native core (included by the top-level CMakeLists.txt):
-# skbuild_cudaq/realtime/_native.c, one C file against Python's limited API (3.10):
+# skbuild_cudaq/realtime/host/_native.c, one C file against Python's limited API (3.10):
 # the host path's serving loop (HostDispatcher), the UDP feeder (UdpFeeder) and the
 # lookup and direct call of native host handlers (cudaq/realtime/host_handler.h).
 #
@@ -17,7 +17,7 @@ check_language(C)
 if(NOT CMAKE_C_COMPILER)
   message(FATAL_ERROR
     "skbuild-cudaq: no C compiler found: skbuild-cudaq's native host path (the serving "
-    "loop and the UDP feeder, skbuild_cudaq/realtime/_native.c) needs one to build. "
+    "loop and the UDP feeder, skbuild_cudaq/realtime/host/_native.c) needs one to build. "
     "Install one (e.g. gcc) or point CC at it.")
 endif()
 enable_language(C)
@@ -27,7 +27,7 @@ find_package(Python 3.10 COMPONENTS Interpreter Development.Module ${SKBUILD_SAB
 if(NOT Python_Development.Module_FOUND)
   message(FATAL_ERROR
     "skbuild-cudaq: Python's headers were not found for ${Python_EXECUTABLE}: skbuild-cudaq's "
-    "native host path (skbuild_cudaq/realtime/_native.c) needs them to build. Install the "
+    "native host path (skbuild_cudaq/realtime/host/_native.c) needs them to build. Install the "
     "python3-dev package (or its equivalent for this Python).")
 endif()
 find_package(Threads REQUIRED)
@@ -55,11 +55,11 @@ function(_cudaq_python_module target src destination what)
   message(STATUS "skbuild-cudaq: ${what}: ${CMAKE_C_COMPILER_ID} ${_abi}")
 endfunction()
 
-# _cudaq_native_core(<source>): the module target _native, installed into skbuild_cudaq/realtime.
+# _cudaq_native_core(<source>): the module target _native, installed into skbuild_cudaq/realtime/host.
 function(_cudaq_native_core src)
-  _cudaq_python_module(_native "${src}" skbuild_cudaq/realtime "native core")
+  _cudaq_python_module(_native "${src}" skbuild_cudaq/realtime/host "native core")
   target_include_directories(_native PRIVATE "${PROJECT_SOURCE_DIR}/skbuild_cudaq/include")
   target_link_libraries(_native PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
 endfunction()
 
-_cudaq_native_core("${PROJECT_SOURCE_DIR}/skbuild_cudaq/realtime/_native.c")
+_cudaq_native_core("${PROJECT_SOURCE_DIR}/skbuild_cudaq/realtime/host/_native.c")

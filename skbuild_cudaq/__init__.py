@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._paths import cmake_dir, device_runtime_dir, include_dir
+    from skbuild_cudaq._paths import cmake_dir, device_runtime_dir, include_dir
 
 __version__ = "0.1.0"
 
@@ -26,7 +26,7 @@ def __getattr__(name: str) -> Any:
     if name not in _LAZY:
         msg = f"module {__name__!r} has no attribute {name!r}"
         raise AttributeError(msg)
-    from . import _paths
+    from skbuild_cudaq import _paths
 
     value = getattr(_paths, name)
     globals()[name] = value

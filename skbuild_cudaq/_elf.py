@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
-from .errors import DeviceCodeError
+from skbuild_cudaq.errors import DeviceCodeError
 
 __all__ = [
     "MAX_SECTION_NAME",

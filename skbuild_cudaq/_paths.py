@@ -44,7 +44,7 @@ def device_runtime_dir(major: int | None = None) -> Path:
     holds one set per CUDA major (``_device/cu12``, ``_device/cu13``): this is the
     set of CUDA ``major``, by default the newest one shipped. (The run time links
     with the set of the installed nvJitLink's major:
-    :func:`skbuild_cudaq.realtime.device_code.runtime_dir`.)
+    :func:`skbuild_cudaq.realtime.link.device_runtime.runtime_dir`.)
     ``SKBUILD_CUDAQ_DEVICE_RUNTIME_DIR`` overrides the location (a set, or a
     directory of ``cu*`` sets).
     """

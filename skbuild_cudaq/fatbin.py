@@ -45,8 +45,8 @@ from os import PathLike
 from pathlib import Path
 from typing import NamedTuple
 
-from ._elf import file_size, read_named_sections
-from .errors import DeviceCodeError
+from skbuild_cudaq._elf import file_size, read_named_sections
+from skbuild_cudaq.errors import DeviceCodeError
 
 __all__ = [
     "CONTAINER_HEADER",

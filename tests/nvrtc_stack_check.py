@@ -47,12 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     from skbuild_cudaq import include_dir
     from skbuild_cudaq.build._nvrtc import compile_file, find_nvrtc
     from skbuild_cudaq.fatbin import read_fatbin_file
-    from skbuild_cudaq.realtime import _nvjitlink
-    from skbuild_cudaq.realtime.cache import LinkCache
-    from skbuild_cudaq.realtime.device_code import DeviceCode, LinkInput
     from skbuild_cudaq.realtime.errors import VersionMismatchError
     from skbuild_cudaq.realtime.library import cubin_symbols
-    from skbuild_cudaq.realtime.link import LinkOptions, link_device_code
+    from skbuild_cudaq.realtime.link import _nvjitlink
+    from skbuild_cudaq.realtime.link.cache import LinkCache
+    from skbuild_cudaq.realtime.link.device_code import DeviceCode, LinkInput
+    from skbuild_cudaq.realtime.link.linker import LinkOptions, link_device_code
 
     nvrtc = find_nvrtc()
     runtime_dir = args.out / "runtime"

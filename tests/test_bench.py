@@ -174,7 +174,7 @@ def test_the_python_client_is_timed_call_by_call_and_every_answer_checked() -> N
     it) against a ring answered by the host path's Python echo."""
     np = pytest.importorskip("numpy")
     common = load_bench("common")
-    from skbuild_cudaq.realtime.host_path import HostDispatcher, echo
+    from skbuild_cudaq.realtime.host.dispatcher import HostDispatcher, echo
     from skbuild_cudaq.realtime.ring import RingLayout
 
     payload = bytes(range(common.ARG_LEN))
@@ -196,7 +196,7 @@ def test_a_graph_case_is_timed_on_its_ring_and_checked_against_its_answer() -> N
     each byte plus one; an answer of the other kind stops the run."""
     import argparse
 
-    from skbuild_cudaq.realtime.host_path import HostDispatcher, echo, rpc_increment
+    from skbuild_cudaq.realtime.host.dispatcher import HostDispatcher, echo, rpc_increment
     from skbuild_cudaq.realtime.ring import RingLayout
 
     graph = load_bench("graph")
@@ -331,7 +331,7 @@ def test_bench_stays_small() -> None:
 def test_wire_starts_the_test_server_outside_the_source_tree(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """bench/wire.py's UDP rows run ``python -m skbuild_cudaq.cli.test_server``; started in
+    """bench/wire.py's UDP rows run ``python -m skbuild_cudaq.cli.server``; started in
     a checkout's root, ``-m`` imported the source tree (no compiled ``_native``) rather than
     the package as installed, and the server died before its READY line."""
     import argparse
@@ -352,7 +352,7 @@ def test_wire_starts_the_test_server_outside_the_source_tree(
     a = argparse.Namespace(samples=10, warmup=1, pipelined=10)
     with pytest.raises(Started):
         wire.udp_server(tmp_path / "wire_floor", module, ["--path=host"], a)
-    assert started["cmd"][1:3] == ["-m", "skbuild_cudaq.cli.test_server"]
+    assert started["cmd"][1:3] == ["-m", "skbuild_cudaq.cli.server"]
     assert Path(started["cwd"]) == tmp_path
     assert str(BENCH.parent) not in started["env"]["PYTHONPATH"].split(":")
 

@@ -16,11 +16,11 @@ from gpu_kernels.mailbox import MailboxBridge
 from gpu_kernels.testbins import DeviceBinaries
 
 import skbuild_cudaq.realtime as rt
-from skbuild_cudaq.realtime.cache import LinkCache, cache_key
-from skbuild_cudaq.realtime.device_code import HOST_RING_HOOKS, runtime_device_code
 from skbuild_cudaq.realtime.errors import DeviceCodeError, LibraryConflictError, LinkError
 from skbuild_cudaq.realtime.library import cubin_symbols
-from skbuild_cudaq.realtime.link import LinkOptions, link_device_code, prepare_link
+from skbuild_cudaq.realtime.link.cache import LinkCache, cache_key
+from skbuild_cudaq.realtime.link.device_runtime import HOST_RING_HOOKS, runtime_device_code
+from skbuild_cudaq.realtime.link.linker import LinkOptions, link_device_code, prepare_link
 
 NO_CACHE = LinkCache(None)
 MAILBOX_MAGIC = struct.pack("<I", 0x584F424D)  # an immediate in the mailbox hooks' code

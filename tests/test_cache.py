@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from gpu_kernels.testbins import DeviceBinaries
 
-from skbuild_cudaq.realtime.cache import (
+from skbuild_cudaq.realtime.errors import LinkCacheError
+from skbuild_cudaq.realtime.link.cache import (
     CACHE_ENV,
     CacheUsage,
     LinkCache,
@@ -21,8 +22,7 @@ from skbuild_cudaq.realtime.cache import (
     cache_entry,
     cache_key,
 )
-from skbuild_cudaq.realtime.errors import LinkCacheError
-from skbuild_cudaq.realtime.link import LinkOptions, link_device_code
+from skbuild_cudaq.realtime.link.linker import LinkOptions, link_device_code
 
 
 def test_key_covers_every_input() -> None:
@@ -71,7 +71,7 @@ def test_an_entry_replaced_while_it_is_read_is_still_served(
     """Another process storing the same key replaces the entry (os.replace) after this one
     opened it: the open entry then has no link left, but it is the complete, verified entry
     it was; it used to be refused ("has 0 hard links") with a warning and linked again."""
-    import skbuild_cudaq.realtime.cache as cache_module
+    import skbuild_cudaq.realtime.link.cache as cache_module
 
     cache = LinkCache(tmp_path / "link")
     key = "r" * 64
@@ -275,8 +275,8 @@ def test_hit_then_corrupt_entry_is_relinked_and_overwritten(
 
 _LINK_SCRIPT = """
 import hashlib, json, sys
-from skbuild_cudaq.realtime.link import LinkOptions, link_device_code
-from skbuild_cudaq.realtime.cache import default_cache
+from skbuild_cudaq.realtime.link.linker import LinkOptions, link_device_code
+from skbuild_cudaq.realtime.link.cache import default_cache
 r = link_device_code(sys.argv[1], LinkOptions(arch="sm_90"), cache=default_cache())
 maps = open("/proc/self/maps").read()
 print(json.dumps({
@@ -343,7 +343,7 @@ def _shadow_nvjitlink(tmp_path: Path) -> tuple[Path, Path]:
     Returns the directory to put on ``PYTHONPATH`` (``sys.path`` before site-packages) and
     the library file.
     """
-    from skbuild_cudaq.realtime._nvjitlink import installed_nvjitlink
+    from skbuild_cudaq.realtime.link._nvjitlink import installed_nvjitlink
 
     info = installed_nvjitlink()
     if info is None or info.distribution is None:
@@ -364,7 +364,7 @@ _IDENTITY_SCRIPT = """
 import json, sys
 from pathlib import Path
 from typing import Any
-from skbuild_cudaq.realtime import _nvjitlink as n
+from skbuild_cudaq.realtime.link import _nvjitlink as n
 before = n.nvjitlink_identity()
 found = str(n.installed_nvjitlink().library)
 from cuda.bindings import nvjitlink
@@ -395,9 +395,9 @@ _REKEY_SCRIPT = """
 import ctypes, json, sys
 from pathlib import Path
 from typing import Any
-from skbuild_cudaq.realtime import _nvjitlink as n
-from skbuild_cudaq.realtime.cache import LinkCache, cache_entry
-from skbuild_cudaq.realtime.link import LinkOptions, link_digest, prepare_link
+from skbuild_cudaq.realtime.link import _nvjitlink as n
+from skbuild_cudaq.realtime.link.cache import LinkCache, cache_entry
+from skbuild_cudaq.realtime.link.linker import LinkOptions, link_digest, prepare_link
 binary, cache_dir, shadow, when = sys.argv[1], Path(sys.argv[2]), sys.argv[3], sys.argv[4]
 if when == "before":
     ctypes.CDLL(shadow)  # another library of the process loaded this nvJitLink first

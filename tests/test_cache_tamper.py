@@ -24,10 +24,15 @@ from pathlib import Path
 import pytest
 from gpu_kernels.testbins import DeviceBinaries
 
-from skbuild_cudaq.realtime import cache as cache_module
-from skbuild_cudaq.realtime.cache import LinkCache, cache_entry, encode_entry
 from skbuild_cudaq.realtime.errors import LinkCacheError
-from skbuild_cudaq.realtime.link import LinkOptions, LinkResult, link_device_code, prepare_link
+from skbuild_cudaq.realtime.link import cache as cache_module
+from skbuild_cudaq.realtime.link.cache import LinkCache, cache_entry, encode_entry
+from skbuild_cudaq.realtime.link.linker import (
+    LinkOptions,
+    LinkResult,
+    link_device_code,
+    prepare_link,
+)
 
 pytestmark = pytest.mark.toolchain
 
@@ -435,9 +440,9 @@ def test_swap_after_every_step_of_a_lookup(
 _LINKER = """
 import hashlib, json, logging, sys, time
 from pathlib import Path
-from skbuild_cudaq.realtime.cache import LinkCache
+from skbuild_cudaq.realtime.link.cache import LinkCache
 from skbuild_cudaq.realtime.errors import LinkCacheError
-from skbuild_cudaq.realtime.link import LinkOptions, prepare_link
+from skbuild_cudaq.realtime.link.linker import LinkOptions, prepare_link
 binary, cache_dir, want, work = sys.argv[1], sys.argv[2], sys.argv[3], Path(sys.argv[4])
 seconds, ready = float(sys.argv[5]), work / sys.argv[6]
 prepared = prepare_link(binary, LinkOptions(arch="sm_90"), LinkCache(Path(cache_dir)))

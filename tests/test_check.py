@@ -92,7 +92,7 @@ def test_a_wheel_without_device_code_fails(tmp_path: Path) -> None:
 
 
 def test_member_names_never_become_paths_outside_the_extraction(tmp_path: Path) -> None:
-    from skbuild_cudaq.realtime._packaged import open_wheel
+    from skbuild_cudaq.realtime.link._packaged import open_wheel
 
     host = Path(sys.executable).resolve().read_bytes()
     members = {"../../evil.so": host, "pkg/..": host, "pkg/ok.so": host}
@@ -131,7 +131,7 @@ def test_program_name_follows_how_it_was_run() -> None:
 
 def test_table_lists_every_kernel_handler_and_architecture() -> None:
     from skbuild_cudaq.cli._check import render_table
-    from skbuild_cudaq.realtime.check import ArchCheck, CheckReport, ModuleCheck
+    from skbuild_cudaq.realtime.link.check import ArchCheck, CheckReport, ModuleCheck
 
     module = ModuleCheck(
         "pkg/_core.so",
@@ -313,7 +313,7 @@ def test_the_json_document_has_the_documented_keys_at_every_level() -> None:
     """``check --json`` of a target with a module, a link and problems at both levels: its
     keys are those the command-line reference lists (and ``ok`` follows the problems)."""
     from skbuild_cudaq.cli._check import json_document
-    from skbuild_cudaq.realtime.check import ArchCheck, CheckProblem, CheckReport, ModuleCheck
+    from skbuild_cudaq.realtime.link.check import ArchCheck, CheckProblem, CheckReport, ModuleCheck
 
     link_problem = CheckProblem("link", "pkg-1.0.whl", "does not link", "pkg/_m.so", "sm_80", "x")
     module = ModuleCheck(

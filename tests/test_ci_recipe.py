@@ -158,7 +158,7 @@ def test_following_the_page_without_a_toolkit(
     """The page's project as shown (``skbuild-cudaq[runtime]``), and as a CUDA 12 project
     (``skbuild-cudaq[cu12]``, the page says it builds with NVRTC 12.9): the recipe is the same,
     the wheel brings the run time of its own major, and ``check`` links with it."""
-    from skbuild_cudaq.build._device_info import read_records
+    from skbuild_cudaq._records import read_records
     from skbuild_cudaq.build._toolchain import find_nvcc
     from skbuild_cudaq.errors import ToolchainError
 

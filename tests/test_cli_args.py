@@ -33,7 +33,7 @@ def _run(*argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_parse_limits_match_what_a_link_accepts() -> None:
-    from skbuild_cudaq.realtime import link
+    from skbuild_cudaq.realtime.link import linker as link
 
     assert _args.MAX_LINK_TIMEOUT == link._MAX_TIMEOUT
     assert _args.MIN_LINK_MEMORY_MIB << 20 == link._MIN_MEMORY

@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 from skbuild_cudaq.realtime.errors import ClientError, InvalidArgumentError
-from skbuild_cudaq.realtime.host_path import HostDispatcher, echo
+from skbuild_cudaq.realtime.host.dispatcher import HostDispatcher, echo
+from skbuild_cudaq.realtime.host.udp import UdpClient, UdpFeeder
 from skbuild_cudaq.realtime.ring import RingLayout
 from skbuild_cudaq.realtime.ring import client as client_module
-from skbuild_cudaq.realtime.udp import UdpClient, UdpFeeder
 
 needs_compiled = pytest.mark.skipif(
     not client_module.COMPILED, reason="skbuild-cudaq was built without its compiled ring client"

@@ -65,7 +65,7 @@ def cmake(
 
 def containers(module: Path) -> list[str]:
     """The source each embedded container names in its build record."""
-    from skbuild_cudaq.build._device_info import read_records
+    from skbuild_cudaq._records import read_records
 
     return sorted(str(record.get("source")) for record in read_records(module))
 
@@ -168,7 +168,7 @@ cudaq_realtime_add_handlers(mod h.cu)
     })  # fmt: skip
     proc = cmake(nvcc, tmp_path, generator="Ninja Multi-Config")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    from skbuild_cudaq.build._device_info import read_records
+    from skbuild_cudaq._records import read_records
 
     kernels = {}
     for config in ("Debug", "Release"):

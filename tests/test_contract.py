@@ -210,13 +210,13 @@ def _options(parser: object) -> set[str]:
 
 def test_command_lines() -> None:
     from skbuild_cudaq import cli
-    from skbuild_cudaq.cli import test_server
+    from skbuild_cudaq.cli import server as server_cli
 
     main = cli._build_parser()
     assert "--cmake-dir" in _options(main)
     commands = next(a for a in main._actions if a.dest == "command")
     assert "check" in commands.choices  # type: ignore[operator]
-    server = test_server._build_parser()
+    server = server_cli._build_parser()
     spec = {"--path", "--dispatch", "--dispatcher", "--transport", "--num-slots", "--slot-size",
             "--timeout", "--module", "--handlers", "--grid", "--block", "--cluster",
             "--cooperative"}  # fmt: skip
@@ -225,7 +225,7 @@ def test_command_lines() -> None:
     assert set(choices["path"]) == {"device", "host"}
     assert "unified" in choices["dispatch"]
     assert set(choices["transport"]) == {"udp", "host-ring"}
-    assert (test_server.READY, test_server.PROCESSED) == (
+    assert (server_cli.READY, server_cli.PROCESSED) == (
         "CUDAQ_REALTIME_SERVER_READY",
         "CUDAQ_REALTIME_SERVER_PROCESSED",
     )

@@ -24,15 +24,8 @@ from elftools.elf.elffile import ELFFile
 from gpu_kernels.testbins import DeviceBinaries
 
 import skbuild_cudaq
-from skbuild_cudaq.build._device_info import (
-    MAGIC,
-    SECTION,
-    asm_record,
-    names_from_ptx,
-    nvcc_version,
-    read_records,
-    write_record,
-)
+from skbuild_cudaq._records import MAGIC, SECTION, asm_record, read_records
+from skbuild_cudaq.build._device_info import names_from_ptx, nvcc_version, write_record
 from skbuild_cudaq.errors import DeviceCodeError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,7 +51,7 @@ def test_names_from_ptx() -> None:
 
 
 def test_malformed_record_section_is_an_error(tmp_path: Path) -> None:
-    from skbuild_cudaq.build._device_info import _records_in
+    from skbuild_cudaq._records import records_in as _records_in
 
     good = MAGIC + (1).to_bytes(4, "little") + (2).to_bytes(4, "little") + b"{}" + bytes(6)
     assert _records_in(good + bytes(8) + good, "x") == [{}, {}]

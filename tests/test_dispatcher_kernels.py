@@ -177,7 +177,7 @@ def test_example_kernels_and_handlers_link_with_a_bridge_without_lanes(
     the run time's default lane hooks fill in for it.
     """
     nvjitlink = pytest.importorskip("cuda.bindings.nvjitlink")
-    from skbuild_cudaq.realtime._nvjitlink import known_defect
+    from skbuild_cudaq.realtime.link._nvjitlink import known_defect
 
     major, minor = nvjitlink.version()
     defect = known_defect((int(major), int(minor)))

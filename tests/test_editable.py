@@ -70,7 +70,7 @@ def _run(line: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProce
 @pytest.mark.integration
 @pytest.mark.toolchain
 def test_editable_install_rebuilds_on_import_and_checks(tmp_path: Path, nvcc: Path) -> None:
-    from skbuild_cudaq.build._device_info import read_records
+    from skbuild_cudaq._records import read_records
     from skbuild_cudaq.realtime import check_package
 
     where = tmp_path / "work"

@@ -253,7 +253,7 @@ def test_truncated_forged_module(tmp_path: Path, cut: int) -> None:
 
 def test_bad_paths_through_the_run_time_and_fatbin_files(tmp_path: Path) -> None:
     from skbuild_cudaq.fatbin import read_fatbin_file
-    from skbuild_cudaq.realtime.device_code import bridge_files, device_code_of
+    from skbuild_cudaq.realtime.link.device_code import bridge_files, device_code_of
 
     _one_line_error(lambda: device_code_of("a\0b.so"), "cannot read")
     _one_line_error(lambda: bridge_files(["a\0b.fatbin"]), "cannot read")

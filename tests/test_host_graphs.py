@@ -20,12 +20,12 @@ from typing import Any
 import pytest
 from _fake_driver import FakeDriver, FakeGraphRun, UseDriver
 
-from skbuild_cudaq.realtime import _native
 from skbuild_cudaq.realtime.dispatcher.table import FunctionTable
 from skbuild_cudaq.realtime.errors import ClientError, HostDispatcherError
 from skbuild_cudaq.realtime.graph import GRAPH_IO_SIZE, STATUS_GRAPH_LAUNCH_FAILED, GraphMailbox
-from skbuild_cudaq.realtime.host_graphs import DRIVER_ENTRY_POINTS, MAX_GRAPH_WORKERS
-from skbuild_cudaq.realtime.host_path import STATUS_GRAPH_NOT_PUBLISHED, HostDispatcher, echo
+from skbuild_cudaq.realtime.host import _native
+from skbuild_cudaq.realtime.host.dispatcher import STATUS_GRAPH_NOT_PUBLISHED, HostDispatcher, echo
+from skbuild_cudaq.realtime.host.graphs import DRIVER_ENTRY_POINTS, MAX_GRAPH_WORKERS
 from skbuild_cudaq.realtime.ring import RingLayout
 from skbuild_cudaq.realtime.wire import STATUS_UNKNOWN_FUNCTION
 

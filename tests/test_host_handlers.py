@@ -21,8 +21,8 @@ from skbuild_cudaq.realtime import (
     RealtimeError,
     get_host_handler,
 )
-from skbuild_cudaq.realtime.host_handlers import NativeHostHandler, exported_host_handlers
-from skbuild_cudaq.realtime.host_path import STATUS_RESULT_TOO_LONG
+from skbuild_cudaq.realtime.host.dispatcher import STATUS_RESULT_TOO_LONG
+from skbuild_cudaq.realtime.host.handlers import NativeHostHandler, exported_host_handlers
 
 INCLUDE = skbuild_cudaq.include_dir()
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from skbuild_cudaq.realtime.errors import ClientError, InvalidArgumentError
-from skbuild_cudaq.realtime.host_path import (
+from skbuild_cudaq.realtime.host.dispatcher import (
     STATUS_BAD_HANDLER_RESULT,
     STATUS_HANDLER_EXCEPTION,
     STATUS_RESULT_TOO_LONG,
@@ -425,7 +425,7 @@ def test_native_handlers_run_without_the_gil(native_handlers: Path) -> None:
 
 _GIL_HOLDER_CLIENT = """
 import sys, time
-from skbuild_cudaq.realtime.udp import UdpClient
+from skbuild_cudaq.realtime.host.udp import UdpClient
 
 client = UdpClient("127.0.0.1", int(sys.argv[1]), timeout=30)
 assert client.call("rpc_increment", b"\\x01") == (0, b"\\x02")
@@ -451,7 +451,7 @@ def test_the_loop_and_the_feeder_serve_native_handlers_while_python_holds_the_gi
     import sys
 
     from skbuild_cudaq.realtime import get_host_handler
-    from skbuild_cudaq.realtime.udp import UdpFeeder
+    from skbuild_cudaq.realtime.host.udp import UdpFeeder
 
     handler = get_host_handler(native_handlers, "rpc_increment")
     usleep = ctypes.PyDLL(None).usleep  # the GIL stays held during the call
@@ -589,7 +589,7 @@ def test_results_and_errors_that_cannot_be_turned_into_answers_are_answered() ->
 
 
 def test_a_failure_while_forming_the_answer_over_udp_is_answered_and_serving_goes_on() -> None:
-    from skbuild_cudaq.realtime.udp import UdpClient, UdpFeeder
+    from skbuild_cudaq.realtime.host.udp import UdpClient, UdpFeeder
 
     def unprintable(args: bytes) -> bytes:
         raise _Unprintable
@@ -609,7 +609,7 @@ def test_a_failure_while_forming_the_answer_over_udp_is_answered_and_serving_goe
 
 _BIG_RESULT = """
 import mmap, resource, sys
-from skbuild_cudaq.realtime.host_path import HostDispatcher, STATUS_RESULT_TOO_LONG
+from skbuild_cudaq.realtime.host.dispatcher import HostDispatcher, STATUS_RESULT_TOO_LONG
 from skbuild_cudaq.realtime.ring import RingLayout
 
 big = mmap.mmap(-1, 1 << 30)  # 1 GiB, never touched: no memory until someone copies it
@@ -683,7 +683,7 @@ def test_stop_timeouts_mean_what_the_clients_do() -> None:
     number or NaN is an InvalidArgumentError and a string a TypeError, before stopping."""
     import math
 
-    from skbuild_cudaq.realtime.udp import UdpFeeder
+    from skbuild_cudaq.realtime.host.udp import UdpFeeder
 
     def slow(args: bytes) -> bytes:
         time.sleep(0.3)
@@ -801,7 +801,7 @@ def test_start_after_a_stop_that_timed_out_has_the_same_thread_serve_on() -> Non
 
 _LEFT_RUNNING = """
 import gc
-from skbuild_cudaq.realtime.host_path import HostDispatcher, echo
+from skbuild_cudaq.realtime.host.dispatcher import HostDispatcher, echo
 from skbuild_cudaq.realtime.ring import RingLayout
 
 d = HostDispatcher(RingLayout(2, 64), {"echo": echo}).start()
@@ -830,7 +830,7 @@ def test_a_serving_thread_left_running_is_stopped_at_interpreter_exit() -> None:
 
 _STUCK_AT_EXIT = """
 import time
-from skbuild_cudaq.realtime.host_path import HostDispatcher
+from skbuild_cudaq.realtime.host.dispatcher import HostDispatcher
 from skbuild_cudaq.realtime.ring import RingLayout
 
 def stuck(args):
@@ -900,9 +900,9 @@ def test_stop_returns_once_the_serving_thread_is_done_with_python() -> None:
 _FORKED = """
 import gc, os, sys, time, weakref
 import numpy as np
-from skbuild_cudaq.realtime.host_path import HostDispatcher, echo
+from skbuild_cudaq.realtime.host.dispatcher import HostDispatcher, echo
 from skbuild_cudaq.realtime.ring import RingLayout
-from skbuild_cudaq.realtime.udp import UdpClient, UdpFeeder
+from skbuild_cudaq.realtime.host.udp import UdpClient, UdpFeeder
 
 layout = RingLayout(4, 64)
 ring = np.zeros(layout.total_bytes, dtype=np.uint8)  # the loop's owner, weakly referenceable

@@ -418,9 +418,9 @@ def test_own_device_link_carries_sass_and_lto_ir(built: dict[str, Built]) -> Non
 
 @pytest.mark.parametrize("arch", ["sm_90", "sm_100"])
 def test_own_device_link_links_offline(built: dict[str, Built], arch: str, tmp_path: Path) -> None:
-    from skbuild_cudaq.realtime.cache import LinkCache
     from skbuild_cudaq.realtime.library import cubin_symbols
-    from skbuild_cudaq.realtime.link import LinkOptions, link_device_code
+    from skbuild_cudaq.realtime.link.cache import LinkCache
+    from skbuild_cudaq.realtime.link.linker import LinkOptions, link_device_code
 
     cubin = link_device_code(
         the_module(built["own_device_link"]), LinkOptions(arch=arch), cache=LinkCache(None)
@@ -464,9 +464,9 @@ def test_handler_switch_links_past_a_name_under_if_0(built: dict[str, Built]) ->
     """hs_never is in the switch (the scan reads text) but never defined: the weak reference
     leaves the link whole and the module exports no such handler (the linker's zero-filled
     stand-in is not one). hs_reverse, which the scan cannot see, is still exported."""
-    from skbuild_cudaq.realtime.cache import LinkCache
     from skbuild_cudaq.realtime.library import cubin_symbols
-    from skbuild_cudaq.realtime.link import LinkOptions, link_device_code
+    from skbuild_cudaq.realtime.link.cache import LinkCache
+    from skbuild_cudaq.realtime.link.linker import LinkOptions, link_device_code
 
     cubin = link_device_code(
         the_module(built["handler_switch"]), LinkOptions(arch="sm_90"), cache=LinkCache(None)
@@ -662,7 +662,7 @@ ok(lib.odl_free(early), "cudaFree")
 
 
 def _records_of(module: Path) -> list[dict[str, object]]:
-    from skbuild_cudaq.build._device_info import read_records
+    from skbuild_cudaq._records import read_records
 
     return read_records(module)
 

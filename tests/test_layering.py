@@ -1,5 +1,6 @@
-"""The package's shape, pinned: a small run-time API that loads nothing of CUDA at import, and
-layers that import only downwards (issue 41).
+"""The package's shape, pinned: a small run-time API that loads nothing of CUDA at import,
+layers that import only downwards, no import circle, and rooms of a readable size (the map in
+DEVELOPING.md says the same in words).
 
 The import graph is read from the sources (every ``import``, function-level ones included), so
 a lazy import cannot hide a dependency; the import checks run in fresh interpreters.
@@ -82,11 +83,10 @@ def test_importing_every_run_time_module_loads_no_cuda_and_no_settings_code() ->
     body = (
         "import importlib, pkgutil, skbuild_cudaq.realtime as rt\n"
         "for info in pkgutil.walk_packages(rt.__path__, 'skbuild_cudaq.realtime.'):\n"
-        "    if info.name.rsplit('.', 1)[1] not in ('_link_child', '__main__'):\n"
+        "    if info.name.rsplit('.', 1)[1] not in ('_child', '__main__'):\n"
         "        importlib.import_module(info.name)"
     )
-    loaded = _fresh(_LOADED.format(body=body))
-    assert not [m for m in loaded if not m.startswith("skbuild_cudaq.build")], loaded
+    assert _fresh(_LOADED.format(body=body)) == []
 
 
 # ---------------------------------------------------------------------------------------------
@@ -187,9 +187,10 @@ def test_settings_import_nothing_of_the_build_backend_or_the_run_time() -> None:
     assert _offending(_modules("skbuild_cudaq.settings"), forbidden) == {}
 
 
-def test_the_run_time_imports_no_settings_code() -> None:
+def test_the_run_time_imports_no_settings_no_build_and_no_cli_code() -> None:
     forbidden = (
         "skbuild_cudaq.settings",
+        "skbuild_cudaq.build",
         "skbuild_cudaq._compat",
         "skbuild_cudaq.setuptools",
         "skbuild_cudaq.cli",
@@ -206,14 +207,16 @@ def test_build_side_code_imports_no_cuda_and_no_run_time() -> None:
         *_modules("skbuild_cudaq.build"),
         *_modules("skbuild_cudaq.settings"),
         *_modules("skbuild_cudaq.setuptools"),
+        *_modules("skbuild_cudaq.cmake"),
         "skbuild_cudaq._architectures",
+        "skbuild_cudaq._records",
         "skbuild_cudaq._log",
         "skbuild_cudaq._paths",
         "skbuild_cudaq.errors",
         "skbuild_cudaq.fatbin",
         "skbuild_cudaq.schema",
     ]
-    assert _offending(build_side, ("cuda", "skbuild_cudaq.realtime")) == {}
+    assert _offending(build_side, ("cuda", "skbuild_cudaq.realtime", "skbuild_cudaq.cli")) == {}
 
 
 def test_the_setuptools_hook_stays_cheap_for_projects_that_are_not_ours() -> None:
@@ -223,3 +226,122 @@ def test_the_setuptools_hook_stays_cheap_for_projects_that_are_not_ours() -> Non
     body = "import skbuild_cudaq.setuptools.hook"
     loaded = _fresh(_LOADED.format(body=body))
     assert loaded == ["skbuild_cudaq.setuptools", "skbuild_cudaq.setuptools.hook"]
+
+
+# ---------------------------------------------------------------------------------------------
+# No circle; the ground; the size of the rooms
+# ---------------------------------------------------------------------------------------------
+def _import_edges() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports, anywhere in it (function level and
+    ``TYPE_CHECKING`` blocks included), with the packages above each (their ``__init__``
+    runs) except the importer's own ancestors, which are already running."""
+    _, anywhere = _imports()
+    edges: dict[str, set[str]] = {}
+    for name, targets in anywhere.items():
+        edges[name] = set()
+        for target in targets:
+            parts = target.split(".")
+            for depth in range(1, len(parts) + 1):
+                module = ".".join(parts[:depth])
+                if module in anywhere and module != name and not name.startswith(module + "."):
+                    edges[name].add(module)
+    return edges
+
+
+def _circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan's, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(edges[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_import_circle_anywhere_in_the_package() -> None:
+    assert _circles(_import_edges()) == []
+
+
+def test_the_circle_finder_finds_a_circle() -> None:
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _circles(edges) == [["a", "b", "c"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_errors_are_the_ground() -> None:
+    """``skbuild_cudaq.errors`` imports nothing of ours; the run time's errors only it."""
+    edges = _import_edges()
+    assert edges["skbuild_cudaq.errors"] == set()
+    assert edges["skbuild_cudaq.realtime.errors"] == {"skbuild_cudaq.errors"}
+
+
+def test_settings_import_only_the_neutral_ground() -> None:
+    """Below the settings: the architecture grammar, the paths, the errors, the TOML shim."""
+    allowed = (
+        "skbuild_cudaq.settings",
+        "skbuild_cudaq._architectures",
+        "skbuild_cudaq._paths",
+        "skbuild_cudaq._compat",
+        "skbuild_cudaq.errors",
+        "skbuild_cudaq",
+    )
+    reached = {m for start in _modules("skbuild_cudaq.settings") for m in _reach(start)}
+    ours = {m for m in reached if m.startswith("skbuild_cudaq")}
+    assert {m for m in ours if not any(m == a or m.startswith(a + ".") for a in allowed)} == set()
+
+
+#: Modules (files and subpackages' ``__init__`` aside) at the top of ``realtime/``.
+MAX_RUN_TIME_TOP_MODULES = 12
+#: Lines of one Python, C or CUDA source of the package.
+MAX_SOURCE_LINES = 800
+
+
+def test_the_run_time_has_at_most_12_modules_at_its_top() -> None:
+    top = sorted(
+        p.name
+        for p in (PACKAGE / "realtime").iterdir()
+        if p.suffix in (".py", ".c") and p.name != "__init__.py"
+    )
+    assert len(top) <= MAX_RUN_TIME_TOP_MODULES, top
+
+
+def test_no_source_file_of_the_package_is_over_800_lines() -> None:
+    long = {
+        str(p.relative_to(PACKAGE)): n
+        for p in sorted(PACKAGE.rglob("*"))
+        if p.suffix in (".py", ".c", ".h", ".cu", ".cuh")
+        and (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_SOURCE_LINES
+    }
+    assert long == {}

@@ -11,11 +11,11 @@ from gpu_kernels.testbins import DeviceBinaries
 
 import skbuild_cudaq.realtime as rt
 from skbuild_cudaq.realtime import _driver
-from skbuild_cudaq.realtime.cache import LinkCache
 from skbuild_cudaq.realtime.errors import CUDAError, InvalidArgumentError, RealtimeError
 from skbuild_cudaq.realtime.launch import LaunchConfig
 from skbuild_cudaq.realtime.library import Library
-from skbuild_cudaq.realtime.link import LinkOptions
+from skbuild_cudaq.realtime.link.cache import LinkCache
+from skbuild_cudaq.realtime.link.linker import LinkOptions
 
 
 def test_importing_realtime_touches_no_cuda() -> None:
@@ -107,7 +107,7 @@ def test_load_links_while_the_context_is_created(
 ) -> None:
     import threading
 
-    from skbuild_cudaq.realtime import link as link_module
+    from skbuild_cudaq.realtime.link import linker as link_module
 
     events: list[str] = []
     linked = threading.Event()
@@ -198,14 +198,15 @@ def test_the_lookup_path_imports_only_light_modules() -> None:
     assert ours <= {
         "skbuild_cudaq",
         "skbuild_cudaq._paths",
+        "skbuild_cudaq._records",
         "skbuild_cudaq.errors",
         "skbuild_cudaq.realtime",
-        "skbuild_cudaq.realtime._binary",
+        "skbuild_cudaq.realtime.link",
+        "skbuild_cudaq.realtime.link._binary",
         "skbuild_cudaq.realtime._closing",
         "skbuild_cudaq.realtime._driver",
         "skbuild_cudaq.realtime.errors",
         "skbuild_cudaq.realtime.library",
-        "skbuild_cudaq.realtime.library.handles",
         "skbuild_cudaq.realtime.library.loaded",
         "skbuild_cudaq.realtime.library.registry",
         "skbuild_cudaq.realtime.library.symbols",

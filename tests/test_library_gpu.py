@@ -11,8 +11,8 @@ import pytest
 from gpu_kernels.testbins import DeviceBinaries
 
 import skbuild_cudaq.realtime as rt
-from skbuild_cudaq.realtime.cache import LinkCache
 from skbuild_cudaq.realtime.library import Library
+from skbuild_cudaq.realtime.link.cache import LinkCache
 
 pytestmark = pytest.mark.gpu
 
@@ -80,7 +80,7 @@ def test_a_source_built_for_newer_gpus_only_is_left_out_and_the_rest_serves(
     container is left out of the link (as CUDA leaves out a translation unit without code
     for the device), the dispatcher and handlers of the others load and run, and a lookup
     of a left-out kernel says why it is not there."""
-    from skbuild_cudaq.realtime.link import LeftOut
+    from skbuild_cudaq.realtime.link.linker import LeftOut
 
     module = types.ModuleType("newer_only")
     module.__file__ = str(bins.newer_only)

@@ -13,12 +13,13 @@ import pytest
 from gpu_kernels.testbins import DeviceBinaries
 
 from skbuild_cudaq.fatbin import FatbinContainer, FatbinEntry
-from skbuild_cudaq.realtime import _nvjitlink
-from skbuild_cudaq.realtime.cache import LinkCache
-from skbuild_cudaq.realtime.device_code import LinkInput, device_code_of, runtime_device_code
 from skbuild_cudaq.realtime.errors import DeviceCodeError, LinkError, VersionMismatchError
 from skbuild_cudaq.realtime.library import cubin_symbols
-from skbuild_cudaq.realtime.link import LinkOptions, link_device_code
+from skbuild_cudaq.realtime.link import _nvjitlink
+from skbuild_cudaq.realtime.link.cache import LinkCache
+from skbuild_cudaq.realtime.link.device_code import LinkInput, device_code_of
+from skbuild_cudaq.realtime.link.device_runtime import runtime_device_code
+from skbuild_cudaq.realtime.link.linker import LinkOptions, link_device_code
 
 NO_CACHE = LinkCache(None)
 HOOKS = ("cudaq_dev_enter_kernel", "cudaq_dev_rx_poll", "cudaq_dev_tx_publish")
@@ -181,7 +182,7 @@ def test_lto90_code_is_refused_for_sm80(bins: DeviceBinaries) -> None:
 
 
 def test_invalid_arch_text() -> None:
-    from skbuild_cudaq.realtime.link import parse_arch
+    from skbuild_cudaq.realtime.link.linker import parse_arch
 
     assert parse_arch("90") == ("sm_90", 90)
     assert parse_arch("sm_100a") == ("sm_100a", 100)
@@ -391,7 +392,7 @@ def test_cli_link_without_the_runtime_extra_advises_it(
 
     code = (
         "import sys; sys.modules['cuda'] = None  # no cuda-bindings in this environment\n"
-        "from skbuild_cudaq.realtime import _nvjitlink\n"
+        "from skbuild_cudaq.realtime.link import _nvjitlink\n"
         "_nvjitlink._found_nvjitlink = lambda: None  # and no nvidia-nvjitlink wheel\n"
         "from skbuild_cudaq.__main__ import main; sys.exit(main(sys.argv[1:]))"
     )
@@ -421,7 +422,7 @@ def test_a_container_without_code_for_the_gpu_is_left_out(
     from the cache too); the rest links. For sm_90 everything links."""
     import logging
 
-    from skbuild_cudaq.realtime.link import LeftOut
+    from skbuild_cudaq.realtime.link.linker import LeftOut
 
     cache = LinkCache(tmp_path / "cache")
     (lto_90,) = [i.name for i in device_code_of(bins.mixed).inputs if i.name.endswith(":1")]

@@ -16,11 +16,11 @@ import pytest
 from gpu_kernels.testbins import DeviceBinaries
 
 from skbuild_cudaq.fatbin import read_fatbin_file, read_relfatbin_sections
-from skbuild_cudaq.realtime._link_child import link_in_child
-from skbuild_cudaq.realtime.cache import LinkCache
-from skbuild_cudaq.realtime.device_code import DeviceCode, LinkInput
 from skbuild_cudaq.realtime.errors import LinkError
-from skbuild_cudaq.realtime.link import LinkOptions, link_device_code
+from skbuild_cudaq.realtime.link._child import link_in_child
+from skbuild_cudaq.realtime.link.cache import LinkCache
+from skbuild_cudaq.realtime.link.device_code import DeviceCode, LinkInput
+from skbuild_cudaq.realtime.link.linker import LinkOptions, link_device_code
 
 pytestmark = pytest.mark.toolchain
 NO_CACHE = LinkCache(None)
@@ -57,7 +57,7 @@ def test_a_crash_of_nvjitlink_is_one_error_line(bins: DeviceBinaries, tmp_path: 
     probe = tmp_path / "bad.fatbin"
     probe.write_bytes(bad)
     code = (
-        "import sys; from skbuild_cudaq.realtime import _nvjitlink\n"
+        "import sys; from skbuild_cudaq.realtime.link import _nvjitlink\n"
         "data = open(sys.argv[1], 'rb').read()\n"
         "_nvjitlink.link_blobs([('bad', data)], ['-arch=sm_90', '-lto'])\n"
     )

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from skbuild_cudaq import _log
-from skbuild_cudaq.realtime.cache import LinkCache
+from skbuild_cudaq.realtime.link.cache import LinkCache
 
 KEY = "0" * 64 + "-sm_90"
 
@@ -59,7 +59,7 @@ def test_an_application_routes_the_records(
     library_logger.setLevel(logging.INFO)
     assert corrupt_cache.load(KEY) is None
     (record,) = records
-    assert record.name == "skbuild_cudaq.realtime.cache"
+    assert record.name == "skbuild_cudaq.realtime.link.cache"
     assert record.levelno == logging.WARNING  # recovered from: re-linked, entry replaced
     assert "is corrupt: not used; re-linking" in record.getMessage()
     assert capfd.readouterr().err == ""
@@ -92,7 +92,7 @@ def test_the_front_door_shows_info_only_when_verbose(
     _log.show_library_log()
     _log.show_library_log()  # idempotent: one handler
     del corrupt_cache
-    link = logging.getLogger("skbuild_cudaq.realtime.link")
+    link = logging.getLogger("skbuild_cudaq.realtime.link.linker")
     link.info("link cache hit for %s", "ext.so")
     link.warning("cache %s", "unwritable")
     err = capfd.readouterr().err.splitlines()
@@ -117,7 +117,7 @@ def test_cli_front_door_installs_the_handler(tmp_path: Path) -> None:
     code = (
         "import sys, logging\n"
         "from skbuild_cudaq import __main__ as m\n"
-        "from pathlib import Path\nfrom skbuild_cudaq.realtime.cache import LinkCache\n"
+        "from pathlib import Path\nfrom skbuild_cudaq.realtime.link.cache import LinkCache\n"
         f"c = LinkCache(Path({str(tmp_path / 'c')!r}))\n"
         f"p = c.store({KEY!r}, b'x' * 8); p.write_bytes(b'garbage')\n"
         "m.main(['--version'])\n"

@@ -34,7 +34,7 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def links(monkeypatch: pytest.MonkeyPatch, cache_dir: Path) -> Iterator[list[str]]:
     """Architectures the run time links for (every call of the link, cache hits included)."""
-    from skbuild_cudaq.realtime import link as link_module
+    from skbuild_cudaq.realtime.link import linker as link_module
 
     monkeypatch.setenv("SKBUILD_CUDAQ_LINK_CACHE", str(cache_dir))
     real = link_module.link_device_code
@@ -285,11 +285,11 @@ def test_a_device_that_does_not_exist_is_named(
 
 
 def test_test_server_devices(use_driver: UseDriver) -> None:
-    from skbuild_cudaq.cli import test_server
+    from skbuild_cudaq.cli import server as server_cli
 
     use_driver(FakeDriver(MIXED))
-    parse = test_server._build_parser().parse_args
-    assert test_server._devices_to_serve(parse(["--devices=all"])) == [0, 1]
-    assert test_server._devices_to_serve(parse(["--devices=1,0"])) == [1, 0]
-    assert test_server._devices_to_serve(parse(["--device=1"])) is None  # one GPU: device 1
-    assert test_server._devices_to_serve(parse([])) is None
+    parse = server_cli._build_parser().parse_args
+    assert server_cli._devices_to_serve(parse(["--devices=all"])) == [0, 1]
+    assert server_cli._devices_to_serve(parse(["--devices=1,0"])) == [1, 0]
+    assert server_cli._devices_to_serve(parse(["--device=1"])) is None  # one GPU: device 1
+    assert server_cli._devices_to_serve(parse([])) is None

@@ -190,7 +190,7 @@ class Traffic(threading.Thread):
 def test_lookups_per_device(core: Any, fresh: None, monkeypatch: pytest.MonkeyPatch) -> None:
     import skbuild_cudaq.realtime as rt
     from skbuild_cudaq.realtime import _driver
-    from skbuild_cudaq.realtime import link as link_module
+    from skbuild_cudaq.realtime.link import linker as link_module
 
     links: list[str] = []
     real = link_module.link_device_code
@@ -447,13 +447,13 @@ def test_test_server_serves_every_gpu_on_its_own_port(core: Any, two_gpus: list[
     import select
     import signal
 
-    from skbuild_cudaq.realtime.udp import UdpClient
+    from skbuild_cudaq.realtime.host.udp import UdpClient
 
     proc = subprocess.Popen(
         [
             sys.executable,
             "-m",
-            "skbuild_cudaq.cli.test_server",
+            "skbuild_cudaq.cli.server",
             "--path=device",
             "--devices=all",
             "--dispatcher=single_thread_dispatcher",

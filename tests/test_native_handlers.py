@@ -26,8 +26,8 @@ from skbuild_cudaq.realtime import (
     RingLayout,
     get_host_handler,
 )
-from skbuild_cudaq.realtime.host_handlers import exported_host_handlers
-from skbuild_cudaq.realtime.udp import UdpClient, UdpFeeder
+from skbuild_cudaq.realtime.host.handlers import exported_host_handlers
+from skbuild_cudaq.realtime.host.udp import UdpClient, UdpFeeder
 
 pytestmark = pytest.mark.integration
 
@@ -121,7 +121,7 @@ def test_the_test_server_serves_the_package_by_name(site: Path) -> None:
     entries = [str(site), os.environ.get("PYTHONPATH")]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(e for e in entries if e))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "skbuild_cudaq.cli.test_server", "--path=host",
+        [sys.executable, "-m", "skbuild_cudaq.cli.server", "--path=host",
          "--module=host_handlers._handlers", "--handlers=rpc_increment,echo,checksum",
          "--num-slots=64"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,

@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from skbuild_cudaq.realtime import _native
 from skbuild_cudaq.realtime.graph import GRAPH_IO_SIZE, STATUS_GRAPH_LAUNCH_FAILED
-from skbuild_cudaq.realtime.host_path import STATUS_GRAPH_NOT_PUBLISHED
+from skbuild_cudaq.realtime.host import _native
+from skbuild_cudaq.realtime.host.dispatcher import STATUS_GRAPH_NOT_PUBLISHED
 from skbuild_cudaq.realtime.ring import RingClient, RingLayout
 
 #: The driver entry points of a graph worker (``cu_entry_points_t`` of ``_native.c``) and a
@@ -341,7 +341,7 @@ def test_the_udp_feeder_stopped_and_started_under_a_peers_calls(native_handlers:
     its position handed back to the ring client at each stop and taken again at each
     start."""
     from skbuild_cudaq.realtime import HostDispatcher, get_host_handler
-    from skbuild_cudaq.realtime.udp import UdpClient, UdpFeeder
+    from skbuild_cudaq.realtime.host.udp import UdpClient, UdpFeeder
 
     handler = get_host_handler(native_handlers, "echo")
     calls, wrong = [0], []

@@ -14,9 +14,10 @@ import textwrap
 import pytest
 from gpu_kernels.testbins import DeviceBinaries
 
-from skbuild_cudaq.realtime import _nvjitlink
-from skbuild_cudaq.realtime.device_code import device_code_of, runtime_device_code
 from skbuild_cudaq.realtime.errors import LinkError
+from skbuild_cudaq.realtime.link import _nvjitlink
+from skbuild_cudaq.realtime.link.device_code import device_code_of
+from skbuild_cudaq.realtime.link.device_runtime import runtime_device_code
 
 pytestmark = pytest.mark.toolchain
 
@@ -91,8 +92,8 @@ def test_a_cold_link_imports_neither_cuda_bindings_nvjitlink_nor_pathfinder(
     code = textwrap.dedent(
         f"""
         import sys
-        from skbuild_cudaq.realtime.cache import LinkCache
-        from skbuild_cudaq.realtime.link import LinkOptions, link_device_code
+        from skbuild_cudaq.realtime.link.cache import LinkCache
+        from skbuild_cudaq.realtime.link.linker import LinkOptions, link_device_code
         options = LinkOptions(arch="sm_90")
         cubin = link_device_code({str(bins.app)!r}, options, cache=LinkCache(None)).cubin
         assert cubin[:4] == b"\\x7fELF", cubin[:4]

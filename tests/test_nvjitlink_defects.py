@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from skbuild_cudaq.realtime import _link_child, _nvjitlink
+from skbuild_cudaq.realtime.link import _child as _link_child
+from skbuild_cudaq.realtime.link import _nvjitlink
 
 ROOT = Path(__file__).resolve().parent.parent
 ICE_LOG = "ptxas fatal   : (C7907) Internal compiler error.\nptxas fatal   : Ptx assembly aborted"

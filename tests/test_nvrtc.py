@@ -255,7 +255,7 @@ def test_cli_writes_fatbin_and_depfile(nvrtc: _nvrtc.Nvrtc, tmp_path: Path) -> N
 
 
 def _stack_check(python: str, out: Path, env: dict[str, str] | None = None) -> dict[str, object]:
-    from skbuild_cudaq.realtime.device_code import runtime_dir
+    from skbuild_cudaq.realtime.link.device_runtime import runtime_dir
 
     proc = subprocess.run(
         [python, str(STACK_CHECK), str(out), "--nvcc-runtime", str(runtime_dir())],
@@ -474,8 +474,8 @@ def test_runtime_set_follows_the_nvjitlink_major(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from skbuild_cudaq import device_runtime_dir
-    from skbuild_cudaq.realtime import _nvjitlink
-    from skbuild_cudaq.realtime.device_code import runtime_device_code, runtime_dir
+    from skbuild_cudaq.realtime.link import _nvjitlink
+    from skbuild_cudaq.realtime.link.device_runtime import runtime_device_code, runtime_dir
 
     container = make_ltoir_container([(80, fake_ltoir(65, 64))])
     (tmp_path / "cu13").mkdir()

@@ -76,7 +76,7 @@ def test_device_runtime_ships_one_set_per_cuda_major() -> None:
     its own major, and no newer than the oldest nvJitLink its extra accepts."""
     from skbuild_cudaq._paths import device_runtime_sets
     from skbuild_cudaq.fatbin import read_fatbin_file
-    from skbuild_cudaq.realtime._nvjitlink import ir_release
+    from skbuild_cudaq.realtime.link._nvjitlink import ir_release
 
     root = skbuild_cudaq.device_runtime_dir().parent
     sets = device_runtime_sets(root)
@@ -228,12 +228,12 @@ def test_the_wheel_is_abi3_and_carries_the_compiled_ring_client(dists: Dists) ->
     assert "Root-Is-Purelib: false" in wheel_meta
     assert "skbuild_cudaq/realtime/ring/_fastcall.abi3.so" in names, sorted(names)
     assert "skbuild_cudaq/realtime/_native.abi3.so" in names, sorted(names)  # required
-    assert "skbuild_cudaq/realtime/_native.pyi" in names
+    assert "skbuild_cudaq/realtime/host/_native.pyi" in names
     assert "skbuild_cudaq/include/cudaq/realtime/host_handler.h" in names
     assert "skbuild_cudaq/realtime/ring/_fastcall.pyi" in names
     # the C source travels in the sdist (a build from it compiles the module)
     with tarfile.open(dists.sdist) as tf:
         assert any(m.name.endswith("skbuild_cudaq/realtime/ring/_fastcall.c") for m in tf)
         assert any(m.name.endswith("cmake/FastClient.cmake") for m in tf)
-        assert any(m.name.endswith("skbuild_cudaq/realtime/_native.c") for m in tf)
+        assert any(m.name.endswith("skbuild_cudaq/realtime/host/_native.c") for m in tf)
         assert any(m.name.endswith("cmake/NativeCore.cmake") for m in tf)

@@ -30,7 +30,7 @@ from skbuild_cudaq.realtime.errors import (
     HostDispatcherError,
     InvalidArgumentError,
 )
-from skbuild_cudaq.realtime.host_path import HostDispatcher, echo, rpc_increment
+from skbuild_cudaq.realtime.host.dispatcher import HostDispatcher, echo, rpc_increment
 from skbuild_cudaq.realtime.ring import RingClient, RingLayout, RingServer
 from skbuild_cudaq.realtime.wire import STATUS_BAD_MAGIC, STATUS_UNKNOWN_FUNCTION, function_id
 
@@ -304,15 +304,15 @@ def test_shared_ring_host_dispatcher_needs_the_table() -> None:
 def test_device_runtime_found_in_the_wheel_layout(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from skbuild_cudaq.realtime import _nvjitlink, graph
+    from skbuild_cudaq.realtime.link import _nvjitlink, device_runtime
 
     for major, sub in ((13, "nvidia/cu13/lib"), (12, "nvidia/cuda_runtime/lib")):
         site = tmp_path / f"site{major}"
         (site / sub).mkdir(parents=True)
         (site / sub / "libcudadevrt.a").write_bytes(b"!<arch>\n")
         monkeypatch.setattr(_nvjitlink, "_site_packages", lambda site=site: [str(site)])
-        monkeypatch.delenv(graph.DEVICE_RUNTIME_ENV, raising=False)
-        found = graph.find_device_runtime(major)
+        monkeypatch.delenv(device_runtime.DEVICE_RUNTIME_ENV, raising=False)
+        found = device_runtime.find_device_runtime(major)
         assert found == (site / sub / "libcudadevrt.a").resolve()
 
 
@@ -322,28 +322,28 @@ def test_device_runtime_not_found_names_the_wheel(
     import sys
     import types
 
-    from skbuild_cudaq.realtime import _nvjitlink, graph
+    from skbuild_cudaq.realtime.link import _nvjitlink, device_runtime
 
     monkeypatch.setattr(_nvjitlink, "_site_packages", lambda: [str(tmp_path)])
-    monkeypatch.delenv(graph.DEVICE_RUNTIME_ENV, raising=False)
+    monkeypatch.delenv(device_runtime.DEVICE_RUNTIME_ENV, raising=False)
     monkeypatch.delenv("CONDA_PREFIX", raising=False)
     nothing = types.ModuleType("cuda.pathfinder")  # no locate_static_lib: an old pathfinder
     monkeypatch.setitem(sys.modules, "cuda.pathfinder", nothing)
     with pytest.raises(DeviceRuntimeNotFoundError) as info:
-        graph.find_device_runtime(12)
+        device_runtime.find_device_runtime(12)
     text = str(info.value)
     assert "pip install 'nvidia-cuda-runtime-cu12>=12.0,<13'" in text
     assert str(tmp_path / "nvidia/cuda_runtime/lib/libcudadevrt.a") in text
-    monkeypatch.setenv(graph.DEVICE_RUNTIME_ENV, str(tmp_path / "missing.a"))
+    monkeypatch.setenv(device_runtime.DEVICE_RUNTIME_ENV, str(tmp_path / "missing.a"))
     with pytest.raises(DeviceRuntimeNotFoundError, match="no such file"):
-        graph.find_device_runtime(13)
+        device_runtime.find_device_runtime(13)
 
 
 def test_graph_module_link_needs_the_device_runtime(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without libcudadevrt the graph run time cannot be read: a typed error before any
     link (the plain run time needs none)."""
-    from skbuild_cudaq.realtime import graph
-    from skbuild_cudaq.realtime.device_code import runtime_device_code, runtime_dir
+    from skbuild_cudaq.realtime.link import device_runtime
+    from skbuild_cudaq.realtime.link.device_runtime import runtime_device_code, runtime_dir
 
     root = runtime_dir()
     if not (root / "graph").is_dir():
@@ -352,7 +352,7 @@ def test_graph_module_link_needs_the_device_runtime(monkeypatch: pytest.MonkeyPa
     def missing(major: int | None = None) -> Path:
         raise DeviceRuntimeNotFoundError("no device runtime")
 
-    monkeypatch.setattr(graph, "find_device_runtime", missing)
+    monkeypatch.setattr(device_runtime, "find_device_runtime", missing)
     assert runtime_device_code(root).libraries == ()
     with pytest.raises(DeviceRuntimeNotFoundError):
         runtime_device_code(root, graph_launch=True)
@@ -366,10 +366,11 @@ def test_graph_dispatch_kernel_links_with_cudadevrt_offline(arch: str) -> None:
     isolated child, for a GPU that is not here; without graph_launch nothing changes."""
     pytest.importorskip("cuda.bindings.nvjitlink")
     core = pytest.importorskip("example_app._core")
-    from skbuild_cudaq.realtime.cache import LinkCache
-    from skbuild_cudaq.realtime.graph import GRAPH_DISPATCH_KERNEL, find_device_runtime
+    from skbuild_cudaq.realtime.graph import GRAPH_DISPATCH_KERNEL
     from skbuild_cudaq.realtime.library.symbols import cubin_symbols
-    from skbuild_cudaq.realtime.link import LinkOptions, link_device_code
+    from skbuild_cudaq.realtime.link.cache import LinkCache
+    from skbuild_cudaq.realtime.link.device_runtime import find_device_runtime
+    from skbuild_cudaq.realtime.link.linker import LinkOptions, link_device_code
 
     try:
         find_device_runtime()
@@ -391,8 +392,8 @@ def test_graph_dispatch_kernel_links_with_cudadevrt_offline(arch: str) -> None:
 def test_graph_module_cache_key_covers_the_device_runtime(tmp_path: Path) -> None:
     pytest.importorskip("cuda.bindings.nvjitlink")
     core = pytest.importorskip("example_app._core")
-    from skbuild_cudaq.realtime.cache import LinkCache
-    from skbuild_cudaq.realtime.link import LinkOptions, prepare_link
+    from skbuild_cudaq.realtime.link.cache import LinkCache
+    from skbuild_cudaq.realtime.link.linker import LinkOptions, prepare_link
 
     cache = LinkCache(tmp_path)
     plain = prepare_link(core, LinkOptions(arch="sm_90"), cache)

@@ -31,7 +31,7 @@ def increment(payload: bytes) -> bytes:
 def _needs_graph_launch(device: int = 0) -> None:
     from skbuild_cudaq.realtime._driver import ordinal_arch
     from skbuild_cudaq.realtime.errors import DeviceRuntimeNotFoundError
-    from skbuild_cudaq.realtime.graph import find_device_runtime
+    from skbuild_cudaq.realtime.link.device_runtime import find_device_runtime
 
     arch = ordinal_arch(device)
     if int(arch[3:].rstrip("af")) < 90:

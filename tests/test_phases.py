@@ -145,8 +145,8 @@ def test_measurement_build_of_example_app_links_with_its_phase_log(
     that holds the phase log the read-out looks up."""
     pytest.importorskip("cuda.bindings")
     from skbuild_cudaq.build._handler_switch import write_switch
-    from skbuild_cudaq.realtime._nvjitlink import link_blobs
     from skbuild_cudaq.realtime.library import cubin_symbols
+    from skbuild_cudaq.realtime.link._nvjitlink import link_blobs
 
     runtime = ROOT / "skbuild_cudaq" / "device"
     user = [EXAMPLE / "single_thread_dispatcher.cu", EXAMPLE / "handlers.cu"]

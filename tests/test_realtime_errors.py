@@ -64,7 +64,7 @@ def test_check_driver_result_returns_values_and_raises_cuda_error() -> None:
 
 
 def test_a_bad_ring_shape_is_one_error_type_wherever_it_is_given() -> None:
-    from skbuild_cudaq.realtime.host_path import HostDispatcher
+    from skbuild_cudaq.realtime.host.dispatcher import HostDispatcher
 
     makers = [
         lambda: rt.RingLayout(0, 64),

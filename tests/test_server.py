@@ -1,5 +1,5 @@
 """Two-process tests: pytest starts the test server (``python -m
-skbuild_cudaq.cli.test_server``) and talks to it over UDP."""
+skbuild_cudaq.cli.server``) and talks to it over UDP."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from skbuild_cudaq.realtime.host.udp import UdpClient
 from skbuild_cudaq.realtime.ring import RingLayout
-from skbuild_cudaq.realtime.udp import UdpClient
 from skbuild_cudaq.realtime.wire import (
     STATUS_BAD_MAGIC,
     STATUS_UNKNOWN_FUNCTION,
@@ -65,7 +65,7 @@ def _parse_exit(out: str, err: str) -> tuple[int, dict[str, int], str]:
 
 def start_server(*args: str) -> Server:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "skbuild_cudaq.cli.test_server", *args],
+        [sys.executable, "-m", "skbuild_cudaq.cli.server", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -213,7 +213,7 @@ def test_host_ring_transport() -> None:
         [
             sys.executable,
             "-m",
-            "skbuild_cudaq.cli.test_server",
+            "skbuild_cudaq.cli.server",
             "--path=host",
             "--transport=host-ring",
             "--num-slots=4",
@@ -272,7 +272,7 @@ def test_host_ring_transport() -> None:
 )
 def test_bad_arguments_exit_2(args: list[str], message: str) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "skbuild_cudaq.cli.test_server", *args],
+        [sys.executable, "-m", "skbuild_cudaq.cli.server", *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -297,7 +297,7 @@ def _total(num_slots: int, slot_size: int) -> int:
 @pytest.mark.parametrize("transport", ["udp", "host-ring"])
 def test_ring_larger_than_memory_is_refused_up_front(transport: str) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "skbuild_cudaq.cli.test_server", "--path=host",
+        [sys.executable, "-m", "skbuild_cudaq.cli.server", "--path=host",
          f"--transport={transport}", *RING_TOO_LARGE, "--timeout=5"],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
@@ -318,8 +318,8 @@ def test_ring_larger_than_memory_is_refused_up_front(transport: str) -> None:
 # fits in physical memory and in /dev/shm: the up-front check passes, the allocation does not.
 _LIMITED = """
 import re, resource, sys
-import multiprocessing.shared_memory, skbuild_cudaq.realtime.host_path
-import skbuild_cudaq.cli.test_server as server
+import multiprocessing.shared_memory, skbuild_cudaq.realtime.host.dispatcher
+import skbuild_cudaq.cli.server as server
 status = open("/proc/self/status").read()
 mapped = int(re.search(r"VmSize:\\s+(\\d+) kB", status).group(1)) * 1024
 limit = mapped + int(sys.argv[1])
@@ -486,7 +486,7 @@ def test_refused_native_handlers_and_bad_modules_are_one_line(
     native_handlers: Path, args: list[str], status: int, message: str
 ) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "skbuild_cudaq.cli.test_server", "--path=host", *args],
+        [sys.executable, "-m", "skbuild_cudaq.cli.server", "--path=host", *args],
         capture_output=True, text=True, timeout=60, check=False, env=_with_module(native_handlers),
     )  # fmt: skip
     assert (proc.returncode, proc.stdout) == (status, ""), proc.stderr
@@ -505,7 +505,7 @@ HOST_RING_READY = re.compile(
 
 def _start_ring_server(*extra: str, new_group: bool = False) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "skbuild_cudaq.cli.test_server", *HOST_RING, *extra],
+        [sys.executable, "-m", "skbuild_cudaq.cli.server", *HOST_RING, *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

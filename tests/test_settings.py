@@ -889,3 +889,13 @@ def test_every_accepted_architecture_spelling_is_documented(tmp_path: Path) -> N
         tmp_path,
     )
     assert settings.dispatch_kernels["_core"].architectures == ("90",)
+
+
+def test_the_long_form_keys_the_target_rule_refuses_are_the_models() -> None:
+    """The target-name rule knows the long form's keys without importing the model (which is
+    built from the rules): the two lists stay equal."""
+    from skbuild_cudaq.settings._fields import field_specs
+    from skbuild_cudaq.settings._model import DispatchKernelSettings
+    from skbuild_cudaq.settings._rules import LONG_FORM_KEYS
+
+    assert [spec.key for spec in field_specs(DispatchKernelSettings)] == list(LONG_FORM_KEYS)

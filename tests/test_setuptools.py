@@ -605,7 +605,7 @@ def test_setuptools_package_serves_10000_rpcs_on_the_gpu(built_pip: Built) -> No
 def test_nvjitlink_links_the_embedded_code_for_sm90(built: Built, tmp_path: Path) -> None:
     """Independent of the link CLI: each container plus the device run time, one cubin."""
     nvjitlink = pytest.importorskip("cuda.bindings.nvjitlink")
-    from skbuild_cudaq.realtime.device_code import runtime_dir
+    from skbuild_cudaq.realtime.link.device_runtime import runtime_dir
 
     options = ["-arch=sm_90", "-lto"]
     handle = nvjitlink.create(len(options), options)

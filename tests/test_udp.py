@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import pytest
 
 from skbuild_cudaq.realtime.errors import InvalidArgumentError, RealtimeError, UdpFeederError
-from skbuild_cudaq.realtime.host_path import HostDispatcher, echo, rpc_increment
+from skbuild_cudaq.realtime.host.dispatcher import HostDispatcher, echo, rpc_increment
+from skbuild_cudaq.realtime.host.udp import UdpClient, UdpFeeder
 from skbuild_cudaq.realtime.ring import RingLayout
-from skbuild_cudaq.realtime.udp import UdpClient, UdpFeeder
 from skbuild_cudaq.realtime.wire import (
     STATUS_ARGS_TOO_LONG,
     STATUS_BAD_MAGIC,
@@ -60,7 +60,7 @@ def test_malformed_datagrams(served: tuple[HostDispatcher, UdpFeeder, UdpClient]
     ]
     for data, _ in cases:
         client.send_raw(data)
-    from skbuild_cudaq.realtime.udp import UdpTicket
+    from skbuild_cudaq.realtime.host.udp import UdpTicket
 
     got = client.collect([UdpTicket(i + 1, 0) for i in range(len(cases))])
     assert [(r.status, r.request_id, r.result) for r in got] == [

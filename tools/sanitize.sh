@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The native core (skbuild_cudaq/realtime/_native.c, ring/_fastcall.c) under a sanitizer:
+# The native core (skbuild_cudaq/realtime/host/_native.c, ring/_fastcall.c) under a sanitizer:
 # builds it instrumented into a virtual environment of its own (an editable install of this
 # checkout) and runs the tests that drive it -- the host path, the UDP feeder, the test
 # server, the rings, the shared ring, host-path graphs through the fake driver, the native

@@ -165,7 +165,7 @@ def _table(data: Any, *keys: str) -> dict[str, Any]:
 
 def _nvcc_hint() -> Path | None:
     """nvcc of the ``nvidia-cuda-nvcc`` wheel when that is the only nvcc around."""
-    from ._toolchain import find_nvcc, nvcc_from_wheel
+    from skbuild_cudaq.build._toolchain import find_nvcc, nvcc_from_wheel
 
     try:
         found = find_nvcc()
@@ -305,9 +305,8 @@ def build_sdist(sdist_directory: str, config_settings: ConfigSettings | None = N
 def _with_device_compiler(requires: list[str], config_settings: Mapping[str, Any]) -> list[str]:
     """scikit-build-core's requirements, plus NVRTC where no nvcc will compile
     (:mod:`._requires`); the build log says which it is."""
+    from skbuild_cudaq.build._requires import device_compiler_requires
     from skbuild_cudaq.settings import settings_from_pyproject
-
-    from ._requires import device_compiler_requires
 
     path = Path.cwd() / "pyproject.toml"
     pyproject = _read_pyproject(Path.cwd()) or {}

@@ -117,14 +117,9 @@ def parse_steps(text: str, where: str = "steps file") -> Steps:
 
 def _nvrtc(argv: Sequence[str]) -> str:
     """Run ``python -m skbuild_cudaq nvrtc ARGV`` in this process; the compiler's name."""
-    import argparse
+    from skbuild_cudaq.build._nvrtc import compile_args, parse_compile_args
 
-    from skbuild_cudaq.cli import _nvrtc
-
-    parser = argparse.ArgumentParser(prog="skbuild-cudaq")
-    _nvrtc.add_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(["nvrtc", *argv])
-    return _nvrtc.compile_args(args).describe()
+    return compile_args(parse_compile_args(argv)).describe()
 
 
 def run_steps(steps: Steps) -> int:
@@ -132,7 +127,7 @@ def run_steps(steps: Steps) -> int:
     source = steps.source_name()
     for kind, argv in steps.steps:
         if kind == "record":
-            from ._device_info import main as record
+            from skbuild_cudaq.build._device_info import main as record
 
             if record(list(argv)) != 0:  # it said what went wrong
                 return 1

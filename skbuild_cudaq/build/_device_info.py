@@ -1,20 +1,5 @@
-"""Build-time records that name what each fatbin container of a binary holds.
-
-The fatbins in ``__nv_relfatbin`` do not name their kernels and handlers in a
-readable way (entries are compressed LTO-IR). So the build places, next to them,
-one small JSON record per device source in its own section, ``__cudaq_rt_info``
-(flags ``"aR"``: allocated and retained against ``--gc-sections``; 8-aligned; from
-a C file's top-level ``__asm__``, so no executable-stack marking), and
-``python -m skbuild_cudaq inspect`` joins the records with the containers by the
-SHA-256 of each container's bytes. A record holds::
-
-    {"source": "src/kernel.cu",          # relative to the project when inside it
-     "compiled": "side" | "nvcc",         # side-compiled fatbin, or an nvcc object
-     "compiler": "nvcc 13.0.88",          # or "NVRTC 13.0": the device compiler that built it
-     "architectures": ["80"],
-     "kernels": ["my_dispatcher"],        # extern "C" __global__ functions it defines
-     "handlers": ["rpc_increment"],       # CUDAQ_REALTIME_EXPORT_DEVICE_FUNCTION names
-     "containers": ["<sha256 hex>", ...]} # of each fatbin container the source became
+"""Build-time records: the build side's half (names from PTX and objects, the CMake
+package's command line). The format itself, and its reader, are :mod:`skbuild_cudaq._records`.
 
 Names come from what the compiler itself emitted, never from parsing C++:
 
@@ -27,10 +12,7 @@ Names come from what the compiler itself emitted, never from parsing C++:
   export, and ``__device_stub__Z<len><name>`` next to a host stub ``<name>`` for
   each ``extern "C"`` kernel.
 
-A record in the section is framed like a fatbin container: 16 bytes (``b"CQRTINFO"``,
-``u32`` version 1, ``u32`` JSON length), the JSON, zero padding to 8 bytes; the
-assembler computes the length. Modules built without records inspect as before,
-their containers unnamed. Never imports ``cuda.*``.
+Never imports ``cuda.*``.
 
 Run as ``python -m skbuild_cudaq.build._device_info`` by the CMake package (see
 :func:`main`).
@@ -41,12 +23,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import struct
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skbuild_cudaq import _log
+from skbuild_cudaq._records import HANDLER_PREFIX, container_digest, read_records
 from skbuild_cudaq.build._handler_switch import generated_switch_name
 from skbuild_cudaq.errors import DeviceCodeError
 
@@ -54,11 +36,6 @@ if TYPE_CHECKING:
     import argparse
 
 __all__ = [
-    "HANDLER_PREFIX",
-    "MAGIC",
-    "SECTION",
-    "asm_record",
-    "container_digest",
     "main",
     "make_record",
     "names_from_object",
@@ -67,30 +44,15 @@ __all__ = [
     "nvcc_version",
     "object_record",
     "object_records",
-    "read_records",
     "write_record",
 ]
 
-#: The section holding the records (next to ``__nv_relfatbin``).
-SECTION = "__cudaq_rt_info"
-MAGIC = b"CQRTINFO"
-_HEADER = struct.Struct("<8sII")  # magic, version, JSON length
-VERSION = 1
-#: The prefix of the device global ``CUDAQ_REALTIME_EXPORT_DEVICE_FUNCTION(name)`` defines.
-HANDLER_PREFIX = "cudaq_handler_"
 _PTX_ENTRY = re.compile(r"^\s*\.visible\s+\.entry\s+([A-Za-z_$][\w$]*)\s*\(", re.M)
 _PTX_GLOBAL = re.compile(
     r"^\s*\.visible\s+\.global\s+(?:\.\w+\s+(?:\d+\s+)?)*" + HANDLER_PREFIX + r"(\w+)\b",
     re.M,
 )
 _STUB = re.compile(r"^_Z\d+__device_stub__Z(\d+)([A-Za-z_]\w*)")
-
-
-def container_digest(data: bytes) -> str:
-    """The join key of a fatbin container: SHA-256 (hex) of its bytes, header included."""
-    import hashlib  # here: `inspect` of a binary without records never needs it
-
-    return hashlib.sha256(data).hexdigest()
 
 
 def names_from_ptx(ptx: str) -> tuple[list[str], list[str]]:
@@ -180,70 +142,9 @@ def make_record(
 
 def write_record(path: Path, record: dict[str, Any]) -> bool:
     """Write the record's JSON (only when it changes: keeps the mtime); True when written."""
-    from ._embed import write_if_changed
+    from skbuild_cudaq.build._embed import write_if_changed
 
     return write_if_changed(path, json.dumps(record, sort_keys=True, separators=(",", ":")))
-
-
-def asm_record(json_path: Path) -> str:
-    """One top-level C statement placing the record file (absolute path) in :data:`SECTION`."""
-    text = str(Path(json_path).resolve())
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text) or '"' in text or "\\" in text:
-        msg = f"cannot .incbin a path with control characters, quotes or backslashes: {text!r}"
-        raise DeviceCodeError(msg)
-    body = (
-        f'.section {SECTION},"aR"\n.balign 8\n.ascii "{MAGIC.decode()}"\n.long {VERSION}\n'
-        f'.long 2f - 1f\n1:\n.incbin "{text}"\n2:\n.balign 8\n.previous'
-    )
-    escaped = body.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'__asm__("{escaped}");'
-
-
-def _records_in(data: bytes, where: str) -> list[dict[str, Any]]:
-    records: list[dict[str, Any]] = []
-    pos = 0
-    while pos < len(data):
-        if not any(data[pos : pos + 8]):
-            pos += 8
-            continue
-        if pos + _HEADER.size > len(data):
-            msg = f"{where}: truncated record header at offset {pos}"
-            raise DeviceCodeError(msg)
-        magic, version, length = _HEADER.unpack_from(data, pos)
-        if magic != MAGIC or pos + _HEADER.size + length > len(data):
-            msg = f"{where}: malformed record at offset {pos}"
-            raise DeviceCodeError(msg)
-        body = data[pos + _HEADER.size : pos + _HEADER.size + length]
-        if version == VERSION:
-            try:
-                record = json.loads(body.decode("utf-8"))
-            except (UnicodeDecodeError, ValueError):
-                msg = f"{where}: record at offset {pos} is not JSON"
-                raise DeviceCodeError(msg) from None
-            if isinstance(record, dict):
-                records.append(record)
-        pos += _HEADER.size + (length + 7) // 8 * 8
-    return records
-
-
-def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Every record in the ``__cudaq_rt_info`` sections of an ELF file (none: ``[]``)."""
-    from skbuild_cudaq._elf import elf_sections
-
-    path = Path(path)
-    records: list[dict[str, Any]] = []
-    try:
-        with path.open("rb") as stream:
-            for section in elf_sections(stream, path):
-                if section.name != SECTION or section.type == 8:  # SHT_NOBITS
-                    continue
-                stream.seek(section.offset)
-                data = stream.read(section.size)
-                records += _records_in(data, f"{path}: {SECTION} (section {section.index})")
-    except OSError as exc:
-        msg = f"cannot read {path}: {exc.strerror or exc}"
-        raise DeviceCodeError(msg) from None
-    return records
 
 
 # ---------------------------------------------------------------------------

@@ -311,7 +311,7 @@ def embed_c_source(
         )
         parts.append(stubs)
     if records:
-        from ._device_info import asm_record
+        from skbuild_cudaq._records import asm_record
 
         parts.append(
             "/* Build records: what each container holds (skbuild_cudaq.build._device_info). */"

@@ -20,6 +20,7 @@ inside ``#if 0`` counts too, which only costs a rebuild).
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import os
 import re
@@ -28,6 +29,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from skbuild_cudaq import _log
+from skbuild_cudaq._cuda_majors import cuda_major, cuda_majors
 from skbuild_cudaq.build._container import make_ltoir_container
 from skbuild_cudaq.errors import CompileError, ToolchainError
 from skbuild_cudaq.fatbin import ltoir_code_version
@@ -49,27 +52,11 @@ __all__ = [
 #: Environment variable naming a libnvrtc to use (a file), ahead of the wheels.
 NVRTC_ENV = "SKBUILD_CUDAQ_NVRTC"
 
-#: Where the NVRTC wheels put the library, relative to site-packages, per CUDA major.
-_WHEEL_LIBS: tuple[tuple[int, str], ...] = (
-    (13, "nvidia/cu13/lib/libnvrtc.so.13"),
-    (12, "nvidia/cu12/lib/libnvrtc.so.12"),
-    (12, "nvidia/cuda_nvrtc/lib/libnvrtc.so.12"),
-)
-
-#: Header directories of the CUDA runtime (``cooperative_groups.h``) and CCCL (``cuda/std``)
-#: wheels, relative to site-packages, per CUDA major: added after the project's include
-#: directories when present, so that kernels using cooperative groups compile with NVRTC.
-_WHEEL_INCLUDES: tuple[tuple[int, str], ...] = (
-    (13, "nvidia/cu13/include"),
-    (13, "nvidia/cu13/include/cccl"),
-    (12, "nvidia/cuda_runtime/include"),
-    (12, "nvidia/cuda_cccl/include"),
-)
-
 NVRTC_MISSING_MESSAGE = (
     "NVRTC not found: with no nvcc, skbuild-cudaq compiles device code with NVRTC from the "
-    "build environment. Add `nvidia-cuda-nvrtc` (CUDA 13) or `nvidia-cuda-nvrtc-cu12` "
-    "(CUDA 12) to build-system.requires (or pip install it), or install a CUDA toolkit's nvcc."
+    "build environment. Add "
+    + " or ".join(f"`{m.nvrtc_wheel}` (CUDA {m.major})" for m in cuda_majors())
+    + " to build-system.requires (or pip install it), or install a CUDA toolkit's nvcc."
 )
 
 _NVRTC_SUCCESS = 0
@@ -118,7 +105,7 @@ def installed_nvrtc(paths: Iterable[str] | None = None) -> list[Path]:
     found: list[tuple[int, Path]] = []
     for entry in sys.path if paths is None else paths:
         site = Path(entry or ".")
-        for major, rel in _WHEEL_LIBS:
+        for major, rel in ((m.major, rel) for m in cuda_majors() for rel in m.nvrtc_libraries):
             lib = site / rel
             if lib.is_file() and all(lib.resolve() != p.resolve() for _, p in found):
                 found.append((major, lib))
@@ -128,13 +115,13 @@ def installed_nvrtc(paths: Iterable[str] | None = None) -> list[Path]:
 
 def wheel_include_dirs(major: int, paths: Iterable[str] | None = None) -> list[Path]:
     """The CUDA runtime / CCCL header directories of CUDA ``major`` wheels along ``paths``
-    (default ``sys.path``): ``nvidia-cuda-runtime`` and ``nvidia-cuda-cccl`` (13),
-    ``nvidia-cuda-runtime-cu12`` and ``nvidia-cuda-cccl-cu12`` (12)."""
+    (default ``sys.path``): its runtime and CCCL wheels' (``cuda-majors.txt``)."""
+    facts = cuda_major(major)
     found: list[Path] = []
     for entry in sys.path if paths is None else paths:
-        for wheel_major, rel in _WHEEL_INCLUDES:
+        for rel in facts.include_dirs if facts else ():
             candidate = Path(entry or ".") / rel
-            if wheel_major == major and candidate.is_dir() and candidate not in found:
+            if candidate.is_dir() and candidate not in found:
                 found.append(candidate)
     return found
 
@@ -157,7 +144,8 @@ def find_nvrtc(major: int | None = None, env: Mapping[str, str] | None = None) -
         seen.append(f"{version[0]}.{version[1]} ({library})")
     if major is not None:
         have = f" (found NVRTC {', '.join(seen)})" if seen else ""
-        package = "nvidia-cuda-nvrtc-cu12" if major == 12 else f"nvidia-cuda-nvrtc=={major}.*"
+        facts = cuda_major(major)
+        package = f"{facts.nvrtc_wheel}=={major}.*" if facts else f"NVRTC of CUDA {major}"
         msg = (
             f"NVRTC of CUDA {major} not found{have}: add `{package}` to build-system.requires "
             "(or pip install it)"
@@ -182,7 +170,7 @@ def nvrtc_options(
     return options
 
 
-def _log(lib: ctypes.CDLL, prog: ctypes.c_void_p) -> str:
+def _program_log(lib: ctypes.CDLL, prog: ctypes.c_void_p) -> str:
     size = ctypes.c_size_t()
     if lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size)) != _NVRTC_SUCCESS or size.value <= 1:
         return ""
@@ -227,7 +215,7 @@ def _compile(nvrtc: Nvrtc, source: Path, options: Sequence[str], what: str) -> b
         encoded = [o.encode() for o in options]
         argv = (ctypes.c_char_p * len(encoded))(*encoded)
         code = lib.nvrtcCompileProgram(prog, len(encoded), argv)
-        log = _log(lib, prog)
+        log = _program_log(lib, prog)
         if code != _NVRTC_SUCCESS:
             msg = (
                 f"{nvrtc.describe()} failed to compile {source} "
@@ -327,3 +315,60 @@ def compile_file(
         lines += [" \\\n  " + _make_escape(str(d)) for d in deps]
         depfile.write_text("".join(lines) + "\n", encoding="utf-8")
     return nvrtc
+
+
+# ---------------------------------------------------------------------------------------------
+# The compile command's arguments (``python -m skbuild_cudaq nvrtc``, and the CMake package's
+# steps runner, which compiles in its own process)
+# ---------------------------------------------------------------------------------------------
+def add_compile_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of one NVRTC compile, on ``p``."""
+    p.add_argument("source", nargs="*", help="the .cu file (empty arguments are ignored)")
+    p.add_argument("-o", "--output", type=Path, help="fatbin file to write")
+    p.add_argument("--arch", action="append", default=[], help="architecture, e.g. 80 (repeatable)")
+    p.add_argument("-I", dest="include", action="append", default=[], help="include directory")
+    p.add_argument("-D", dest="define", action="append", default=[], help="definition NAME[=VALUE]")
+    p.add_argument(
+        "-std", "--std", dest="std", default="", help="C++ standard, e.g. c++17 (the default)"
+    )
+    p.add_argument("--depfile", type=Path, help="write a make-style depfile here")
+    p.add_argument("--dep-target", help="the depfile's target (default: the output path)")
+    p.add_argument("--ptx", type=Path, help="also write the PTX of the first architecture here")
+    p.add_argument("--cuda-major", type=int, help="use NVRTC of this CUDA major (12 or 13)")
+    p.add_argument("--find", action="store_true", help="print '<major>.<minor>;<library>' and exit")
+
+
+def compile_args(args: argparse.Namespace) -> Nvrtc:
+    """Compile what the parsed ``nvrtc`` arguments say; the NVRTC used.
+
+    Raises :class:`~skbuild_cudaq.errors.CompileError` (NVRTC's log in ``log``) or
+    :class:`~skbuild_cudaq.errors.ToolchainError`; the CMake package's steps runner
+    (:mod:`skbuild_cudaq.build._device_compile`) calls it in its own process
+    (:func:`parse_compile_args`).
+    """
+    nvrtc = find_nvrtc(args.cuda_major)
+    sources = [s for s in args.source if s]
+    if len(sources) != 1 or args.output is None or not args.arch:
+        msg = "nvrtc: give exactly one source, -o OUTPUT and at least one --arch"
+        raise CompileError(msg)
+    with _log.step(f"{nvrtc.describe()}: {sources[0]}"):
+        compile_file(
+            Path(sources[0]),
+            args.output,
+            architectures=[a for a in args.arch if a],
+            include_dirs=[d for d in args.include if d],
+            defines=[d for d in args.define if d],
+            std=args.std.removeprefix("-std=") or None,
+            depfile=args.depfile,
+            dep_target=args.dep_target,
+            ptx=args.ptx,
+            nvrtc=nvrtc,
+        )
+    return nvrtc
+
+
+def parse_compile_args(argv: Sequence[str]) -> argparse.Namespace:
+    """``argv`` of ``python -m skbuild_cudaq nvrtc`` (the command's name left out), parsed."""
+    parser = argparse.ArgumentParser(prog="skbuild-cudaq nvrtc")
+    add_compile_arguments(parser)
+    return parser.parse_args(list(argv))

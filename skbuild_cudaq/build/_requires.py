@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from skbuild_cudaq import _cuda_majors
 from skbuild_cudaq.errors import ToolchainError
 
 __all__ = [
@@ -39,18 +40,13 @@ __all__ = [
     "device_compiler_requires",
 ]
 
-#: The wheels that make NVRTC a device compiler, per CUDA major.
+#: The wheels that make NVRTC a device compiler, per CUDA major (``cuda-majors.txt``).
 NVRTC_REQUIREMENTS: Mapping[int, tuple[str, ...]] = {
-    13: ("nvidia-cuda-nvrtc==13.0.*", "nvidia-cuda-runtime==13.0.*", "nvidia-cuda-cccl==13.0.*"),
-    12: (
-        "nvidia-cuda-nvrtc-cu12==12.9.*",
-        "nvidia-cuda-runtime-cu12==12.9.*",
-        "nvidia-cuda-cccl-cu12==12.9.*",
-    ),
+    m.major: m.nvrtc_requirements for m in _cuda_majors.cuda_majors()
 }
-DEFAULT_MAJOR = 13
+DEFAULT_MAJOR = _cuda_majors.default_major()
 _PACKAGE = "skbuild-cudaq"
-_EXTRA_MAJOR = {"cu12": 12, "cu13": 13, "runtime": 13}
+_EXTRA_MAJOR = {extra: m.major for m in _cuda_majors.cuda_majors() for extra in m.extras}
 _DEFINE = "cmake.define."
 #: The CMake functions that compile device code (CMake names are case-insensitive).
 _DEVICE_CALL = re.compile(rb"cudaq_realtime_add_\w+\s*\(", re.IGNORECASE)
@@ -157,7 +153,7 @@ def device_compiler_requires(
     ``compiler`` is ``[tool.cudaq] compiler``; ``-C cmake.define.SKBUILD_CUDAQ_COMPILER``
     overrides it, as it does for CMake.
     """
-    from ._toolchain import find_nvcc
+    from skbuild_cudaq.build._toolchain import find_nvcc
 
     choice = (_define("SKBUILD_CUDAQ_COMPILER", config_settings, pyproject) or compiler).lower()
     if choice == "nvcc":

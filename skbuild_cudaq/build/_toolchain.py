@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
+from skbuild_cudaq._cuda_majors import cuda_majors
 from skbuild_cudaq._paths import cmake_dir
 from skbuild_cudaq.errors import ToolchainError
 
@@ -41,7 +42,8 @@ SEARCH_ORDER_FILE = "nvcc-search.txt"
 #: Environment variable whose ``:``-separated entries replace the ``root`` steps.
 CUDA_ROOTS_ENV = "SKBUILD_CUDAQ_CUDA_ROOTS"
 _KINDS = {"cmake-variable", "env", "path", "root-env", "root", "wheel"}
-_WHEELS = ("nvidia-cuda-nvcc", "nvidia-cuda-nvcc-cu13", "nvidia-cuda-nvcc-cu12")
+#: The nvcc wheels, newest CUDA major first (``cuda-majors.txt``).
+_WHEELS = tuple(w for m in cuda_majors() for w in m.nvcc_wheels)
 
 #: What to do when nothing was found (the same words in the CMake package).
 NVCC_INSTALL_ADVICE = (

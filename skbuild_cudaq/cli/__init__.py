@@ -46,25 +46,25 @@ def _build_parser() -> argparse.ArgumentParser:
     one.add_argument("--version", action="store_true", help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    from . import _inspect
+    from skbuild_cudaq.cli import _inspect
 
     _inspect.add_parser(sub)
-    from . import _schema
+    from skbuild_cudaq.cli import _schema
 
     _schema.add_parser(sub)
-    from . import _link
+    from skbuild_cudaq.cli import _link
 
     _link.add_parser(sub)
-    from . import _cache
+    from skbuild_cudaq.cli import _cache
 
     _cache.add_parser(sub)
-    from . import _check
+    from skbuild_cudaq.cli import _check
 
     _check.add_parser(sub)
-    from . import _nvrtc
+    from skbuild_cudaq.cli import _nvrtc
 
     _nvrtc.add_parser(sub)
-    from . import _phases
+    from skbuild_cudaq.cli import _phases
 
     _phases.add_parser(sub)
     return parser

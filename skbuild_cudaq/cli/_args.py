@@ -41,7 +41,7 @@ def positive(text: str) -> int:
     return value
 
 
-#: What :class:`skbuild_cudaq.realtime.link.LinkOptions` accepts (``tests/test_cli_args.py``
+#: What :class:`skbuild_cudaq.realtime.link.linker.LinkOptions` accepts (``tests/test_cli_args.py``
 #: keeps these equal to it; not imported here, so that parsing needs no run-time extra).
 MAX_LINK_TIMEOUT = 1e6
 MIN_LINK_MEMORY_MIB = 256
@@ -50,7 +50,7 @@ MIN_LINK_MEMORY_MIB = 256
 def architecture(text: str) -> str:
     """``--arch``: ``sm_XY`` (``90`` and ``sm_90a`` too), as the run time names it."""
     from skbuild_cudaq.realtime.errors import LinkError
-    from skbuild_cudaq.realtime.link import parse_arch
+    from skbuild_cudaq.realtime.link.linker import parse_arch
 
     try:
         return parse_arch(text)[0]

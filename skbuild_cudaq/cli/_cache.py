@@ -3,7 +3,7 @@
 Says where the link cache is and what it holds (entries, bytes, temporaries of stores that
 never finished), or clears it: every entry, or those unused for ``DAYS`` days (an entry's
 last hit or store), and the leftover temporaries. A thin front door over
-:class:`skbuild_cudaq.realtime.cache.LinkCache` (plain Python: no CUDA, no nvJitLink).
+:class:`skbuild_cudaq.realtime.link.cache.LinkCache` (plain Python: no CUDA, no nvJitLink).
 """
 
 from __future__ import annotations
@@ -12,11 +12,10 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from skbuild_cudaq import _log
-
-from ._json import document
+from skbuild_cudaq.cli._json import document
 
 if TYPE_CHECKING:
-    from skbuild_cudaq.realtime.cache import CacheUsage
+    from skbuild_cudaq.realtime.link.cache import CacheUsage
 
 __all__ = ["add_parser", "render"]
 
@@ -79,7 +78,7 @@ def render(usage: CacheUsage, cleared: bool) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from skbuild_cudaq.realtime.cache import default_cache
+    from skbuild_cudaq.realtime.link.cache import default_cache
 
     cache = default_cache()
     cleared = args.clear or args.clear_unused is not None

@@ -1,6 +1,6 @@
 """``skbuild-cudaq check WHEEL... [--arch sm_XY] [--json]``: CI's check of built wheels.
 
-A thin front door over :mod:`skbuild_cudaq.realtime.check` (the run-time side: it links,
+A thin front door over :mod:`skbuild_cudaq.realtime.link.check` (the run-time side: it links,
 with nvJitLink in a child process, so a crash of nvJitLink is one problem line): resolves
 each argument to a wheel file or an installed distribution, prints one table per target
 (module, kernels, handlers, architectures, link time, cubin size; then each source left out of
@@ -17,13 +17,12 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from skbuild_cudaq import _log
+from skbuild_cudaq.cli._args import architecture, link_timeout
+from skbuild_cudaq.cli._json import document
 from skbuild_cudaq.errors import ToolchainError
 
-from ._args import architecture, link_timeout
-from ._json import document
-
 if TYPE_CHECKING:
-    from skbuild_cudaq.realtime.check import CheckReport, ModuleCheck
+    from skbuild_cudaq.realtime.link.check import CheckReport, ModuleCheck
 
 __all__ = ["add_parser", "json_document", "render_table"]
 
@@ -140,7 +139,7 @@ def json_document(reports: list[CheckReport]) -> str:
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        from skbuild_cudaq.realtime.check import check_package
+        from skbuild_cudaq.realtime.link.check import check_package
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise _needs_runtime(exc) from None
     start = time.perf_counter()

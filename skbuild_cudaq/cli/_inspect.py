@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from skbuild_cudaq import _log
+from skbuild_cudaq.cli._json import document
 from skbuild_cudaq.errors import DeviceCodeError
-
-from ._json import document
 
 __all__ = ["add_parser", "render_text"]
 
@@ -48,7 +47,7 @@ _RECORD_KEYS = ("source", "compiled", "compiler", "architectures", "kernels", "h
 
 def _join_records(doc: dict[str, Any], sections: Any, binary: Path) -> None:
     """Give every container of ``doc`` the build record whose digest matches (else None)."""
-    from skbuild_cudaq.build._device_info import container_digest, read_records
+    from skbuild_cudaq._records import container_digest, read_records
 
     by_digest: dict[str, dict[str, Any]] = {}
     for record in read_records(binary):

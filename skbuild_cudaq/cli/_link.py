@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from skbuild_cudaq import _log
+from skbuild_cudaq.cli._args import architecture, link_timeout, memory_mib
 from skbuild_cudaq.errors import ToolchainError
-
-from ._args import architecture, link_timeout, memory_mib
 
 __all__ = ["add_parser"]
 
@@ -97,8 +96,8 @@ def _needs_runtime(exc: ImportError) -> ToolchainError:
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        from skbuild_cudaq.realtime.cache import LinkCache, default_cache
-        from skbuild_cudaq.realtime.link import LinkOptions, link_device_code
+        from skbuild_cudaq.realtime.link.cache import LinkCache, default_cache
+        from skbuild_cudaq.realtime.link.linker import LinkOptions, link_device_code
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise _needs_runtime(exc) from None
     cache = LinkCache(None) if args.no_cache else default_cache()

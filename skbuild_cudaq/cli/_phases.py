@@ -19,10 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skbuild_cudaq import _log
+from skbuild_cudaq.cli._args import dims, positive
+from skbuild_cudaq.cli._json import document
 from skbuild_cudaq.errors import CudaqError, ToolchainError
-
-from ._args import dims, positive
-from ._json import document
 
 if TYPE_CHECKING:
     from skbuild_cudaq.realtime._phases import PhaseBreakdown
@@ -211,8 +210,8 @@ def _run(args: argparse.Namespace) -> int:
         raise CudaqError(msg)  # said now, not after the measurement
     try:
         from skbuild_cudaq.realtime import _driver
-        from skbuild_cudaq.realtime._nvjitlink import link_blobs
         from skbuild_cudaq.realtime._phases import BUILTIN_KERNEL, measure_phases
+        from skbuild_cudaq.realtime.link._nvjitlink import link_blobs
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise _needs_runtime(exc) from None
     from skbuild_cudaq.build._handler_switch import write_switch

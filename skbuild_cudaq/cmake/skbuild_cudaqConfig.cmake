@@ -213,6 +213,8 @@ deferred handler switch runs in the top-level directory):
   reads too: _SKBUILD_CUDAQ_ARCH_<key> for prefixes, minimum, maximum, default;
 - nvcc-recipe.txt, the nvcc command lines that skbuild_cudaq/build/_embed.py reads
   too: _SKBUILD_CUDAQ_RECIPE_<name>, the argument words;
+- cuda-majors.txt, what differs between CUDA majors (skbuild_cudaq/_cuda_majors.py reads
+  it too): _SKBUILD_CUDAQ_CUDA_MAJORS (newest first) and _SKBUILD_CUDAQ_CUDA_<major>_<key>;
 - _SKBUILD_CUDAQ_UNSAFE_PATH, the characters a source path must not contain
   (skbuild_cudaq.settings.UNSAFE_PATH_CHARS, and the control characters CMake can
   write): CMake splits lists at ";" and keeps "[...]" together across ";", nvcc hands
@@ -240,6 +242,19 @@ function(_cudaq_realtime_load_tables)
     list(POP_FRONT _words _key)
     set_property(GLOBAL PROPERTY _SKBUILD_CUDAQ_RECIPE_${_key} ${_words})
   endforeach()
+  file(STRINGS "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/cuda-majors.txt" _majors REGEX "^[0-9]")
+  set(_seen)
+  foreach(_line IN LISTS _majors)
+    string(REGEX REPLACE "#.*" "" _line "${_line}")
+    string(STRIP "${_line}" _line)
+    string(REGEX REPLACE " +" ";" _words "${_line}")
+    list(POP_FRONT _words _major _key)
+    set_property(GLOBAL PROPERTY _SKBUILD_CUDAQ_CUDA_${_major}_${_key} ${_words})
+    list(APPEND _seen ${_major})
+  endforeach()
+  list(REMOVE_DUPLICATES _seen)
+  list(SORT _seen COMPARE NATURAL ORDER DESCENDING)
+  set_property(GLOBAL PROPERTY _SKBUILD_CUDAQ_CUDA_MAJORS ${_seen})
   set_property(GLOBAL PROPERTY _SKBUILD_CUDAQ_UNSAFE_PATH "[][;$`\"|:\\\n\r\t]")
 endfunction()
 _cudaq_realtime_load_tables()

@@ -129,9 +129,16 @@ function(_cudaq_realtime_find_device_compiler caller)
       if(NOT SKBUILD_CUDAQ_NVRTC)
         # nvcc's own message (every place it looked), then the NVRTC alternative.
         set(_SKBUILD_CUDAQ_NVCC_OPTIONAL FALSE)
+        get_property(_majors GLOBAL PROPERTY _SKBUILD_CUDAQ_CUDA_MAJORS)
+        set(_wheels)
+        foreach(_major IN LISTS _majors)
+          get_property(_wheel GLOBAL PROPERTY _SKBUILD_CUDAQ_CUDA_${_major}_nvrtc-wheel)
+          list(APPEND _wheels "`${_wheel}` (CUDA ${_major})")
+        endforeach()
+        list(JOIN _wheels " or " _wheels)
         set(_SKBUILD_CUDAQ_NVCC_ALSO
-            " No NVRTC either: to build without a CUDA toolkit, add `nvidia-cuda-nvrtc` (CUDA 13) "
-            "or `nvidia-cuda-nvrtc-cu12` (CUDA 12) to build-system.requires.")
+            " No NVRTC either: to build without a CUDA toolkit, add ${_wheels} to "
+            "build-system.requires.")
         string(CONCAT _SKBUILD_CUDAQ_NVCC_ALSO ${_SKBUILD_CUDAQ_NVCC_ALSO})
         _cudaq_realtime_find_nvcc("${caller}")
       endif()

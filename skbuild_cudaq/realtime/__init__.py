@@ -7,8 +7,8 @@ first call that needs them. Never imports settings/TOML code.
 These are the verbs and value objects an application uses, and the errors it catches.
 What a call returns and never needs constructing lives in its submodule:
 :mod:`~skbuild_cudaq.realtime.library` (``Library``, ``Kernel``, ``DeviceHandler``),
-:mod:`~skbuild_cudaq.realtime.link` (``LinkResult``),
-:mod:`~skbuild_cudaq.realtime.check` (``CheckReport`` and its parts),
+:mod:`~skbuild_cudaq.realtime.link.linker` (``LinkResult``),
+:mod:`~skbuild_cudaq.realtime.link.check` (``CheckReport`` and its parts),
 :mod:`~skbuild_cudaq.realtime.graph` (``DeviceGraph``, ``find_device_runtime``);
 the wire format's internals are in :mod:`~skbuild_cudaq.realtime.wire`, and every
 run-time error in :mod:`~skbuild_cudaq.realtime.errors`.
@@ -24,10 +24,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers see; _FROM below is the same, for the run time
-    from ._shm import connect_host_ring
     from .bridge import Bridge, HostRingBridge
-    from .cache import LinkCache
-    from .check import check_package
     from .dispatcher import Dispatcher, DispatcherConfig, FunctionTable, LaunchArgs
     from .errors import (
         CUDAError,
@@ -38,24 +35,26 @@ if TYPE_CHECKING:  # what type checkers see; _FROM below is the same, for the ru
         NoDeviceError,
         RealtimeError,
         RingError,
-        check_driver_result,
     )
     from .graph import GraphMailbox, capture_device_graph
-    from .host_handlers import get_host_handler
-    from .host_path import HostDispatcher
-    from .launch import LaunchConfig, launch_kernel
+    from .host._shm import connect_host_ring
+    from .host.dispatcher import HostDispatcher
+    from .host.handlers import get_host_handler
+    from .host.udp import UdpClient, UdpFeeder
+    from .launch import LaunchConfig, check_driver_result, launch_kernel
     from .library import get_device_handler, get_device_kernel, get_library, release_library
-    from .link import LinkOptions, link_device_code
+    from .link.cache import LinkCache
+    from .link.check import check_package
+    from .link.linker import LinkOptions, link_device_code
     from .ring import RingClient, RingLayout
-    from .udp import UdpClient, UdpFeeder
     from .wire import function_id
 
 #: submodule -> the names this package takes from it (the import block above)
 _FROM: dict[str, tuple[str, ...]] = {
-    "_shm": ("connect_host_ring",),
+    "host._shm": ("connect_host_ring",),
     "bridge": ("Bridge", "HostRingBridge"),
-    "cache": ("LinkCache",),
-    "check": ("check_package",),
+    "link.cache": ("LinkCache",),
+    "link.check": ("check_package",),
     "dispatcher": ("Dispatcher", "DispatcherConfig", "FunctionTable", "LaunchArgs"),
     "errors": (
         "CUDAError",
@@ -66,16 +65,15 @@ _FROM: dict[str, tuple[str, ...]] = {
         "NoDeviceError",
         "RealtimeError",
         "RingError",
-        "check_driver_result",
     ),
     "graph": ("GraphMailbox", "capture_device_graph"),
-    "host_handlers": ("get_host_handler",),
-    "host_path": ("HostDispatcher",),
-    "launch": ("LaunchConfig", "launch_kernel"),
+    "host.handlers": ("get_host_handler",),
+    "host.dispatcher": ("HostDispatcher",),
+    "launch": ("LaunchConfig", "check_driver_result", "launch_kernel"),
     "library": ("get_device_handler", "get_device_kernel", "get_library", "release_library"),
-    "link": ("LinkOptions", "link_device_code"),
+    "link.linker": ("LinkOptions", "link_device_code"),
     "ring": ("RingClient", "RingLayout"),
-    "udp": ("UdpClient", "UdpFeeder"),
+    "host.udp": ("UdpClient", "UdpFeeder"),
     "wire": ("function_id",),
 }
 _EXPORTS = {name: module for module, names in _FROM.items() for name in names}

@@ -31,7 +31,7 @@ def close_on_exit(close: Callable[[], object], exc: BaseException | None, what: 
         if add_note is not None:
             add_note(note)
         else:
-            from ._logging import get_logger
+            from skbuild_cudaq.realtime._logging import get_logger
 
             get_logger(__name__).warning("%s", note)
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from types import ModuleType
 from typing import Any
 
-from .errors import CUDAError, NoDeviceError, RealtimeError
+from skbuild_cudaq.realtime.errors import CUDAError, NoDeviceError, RealtimeError
 
 __all__ = [
     "check",
@@ -217,7 +217,7 @@ def _device(device: int) -> Any:
     init()
     ret = driver().cuDeviceGet(device)
     if int(ret[0]) != 0 and _result_name(ret[0])[0] == "CUDA_ERROR_INVALID_DEVICE":
-        from .errors import InvalidArgumentError
+        from skbuild_cudaq.realtime.errors import InvalidArgumentError
 
         count = device_count()
         msg = (

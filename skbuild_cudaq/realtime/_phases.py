@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
 
-    from .launch import LaunchConfig
+    from skbuild_cudaq.realtime.launch import LaunchConfig
 
 __all__ = ["BUILTIN_KERNEL", "STEPS", "PhaseBreakdown", "breakdown", "measure_phases"]
 
@@ -132,8 +132,8 @@ class _PhaseLog:
     """``cudaq_phase_log`` and ``cudaq_phase_next`` of a loaded module."""
 
     def __init__(self, handle: Any) -> None:
-        from . import _driver
-        from .errors import CUDAError, RealtimeError
+        from skbuild_cudaq.realtime import _driver
+        from skbuild_cudaq.realtime.errors import CUDAError, RealtimeError
 
         drv = _driver.driver()
         try:
@@ -156,14 +156,14 @@ class _PhaseLog:
             raise RealtimeError(msg)
 
     def reset(self) -> None:
-        from . import _driver
+        from skbuild_cudaq.realtime import _driver
 
         _driver.check(_driver.driver().cuMemsetD32(self.next, 0, 1), "cuMemsetD32")
 
     def read(self) -> np.ndarray:
         import numpy as np
 
-        from . import _driver
+        from skbuild_cudaq.realtime import _driver
 
         drv = _driver.driver()
         count = ctypes.c_uint32(0)
@@ -197,11 +197,11 @@ def measure_phases(
     """
     import numpy as np
 
-    from . import _driver
-    from .dispatcher import Dispatcher, DispatcherConfig
-    from .errors import RealtimeError
-    from .launch import LaunchConfig, launch_kernel
-    from .library import Library
+    from skbuild_cudaq.realtime import _driver
+    from skbuild_cudaq.realtime.dispatcher import Dispatcher, DispatcherConfig
+    from skbuild_cudaq.realtime.errors import RealtimeError
+    from skbuild_cudaq.realtime.launch import LaunchConfig, launch_kernel
+    from skbuild_cudaq.realtime.library import Library
 
     total = warmup + requests
     if total > RECORDS:
@@ -257,7 +257,7 @@ def _round_trips(client: Any, handler: str, payload: bytes, count: int) -> tuple
     """``count`` timed calls (µs) and the last status; an error status stops the run."""
     import numpy as np
 
-    from .errors import RealtimeError
+    from skbuild_cudaq.realtime.errors import RealtimeError
 
     out = np.empty(count)
     ns = time.perf_counter_ns

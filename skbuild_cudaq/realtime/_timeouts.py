@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Final, Literal, TypeVar
 
-from .errors import InvalidArgumentError
+from skbuild_cudaq.realtime.errors import InvalidArgumentError
 
 __all__ = [
     "DEFAULT_TIMEOUT",

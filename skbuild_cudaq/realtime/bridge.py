@@ -24,13 +24,17 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from . import _driver
-from ._closing import Closing
-from .ring.device_ctx import HOST_RING_CTX_SIZE, HOST_RING_MAX_LANES, host_ring_ctx_bytes
-from .ring.layout import RingLayout
+from skbuild_cudaq.realtime import _driver
+from skbuild_cudaq.realtime._closing import Closing
+from skbuild_cudaq.realtime.ring.device_ctx import (
+    HOST_RING_CTX_SIZE,
+    HOST_RING_MAX_LANES,
+    host_ring_ctx_bytes,
+)
+from skbuild_cudaq.realtime.ring.layout import RingLayout
 
 if TYPE_CHECKING:
-    from .ring.client import RingClient
+    from skbuild_cudaq.realtime.ring.client import RingClient
 
 __all__ = ["Bridge", "HostRingBridge"]
 
@@ -179,7 +183,7 @@ class HostRingBridge(Closing):
     # -- views ------------------------------------------------------------
     def _require_open(self) -> None:
         if not self.is_open:
-            from .errors import InvalidArgumentError
+            from skbuild_cudaq.realtime.errors import InvalidArgumentError
 
             msg = "the host-ring bridge is not open (use it through a Dispatcher or open() it)"
             raise InvalidArgumentError(msg)
@@ -231,7 +235,7 @@ class HostRingBridge(Closing):
         continues from the ring's own position and id source (see :mod:`.ring`)."""
         self._require_open()
         if self._client is None or self._client.closed:
-            from .ring.client import RingClient
+            from skbuild_cudaq.realtime.ring.client import RingClient
 
             self._client = RingClient(self.buffer, self.layout)
         return self._client

@@ -1,5 +1,6 @@
 """Every error of the run time, in one place (link, load, lookups, launches, rings,
-wire format, dispatchers, the UDP feeder), and the public driver-result check.
+wire format, dispatchers, the UDP feeder): the ground of the run time, importing nothing of
+the package but the base class (:mod:`skbuild_cudaq.errors`).
 
 Every class derives from :class:`skbuild_cudaq.errors.CudaqError` through
 :class:`RealtimeError`; all are exported from :mod:`skbuild_cudaq.realtime`.
@@ -9,12 +10,8 @@ Every class derives from :class:`skbuild_cudaq.errors.CudaqError` through
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
 
 from skbuild_cudaq.errors import CudaqError, DeviceCodeError
-
-if TYPE_CHECKING:
-    from .link import LeftOut
 
 __all__ = [
     "CUDAError",
@@ -33,7 +30,6 @@ __all__ = [
     "RingProtocolError",
     "UdpFeederError",
     "VersionMismatchError",
-    "check_driver_result",
 ]
 
 
@@ -90,10 +86,10 @@ class InvalidArgumentError(RealtimeError, ValueError):
     """A name was not found in the linked module; ``available`` lists what exists,
     ``left_out`` the binary's containers left out of the link for this GPU (no code for it:
     a name defined there is unavailable here; see
-    :attr:`~skbuild_cudaq.realtime.link.LinkResult.left_out`)."""
+    :attr:`~skbuild_cudaq.realtime.link.linker.LinkResult.left_out`)."""
 
     def __init__(
-        self, message: str, available: Iterable[str] = (), left_out: Iterable[LeftOut] = ()
+        self, message: str, available: Iterable[str] = (), left_out: Iterable[object] = ()
     ) -> None:
         self.available = tuple(available)
         self.left_out = tuple(left_out)
@@ -142,17 +138,3 @@ class HostDispatcherError(RealtimeError):
 
 class UdpFeederError(RealtimeError):
     """The UDP feeder could not start, or its thread failed."""
-
-
-def check_driver_result(ret: Any, call: str) -> Any:
-    """Raise :class:`CUDAError` unless ``ret`` (a ``cuda.bindings.driver`` call's return)
-    is success; return its values.
-
-    ``cuda.bindings.driver`` functions return ``(CUresult, value, ...)``: this returns
-    ``None`` for a bare result, the value for ``(result, value)`` and the tuple of
-    values for longer returns. ``call`` names the call in the error message, e.g.
-    ``check_driver_result(drv.cuMemAlloc(n), "cuMemAlloc")``. For launchers of your own.
-    """
-    from ._driver import check
-
-    return check(ret, call)

@@ -34,7 +34,7 @@ graph as a tail launch.
 
 A :class:`~skbuild_cudaq.realtime.HostDispatcher` serves the same entry from the host: it
 launches the graph on a worker stream per entry and fills the same I/O context
-(:mod:`skbuild_cudaq.realtime.host_graphs`). See ``docs/guides/graph-handlers.md``.
+(:mod:`skbuild_cudaq.realtime.host.graphs`). See ``docs/guides/graph-handlers.md``.
 
 Nothing here touches CUDA at import.
 """
@@ -43,19 +43,16 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import os
 import struct
 import weakref
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any
 
-from . import _driver
-from ._closing import Closing
-from .errors import DeviceRuntimeNotFoundError, InvalidArgumentError
+from skbuild_cudaq.realtime import _driver
+from skbuild_cudaq.realtime._closing import Closing
+from skbuild_cudaq.realtime.errors import InvalidArgumentError
 
 __all__ = [
-    "DEVICE_RUNTIME_ENV",
     "GRAPH_DISPATCH_KERNEL",
     "GRAPH_IO_SIZE",
     "GRAPH_LAUNCHES_PER_EXECUTION",
@@ -65,7 +62,6 @@ __all__ = [
     "GraphIO",
     "GraphMailbox",
     "capture_device_graph",
-    "find_device_runtime",
     "graph_exec_handle",
 ]
 
@@ -84,81 +80,11 @@ GRAPH_IO_SIZE = 64
 #: the device path; refused by the driver, or failed on the GPU, on the host path), which
 #: ``CUDAQ_RPC_STATUS_GRAPH_LAUNCH_FAILED`` names (reserved range, see ``host_path``).
 STATUS_GRAPH_LAUNCH_FAILED = 0x7FFFFF04
-#: Environment variable naming ``libcudadevrt.a`` explicitly (it must be of the CUDA
-#: major of nvJitLink).
-DEVICE_RUNTIME_ENV = "SKBUILD_CUDAQ_CUDADEVRT"
-
 # cudaq_graph_io_t: request, response, response_flag (pointers), response_flag_value,
 # slot_size, sequence, released (u32), graph_exec (u64), launch_error, launch_failures
 _IO = struct.Struct("<QQQIIIIQII")
 assert _IO.size <= GRAPH_IO_SIZE
 _CU_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH = 4
-#: Where each CUDA major's ``nvidia-cuda-runtime`` wheel puts the device runtime.
-_WHEEL_DEVRT = {13: "nvidia/cu13/lib/libcudadevrt.a", 12: "nvidia/cuda_runtime/lib/libcudadevrt.a"}
-_WHEEL_NAME = {13: "nvidia-cuda-runtime", 12: "nvidia-cuda-runtime-cu12"}
-
-
-# -- the device runtime --------------------------------------------------------------------
-def _major_of_path(path: Path) -> int | None:
-    text = path.as_posix()
-    for major, sub in _WHEEL_DEVRT.items():
-        if text.endswith(sub):
-            return major
-    return None
-
-
-def find_device_runtime(major: int | None = None) -> Path:
-    """``libcudadevrt.a`` of CUDA ``major`` (default: the major of the installed nvJitLink).
-
-    Device graph launch (``cudaGraphLaunch`` in device code) lives in the device runtime,
-    a static library nvJitLink links as a ``LIBRARY`` input; it must be of nvJitLink's
-    CUDA major. Searched, in order: ``$SKBUILD_CUDAQ_CUDADEVRT``; the ``nvidia-cuda-runtime``
-    wheel of that major in every site-packages (CUDA 13: ``nvidia/cu13/lib``, CUDA 12
-    ``nvidia-cuda-runtime-cu12``: ``nvidia/cuda_runtime/lib``); cuda-pathfinder's
-    ``locate_static_lib("cudadevrt")`` where it finds one of that major; ``$CONDA_PREFIX/lib``.
-    No CUDA toolkit is needed. Raises :class:`DeviceRuntimeNotFoundError` saying what to
-    install.
-    """
-    from ._nvjitlink import _site_packages, nvjitlink_major
-
-    override = os.environ.get(DEVICE_RUNTIME_ENV)
-    if override:
-        path = Path(override)
-        if not path.is_file():
-            msg = f"{DEVICE_RUNTIME_ENV}={override}: no such file (expected libcudadevrt.a)"
-            raise DeviceRuntimeNotFoundError(msg)
-        return path.resolve()
-    if major is None:
-        major = nvjitlink_major() or max(_WHEEL_DEVRT)
-    tried: list[str] = []
-    sub = _WHEEL_DEVRT.get(major)
-    if sub is not None:
-        for site in _site_packages():
-            candidate = Path(site) / sub
-            tried.append(str(candidate))
-            if candidate.is_file():
-                return candidate.resolve()
-    with contextlib.suppress(Exception):  # an older cuda-pathfinder has no static libraries
-        from cuda.pathfinder import locate_static_lib
-
-        located = Path(locate_static_lib("cudadevrt").abs_path)
-        if _major_of_path(located) in (None, major):
-            return located.resolve()
-        tried.append(f"{located} (cuda-pathfinder; CUDA {_major_of_path(located)})")
-    conda = os.environ.get("CONDA_PREFIX")
-    if conda:
-        candidate = Path(conda) / "lib" / "libcudadevrt.a"
-        tried.append(str(candidate))
-        if candidate.is_file():
-            return candidate.resolve()
-    wheel = _WHEEL_NAME.get(major, f"the CUDA {major} device runtime")
-    spec = f"'{wheel}>={major}.0,<{major + 1}'" if major in _WHEEL_NAME else wheel
-    msg = (
-        f"no device runtime (libcudadevrt.a) of CUDA {major}, which graph handlers "
-        f"(GRAPH_LAUNCH entries) need on the device path: pip install {spec} (or set "
-        f"{DEVICE_RUNTIME_ENV} to the file); looked in: {', '.join(tried) or 'nowhere'}"
-    )
-    raise DeviceRuntimeNotFoundError(msg)
 
 
 # -- handles ---------------------------------------------------------------------------------

@@ -14,11 +14,11 @@ import ctypes
 from dataclasses import dataclass
 from typing import Any
 
-from . import _driver
-from .errors import InvalidArgumentError
-from .library import Kernel
+from skbuild_cudaq.realtime import _driver
+from skbuild_cudaq.realtime.errors import InvalidArgumentError
+from skbuild_cudaq.realtime.library import Kernel
 
-__all__ = ["Dim3", "LaunchConfig", "launch_kernel"]
+__all__ = ["Dim3", "LaunchConfig", "check_driver_result", "launch_kernel"]
 
 Dim3 = tuple[int, int, int]
 
@@ -157,3 +157,15 @@ def launch_kernel(kernel: Kernel, config: LaunchConfig, stream: Any, *args: Any)
         drv.cuLaunchKernelEx(cfg, func, ctypes.addressof(params) if args else 0, 0),
         f"cuLaunchKernelEx({kernel.name!r})",
     )
+
+
+def check_driver_result(ret: Any, call: str) -> Any:
+    """Raise :class:`~skbuild_cudaq.realtime.CUDAError` unless ``ret`` (a
+    ``cuda.bindings.driver`` call's return) is success; return its values.
+
+    ``cuda.bindings.driver`` functions return ``(CUresult, value, ...)``: this returns
+    ``None`` for a bare result, the value for ``(result, value)`` and the tuple of
+    values for longer returns. ``call`` names the call in the error message, e.g.
+    ``check_driver_result(drv.cuMemAlloc(n), "cuMemAlloc")``. For launchers of your own.
+    """
+    return _driver.check(ret, call)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from .errors import ProtocolError
+from skbuild_cudaq.realtime.errors import ProtocolError
 
 __all__ = [
     "FNV1A_32_BASIS",

@@ -26,10 +26,9 @@ from skbuild_cudaq._architectures import (
     MAX_ARCHITECTURE,
     MIN_ARCHITECTURE,
 )
-
-from ._fields import FieldSpec, Meta, Rule, describe, field_specs, setting
-from ._model import ROOT_KEY, CudaqSettings, DispatchKernelSettings
-from ._rules import (
+from skbuild_cudaq.settings._fields import FieldSpec, Meta, Rule, describe, field_specs, setting
+from skbuild_cudaq.settings._model import ROOT_KEY, CudaqSettings, DispatchKernelSettings
+from skbuild_cudaq.settings._rules import (
     ARCHITECTURE,
     COMPILER,
     COMPILERS,
@@ -38,13 +37,13 @@ from ._rules import (
     UNSAFE_PATH_CHARS,
     unsafe_path_chars,
 )
-from ._sources import (
+from skbuild_cudaq.settings._sources import (
     load_settings,
     parse_settings,
     read_pyproject,
     settings_from_pyproject,
 )
-from ._toml_text import format_key, show_value
+from skbuild_cudaq.settings._toml_text import format_key, show_value
 
 __all__ = [
     "ARCHITECTURE",

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._toml_text import show_value, toml_type
+from skbuild_cudaq.settings._toml_text import show_value, toml_type
 
 __all__ = [
     "MISSING",

@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from skbuild_cudaq._architectures import DEFAULT_ARCHITECTURES
-
-from ._fields import Reporter, setting
-from ._rules import ARCHITECTURE, COMPILER, KERNEL_SOURCE, TARGET_NAME
-from ._toml_text import format_key, show_value
+from skbuild_cudaq.settings._fields import Reporter, setting
+from skbuild_cudaq.settings._rules import ARCHITECTURE, COMPILER, KERNEL_SOURCE, TARGET_NAME
+from skbuild_cudaq.settings._toml_text import format_key, show_value
 
 __all__ = ["CudaqSettings", "DispatchKernelSettings"]
 
@@ -99,9 +98,9 @@ class CudaqSettings:
     )
     compiler: str = setting(
         help='Device compiler of dispatch kernels and side-compiled handlers: "nvcc", '
-        '"nvrtc" (NVRTC of the nvidia-cuda-nvrtc / nvidia-cuda-nvrtc-cu12 wheel in the build '
-        'environment: no CUDA toolkit needed) or "auto" (nvcc where found, else NVRTC). The '
-        'setuptools front door compiles with nvcc only and refuses "nvrtc".',
+        '"nvrtc" (NVRTC of the project\'s CUDA major from its nvidia-cuda-nvrtc wheel in the '
+        'build environment: no CUDA toolkit needed) or "auto" (nvcc where found, else NVRTC). '
+        'The setuptools front door compiles with nvcc only and refuses "nvrtc".',
         default="auto",
         item=COMPILER,
     )

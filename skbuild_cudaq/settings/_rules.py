@@ -21,10 +21,12 @@ from skbuild_cudaq._architectures import (
     MIN_ARCHITECTURE,
     PREFIXES,
 )
+from skbuild_cudaq.settings._fields import Context, Invalid, Rule
+from skbuild_cudaq.settings._toml_text import show_value
 
-from ._fields import Context, Invalid, Rule, field_specs
-from ._toml_text import show_value
-
+#: The keys of a dispatch kernel's long form (``DispatchKernelSettings``: the settings tests
+#: keep the two equal), which are no target names.
+LONG_FORM_KEYS: tuple[str, ...] = ("sources", "architectures")
 _TARGET_CHARS = re.compile(r"[A-Za-z0-9_.+-]+")
 _NOT_TARGET_CHARS = re.compile(r"[^A-Za-z0-9_.+-]+")
 
@@ -43,10 +45,7 @@ def _check_target(name: str, ctx: Context) -> str:
             "(letters, digits and _ . + -)",
             f"did you mean {show_value(suggestion)}?",
         )
-    from ._model import DispatchKernelSettings  # the model is built from these rules
-
-    long_form_keys = [s.key for s in field_specs(DispatchKernelSettings)]
-    if name in long_form_keys:
+    if name in LONG_FORM_KEYS:
         raise Invalid(
             f"{show_value(name)} is a key of a dispatch kernel entry, not a target name; "
             f"expected {expected}",
@@ -279,7 +278,7 @@ TARGET_NAME = Rule(
     schema={
         "type": "string",
         "pattern": r"^[A-Za-z0-9_.+-]+$",
-        "not": {"enum": ["sources", "architectures"]},
+        "not": {"enum": list(LONG_FORM_KEYS)},
     },
     check=_check_target,
 )

@@ -17,8 +17,7 @@ from typing import Any
 
 from skbuild_cudaq._compat import tomllib
 from skbuild_cudaq.errors import CudaqError, SettingsError, SettingsProblem
-
-from ._fields import (
+from skbuild_cudaq.settings._fields import (
     Context,
     FieldSpec,
     Invalid,
@@ -29,8 +28,8 @@ from ._fields import (
     field_specs,
     placeholder,
 )
-from ._model import ROOT_KEY, CudaqSettings
-from ._toml_text import format_key, show_value, toml_type
+from skbuild_cudaq.settings._model import ROOT_KEY, CudaqSettings
+from skbuild_cudaq.settings._toml_text import format_key, show_value, toml_type
 
 __all__ = [
     "load_settings",

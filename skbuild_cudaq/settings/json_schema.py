@@ -22,7 +22,15 @@ import typing
 from importlib import resources
 from typing import Any
 
-from . import ROOT_KEY, CudaqSettings, FieldSpec, Meta, describe, field_specs, show_value
+from skbuild_cudaq.settings import (
+    ROOT_KEY,
+    CudaqSettings,
+    FieldSpec,
+    Meta,
+    describe,
+    field_specs,
+    show_value,
+)
 
 __all__ = [
     "SCHEMA_ID",

@@ -14,9 +14,8 @@ from typing import Any
 
 from skbuild_cudaq import _log
 from skbuild_cudaq.errors import KernelCompileError
-
-from ._plan import ExtensionPlan, is_cuda_source
-from .command import front_door
+from skbuild_cudaq.setuptools._plan import ExtensionPlan, is_cuda_source
+from skbuild_cudaq.setuptools.command import front_door
 
 __all__ = ["CudaqBuildExtMixin", "wrap_build_ext"]
 

@@ -22,8 +22,12 @@ from skbuild_cudaq import _log
 from skbuild_cudaq._architectures import DEFAULT_ARCHITECTURES
 from skbuild_cudaq.build import _device_info, _embed, _handler_switch
 from skbuild_cudaq.errors import CudaqError
-
-from ._plan import ExtensionPlan, check_for_setuptools, extension_flags, is_cuda_source
+from skbuild_cudaq.setuptools._plan import (
+    ExtensionPlan,
+    check_for_setuptools,
+    extension_flags,
+    is_cuda_source,
+)
 
 __all__ = ["build_cudaq_kernels"]
 

@@ -54,8 +54,8 @@ def finalize_distribution_options(dist: Any) -> None:
         from setuptools.command.build_ext import build_ext
 
         base = build_ext
-    from .build_ext import wrap_build_ext
-    from .command import build_cudaq_kernels
+    from skbuild_cudaq.setuptools.build_ext import wrap_build_ext
+    from skbuild_cudaq.setuptools.command import build_cudaq_kernels
 
     if not getattr(base, "_skbuild_cudaq_wrapped", False):
         cmdclass["build_ext"] = wrap_build_ext(base)

@@ -32,7 +32,7 @@ the counter with an asynchronous copy on a second non-blocking stream.
 
 from __future__ import annotations
 
-from .config import (
+from skbuild_cudaq.realtime.dispatcher.config import (
     BUILTIN_KERNEL,
     BUILTIN_KERNEL_1024,
     BUILTIN_KERNEL_SHARED,
@@ -40,8 +40,8 @@ from .config import (
     LaunchArgs,
     Launcher,
 )
-from .core import ALIVE_CHECK_S, Dispatcher
-from .table import (
+from skbuild_cudaq.realtime.dispatcher.core import ALIVE_CHECK_S, Dispatcher
+from skbuild_cudaq.realtime.dispatcher.table import (
     DEVICE_CALL,
     GRAPH_LAUNCH,
     HOST_CALL,

@@ -17,9 +17,7 @@ from skbuild_cudaq.realtime._closing import Closing
 from skbuild_cudaq.realtime._logging import get_logger
 from skbuild_cudaq.realtime._timeouts import UNSET, Timeout, check_timeout
 from skbuild_cudaq.realtime.bridge import Bridge, HostRingBridge
-from skbuild_cudaq.realtime.ring.layout import RingLayout
-
-from .config import (
+from skbuild_cudaq.realtime.dispatcher.config import (
     BUILTIN_KERNEL,
     BUILTIN_KERNEL_1024,
     BUILTIN_KERNEL_SHARED,
@@ -27,10 +25,16 @@ from .config import (
     LaunchArgs,
     Launcher,
 )
-from .plan import GraphRun, StartPlan, device_call_names, plan_start
-from .resolve import check_table, resolve_library
-from .resources import NOT_READY, DeviceResources
-from .table import FunctionTable
+from skbuild_cudaq.realtime.dispatcher.plan import (
+    GraphRun,
+    StartPlan,
+    device_call_names,
+    plan_start,
+)
+from skbuild_cudaq.realtime.dispatcher.resolve import check_table, resolve_library
+from skbuild_cudaq.realtime.dispatcher.resources import NOT_READY, DeviceResources
+from skbuild_cudaq.realtime.dispatcher.table import FunctionTable
+from skbuild_cudaq.realtime.ring.layout import RingLayout
 
 __all__ = ["ALIVE_CHECK_S", "Dispatcher"]
 

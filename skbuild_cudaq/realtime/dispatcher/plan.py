@@ -17,8 +17,7 @@ from typing import Any
 
 from skbuild_cudaq.realtime import _driver
 from skbuild_cudaq.realtime._logging import get_logger
-
-from .table import FunctionEntry, FunctionTable
+from skbuild_cudaq.realtime.dispatcher.table import FunctionEntry, FunctionTable
 
 __all__ = ["GraphRun", "StartPlan", "device_call_names", "plan_start"]
 

@@ -13,8 +13,7 @@ from types import ModuleType
 from typing import Any
 
 from skbuild_cudaq.realtime import _driver
-
-from .table import FunctionEntry, FunctionTable
+from skbuild_cudaq.realtime.dispatcher.table import FunctionEntry, FunctionTable
 
 __all__ = ["check_launcher_arch", "check_table", "resolve_library"]
 
@@ -23,7 +22,7 @@ def resolve_library(
     module: ModuleType | str | None, launcher: Any, bridge: Any, device: int
 ) -> Any:
     """The library the dispatcher on ``device`` serves (None when nothing names one)."""
-    from skbuild_cudaq.realtime._binary import bridge_files
+    from skbuild_cudaq.realtime.link._binary import bridge_files
 
     wanted = bridge_files(getattr(bridge, "device_code", None))
     launcher_library = getattr(launcher, "library", None)

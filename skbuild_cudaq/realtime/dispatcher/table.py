@@ -165,7 +165,7 @@ class FunctionTable:
         :class:`~skbuild_cudaq.realtime.HostDispatcher` from the host on a worker stream
         (any executable graph there); a device dispatcher that cannot answers its
         requests -2. See :mod:`skbuild_cudaq.realtime.graph` and
-        :mod:`skbuild_cudaq.realtime.host_graphs`.
+        :mod:`skbuild_cudaq.realtime.host.graphs`.
         """
         from skbuild_cudaq.realtime.errors import InvalidArgumentError
         from skbuild_cudaq.realtime.graph import GraphMailbox, graph_exec_handle

@@ -1,8 +1,8 @@
 """The linked module (``CUlibrary``), its kernels and exported handlers.
 
 One module per job: :mod:`.symbols` (a cubin's ELF symbols, no CUDA),
-:mod:`.loaded` (:class:`Library`: link, load, look up), :mod:`.handles`
-(:class:`Kernel`, :class:`DeviceHandler`), :mod:`.registry` (the process-wide
+:mod:`.loaded` (:class:`Library`: link, load, look up; and its handles,
+:class:`Kernel` and :class:`DeviceHandler`), :mod:`.registry` (the process-wide
 registry and the contract lookups).
 
 :class:`Library` links lazily (on first use), loads with ``cuLibraryLoadData``
@@ -27,9 +27,8 @@ device's primary context; ``None``: the current context, or device 0's).
 
 from __future__ import annotations
 
-from .handles import DeviceHandler, Kernel
-from .loaded import Library
-from .registry import (
+from skbuild_cudaq.realtime.library.loaded import DeviceHandler, Kernel, Library
+from skbuild_cudaq.realtime.library.registry import (
     get_device_handler,
     get_device_kernel,
     get_graph_library,
@@ -37,7 +36,7 @@ from .registry import (
     loaded_libraries,
     release_library,
 )
-from .symbols import HANDLER_PREFIX, ModuleSymbols, cubin_symbols
+from skbuild_cudaq.realtime.library.symbols import HANDLER_PREFIX, ModuleSymbols, cubin_symbols
 
 __all__ = [
     "HANDLER_PREFIX",

@@ -12,20 +12,107 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skbuild_cudaq.realtime import _driver
-from skbuild_cudaq.realtime._binary import Binary, BridgeCode, binary_path, bridge_files
 from skbuild_cudaq.realtime._closing import Closing
 from skbuild_cudaq.realtime.errors import CUDAError, InvalidArgumentError, RealtimeError
-
-from .handles import DeviceHandler, Kernel
-from .symbols import HANDLER_PREFIX, ModuleSymbols, cubin_symbols
+from skbuild_cudaq.realtime.library.symbols import HANDLER_PREFIX, ModuleSymbols, cubin_symbols
+from skbuild_cudaq.realtime.link._binary import Binary, BridgeCode, binary_path, bridge_files
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from skbuild_cudaq.realtime.cache import LinkCache
-    from skbuild_cudaq.realtime.link import LeftOut, LinkResult
+    from skbuild_cudaq.realtime.link.cache import LinkCache
+    from skbuild_cudaq.realtime.link.linker import LeftOut, LinkResult
 
-__all__ = ["Library"]
+__all__ = ["DeviceHandler", "Kernel", "Library"]
+
+
+class DeviceHandler(int):
+    """A handler's device address (an ``int``) that remembers its name and its GPU.
+
+    What :func:`get_device_handler` returns: use it as the address it is. A device
+    function's "address" is an index into its module's function table, so the same
+    handler of the same cubin has the same value on every GPU (measured on two
+    H200s); the value alone cannot say which GPU it was looked up for, the
+    ``device`` it carries can, and ``Dispatcher.start()`` refuses an entry looked
+    up for another GPU than its own.
+    """
+
+    name: str
+    device: int
+
+    def __new__(cls, address: int, name: str, device: int) -> DeviceHandler:
+        self = super().__new__(cls, address)
+        self.name = name
+        self.device = device
+        return self
+
+    def __repr__(self) -> str:
+        return f"<DeviceHandler {self.name!r} {int(self):#x} of device {self.device}>"
+
+
+class Kernel(Closing):
+    """A kernel of a :class:`Library` (``CUkernel``). Keeps its library alive."""
+
+    def __init__(self, library: Library, name: str, handle: Any) -> None:
+        self._library: Library | None = library
+        self.name = name
+        self._handle = handle
+        self._functions: dict[int, Any] = {}
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<Kernel {self.name!r} {state}>"
+
+    @property
+    def closed(self) -> bool:
+        return self._library is None or self._library.closed
+
+    @property
+    def library(self) -> Library:
+        if self._library is None:
+            msg = f"kernel {self.name!r} is closed"
+            raise RealtimeError(msg)
+        return self._library
+
+    @property
+    def handle(self) -> Any:
+        """The ``CUkernel``."""
+        if self.closed:
+            msg = f"kernel {self.name!r} is closed (or its library was closed)"
+            raise RealtimeError(msg)
+        return self._handle
+
+    def function(self, device: int | None = None) -> Any:
+        """The ``CUfunction`` of this kernel in a context (``cuKernelGetFunction``).
+
+        For occupancy queries (``cuOccupancyMaxActiveBlocksPerMultiprocessor`` ...)
+        and launches. ``device=None``: the current context (device 0's primary
+        context when none is); otherwise ``device``'s primary context.
+        """
+        handle = self.handle
+        if device is None:
+            ctx = _driver.ensure_context()
+        else:
+            self.library.check_device(device)
+            ctx = _driver.primary_context(device)
+        key = int(ctx)
+        func = self._functions.get(key)
+        if func is None:
+            with _driver.pushed(ctx):
+                func = _driver.check(
+                    _driver.driver().cuKernelGetFunction(handle),
+                    f"cuKernelGetFunction({self.name!r})",
+                )
+            self._functions[key] = func
+        return func
+
+    def close(self) -> None:
+        """Drop this handle (idempotent); the library stays loaded for its other users."""
+        self._library = None
+        self._functions.clear()
+
+    def __enter__(self) -> Kernel:
+        return self
 
 
 #: What the usual next step (a Dispatcher) imports, imported on the link worker once the
@@ -161,7 +248,7 @@ class Library(Closing):
     @property
     def left_out(self) -> tuple[LeftOut, ...]:
         """The binary's containers left out of the link, which have no code for :attr:`arch`
-        (see :attr:`~skbuild_cudaq.realtime.link.LinkResult.left_out`). What they define is
+        (see :attr:`~skbuild_cudaq.realtime.link.linker.LinkResult.left_out`). What they define is
         not in this module. Empty before the link and for a bare cubin."""
         return self._left_out
 
@@ -181,7 +268,7 @@ class Library(Closing):
 
     def _link(self, arch: str | None) -> LinkResult:
         """Link (or take from the cache) this library's device code for ``arch``."""
-        from skbuild_cudaq.realtime.link import LinkOptions, link_device_code
+        from skbuild_cudaq.realtime.link.linker import LinkOptions, link_device_code
 
         assert self._binary is not None
         options = LinkOptions(arch=arch, bridge=self._bridge, graph_launch=self._graph_launch)
@@ -284,7 +371,7 @@ class Library(Closing):
         """What a failed lookup adds when containers were left out of the link ('' if none)."""
         if not self._left_out or self._arch is None:
             return ""
-        from skbuild_cudaq.realtime.link import left_out_note
+        from skbuild_cudaq.realtime.link.linker import left_out_note
 
         return f"; {left_out_note(self._left_out, self._arch)}"
 

@@ -8,11 +8,9 @@ import threading
 from pathlib import Path
 
 from skbuild_cudaq.realtime import _driver
-from skbuild_cudaq.realtime._binary import Binary, BridgeCode, binary_path, bridge_files
 from skbuild_cudaq.realtime.errors import LibraryConflictError
-
-from .handles import Kernel
-from .loaded import Library
+from skbuild_cudaq.realtime.library.loaded import Kernel, Library
+from skbuild_cudaq.realtime.link._binary import Binary, BridgeCode, binary_path, bridge_files
 
 __all__ = [
     "get_device_handler",

@@ -5,13 +5,11 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+from skbuild_cudaq._records import HANDLER_PREFIX, SHAPE_THREAD_PREFIX
 from skbuild_cudaq.realtime.errors import RealtimeError
 
 __all__ = ["HANDLER_PREFIX", "SHAPE_THREAD_PREFIX", "ModuleSymbols", "cubin_symbols"]
 
-HANDLER_PREFIX = "cudaq_handler_"
-#: marker global of a thread-shaped handler (CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION)
-SHAPE_THREAD_PREFIX = "cudaq_shape_thread_"
 _SHT_NOBITS = 8
 
 

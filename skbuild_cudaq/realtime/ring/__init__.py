@@ -132,17 +132,17 @@ result=b"")`` answers it (exactly once per polled request).
 
 from __future__ import annotations
 
-from .batch import BatchResult
-from .client import COMPILED, DEFAULT_TIMEOUT, RingClient, Ticket
-from .device_ctx import (
+from skbuild_cudaq.realtime.ring.batch import BatchResult
+from skbuild_cudaq.realtime.ring.client import COMPILED, DEFAULT_TIMEOUT, RingClient, Ticket
+from skbuild_cudaq.realtime.ring.device_ctx import (
     HOST_RING_CTX_MAGIC,
     HOST_RING_CTX_SIZE,
     HOST_RING_LANE_SIZE,
     HOST_RING_MAX_LANES,
     host_ring_ctx_bytes,
 )
-from .layout import RingLayout
-from .server import PolledRequest, RingServer
+from skbuild_cudaq.realtime.ring.layout import RingLayout
+from skbuild_cudaq.realtime.ring.server import PolledRequest, RingServer
 
 __all__ = [
     "COMPILED",

@@ -10,10 +10,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from skbuild_cudaq.realtime._timeouts import UNSET, Timeout, deadline
 from skbuild_cudaq.realtime.errors import RingProtocolError
+from skbuild_cudaq.realtime.ring.layout import RingLayout
+from skbuild_cudaq.realtime.ring.memory import Backoff, RingMemory
 from skbuild_cudaq.realtime.wire import HEADER_SIZE, REQUEST_MAGIC, RESPONSE_MAGIC, function_id
-
-from .layout import RingLayout
-from .memory import Backoff, RingMemory
 
 __all__ = ["BatchResult"]
 

@@ -45,6 +45,9 @@ from skbuild_cudaq.realtime.errors import (
     RingError,
     RingProtocolError,
 )
+from skbuild_cudaq.realtime.ring.batch import _BatchPath
+from skbuild_cudaq.realtime.ring.layout import RingLayout
+from skbuild_cudaq.realtime.ring.memory import Backoff, RingMemory
 from skbuild_cudaq.realtime.wire import (
     _RESPONSE,
     HEADER_SIZE,
@@ -56,10 +59,6 @@ from skbuild_cudaq.realtime.wire import (
     function_id,
 )
 
-from .batch import _BatchPath
-from .layout import RingLayout
-from .memory import Backoff, RingMemory
-
 __all__ = ["COMPILED", "DEFAULT_TIMEOUT", "RingClient", "Ticket"]
 
 _U32 = 0xFFFFFFFF
@@ -68,7 +67,7 @@ _U64 = 0xFFFFFFFFFFFFFFFF
 _CompiledRing: type[_fastcall.Ring] | None
 _compiled_call: Any  # RingClient.call as compiled code, or None
 try:
-    from . import _fastcall
+    from skbuild_cudaq.realtime.ring import _fastcall
 
     _CompiledRing = _fastcall.Ring
     _compiled_call = _fastcall.call

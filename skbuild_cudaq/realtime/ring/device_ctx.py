@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import struct
 
-from .layout import RingLayout
+from skbuild_cudaq.realtime.ring.layout import RingLayout
 
 __all__ = [
     "HOST_RING_CTX_MAGIC",

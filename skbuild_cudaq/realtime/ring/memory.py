@@ -9,8 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from skbuild_cudaq.realtime.errors import RingError
-
-from .layout import RingLayout
+from skbuild_cudaq.realtime.ring.layout import RingLayout
 
 __all__ = ["Backoff", "RingMemory"]
 

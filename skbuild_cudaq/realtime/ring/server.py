@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from skbuild_cudaq.realtime.errors import RingError
+from skbuild_cudaq.realtime.ring.layout import RingLayout
+from skbuild_cudaq.realtime.ring.memory import RingMemory
 from skbuild_cudaq.realtime.wire import (
     _REQUEST,
     _RESPONSE,
@@ -14,9 +16,6 @@ from skbuild_cudaq.realtime.wire import (
     RESPONSE_MAGIC,
     RequestHeader,
 )
-
-from .layout import RingLayout
-from .memory import RingMemory
 
 __all__ = ["PolledRequest", "RingServer"]
 

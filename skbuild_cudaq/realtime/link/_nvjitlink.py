@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .device_code import LinkInput
-from .errors import LinkError, VersionMismatchError
+from skbuild_cudaq._cuda_majors import cuda_major, cuda_majors
+from skbuild_cudaq.realtime.errors import LinkError, VersionMismatchError
+from skbuild_cudaq.realtime.link.device_code import LinkInput
 
 __all__ = [
     "LTO_IR_RELEASES",
@@ -64,7 +65,9 @@ _LTO_IR = 8
 #: project's tests build. Older releases of that major crash (SIGSEGV inside their ptxas:
 #: 13.0.39, 13.0.88) or stop with a ptxas internal compiler error (13.1.80) on some valid
 #: modules, e.g. a cooperative-grid kernel with handlers and a bridge of one's own for sm_90.
-FIXED_RELEASES: dict[int, tuple[int, ...]] = {13: (13, 1, 115)}
+FIXED_RELEASES: dict[int, tuple[int, ...]] = {
+    m.major: m.nvjitlink_fixed for m in cuda_majors() if m.nvjitlink_fixed
+}
 
 
 @dataclass(frozen=True)
@@ -93,8 +96,8 @@ class NvJitLinkInfo:
 #: cuda-pathfinder's search for nvJitLink on Linux (cuda.bindings loads it with
 #: ``load_nvidia_dynamic_lib("nvJitLink")``): the sonames, the wheel directories
 #: under each site-packages, and the directories under ``$CONDA_PREFIX``.
-_SONAMES = ("libnvJitLink.so.13", "libnvJitLink.so.12")
-_WHEEL_LIB_DIRS = ("nvidia/cu13/lib", "nvidia/nvjitlink/lib")
+_SONAMES = tuple(m.nvjitlink_soname for m in cuda_majors())
+_WHEEL_LIB_DIRS = tuple(d for m in cuda_majors() for d in m.nvjitlink_dirs)
 _CONDA_LIB_DIRS = ("lib64", "lib")
 
 
@@ -511,7 +514,7 @@ def known_defect(nvjitlink: tuple[int, int]) -> str | None:
     return (
         f"{package} is known to crash (SIGSEGV in its ptxas) or to stop with a ptxas internal "
         f"compiler error on some valid dispatch modules; nvJitLink {release} and later link "
-        f"them: pip install -U 'nvidia-nvjitlink>={release},<{fixed[0] + 1}'"
+        f"them: pip install -U '{_wheel(fixed[0], 'nvjitlink')}>={release},<{fixed[0] + 1}'"
     )
 
 
@@ -520,7 +523,7 @@ def warn_known_defect(nvjitlink: tuple[int, int]) -> None:
     """Log :func:`known_defect` once a process, before an in-process link that might crash."""
     defect = known_defect(nvjitlink)
     if defect is not None:
-        from ._logging import get_logger
+        from skbuild_cudaq.realtime._logging import get_logger
 
         get_logger(__name__).warning("%s (a crash would end this process)", defect)
 
@@ -529,9 +532,18 @@ def _extra(major: int) -> str:
     return f"pip install 'skbuild-cudaq[cu{major}]'"
 
 
+def _wheel(major: int, kind: str) -> str:
+    """The name of CUDA ``major``'s ``kind`` wheel (``nvrtc``, ``nvjitlink``, ``nvcc``), from
+    ``cuda-majors.txt``; for a major it does not list, words that say what to find."""
+    facts = cuda_major(major)
+    if facts is None:
+        return f"the {kind} wheel of CUDA {major}"
+    names = {"nvrtc": facts.nvrtc_wheel, "nvjitlink": facts.nvjitlink_wheel}
+    return names.get(kind) or facts.nvcc_wheels[0]
+
+
 def _nvjitlink_requirement(major: int, minor: int) -> str:
-    name = "nvidia-nvjitlink-cu12" if major == 12 else "nvidia-nvjitlink"
-    return f"'{name}>={major}.{minor},<{major + 1}'"
+    return f"'{_wheel(major, 'nvjitlink')}>={major}.{minor},<{major + 1}'"
 
 
 def _advice(
@@ -558,7 +570,7 @@ def _advice(
                 f"in an environment (pip uninstall {info.distribution}, or a fresh environment "
                 f"with {_extra(ir_major)})"
             )
-        nvrtc = "nvidia-cuda-nvrtc-cu12" if major == 12 else f"nvidia-cuda-nvrtc=={major}.*"
+        nvrtc = _wheel(major, "nvrtc") if major == 12 else f"{_wheel(major, 'nvrtc')}=={major}.*"
         return (
             f"the LTO-IR is CUDA {ir_major} code and nvJitLink is CUDA {major} (have {have}): "
             f"install the CUDA {ir_major} stack ({_extra(ir_major)}: cuda-bindings and nvJitLink "
@@ -571,9 +583,9 @@ def _advice(
         need = _nvjitlink_requirement(major, nvjitlink[1] + 1)
     version = _fmt(nvjitlink)
     compiler = (
-        f"NVRTC: 'nvidia-cuda-nvrtc-cu12=={version}.*' and [tool.cudaq] compiler = \"nvrtc\""
-        if major == 12
-        else f"'nvidia-cuda-nvcc=={version}.*' or 'nvidia-cuda-nvrtc=={version}.*'"
+        f"NVRTC: '{_wheel(major, 'nvrtc')}=={version}.*' and [tool.cudaq] compiler = \"nvrtc\""
+        if major == 12  # CUDA 12's nvcc wheel carries no nvcc
+        else f"'{_wheel(major, 'nvcc')}=={version}.*' or '{_wheel(major, 'nvrtc')}=={version}.*'"
     )
     return (
         f"align the two: install an nvJitLink as new as the compiler that built {source} "

@@ -25,7 +25,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .errors import InvalidArgumentError, RealtimeError
+from skbuild_cudaq.realtime.errors import InvalidArgumentError, RealtimeError
 
 __all__ = ["EXPORT_PREFIX", "NativeHostHandler", "exported_host_handlers", "get_host_handler"]
 
@@ -56,7 +56,7 @@ class NativeHostHandler:
     ) -> tuple[int, bytes]:
         """One call: ``(status, result)``; a result longer than ``max_result_len`` is
         answered ``(STATUS_RESULT_TOO_LONG, b"")``, as the host path does."""
-        from . import _native
+        from skbuild_cudaq.realtime.host import _native
 
         if not 0 <= max_result_len <= 0xFFFFFFFF:
             msg = f"max_result_len={max_result_len} is not a 32-bit length"
@@ -146,7 +146,7 @@ def get_host_handler(module: ModuleType | str | os.PathLike[str], name: str) -> 
     does not export ``name`` (``.available`` lists what it exports), and
     :class:`RealtimeError` for a record it cannot read.
     """
-    from . import _native
+    from skbuild_cudaq.realtime.host import _native
 
     checked: object = name
     if not isinstance(checked, str) or not name:

@@ -5,7 +5,7 @@
 :class:`UdpFeeder` (a host thread, not a GPU :class:`~skbuild_cudaq.realtime.Bridge`)
 needs only a :class:`~skbuild_cudaq.realtime.RingClient`,
 so it fronts the device path (a GPU bridge's ring in pinned mapped memory) and
-the host path (:class:`~skbuild_cudaq.realtime.host_path.HostDispatcher`) alike.
+the host path (:class:`~skbuild_cudaq.realtime.host.dispatcher.HostDispatcher`) alike.
 One datagram is one request (24-byte header + arguments, then optional padding:
 CUDA-Q realtime's UDP transport sends every request as one full slot-size
 datagram); the response (24-byte header + result) goes back to the sender's
@@ -79,15 +79,22 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import _native
-from ._closing import Closing
-from ._logging import get_logger
-from ._timeouts import DEFAULT_TIMEOUT, UNSET, ClientTimeout, Timeout, check_timeout, collect_each
-from .errors import ClientError, ProtocolError, UdpFeederError
-from .ring import RingClient
-from .ring.client import _buffer_address
-from .ring.memory import _idle_sleep_ns
-from .wire import (
+from skbuild_cudaq.realtime._closing import Closing
+from skbuild_cudaq.realtime._logging import get_logger
+from skbuild_cudaq.realtime._timeouts import (
+    DEFAULT_TIMEOUT,
+    UNSET,
+    ClientTimeout,
+    Timeout,
+    check_timeout,
+    collect_each,
+)
+from skbuild_cudaq.realtime.errors import ClientError, ProtocolError, UdpFeederError
+from skbuild_cudaq.realtime.host import _native
+from skbuild_cudaq.realtime.ring import RingClient
+from skbuild_cudaq.realtime.ring.client import _buffer_address
+from skbuild_cudaq.realtime.ring.memory import _idle_sleep_ns
+from skbuild_cudaq.realtime.wire import (
     _REQUEST,
     HEADER_SIZE,
     REQUEST_MAGIC,
@@ -424,7 +431,7 @@ class UdpClient(ClientTimeout, Closing):
                 request_id = (request_id + 1) & 0xFFFFFFFF
             self._next_request_id = (request_id + 1) & 0xFFFFFFFF
         elif (request_id, ts) in self._outstanding:
-            from .errors import InvalidArgumentError  # a ValueError too
+            from skbuild_cudaq.realtime.errors import InvalidArgumentError  # a ValueError too
 
             msg = (
                 f"request id {request_id} with timestamp {ts} is already in flight on this "
@@ -439,7 +446,7 @@ class UdpClient(ClientTimeout, Closing):
         except OSError as exc:
             if exc.errno != errno.EMSGSIZE:
                 raise
-            from .errors import InvalidArgumentError  # a ValueError too
+            from skbuild_cudaq.realtime.errors import InvalidArgumentError  # a ValueError too
 
             msg = (
                 f"a request of {len(data)} bytes ({len(data) - HEADER_SIZE} of arguments) is "

@@ -66,8 +66,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._logging import get_logger
-from .errors import LinkCacheError
+from skbuild_cudaq.realtime._logging import get_logger
+from skbuild_cudaq.realtime.errors import LinkCacheError
 
 __all__ = [
     "CACHE_ENV",

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from .errors import LinkError, VersionMismatchError
+from skbuild_cudaq.realtime.errors import LinkError, VersionMismatchError
 
 __all__ = ["ChildLink", "link_in_child", "main"]
 
@@ -69,7 +69,7 @@ def _unframe(data: bytes) -> tuple[dict[str, object], memoryview]:
 #: The child's program: this very skbuild_cudaq package, whatever the child's sys.path.
 _CHILD = (
     "import sys; sys.path.insert(0, {root!r}); "
-    "from skbuild_cudaq.realtime._link_child import main; sys.exit(main())"
+    "from skbuild_cudaq.realtime.link._child import main; sys.exit(main())"
 )
 
 
@@ -86,7 +86,7 @@ def _last_line(stderr: bytes) -> str:
 
 def _known_defect() -> str | None:
     """Whether the nvJitLink the child loaded is a release known to crash on valid input."""
-    from . import _nvjitlink
+    from skbuild_cudaq.realtime.link import _nvjitlink
 
     try:
         return _nvjitlink.known_defect(_nvjitlink.nvjitlink_version())
@@ -203,7 +203,7 @@ def _serve(request: bytes) -> bytes:
         import resource
 
         resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))  # type: ignore[call-overload]
-    from . import _nvjitlink
+    from skbuild_cudaq.realtime.link import _nvjitlink
 
     try:
         start = time.perf_counter()

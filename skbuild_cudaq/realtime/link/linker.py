@@ -20,19 +20,19 @@ from pathlib import Path
 from types import ModuleType
 from typing import cast
 
-from . import _nvjitlink
-from ._binary import BridgeCode
-from ._logging import get_logger, timed
-from .cache import LinkCache, cache_digest, cache_entry, default_cache
-from .device_code import (
+from skbuild_cudaq.realtime._logging import get_logger, timed
+from skbuild_cudaq.realtime.errors import LinkError
+from skbuild_cudaq.realtime.link import _nvjitlink
+from skbuild_cudaq.realtime.link._binary import BridgeCode
+from skbuild_cudaq.realtime.link.cache import LinkCache, cache_digest, cache_entry, default_cache
+from skbuild_cudaq.realtime.link.device_code import (
     DeviceCode,
     LinkInput,
     bridge_files,
     container_sources,
     device_code_of,
-    runtime_device_code,
 )
-from .errors import LinkError
+from skbuild_cudaq.realtime.link.device_runtime import runtime_device_code
 
 __all__ = [
     "DEFAULT_MEMORY_LIMIT",
@@ -97,7 +97,7 @@ class LinkOptions:
     arch: str | int | None = None
     extra: tuple[str, ...] = ()
     #: The device run-time set to link, or None for the installed nvJitLink's
-    #: (:func:`~skbuild_cudaq.realtime.device_code.runtime_dir`).
+    #: (:func:`~skbuild_cudaq.realtime.link.device_runtime.runtime_dir`).
     runtime_dir: Path | None = None
     #: The LTO-IR fatbins of a bridge of your own, which replace the host-ring hooks (one
     #: path or several, kept as a tuple of resolved paths), or None for the built-in
@@ -406,7 +406,7 @@ class PreparedLink:
         with timed(_logger, f"nvJitLink {self.code.path.name} for {sm} ({len(inputs)} inputs)"):
             libraries = [(lib.name, lib.data) for lib in self.runtime.libraries]
             if self.options.isolated:
-                from ._link_child import link_in_child
+                from skbuild_cudaq.realtime.link._child import link_in_child
 
                 blobs = [(i.name, i.container.data) for i in inputs]
                 return link_in_child(
@@ -465,7 +465,7 @@ def link_device_code(
     """Link ``binary``'s device code with the package's run time into one cubin.
 
     ``binary``: an extension module object, a path, or its
-    :class:`~skbuild_cudaq.realtime.device_code.DeviceCode`. ``options``: how to link
+    :class:`~skbuild_cudaq.realtime.link.device_code.DeviceCode`. ``options``: how to link
     (default ``LinkOptions()``: for the current GPU, with the host-ring hooks, in this
     process); with ``options.arch`` set (``"sm_90"``) no GPU is needed. ``cache``: a
     :class:`~skbuild_cudaq.realtime.LinkCache` (default: from ``SKBUILD_CUDAQ_LINK_CACHE``;
@@ -477,7 +477,7 @@ def link_device_code(
     prepared = prepare_link(binary, options, cache)
     arch = prepared.options.arch
     if arch is None:
-        from ._driver import current_arch
+        from skbuild_cudaq.realtime._driver import current_arch
 
         arch = current_arch()
     return prepared.finish(arch)

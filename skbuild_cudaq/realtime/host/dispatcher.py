@@ -6,7 +6,7 @@ kernels do: take the next request in ring order, validate it, call the
 HOST_CALL handler, publish the response. The protocol, the UDP feeder and the
 two-process test server thus run without a GPU.
 
-The serving thread is native (``_native.c``, :mod:`skbuild_cudaq.realtime._native`):
+The serving thread is native (``_native.c``, :mod:`skbuild_cudaq.realtime.host._native`):
 it polls the ring without the GIL, calls *native* handlers without the GIL and
 takes the GIL only to call a *Python* handler, with one thread state for the
 thread's life. It spins while serving (lowest latency, one CPU busy);
@@ -55,7 +55,7 @@ handler's own status is answered as it returns it (as on the device path).
 
 Applications should keep their own positive statuses below 0x7FFFFF00.
 
-Graph handlers (GRAPH_LAUNCH entries, :mod:`skbuild_cudaq.realtime.host_graphs`): the
+Graph handlers (GRAPH_LAUNCH entries, :mod:`skbuild_cudaq.realtime.host.graphs`): the
 serving thread launches an entry's CUDA graph on a worker stream of its own for each of
 its requests (one worker per entry, at most 64), with the I/O context filled as on the
 device path, and serves on; the graph writes the response into the ring and publishes
@@ -108,7 +108,7 @@ stops (the stop was asked for; a ``start()`` meanwhile has it serve on instead);
 later ``close()`` releases the views. Serving threads still running when the
 interpreter exits are stopped first (``atexit``). ``fork()`` copies a dispatcher, not its
 thread: in the child it is stopped (``stop()`` returns at once; ``start()`` serves the
-child's copy of the ring), and so is a :class:`~skbuild_cudaq.realtime.udp.UdpFeeder`.
+child's copy of the ring), and so is a :class:`~skbuild_cudaq.realtime.host.udp.UdpFeeder`.
 
 A ring that a writer of the same user left in a state no client can use (flags out
 of ring order, a response flag ahead of its request's): its owner calls
@@ -125,20 +125,20 @@ import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from . import _native
-from ._closing import Closing
-from ._timeouts import check_timeout
-from .errors import HostDispatcherError
-from .graph import STATUS_GRAPH_LAUNCH_FAILED
-from .host_handlers import NativeHostHandler
-from .ring.client import RingClient, _buffer_address
-from .ring.layout import RingLayout
-from .ring.memory import RingMemory, _idle_sleep_ns
-from .wire import REQUEST_MAGIC, function_id
+from skbuild_cudaq.realtime._closing import Closing
+from skbuild_cudaq.realtime._timeouts import check_timeout
+from skbuild_cudaq.realtime.errors import HostDispatcherError
+from skbuild_cudaq.realtime.graph import STATUS_GRAPH_LAUNCH_FAILED
+from skbuild_cudaq.realtime.host import _native
+from skbuild_cudaq.realtime.host.handlers import NativeHostHandler
+from skbuild_cudaq.realtime.ring.client import RingClient, _buffer_address
+from skbuild_cudaq.realtime.ring.layout import RingLayout
+from skbuild_cudaq.realtime.ring.memory import RingMemory, _idle_sleep_ns
+from skbuild_cudaq.realtime.wire import REQUEST_MAGIC, function_id
 
 if TYPE_CHECKING:
-    from .dispatcher.table import FunctionEntry, FunctionTable
-    from .host_graphs import HostGraphs, PinnedMemory
+    from skbuild_cudaq.realtime.dispatcher.table import FunctionEntry, FunctionTable
+    from skbuild_cudaq.realtime.host.graphs import HostGraphs, PinnedMemory
 
 __all__ = [
     "STATUS_BAD_HANDLER_RESULT",
@@ -197,7 +197,7 @@ def _host_handlers(
         return []
     if isinstance(handlers, Mapping):
         return list(handlers.items())
-    from .dispatcher.table import FunctionTable
+    from skbuild_cudaq.realtime.dispatcher.table import FunctionTable
 
     checked: object = handlers  # callers without type checking may pass anything
     if not isinstance(checked, FunctionTable):
@@ -209,7 +209,7 @@ def _host_handlers(
 def _graph_entries(handlers: object, shared_ring: bool) -> list[FunctionEntry]:
     """The GRAPH_LAUNCH entries a host dispatcher serves: a table's, except on a shared ring
     (where the device dispatcher serves them)."""
-    from .dispatcher.table import FunctionTable
+    from skbuild_cudaq.realtime.dispatcher.table import FunctionTable
 
     if shared_ring or not isinstance(handlers, FunctionTable):
         return []
@@ -301,7 +301,7 @@ class HostDispatcher(Closing):
         self._pinned: PinnedMemory | None = None
         self._clients: weakref.WeakSet[RingClient] = weakref.WeakSet()
         if graph_entries:
-            from .host_graphs import HostGraphs
+            from skbuild_cudaq.realtime.host.graphs import HostGraphs
 
             self._graphs = HostGraphs(graph_entries, layout)
             if buffer is None:

@@ -43,9 +43,9 @@ import secrets
 import stat
 from dataclasses import dataclass, field
 
-from ._logging import get_logger
-from .errors import RingError
-from .ring import RingClient, RingLayout
+from skbuild_cudaq.realtime._logging import get_logger
+from skbuild_cudaq.realtime.errors import RingError
+from skbuild_cudaq.realtime.ring import RingClient, RingLayout
 
 __all__ = ["SHM_DIR", "Segment", "attach", "connect_host_ring", "create", "ring_size", "sweep"]
 

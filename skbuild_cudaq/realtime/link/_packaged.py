@@ -26,8 +26,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._closing import Closing
-from .errors import DeviceCodeError
+from skbuild_cudaq.realtime._closing import Closing
+from skbuild_cudaq.realtime.errors import DeviceCodeError
 
 __all__ = ["Packaged", "PackagedBinary", "open_distribution", "open_wheel"]
 

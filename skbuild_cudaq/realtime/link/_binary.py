@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
 
-from .errors import DeviceCodeError
+from skbuild_cudaq.realtime.errors import DeviceCodeError
 
 __all__ = ["Binary", "BridgeCode", "binary_path", "bridge_files"]
 

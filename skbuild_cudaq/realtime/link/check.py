@@ -11,7 +11,7 @@
    there -- a record whose container is gone means the module lost device code after the
    build (``strip --remove-section``, a repair tool);
 3. link the module with the run time for every declared architecture, exactly as the run
-   time does before it loads anything (:func:`~skbuild_cudaq.realtime.link.prepare_link`),
+   time does before it loads anything (:func:`~skbuild_cudaq.realtime.link.linker.prepare_link`),
    with nvJitLink in a child process (``_link_child``: a crash of nvJitLink on a
    damaged module is one problem, not the end of the check) and without the link cache (a
    check links); a container without code for an architecture is left out of that link, as
@@ -33,12 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import DeviceCodeError, LinkError
+from skbuild_cudaq.realtime.errors import DeviceCodeError, LinkError
 
 if TYPE_CHECKING:  # importlib.metadata and zipfile load with the first check
-    from ._packaged import Packaged, PackagedBinary
-    from .device_code import DeviceCode
-    from .link import LeftOut
+    from skbuild_cudaq.realtime.link._packaged import Packaged, PackagedBinary
+    from skbuild_cudaq.realtime.link.device_code import DeviceCode
+    from skbuild_cudaq.realtime.link.linker import LeftOut
 
 __all__ = [
     "ArchCheck",
@@ -197,7 +197,7 @@ def check_package(
     Returns a :class:`CheckReport`; problems are in it, never raised. Raises
     ``ImportError`` when nvJitLink (the ``runtime`` extra) cannot be loaded.
     """
-    from ._packaged import open_distribution, open_wheel
+    from skbuild_cudaq.realtime.link._packaged import open_distribution, open_wheel
 
     options = _options(architectures, timeout, memory_limit)
     text = os.fspath(target)
@@ -224,7 +224,7 @@ def _is_wheel(target: str | os.PathLike[str]) -> bool:
 def _options(
     architectures: Iterable[str | int] | None, timeout: float | None, memory_limit: int | None
 ) -> _Options:
-    from .link import DEFAULT_MEMORY_LIMIT, LinkOptions, parse_arch
+    from skbuild_cudaq.realtime.link.linker import DEFAULT_MEMORY_LIMIT, LinkOptions, parse_arch
 
     archs = None
     if architectures is not None:
@@ -244,7 +244,7 @@ def _not_found(target: str, message: str) -> CheckReport:
 
 
 def _sorted_archs(archs: Iterable[str]) -> tuple[str, ...]:
-    from .link import parse_arch
+    from skbuild_cudaq.realtime.link.linker import parse_arch
 
     return tuple(sorted(set(archs), key=lambda a: (parse_arch(a)[1], a)))
 
@@ -283,11 +283,10 @@ def _section_names(path: Path) -> set[str]:
 
 def _check_binary(target: str, binary: PackagedBinary, options: _Options) -> ModuleCheck | None:
     """The check of one binary, or None when it has no device code and claims none."""
-    from skbuild_cudaq.build._device_info import SECTION as RECORDS
-    from skbuild_cudaq.build._device_info import container_digest, read_records
+    from skbuild_cudaq._records import SECTION as RECORDS
+    from skbuild_cudaq._records import container_digest, read_records
     from skbuild_cudaq.fatbin import SECTION_NAME
-
-    from .device_code import device_code_of
+    from skbuild_cudaq.realtime.link.device_code import device_code_of
 
     name = binary.name
 
@@ -401,7 +400,7 @@ def _linked_records(
     """The ``records`` of containers a link kept (those ``left_out`` declare nothing there)."""
     if not left_out:
         return list(records)
-    from skbuild_cudaq.build._device_info import container_digest
+    from skbuild_cudaq._records import container_digest
 
     names = {item.name for item in left_out}
     gone = {container_digest(i.container.data) for i in code.inputs if i.name in names}
@@ -418,9 +417,9 @@ def _link(
 ) -> tuple[ArchCheck, list[CheckProblem]]:
     """Link ``code`` for ``arch`` and look for the kernels and handlers the records of the
     containers linked declare."""
-    from .cache import LinkCache
-    from .library.symbols import cubin_symbols
-    from .link import LinkOptions, prepare_link
+    from skbuild_cudaq.realtime.library.symbols import cubin_symbols
+    from skbuild_cudaq.realtime.link.cache import LinkCache
+    from skbuild_cudaq.realtime.link.linker import LinkOptions, prepare_link
 
     link_options = LinkOptions(
         arch=arch, isolated=True, timeout=options.timeout, memory_limit=options.memory_limit

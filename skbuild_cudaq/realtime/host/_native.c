@@ -1,4 +1,4 @@
-/* The host path's native core (skbuild_cudaq.realtime._native): the serving loop of
+/* The host path's native core (skbuild_cudaq.realtime.host._native): the serving loop of
  * HostDispatcher, the UDP feeder of UdpFeeder, and the lookup and direct call of native
  * host handlers (cudaq/realtime/host_handler.h). Python's limited API (3.10): one abi3
  * module for every CPython from 3.10. Built by cmake/NativeCore.cmake; required (the host
@@ -1656,7 +1656,7 @@ static PyType_Slot loop_slots[] = {
 };
 
 static PyType_Spec loop_spec = {
-    "skbuild_cudaq.realtime._native.Loop",
+    "skbuild_cudaq.realtime.host._native.Loop",
     sizeof(LoopObject),
     0,
     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
@@ -2189,7 +2189,7 @@ static PyType_Slot feeder_slots[] = {
 };
 
 static PyType_Spec feeder_spec = {
-    "skbuild_cudaq.realtime._native.Feeder",
+    "skbuild_cudaq.realtime.host._native.Feeder",
     sizeof(FeederObject),
     0,
     Py_TPFLAGS_DEFAULT,

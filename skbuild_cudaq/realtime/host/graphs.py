@@ -42,12 +42,12 @@ import ctypes
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from . import _driver
-from .errors import CUDAError, HostDispatcherError
+from skbuild_cudaq.realtime import _driver
+from skbuild_cudaq.realtime.errors import CUDAError, HostDispatcherError
 
 if TYPE_CHECKING:
-    from .dispatcher.table import FunctionEntry
-    from .ring.layout import RingLayout
+    from skbuild_cudaq.realtime.dispatcher.table import FunctionEntry
+    from skbuild_cudaq.realtime.ring.layout import RingLayout
 
 __all__ = ["DRIVER_ENTRY_POINTS", "MAX_GRAPH_WORKERS", "HostGraphs", "PinnedMemory"]
 
@@ -232,7 +232,7 @@ class HostGraphs:
 
     @property
     def record_size(self) -> int:
-        from .graph import GRAPH_IO_SIZE
+        from skbuild_cudaq.realtime.graph import GRAPH_IO_SIZE
 
         return GRAPH_IO_SIZE + self.layout.slot_size
 
@@ -323,7 +323,7 @@ class HostGraphs:
                     "time: stop that one first"
                 )
                 raise HostDispatcherError(msg)
-        from .graph import hold_graphs
+        from skbuild_cudaq.realtime.graph import hold_graphs
 
         for index, entry in enumerate(self.entries):
             entry.mailbox.value = self.record_of(index)
@@ -334,7 +334,7 @@ class HostGraphs:
         """Clear the mailboxes this dispatcher claimed (no graph of it runs any more)."""
         if not self._claimed:
             return
-        from .graph import let_go_graphs
+        from skbuild_cudaq.realtime.graph import let_go_graphs
 
         self._claimed = False
         let_go_graphs(self.entries, self)

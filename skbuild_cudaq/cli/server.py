@@ -42,15 +42,14 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from skbuild_cudaq import _log
+from skbuild_cudaq.cli._args import dims, positive
 from skbuild_cudaq.errors import CudaqError
-from skbuild_cudaq.realtime._shm import ring_size
 from skbuild_cudaq.realtime.errors import RealtimeError
+from skbuild_cudaq.realtime.host._shm import ring_size
 from skbuild_cudaq.realtime.ring import RingClient, RingLayout
 
-from ._args import dims, positive
-
 if TYPE_CHECKING:
-    from skbuild_cudaq.realtime.host_path import HostHandler
+    from skbuild_cudaq.realtime.host.dispatcher import HostHandler
 
 __all__ = ["main"]
 
@@ -228,8 +227,8 @@ def _import(args: argparse.Namespace) -> Any:
 def _host_handlers(args: argparse.Namespace) -> dict[str | bytes | int, HostHandler]:
     """The host path's handlers: the native host handlers of ``--module`` (every one it
     exports by default), or the built-in Python ones."""
-    from skbuild_cudaq.realtime.host_handlers import exported_host_handlers, get_host_handler
-    from skbuild_cudaq.realtime.host_path import echo, rpc_increment
+    from skbuild_cudaq.realtime.host.dispatcher import echo, rpc_increment
+    from skbuild_cudaq.realtime.host.handlers import exported_host_handlers, get_host_handler
 
     if args.module is None:
         available = {"rpc_increment": rpc_increment, "echo": echo}
@@ -273,7 +272,7 @@ def _host_table(args: argparse.Namespace, served: _Served) -> Any:
 
 
 def _start_host(args: argparse.Namespace, layout: RingLayout, buffer: Any) -> _Served:
-    from skbuild_cudaq.realtime.host_path import HostDispatcher
+    from skbuild_cudaq.realtime.host.dispatcher import HostDispatcher
 
     if args.dispatcher != "builtin":
         msg = f"--dispatcher={args.dispatcher}: the host path has no dispatch kernels (use builtin)"
@@ -385,8 +384,8 @@ def _add_graphs(
 
 def _serve_ring(args: argparse.Namespace, layout: RingLayout) -> tuple[_Served, str, Any]:
     """Host path over a shared-memory ring another process attaches to (see
-    :mod:`skbuild_cudaq.realtime._shm` for the segment's name, checks and lifetime)."""
-    from skbuild_cudaq.realtime import _shm
+    :mod:`skbuild_cudaq.realtime.host._shm` for the segment's name, checks and lifetime)."""
+    from skbuild_cudaq.realtime.host import _shm
 
     try:
         segment = _shm.create(layout.total_bytes)
@@ -510,7 +509,7 @@ class _Serving:
             served, self.endpoint, _ = _serve_ring(args, layout)
             self.units.append(_Unit(served))
             return
-        from skbuild_cudaq.realtime.udp import UdpFeeder
+        from skbuild_cudaq.realtime.host.udp import UdpFeeder
 
         devices = self.devices
         for index, device in enumerate(devices or [args.device or 0]):

@@ -15,7 +15,7 @@ import itertools
 import os
 import stat
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
@@ -229,13 +229,14 @@ def elf_symbols(stream: BinaryIO, path: Path, *, dynamic: bool = False) -> list[
 
 
 def _named_ranges(
-    table: _SectionTable, path: Path, end: int, name: str
+    table: _SectionTable, path: Path, end: int, name: str, *, skip_empty: bool = False
 ) -> list[tuple[int, int, int, int]]:
     """``(offset, size, index, flags)`` of every distinct section called ``name``.
 
     Sections are checked against the file; two headers naming the same bytes
     count once, and sections that overlap otherwise are refused, so the bytes
-    read never exceed the file's size.
+    read never exceed the file's size. A section with no file data (``SHT_NOBITS``) is
+    refused, or left out with ``skip_empty``.
     """
     found: dict[tuple[int, int], tuple[int, int, int, int]] = {}
     wanted = name.encode()
@@ -245,6 +246,8 @@ def _named_ranges(
         if not _is_named(table.names, name_off, wanted):
             continue
         if sh_type == _SHT_NOBITS:
+            if skip_empty:
+                continue
             msg = f"{path}: section {name} (index {index}) has no file data"
             raise DeviceCodeError(msg)
         if offset + size > end:
@@ -270,11 +273,24 @@ def read_named_sections(path: Path, name: str) -> list[tuple[int, int, int, byte
     time and memory are linear in the file's size. ``OSError`` and ``ValueError`` (a path
     that cannot name a file) are the caller's to report.
     """
-    found: list[tuple[int, int, int, bytes]] = []
+    return read_sections(path, (name,))[name]
+
+
+def read_sections(
+    path: Path, names: Sequence[str], *, may_be_empty: Sequence[str] = ()
+) -> dict[str, list[tuple[int, int, int, bytes]]]:
+    """:func:`read_named_sections` of several names, the file opened and its section table
+    read once: by name, ``(index, file offset, flags, bytes)`` of each section so called.
+    A section of a name in ``may_be_empty`` that has no file data is left out (the others'
+    are refused)."""
+    found: dict[str, list[tuple[int, int, int, bytes]]] = {name: [] for name in names}
     with path.open("rb") as stream:
         end = file_size(stream, path)
         table = _section_table(stream, path, end)
-        for offset, size, index, flags in _named_ranges(table, path, end, name) if table else []:
-            data = read_at(stream, offset, size, f"section {index}", path, end=end)
-            found.append((index, offset, flags, data))
+        for name in names if table else ():
+            assert table is not None
+            ranges = _named_ranges(table, path, end, name, skip_empty=name in may_be_empty)
+            for offset, size, index, flags in ranges:
+                data = read_at(stream, offset, size, f"section {index}", path, end=end)
+                found[name].append((index, offset, flags, data))
     return found

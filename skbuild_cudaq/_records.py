@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ __all__ = [
     "container_digest",
     "read_records",
     "records_in",
+    "records_of_sections",
 ]
 
 #: The section holding the records (next to ``__nv_relfatbin``).
@@ -125,4 +127,15 @@ def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     except OSError as exc:
         msg = f"cannot read {path}: {exc.strerror or exc}"
         raise DeviceCodeError(msg) from None
+    return records
+
+
+def records_of_sections(
+    path: Path, found: Sequence[tuple[int, int, int, bytes]]
+) -> list[dict[str, Any]]:
+    """The records of the ``__cudaq_rt_info`` sections ``found`` in the file at ``path`` (as
+    :func:`~skbuild_cudaq._elf.read_sections` returns them)."""
+    records: list[dict[str, Any]] = []
+    for index, _offset, _flags, data in found:
+        records += records_in(data, f"{path}: {SECTION} (section {index})")
     return records

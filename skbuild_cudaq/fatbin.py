@@ -40,6 +40,7 @@ containers (NVRTC's LTO-IR in nvcc's layout) is build-side:
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
@@ -60,6 +61,7 @@ __all__ = [
     "ltoir_code_version",
     "read_fatbin_file",
     "read_relfatbin_sections",
+    "relfatbin_sections",
     "split_containers",
 ]
 
@@ -345,6 +347,15 @@ def read_relfatbin_sections(path: str | PathLike[str]) -> tuple[FatbinSection, .
     except ValueError as exc:  # e.g. a NUL byte in the path
         msg = f"cannot read {path!r}: {exc}"
         raise DeviceCodeError(msg) from None
+    return relfatbin_sections(path, found)
+
+
+def relfatbin_sections(
+    path: Path, found: Sequence[tuple[int, int, int, bytes]]
+) -> tuple[FatbinSection, ...]:
+    """The ``__nv_relfatbin`` sections ``found`` in the file at ``path`` (as
+    :func:`~skbuild_cudaq._elf.read_sections` returns them), split into containers; raises
+    as :func:`read_relfatbin_sections`."""
     if not found:
         msg = (
             f"{path}: no {SECTION_NAME} section: the binary carries no relocatable device code "

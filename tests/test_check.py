@@ -534,3 +534,26 @@ def test_link_cli_names_the_source_and_speaks_architectures(
     assert "architectures" not in line
     proc = link(mixed, "sm_90")
     assert proc.returncode == 0 and "left out" not in proc.stderr
+
+
+@pytest.mark.toolchain
+def test_check_opens_each_binary_once(
+    maker: ModuleMaker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its sections (device code and build records) are read in one pass over the file."""
+    from skbuild_cudaq.realtime import check_package
+
+    wheel = wheel_of(maker.module("_once", [DISPATCHER, HANDLERS]), tmp_path)
+    opened: list[str] = []
+    real_open = Path.open
+
+    def counting_open(self: Path, *args: object, **kwargs: object) -> object:
+        mode = str(args[0] if args else kwargs.get("mode", "r"))
+        if self.name.startswith("_once") and "r" in mode:  # reads (extraction writes it)
+            opened.append(str(self))
+        return real_open(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "open", counting_open)
+    report = check_package(wheel, architectures=["sm_90"])
+    assert report.ok, [str(p) for p in report.problems]
+    assert len(opened) == 1, opened

@@ -318,6 +318,7 @@ def test_cmake_reference_is_extracted(built_docs: Path) -> None:
 def test_device_header_is_included(built_docs: Path) -> None:
     html = (built_docs / "reference" / "device-header.html").read_text(encoding="utf-8")
     assert "cudaq_dev_enter_kernel" in html and "CUDAQ_REALTIME_EXPORT_DEVICE_FUNCTION" in html
+    assert "cudaq_graph_io_t" in html  # detail/graph.cuh, the header's graph handlers' part
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import functools
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -345,3 +346,32 @@ def test_no_source_file_of_the_package_is_over_800_lines() -> None:
         and (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_SOURCE_LINES
     }
     assert long == {}
+
+
+def _map_of_the_house() -> str:
+    text = (PACKAGE.parent / "DEVELOPING.md").read_text(encoding="utf-8")
+    section = text.split("## The map of the house", 1)[1].split("\n## ", 1)[0]
+    return "\n".join(section.split("```text")[2].split("```")[0].splitlines())
+
+
+def test_the_map_in_developing_names_every_room_and_only_rooms_that_exist() -> None:
+    """DEVELOPING.md's map of ``skbuild_cudaq/`` lists every package (a folder with an
+    ``__init__.py``) and every module at the top of ``realtime/``, and names nothing that is
+    not there."""
+    drawn = _map_of_the_house()
+    packages = {
+        p.parent.relative_to(PACKAGE).as_posix()
+        for p in PACKAGE.rglob("__init__.py")
+        if p.parent != PACKAGE and "_compat" not in p.parts
+    }
+    for package in sorted(packages):
+        assert f"{package.rsplit('/', 1)[-1]}/" in drawn, f"{package}/ is not on the map"
+    for name in re.findall(r"(?m)^\s+([a-z_]+)/", drawn):
+        assert any(p.endswith(name) for p in packages) or name in (
+            "skbuild_cudaq",
+            "include",
+            "device",
+        ), name
+    top = [p.stem for p in (PACKAGE / "realtime").glob("*.py") if p.name != "__init__.py"]
+    for stem in top:
+        assert re.search(rf"\b{stem}(\.py)?\b", drawn), f"realtime/{stem}.py is not on the map"

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 __all__ = [
     "MAX_LINK_TIMEOUT",
     "MIN_LINK_MEMORY_MIB",
     "architecture",
+    "command",
     "dims",
     "link_timeout",
     "memory_mib",
@@ -87,3 +89,10 @@ def memory_mib(text: str) -> int:
         )
         raise argparse.ArgumentTypeError(msg)
     return value
+
+
+def command(sub: Any, name: str, *, help: str, description: str) -> argparse.ArgumentParser:
+    """A subcommand of ``skbuild-cudaq``: its one-line ``help`` in the command list and its
+    ``description`` on its own ``--help`` page (every command's parser starts here)."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=help, description=description)
+    return parser

@@ -17,13 +17,16 @@ from skbuild_cudaq.cli._json import document
 if TYPE_CHECKING:
     from skbuild_cudaq.realtime.link.cache import CacheUsage
 
+from skbuild_cudaq.cli._args import command
+
 __all__ = ["add_parser", "render"]
 
 _DAY = 86400.0
 
 
 def add_parser(sub: Any) -> None:
-    p: argparse.ArgumentParser = sub.add_parser(
+    p = command(
+        sub,
         "cache",
         help="show where the link cache is and what it holds, or clear it",
         description=(

@@ -17,7 +17,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from skbuild_cudaq import _log
-from skbuild_cudaq.cli._args import architecture, link_timeout
+from skbuild_cudaq.cli._args import architecture, command, link_timeout
 from skbuild_cudaq.cli._json import document
 from skbuild_cudaq.errors import ToolchainError
 
@@ -28,7 +28,8 @@ __all__ = ["add_parser", "json_document", "render_table"]
 
 
 def add_parser(sub: Any) -> None:
-    p: argparse.ArgumentParser = sub.add_parser(
+    p = command(
+        sub,
         "check",
         help="check that built wheels link for every declared architecture (no GPU)",
         description=(

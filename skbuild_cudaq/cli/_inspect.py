@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from skbuild_cudaq import _log
+from skbuild_cudaq.cli._args import command
 from skbuild_cudaq.cli._json import document
 from skbuild_cudaq.errors import DeviceCodeError
 
@@ -25,7 +26,8 @@ __all__ = ["add_parser", "render_text"]
 
 
 def add_parser(sub: Any) -> None:
-    p: argparse.ArgumentParser = sub.add_parser(
+    p = command(
+        sub,
         "inspect",
         help="list the device code embedded in a binary: containers, kernels, handlers",
         description=(

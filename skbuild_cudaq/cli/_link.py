@@ -17,14 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from skbuild_cudaq import _log
-from skbuild_cudaq.cli._args import architecture, link_timeout, memory_mib
+from skbuild_cudaq.cli._args import architecture, command, link_timeout, memory_mib
 from skbuild_cudaq.errors import ToolchainError
 
 __all__ = ["add_parser"]
 
 
 def add_parser(sub: Any) -> None:
-    p: argparse.ArgumentParser = sub.add_parser(
+    p = command(
+        sub,
         "link",
         help="link a binary's device code with the run time into a cubin (nvJitLink)",
         description=(

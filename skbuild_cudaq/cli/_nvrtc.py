@@ -15,12 +15,14 @@ from typing import Any
 from skbuild_cudaq import _log
 from skbuild_cudaq._cuda_majors import cuda_majors
 from skbuild_cudaq.build._nvrtc import add_compile_arguments, compile_args
+from skbuild_cudaq.cli._args import command
 
 __all__ = ["add_parser"]
 
 
 def add_parser(sub: Any) -> None:
-    p: argparse.ArgumentParser = sub.add_parser(
+    p = command(
+        sub,
         "nvrtc",
         help="compile device code to an LTO-IR fatbin with NVRTC (no CUDA toolkit needed)",
         description=(

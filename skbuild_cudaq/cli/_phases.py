@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skbuild_cudaq import _log
-from skbuild_cudaq.cli._args import dims, positive
+from skbuild_cudaq.cli._args import command, dims, positive
 from skbuild_cudaq.cli._json import document
 from skbuild_cudaq.errors import CudaqError, ToolchainError
 
@@ -70,7 +70,8 @@ def _fitting_payload(args: argparse.Namespace) -> bytes:
 
 
 def add_parser(sub: Any) -> None:
-    p: argparse.ArgumentParser = sub.add_parser(
+    p = command(
+        sub,
         "phases",
         help="break a round trip through your dispatch kernel down into its steps (GPU)",
         description=(

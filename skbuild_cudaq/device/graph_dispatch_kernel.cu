@@ -23,7 +23,7 @@
 // it launched are complete) and returns; the new execution resumes where this
 // one stopped (cudaq_dev_resume_kernel). Requests that arrive meanwhile wait in
 // the ring.
-#include <cudaq/realtime/unified_dispatch_device.cuh>
+#include <cudaq/realtime/detail/block.cuh>
 
 #ifndef CUDAQ_GRAPH_LAUNCHES_PER_EXECUTION
 // Under the 120 fire-and-forget launches a graph execution may make.
@@ -146,26 +146,14 @@ extern "C" __global__ void
 cudaq_realtime_graph_dispatch(void *transport_ctx, uint32_t slot_size,
                               const cudaq_function_entry_t *table, uint32_t table_count,
                               volatile int *shutdown_flag, unsigned long long *stats) {
-  __shared__ void *s_session;
-  __shared__ void *s_request;
-  __shared__ void *s_response;
-  __shared__ const cudaq_function_entry_t *s_entry;
-  __shared__ int s_running;
-  __shared__ uint32_t s_result_len;
-  __shared__ __align__(16) uint8_t s_stage[256];
-
-  if (blockIdx.x != 0 || blockIdx.y != 0 || blockIdx.z != 0)
-    return; // one block serves the ring
+  __shared__ cudaq_detail_block_state s;
   const bool leader = threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
-  const cudaq_function_entry_t *shared_table = cudaq_table_to_shared(table, table_count);
-  if (leader)
-    s_session = cudaq_dev_resume_kernel(transport_ctx, shutdown_flag);
-  __syncthreads();
-  void *session = s_session;
+  void *session =
+      cudaq_detail_open_block<true>(s, leader, transport_ctx, shutdown_flag, table, table_count);
   if (session == nullptr)
     return;
   const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
-  const bool shared_ring = table_has_peer(shared_table, table_count);
+  const bool shared_ring = table_has_peer(table, table_count);
   uint32_t launches = 0;  // this execution's graph launches (leader)
   bool graphs_on = true;  // false once a relaunch failed: graph requests then fail
 
@@ -180,20 +168,20 @@ cudaq_realtime_graph_dispatch(void *transport_ctx, uint32_t slot_size,
       for (;;) {
         const int got =
             shared_ring
-                ? cudaq_dev_rx_poll_into(session, &request, &response, s_stage, sizeof(s_stage),
+                ? cudaq_dev_rx_poll_into(session, &request, &response, s.stage, sizeof(s.stage),
                                          CUDAQ_POLL_WAIT | CUDAQ_POLL_SHARED)
-                : cudaq_dev_rx_poll_into(session, &request, &response, s_stage, sizeof(s_stage),
+                : cudaq_dev_rx_poll_into(session, &request, &response, s.stage, sizeof(s.stage),
                                          CUDAQ_POLL_WAIT);
         if (!got) {
           running = 0;
           break;
         }
         const cudaq_function_entry_t *e = nullptr;
-        int32_t status = cudaq_validate_request(request, slot_size, shared_table, table_count, &e);
+        int32_t status = cudaq_validate_request(request, slot_size, table, table_count, &e);
         if (status == CUDAQ_RPC_STATUS_UNKNOWN_FUNCTION) {
-          if (shared_ring && cudaq_is_peer_request(request, shared_table, table_count))
+          if (shared_ring && cudaq_is_peer_request(request, table, table_count))
             continue; // the shared ring's other consumer answers it
-          cudaq_graph_io_t *io = graph_entry_io(request, shared_table, table_count);
+          cudaq_graph_io_t *io = graph_entry_io(request, table, table_count);
           if (io != nullptr) {
             atomicAdd(stats, 1ull);
             if (!graphs_on) {
@@ -238,24 +226,24 @@ cudaq_realtime_graph_dispatch(void *transport_ctx, uint32_t slot_size,
                              max_result);
         cudaq_dev_tx_publish(session, response);
       }
-      s_running = running;
-      s_entry = entry;
-      s_request = request;
-      s_response = response;
-      s_result_len = 0;
+      s.running = running;
+      s.entry = entry;
+      s.request = request;
+      s.response = response;
+      s.result_len = 0;
     }
     __syncthreads();
-    if (!s_running)
+    if (!s.running)
       break;
     uint32_t result_len = 0;
-    const int32_t status = cudaq_call_launch_handler(s_entry->handler, s_request, s_response,
+    const int32_t status = cudaq_call_launch_handler(s.entry->handler, s.request, s.response,
                                                      max_result, &result_len);
     if (result_len != 0)
-      s_result_len = result_len;
+      s.result_len = result_len;
     __syncthreads();
     if (leader) {
-      write_response_header(s_response, s_request, status, s_result_len);
-      cudaq_dev_tx_publish(session, s_response);
+      write_response_header(s.response, s.request, status, s.result_len);
+      cudaq_dev_tx_publish(session, s.response);
     }
     __syncthreads();
   }

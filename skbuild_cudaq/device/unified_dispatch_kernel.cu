@@ -27,7 +27,7 @@
 // `inline` with external linkage: a bridge's (or the module's) own definition
 // replaces them at link time (nvJitLink keeps a strong definition over an inline
 // one), and without one they are what kernels link against.
-#include <cudaq/realtime/unified_dispatch_device.cuh>
+#include <cudaq/realtime/detail/block.cuh>
 
 extern "C" {
 __device__ inline __attribute__((used)) void *
@@ -143,24 +143,10 @@ __device__ __forceinline__ void
 unified_dispatch_body(void *transport_ctx, uint32_t slot_size,
                       const cudaq_function_entry_t *table, uint32_t table_count,
                       volatile int *shutdown_flag, unsigned long long *stats) {
-  __shared__ void *s_session;
-  __shared__ void *s_request;
-  __shared__ void *s_response;
-  __shared__ const cudaq_function_entry_t *s_entry;
-  __shared__ int s_running;
-  __shared__ uint32_t s_result_len;
-  // The leader's requests land here (cudaq_dev_rx_poll_into) when they fit:
-  // handlers read their arguments from shared memory.
-  __shared__ __align__(16) uint8_t s_stage[256];
-
-  if (blockIdx.x != 0 || blockIdx.y != 0 || blockIdx.z != 0)
-    return; // one block serves the ring
+  __shared__ cudaq_detail_block_state s;
   const bool leader = threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
-  table = cudaq_table_to_shared(table, table_count); // every thread: it synchronizes
-  if (leader)
-    s_session = cudaq_dev_enter_kernel(transport_ctx, shutdown_flag);
-  __syncthreads();
-  void *session = s_session;
+  void *session =
+      cudaq_detail_open_block<false>(s, leader, transport_ctx, shutdown_flag, table, table_count);
   if (session == nullptr)
     return;
   const uint32_t max_result = slot_size - CUDAQ_RPC_HEADER_SIZE;
@@ -172,32 +158,32 @@ unified_dispatch_body(void *transport_ctx, uint32_t slot_size,
       void *request = nullptr;
       void *response = nullptr;
       const cudaq_function_entry_t *entry = nullptr;
-      s_running = kShared ? serve_shared_until_launch_wide(
-                                session, slot_size, table, table_count, stats, s_stage,
-                                sizeof(s_stage), &request, &response, &entry)
+      s.running = kShared ? serve_shared_until_launch_wide(
+                                session, slot_size, table, table_count, stats, s.stage,
+                                sizeof(s.stage), &request, &response, &entry)
                           : cudaq_serve_until_launch_wide(
-                                session, slot_size, table, table_count, stats, s_stage,
-                                sizeof(s_stage), &request, &response, &entry);
-      s_entry = entry; // launch-wide: hand it to the block
-      s_request = request;
-      s_response = response;
-      s_result_len = 0;
+                                session, slot_size, table, table_count, stats, s.stage,
+                                sizeof(s.stage), &request, &response, &entry);
+      s.entry = entry; // launch-wide: hand it to the block
+      s.request = request;
+      s.response = response;
+      s.result_len = 0;
     }
     __syncthreads();
-    if (!s_running)
+    if (!s.running)
       break;
     uint32_t result_len = 0;
-    const int32_t status = cudaq_call_launch_handler(s_entry->handler, s_request, s_response,
+    const int32_t status = cudaq_call_launch_handler(s.entry->handler, s.request, s.response,
                                                      max_result, &result_len);
     if (result_len != 0)
-      s_result_len = result_len; // handlers have one thread write *result_len
+      s.result_len = result_len; // handlers have one thread write *result_len
     // Every thread's result bytes reach the host before the publish with no fence of
     // their own: the barrier orders them before the leader's release (system scope),
     // and PTX releases are cumulative (causality order is transitive across scopes).
     __syncthreads();
     if (leader) {
-      write_response_header(s_response, s_request, status, s_result_len);
-      cudaq_dev_tx_publish(session, s_response);
+      write_response_header(s.response, s.request, status, s.result_len);
+      cudaq_dev_tx_publish(session, s.response);
     }
     __syncthreads();
   }

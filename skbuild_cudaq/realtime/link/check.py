@@ -274,19 +274,13 @@ def _check_packaged(packaged: Packaged, options: _Options) -> CheckReport:
     return CheckReport(label, kind, tuple(modules), tuple(others), tuple(problems))
 
 
-def _section_names(path: Path) -> set[str]:
-    from skbuild_cudaq._elf import elf_sections
-
-    with path.open("rb") as stream:
-        return {s.name for s in elf_sections(stream, path)}
-
-
 def _check_binary(target: str, binary: PackagedBinary, options: _Options) -> ModuleCheck | None:
     """The check of one binary, or None when it has no device code and claims none."""
+    from skbuild_cudaq._elf import read_sections
     from skbuild_cudaq._records import SECTION as RECORDS
-    from skbuild_cudaq._records import container_digest, read_records
-    from skbuild_cudaq.fatbin import SECTION_NAME
-    from skbuild_cudaq.realtime.link.device_code import device_code_of
+    from skbuild_cudaq._records import container_digest, records_of_sections
+    from skbuild_cudaq.fatbin import SECTION_NAME, relfatbin_sections
+    from skbuild_cudaq.realtime.link.device_code import device_code_of_sections
 
     name = binary.name
 
@@ -295,15 +289,15 @@ def _check_binary(target: str, binary: PackagedBinary, options: _Options) -> Mod
             message = message.replace(where, name)
         return CheckProblem(kind, target, message, name, **more)
 
-    try:
-        sections = _section_names(binary.path)
-        if SECTION_NAME not in sections and RECORDS not in sections:
+    try:  # the one read of the binary: both sections at once
+        found = read_sections(binary.path, (SECTION_NAME, RECORDS), may_be_empty=(RECORDS,))
+        if not found[SECTION_NAME] and not found[RECORDS]:
             return None
-        records = read_records(binary.path)
+        records = records_of_sections(binary.path, found[RECORDS])
     except (DeviceCodeError, OSError) as exc:
         return ModuleCheck(name, problems=(problem("unreadable", str(exc)),))
     sources = tuple(str(r.get("source")) for r in records)
-    if SECTION_NAME not in sections:
+    if not found[SECTION_NAME]:
         return ModuleCheck(
             name,
             sources=sources,
@@ -322,7 +316,9 @@ def _check_binary(target: str, binary: PackagedBinary, options: _Options) -> Mod
             ),
         )
     try:
-        code = device_code_of(binary.path)
+        code = device_code_of_sections(
+            binary.path, relfatbin_sections(binary.path, found[SECTION_NAME])
+        )
     except DeviceCodeError as exc:
         return ModuleCheck(name, sources=sources, problems=(problem("unreadable", str(exc)),))
     digests = {container_digest(i.container.data) for i in code.inputs}
@@ -356,9 +352,11 @@ def _check_binary(target: str, binary: PackagedBinary, options: _Options) -> Mod
     links = []
     if not problems:
         for arch in archs:
-            link, found = _link(code, arch, records=present, options=options, problem=problem)
+            link, link_problems = _link(
+                code, arch, records=present, options=options, problem=problem
+            )
             links.append(link)
-            problems += found
+            problems += link_problems
     return ModuleCheck(
         name,
         sources=sources,

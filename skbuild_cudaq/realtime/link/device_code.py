@@ -9,11 +9,12 @@ links only the first container). Pure Python: no CUDA.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from skbuild_cudaq.fatbin import FatbinContainer, read_relfatbin_sections
+from skbuild_cudaq.fatbin import FatbinContainer, FatbinSection, read_relfatbin_sections
 from skbuild_cudaq.realtime.errors import DeviceCodeError
 from skbuild_cudaq.realtime.link._binary import binary_path, bridge_files
 
@@ -25,6 +26,7 @@ __all__ = [
     "bridge_files",
     "container_sources",
     "device_code_of",
+    "device_code_of_sections",
 ]
 
 
@@ -62,8 +64,14 @@ class DeviceCode:
 def device_code_of(binary: ModuleType | str | os.PathLike[str]) -> DeviceCode:
     """Device code of an extension module (object or path): every container of every section."""
     path = binary_path(binary)
+    return device_code_of_sections(path, read_relfatbin_sections(path))
+
+
+def device_code_of_sections(path: Path, sections: Iterable[FatbinSection]) -> DeviceCode:
+    """The device code of the binary at ``path`` from its ``__nv_relfatbin`` sections, already
+    read (``check`` reads every section it needs in one pass)."""
     inputs = []
-    for section in read_relfatbin_sections(path):
+    for section in sections:
         for number, container in enumerate(section.containers):
             name = f"{path.name}:{section.index}:{number}"
             inputs.append(LinkInput(name, container))

@@ -186,6 +186,7 @@ def test_the_loop_takes_the_drivers_entry_points_at_run_time(
 
 def test_the_io_context_layout_and_statuses_are_the_headers() -> None:
     device = (INCLUDE / "unified_dispatch_device.cuh").read_text()
+    device += (INCLUDE / "detail" / "graph.cuh").read_text()
     host = (INCLUDE / "host_handler.h").read_text()
     assert _native.GRAPH_IO_SIZE == GRAPH_IO_SIZE
     assert f"#define CUDAQ_GRAPH_IO_SIZE {GRAPH_IO_SIZE}u" in device

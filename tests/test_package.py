@@ -227,7 +227,7 @@ def test_the_wheel_is_abi3_and_carries_the_compiled_ring_client(dists: Dists) ->
         wheel_meta = zf.read(next(n for n in names if n.endswith(".dist-info/WHEEL"))).decode()
     assert "Root-Is-Purelib: false" in wheel_meta
     assert "skbuild_cudaq/realtime/ring/_fastcall.abi3.so" in names, sorted(names)
-    assert "skbuild_cudaq/realtime/_native.abi3.so" in names, sorted(names)  # required
+    assert "skbuild_cudaq/realtime/host/_native.abi3.so" in names, sorted(names)  # required
     assert "skbuild_cudaq/realtime/host/_native.pyi" in names
     assert "skbuild_cudaq/include/cudaq/realtime/host_handler.h" in names
     assert "skbuild_cudaq/realtime/ring/_fastcall.pyi" in names

@@ -1,4 +1,4 @@
-"""Types of the host path's native core (``_native.c``)."""
+"""Types of the host path's native core (``host/native/``)."""
 
 from typing import Any
 

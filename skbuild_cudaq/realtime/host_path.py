@@ -6,7 +6,7 @@ kernels do: take the next request in ring order, validate it, call the
 HOST_CALL handler, publish the response. The protocol, the UDP feeder and the
 two-process test server thus run without a GPU.
 
-The serving thread is native (``_native.c``, :mod:`skbuild_cudaq.realtime._native`):
+The serving thread is native (``host/native/``, :mod:`skbuild_cudaq.realtime._native`):
 it polls the ring without the GIL, calls *native* handlers without the GIL and
 takes the GIL only to call a *Python* handler, with one thread state for the
 thread's life. It spins while serving (lowest latency, one CPU busy);
@@ -181,7 +181,7 @@ def owns_on_shared_ring(header: Any, handlers: Mapping[int, Any], max_payload: i
     (function id -> handler). Every other request is the device dispatcher's, which
     answers it (bad ones with -1/-3, unknown ids -2): the device kernel's test
     (``cudaq_is_peer_request`` after ``cudaq_validate_request``) is the same, given the
-    same table, and so is the native loop's (``owns`` in ``_native.c``)."""
+    same table, and so is the native loop's (``owns`` in ``host/native/loop.c``)."""
     return (
         header.magic == REQUEST_MAGIC
         and header.arg_len <= max_payload

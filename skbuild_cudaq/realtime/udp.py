@@ -12,7 +12,7 @@ datagram); the response (24-byte header + result) goes back to the sender's
 address. Up to ``num_slots`` requests are in flight; responses are sent in ring
 order as they arrive.
 
-The feeder's thread is native (``_native.c``) and never takes the GIL: it receives
+The feeder's thread is native (``host/native/udp_feeder.c``) and never takes the GIL: it receives
 with ``recvmmsg`` (as many datagrams as there are free slots, up to 64 a call),
 validates each, writes the request into the ring, and sends the answers that are
 ready with ``sendmmsg``, the result straight from the response slot (with requests in

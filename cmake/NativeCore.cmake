@@ -60,7 +60,8 @@ endfunction()
 # a new transport is a file beside udp_feeder.c and a line below), installed into
 # skbuild_cudaq/realtime.
 function(_cudaq_native_core dir)
-  set(_sources life.c ring.c handlers.c table.c loop.c graphs.c udp_feeder.c module.c)
+  set(_sources life.c ring.c handlers.c table.c loop.c graphs.c udp_feeder.c backlog.c segment.c
+               module.c)
   list(TRANSFORM _sources PREPEND "${dir}/")
   _cudaq_python_module(_native skbuild_cudaq/realtime "native core" ${_sources})
   target_include_directories(_native PRIVATE "${PROJECT_SOURCE_DIR}/skbuild_cudaq/include")

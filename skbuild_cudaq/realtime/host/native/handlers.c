@@ -60,17 +60,21 @@ PyObject *native_call_handler(PyObject *mod, PyObject *args) {
     PyErr_SetString(PyExc_ValueError, "call_handler: arguments longer than 2**32 - 1 bytes");
     return NULL;
   }
-  PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)max_len);
+  /* the result region, then its guard (RESULT_GUARD): a write past max_len is answered as
+   * a result_len past it, and lands in the guard, not in memory of another's */
+  PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)max_len + RESULT_GUARD);
   if (out == NULL)
     return NULL;
   cudaq_host_handler_t fn = (cudaq_host_handler_t)(uintptr_t)address;
   char *result = PyBytes_AsString(out);
+  memset(result + max_len, GUARD_BYTE, RESULT_GUARD);
   uint32_t result_len = 0;
   int status;
   Py_BEGIN_ALLOW_THREADS
   status = fn(data, (uint32_t)size, result, max_len, &result_len);
   Py_END_ALLOW_THREADS
-  if (result_len > max_len) {
+  if (result_len > max_len ||
+      !guard_intact((const uint8_t *)result + max_len, RESULT_GUARD_CHECKED)) {
     Py_DECREF(out);
     return Py_BuildValue("(iy#)", (int)STATUS_RESULT_TOO_LONG, "", (Py_ssize_t)0);
   }

@@ -18,6 +18,9 @@
  *   graphs.c      the loop's graph workers (GRAPH_LAUNCH entries): set_graphs(), launch, sweep
  *   udp_feeder.c  Feeder: the UDP transport into a ring (UdpFeeder); a second transport is
  *                 a file of its own beside it, a producer of the ring as this one is
+ *   backlog.c     what a transport holds while the ring is full, and the fair shedding of
+ *                 what does not fit (longest queue drop)
+ *   segment.c     a shared ring segment truncated under the process (SIGBUS): one line
  *   module.c      the module: its functions, types and constants
  *
  *   host_export(path, symbol, load) -> (handler address, name, version) | None
@@ -242,6 +245,7 @@ typedef struct {
 
 typedef struct table {
   struct table *retired; /* older tables (the thread may still read one): loop_free_retired */
+  unsigned long long replaced_at; /* retired: the generation of the table that replaced it */
   uint32_t mask;
   uint32_t count;
   entry_t entries[];
@@ -300,6 +304,12 @@ typedef struct {
   ring_t ring;
   PyObject *owner;    /* keeps the ring memory alive */
   table_t *table;     /* atomic pointer; older ones on its `retired` list */
+  /* set_table()'s count (the current table's generation), stored after the table; and the
+   * generation the serving thread last loaded at the top of its loop, holding no table
+   * then: a table replaced at a generation <= table_seen is read by no thread any more
+   * (loop_free_retired). Both atomic (release/acquire). */
+  unsigned long long table_gen, table_seen;
+  uint8_t *result_area; /* a native handler's result region (max_payload + RESULT_GUARD) */
   PyObject *exit_exc; /* a BaseException a Python handler raised, not yet taken (GIL) */
   life_t life;
   int life_ready;
@@ -328,6 +338,50 @@ typedef struct {
 
 /* Received and answered in one batch by the UDP feeder at most (the module's BATCH). */
 #define FEEDER_BATCH 64u
+
+/* A native handler writes its result into the loop's result area, followed by RESULT_GUARD
+ * bytes of GUARD_BYTE; the first RESULT_GUARD_CHECKED of them are checked after each call
+ * (a write past max_result_len is answered STATUS_RESULT_TOO_LONG, naming the handler),
+ * and the rest keeps a longer overrun off other memory. Only the result is copied into the
+ * ring: a handler never writes into a slot that is not its own. */
+#define RESULT_GUARD 4096u
+#define RESULT_GUARD_CHECKED 64u
+#define GUARD_BYTE 0xA5u
+/* Whether the `n` bytes at p are all GUARD_BYTE. */
+static inline int guard_intact(const uint8_t *p, uint32_t n) {
+  for (uint32_t i = 0; i < n; ++i)
+    if (p[i] != GUARD_BYTE)
+      return 0;
+  return 1;
+}
+
+/* ------------------------------------------------------------------------------------ */
+/* A transport's backlog (backlog.c)                                                      */
+/* ------------------------------------------------------------------------------------ */
+typedef struct {
+  uint64_t key;        /* the source (backlog.c's source_key) */
+  uint32_t len;        /* bytes of the datagram */
+  uint32_t prev, next; /* its source's arrival order (UINT32_MAX: none); `next` also links
+                          the free entries */
+  struct sockaddr_storage addr;
+  socklen_t addr_len;
+} held_t;
+
+typedef struct {
+  uint64_t key;
+  uint32_t count;      /* its datagrams in the backlog */
+  uint32_t head, tail; /* the oldest and the newest of them */
+} source_t;
+
+typedef struct {
+  uint32_t capacity, buffer_size;
+  uint32_t count, num_sources;
+  uint32_t turn;       /* the source whose oldest goes next (round robin) */
+  uint32_t free_list;
+  held_t *held;        /* capacity entries */
+  source_t *sources;   /* the sources with datagrams held, num_sources of them */
+  uint8_t *data;       /* capacity * buffer_size bytes: entry i's datagram at i * buffer_size */
+} backlog_t;
 
 /* ------------------------------------------------------------------------------------ */
 /* Functions shared between the files (each documented where it is defined)              */
@@ -370,5 +424,17 @@ PyObject *loop_set_graphs(PyObject *self_obj, PyObject *args);
 PyObject *loop_graph_stats(PyObject *self_obj, PyObject *unused);
 /* udp_feeder.c */
 extern PyType_Spec feeder_spec;
+/* backlog.c: init (-1: out of memory; backlog_free frees what was made), admit a datagram
+ * (returns how many were shed for it: 0, or 1 when the backlog was full), the one whose turn
+ * it is (the oldest of the next source in turn; NULL: none) and its bytes, pop that one */
+int backlog_init(backlog_t *b, uint32_t capacity, uint32_t buffer_size);
+void backlog_free(backlog_t *b);
+int backlog_admit(backlog_t *b, const uint8_t *data, uint32_t len,
+                  const struct sockaddr_storage *addr, socklen_t addr_len);
+const held_t *backlog_next(const backlog_t *b, const uint8_t **data);
+void backlog_pop(backlog_t *b);
+/* segment.c */
+PyObject *native_watch_segment(PyObject *mod, PyObject *args);
+PyObject *native_unwatch_segment(PyObject *mod, PyObject *arg);
 
 #endif /* SKBUILD_CUDAQ_NATIVE_INTERNAL_H */

@@ -21,6 +21,12 @@ static int loop_init(PyObject *self_obj, PyObject *args, PyObject *kwds) {
   }
   if (ring_from(&self->ring, address, num_slots, slot_size, "Loop") < 0)
     return -1;
+  self->result_area = PyMem_Malloc((size_t)self->ring.max_payload + RESULT_GUARD);
+  if (self->result_area == NULL) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  memset(self->result_area + self->ring.max_payload, GUARD_BYTE, RESULT_GUARD);
   Py_INCREF(owner);
   self->owner = owner;
   life_init(&self->life);
@@ -35,6 +41,38 @@ void record_error(LoopObject *self, const char *fmt, ...) {
   vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
   set_text(&self->life, self->last_error, "%s", buf);
+}
+
+/* One call of a native handler (any thread, no GIL needed): its result written into the
+ * loop's result area (followed by its guard, see RESULT_GUARD), then copied to `out` (the
+ * response slot's result) if it kept to max_result_len. A result length above it, or a
+ * write past it, is answered STATUS_RESULT_TOO_LONG with no result, counted and named. */
+static int32_t call_native(LoopObject *self, const entry_t *e, const uint8_t *args,
+                           uint32_t arg_len, uint8_t *out, uint32_t *out_len) {
+  const uint32_t max = self->ring.max_payload;
+  uint8_t *area = self->result_area;
+  uint32_t result_len = 0;
+  int32_t status = e->native(args, arg_len, area, max, &result_len);
+  *out_len = 0;
+  if (!guard_intact(area + max, RESULT_GUARD_CHECKED)) {
+    memset(area + max, GUARD_BYTE, RESULT_GUARD); /* for the next call */
+    BUMP(&self->handler_errors);
+    record_error(self,
+                 "%s: wrote past its result region of max_result_len = %u bytes (a native "
+                 "handler writes at most max_result_len bytes at result): answered "
+                 "STATUS_RESULT_TOO_LONG",
+                 e->name, max);
+    return STATUS_RESULT_TOO_LONG;
+  }
+  if (result_len > max) {
+    BUMP(&self->handler_errors);
+    record_error(self, "%s: result_len %u exceeds the max payload %u", e->name, result_len,
+                 max);
+    return STATUS_RESULT_TOO_LONG;
+  }
+  memcpy(out, area, result_len);
+  *out_len = result_len;
+  return status;
 }
 
 /* Serves request k in its slot (its flag already seen). `ts`: the serving thread's state,
@@ -60,15 +98,8 @@ static void serve_request(LoopObject *self, uint64_t k, PyThreadState **ts) {
     graph_take(self, (uint32_t)e->worker, k);
     return; /* answered once its graph has (graph_sweep) */
   } else if (e->native != NULL) {
-    status = e->native(req + HEADER_SIZE, h.arg_len, resp + HEADER_SIZE, r->max_payload,
-                       &result_len);
-    if (result_len > r->max_payload) {
-      BUMP(&self->handler_errors);
-      record_error(self, "%s: result_len %u exceeds the max payload %u", e->name, result_len,
-                   r->max_payload);
-      status = STATUS_RESULT_TOO_LONG;
-      result_len = 0;
-    }
+    status = call_native(self, e, req + HEADER_SIZE, h.arg_len, resp + HEADER_SIZE,
+                         &result_len);
   } else {
     if (ts != NULL)
       PyEval_RestoreThread(*ts);
@@ -148,16 +179,24 @@ static void *loop_thread(void *arg) {
     self->context_result = self->cu.ctx_set_current(self->context);
   life_set(&self->life, STATE_RUNNING);
   uint64_t k = self->next, idle_start = 0, nap = 1000;
+  unsigned long long seen_gen = 0;
   uint32_t spins = 0;
 serve:
   while (!LOAD_RLX(&self->life.stop)) {
+    /* A quiescent point (no table in hand): the tables replaced up to the generation loaded
+     * here are read no more, and set_table() may free them (loop_free_retired). */
+    const unsigned long long gen = LOAD_ACQ(&self->table_gen);
+    if (gen != seen_gen) {
+      seen_gen = gen;
+      STORE_REL(&self->table_seen, gen);
+    }
     const int graphs = self->idle_mask != self->all_idle; /* a graph on a worker's stream */
     if (graphs && graph_sweep(self)) {
       idle_start = 0;
       nap = 1000;
     }
     if (!next_request(self, &k)) {
-      self->next = k;
+      STORE_RLX(&self->next, k);
       if (idle_sleep && !graphs && (++spins & 1023u) == 0) {
         const uint64_t t = now_ns();
         if (idle_start == 0) {
@@ -172,7 +211,7 @@ serve:
     idle_start = 0;
     nap = 1000;
     serve_request(self, k, &ts);
-    self->next = ++k;
+    STORE_RLX(&self->next, ++k);
     if (self->exit_exc != NULL) /* set by this thread, with the GIL */
       break;
   }
@@ -293,6 +332,51 @@ static PyObject *loop_counter(PyObject *self_obj, void *offset) {
   return PyLong_FromUnsignedLongLong(LOAD_RLX(p));
 }
 
+/* next: where the serving thread is (it moves it meanwhile: a relaxed atomic load). */
+static PyObject *loop_get_next(PyObject *self_obj, void *closure) {
+  (void)closure;
+  return PyLong_FromUnsignedLongLong(LOAD_RLX(&((LoopObject *)self_obj)->next));
+}
+
+/* Setting next (HostDispatcher.reset()) is refused while a serving thread runs: it would
+ * go on from where it is, and the ring's clients from the new position (the check and the
+ * store under the life's mutex, which start() takes too). */
+static int loop_set_next(PyObject *self_obj, PyObject *value, void *closure) {
+  (void)closure;
+  LoopObject *self = (LoopObject *)self_obj;
+  if (value == NULL) {
+    PyErr_SetString(PyExc_AttributeError, "Loop.next cannot be deleted");
+    return -1;
+  }
+  const unsigned long long k = PyLong_AsUnsignedLongLong(value);
+  if (k == (unsigned long long)-1 && PyErr_Occurred())
+    return -1;
+  if (!self->life_ready) {
+    PyErr_SetString(PyExc_RuntimeError, "Loop: not initialised");
+    return -1;
+  }
+  life_lock(&self->life);
+  const int idle = self->life.state == STATE_IDLE;
+  if (idle)
+    STORE_RLX(&self->next, k);
+  pthread_mutex_unlock(&self->life.mu);
+  if (!idle) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    "Loop.next set while the serving thread runs: stop() it first");
+    return -1;
+  }
+  return 0;
+}
+
+/* tables: the handler tables alive (the current one and those retired, not freed yet). */
+static PyObject *loop_get_tables(PyObject *self_obj, void *closure) {
+  (void)closure;
+  unsigned long long n = 0;
+  for (const table_t *t = ((LoopObject *)self_obj)->table; t != NULL; t = t->retired)
+    ++n;
+  return PyLong_FromUnsignedLongLong(n);
+}
+
 static PyObject *loop_get_running(PyObject *self_obj, void *closure) {
   (void)closure;
   LoopObject *self = (LoopObject *)self_obj;
@@ -339,6 +423,7 @@ static void loop_dealloc(PyObject *self_obj) {
   PyMem_Free(self->pend_next);
   PyMem_Free(self->pend_k);
   PyMem_Free(self->taken);
+  PyMem_Free(self->result_area);
   if (self->life_ready)
     life_destroy(&self->life);
   PyTypeObject *tp = Py_TYPE(self_obj);
@@ -366,8 +451,6 @@ static PyMethodDef loop_methods[] = {
 };
 
 static PyMemberDef loop_members[] = {
-    {"next", T_ULONGLONG, offsetof(LoopObject, next), 0,
-     "the next request number to serve (while the serving thread is stopped)"},
     {"idle_sleep_ns", T_ULONGLONG, offsetof(LoopObject, idle_sleep_ns), 0,
      "0: spin while serving; else the longest sleep when idle (read at start())"},
     {"shared_ring", T_INT, offsetof(LoopObject, shared_ring), 0,
@@ -386,6 +469,10 @@ static PyGetSetDef loop_getset[] = {
     LOOP_COUNTER(handler_errors, "handler failures answered with a reserved status"),
     LOOP_COUNTER(idle_mask, "bit w set: graph worker w has nothing on its stream"),
     LOOP_COUNTER(graphs_outstanding, "graph requests taken and not answered yet"),
+    {"next", loop_get_next, loop_set_next,
+     "the next request number to serve (set only while the serving thread is stopped)", NULL},
+    {"tables", loop_get_tables, NULL,
+     "handler tables alive: the current one and those retired not freed yet", NULL},
     {"running", loop_get_running, NULL, "whether the serving thread runs", NULL},
     {"last_handler_error", loop_get_last_error, NULL, "the last handler failure, or None",
      NULL},

@@ -10,6 +10,11 @@ static PyMethodDef native_functions[] = {
      "host_export(path, symbol, load) -> (address, name, version) | None"},
     {"call_handler", native_call_handler, METH_VARARGS,
      "call_handler(address, args, max_result_len) -> (status, bytes)"},
+    {"watch_segment", native_watch_segment, METH_VARARGS,
+     "watch_segment(name, address, size): a SIGBUS in the segment ends the process in one "
+     "line naming it"},
+    {"unwatch_segment", native_unwatch_segment, METH_O,
+     "unwatch_segment(address): the segment at address is watched no more"},
     {NULL, NULL, 0, NULL},
 };
 

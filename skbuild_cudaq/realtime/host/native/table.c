@@ -16,16 +16,23 @@ void table_free(table_t *t) {
   }
 }
 
-
-/* Frees the tables set_table retired once no serving thread can be reading one (none runs:
- * the state is idle, and the GIL, held, keeps a start() out); else they wait for a later
- * call, or the loop's end. Adding handlers one by one kept every table made on the way. */
+/* Frees the tables set_table retired once no serving thread can be reading one (the GIL,
+ * held, keeps a start() and other set_table() calls out): all of them when none runs (the
+ * state is idle); while one runs, those replaced at a generation it has passed a quiescent
+ * point after (table_seen: it holds no table from before). The list runs newest first, so
+ * those are a tail of it. The rest wait for a later call, or the loop's end. */
 void loop_free_retired(LoopObject *self) {
   table_t *t = self->table;
-  if (t == NULL || t->retired == NULL || life_state(&self->life) != STATE_IDLE)
+  if (t == NULL || t->retired == NULL)
     return;
-  table_t *old = t->retired;
-  t->retired = NULL;
+  table_t *keep = t; /* the last table kept: its `retired` is the first freed */
+  if (life_state(&self->life) != STATE_IDLE) {
+    const unsigned long long seen = LOAD_ACQ(&self->table_seen);
+    while (keep->retired != NULL && keep->retired->replaced_at > seen)
+      keep = keep->retired;
+  }
+  table_t *old = keep->retired;
+  keep->retired = NULL;
   table_free(old); /* may run a callable's __del__: the list is detached first */
 }
 
@@ -103,9 +110,14 @@ PyObject *loop_set_table(PyObject *self_obj, PyObject *items) {
     Py_DECREF(item);
   }
   Py_DECREF(seq);
-  /* The serving thread may be reading the old table: it is kept until none runs. */
+  /* The serving thread may be reading the old table: it is kept until the thread has passed
+   * a quiescent point after this (see loop_free_retired). */
+  const unsigned long long gen = self->table_gen + 1;
+  if (self->table != NULL)
+    self->table->replaced_at = gen;
   t->retired = self->table;
   __atomic_store_n(&self->table, t, __ATOMIC_RELEASE);
+  STORE_REL(&self->table_gen, gen); /* after the table: a thread that loads gen finds it */
   loop_free_retired(self);
   Py_RETURN_NONE;
 }

@@ -11,6 +11,10 @@
  * published instead of after a recvmmsg (a system call, ~0.5 us) that found nothing. */
 #define FEEDER_ANSWER_SPIN_NS 10000ull
 #define FEEDER_BUFFERS (4u << 20) /* receive buffers of one batch, at most */
+/* The backlog (backlog.c): datagrams held while the ring is full, at most this many and
+ * FEEDER_HELD_BYTES of them (about what the socket's own 4 MiB buffer holds). */
+#define FEEDER_HELD 4096u
+#define FEEDER_HELD_BYTES (16u << 20)
 
 typedef struct {
   uint32_t peer_id; /* the peer's request id, put back into the answer */
@@ -21,8 +25,9 @@ typedef struct {
 } inflight_t;
 
 /* The counters of UdpFeeder (udp.py): every datagram received is forwarded, rejected
- * (answered by the feeder), dropped (shorter than a header), or one of the two drops
- * that are never answered (the response magic; the feeder's own address). */
+ * (answered by the feeder), dropped (shorter than a header), one of the two drops that are
+ * never answered (the response magic; the feeder's own address), shed (a request the
+ * backlog had no room for: see backlog.c), or held in the backlog for now. */
 enum {
   C_RECEIVED,
   C_FORWARDED,
@@ -33,11 +38,12 @@ enum {
   C_DROPPED_OWN_ADDRESS,
   C_SEND_ERRORS,
   C_PROTOCOL_ERRORS,
+  C_SHED,
   C_COUNT
 };
 static const char *const counter_names[C_COUNT] = {
     "received",          "forwarded",           "answered",    "rejected",        "dropped",
-    "dropped_responses", "dropped_own_address", "send_errors", "protocol_errors",
+    "dropped_responses", "dropped_own_address", "send_errors", "protocol_errors", "shed",
 };
 
 typedef struct {
@@ -61,6 +67,9 @@ typedef struct {
   struct iovec *riov, *siov; /* 1 a receive, 2 a send */
   struct sockaddr_storage *raddrs;
   uint8_t *sheads; /* 24 bytes a send */
+  backlog_t backlog; /* requests received while the ring was full (the thread's only) */
+  uint32_t held;     /* backlog.count, as counters() reads it (relaxed atomic) */
+  int backlog_ready;
   char error[ERROR_TEXT];
 } FeederObject;
 
@@ -101,6 +110,13 @@ static int feeder_init(PyObject *self_obj, PyObject *args, PyObject *kwds) {
   self->sheads = PyMem_Calloc(batch, HEADER_SIZE);
   if (!self->inflight || !self->buffers || !self->rmsgs || !self->smsgs || !self->riov ||
       !self->siov || !self->raddrs || !self->sheads) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  uint32_t held = FEEDER_HELD_BYTES / self->buffer_size;
+  held = held > FEEDER_HELD ? FEEDER_HELD : held;
+  self->backlog_ready = 1;
+  if (backlog_init(&self->backlog, held, self->buffer_size) < 0) {
     PyErr_NoMemory();
     return -1;
   }
@@ -265,8 +281,34 @@ static int feeder_claimable(FeederObject *f, uint32_t want) {
   return (int)want;
 }
 
-/* Handles a batch of `n` received datagrams: forwards, answers or drops each. */
-static void feeder_datagrams(FeederObject *f, unsigned int n) {
+/* Forwards the valid request `data` (from `addr`) into the ring's next slot, claimed: the
+ * header with the ring's own request id, the arguments without padding. */
+static void forward(FeederObject *f, const uint8_t *data, const struct sockaddr_storage *addr,
+                    socklen_t addr_len) {
+  ring_t *r = &f->ring;
+  header_t h;
+  read_header(data, &h);
+  const uint64_t k = f->next;
+  const uint32_t slot = slot_of(r, k);
+  const uint64_t id64 = r->ids[0];
+  r->ids[0] = id64 + 1;
+  inflight_t *in = &f->inflight[slot];
+  in->peer_id = h.request_id;
+  in->ring_id = (uint32_t)id64;
+  in->timestamp = h.timestamp;
+  memcpy(&in->addr, addr, sizeof in->addr);
+  in->addr_len = addr_len;
+  uint8_t *req = r->rx + (size_t)slot * r->slot_size;
+  write_header(req, h.magic, (int32_t)h.function_id, h.arg_len, in->ring_id, h.timestamp);
+  memcpy(req + HEADER_SIZE, data + HEADER_SIZE, h.arg_len);
+  BUMP(&f->counters[C_FORWARDED]);
+  f->next = k + 1;
+  STORE_REL(&r->rx_flags[slot], seq_of(r, k));
+}
+
+/* Handles a batch of `n` received datagrams: forwards (into at most *can claimed slots),
+ * holds, sheds, answers or drops each. */
+static void feeder_datagrams(FeederObject *f, unsigned int n, int *can) {
   ring_t *r = &f->ring;
   unsigned int replies = 0;
   for (unsigned int i = 0; i < n; ++i) {
@@ -307,26 +349,47 @@ static void feeder_datagrams(FeederObject *f, unsigned int n) {
       ++replies;
       continue;
     }
-    /* Forward: the header with the ring's own request id, the arguments without padding. */
-    const uint64_t k = f->next;
-    const uint32_t slot = slot_of(r, k);
-    const uint64_t id64 = r->ids[0];
-    r->ids[0] = id64 + 1;
-    inflight_t *in = &f->inflight[slot];
-    in->peer_id = h.request_id;
-    in->ring_id = (uint32_t)id64;
-    in->timestamp = h.timestamp;
-    memcpy(&in->addr, &f->raddrs[i], sizeof in->addr);
-    in->addr_len = m->msg_namelen;
-    uint8_t *req = r->rx + (size_t)slot * r->slot_size;
-    write_header(req, h.magic, (int32_t)h.function_id, h.arg_len, in->ring_id, h.timestamp);
-    memcpy(req + HEADER_SIZE, data + HEADER_SIZE, h.arg_len);
-    BUMP(&f->counters[C_FORWARDED]);
-    f->next = k + 1;
-    STORE_REL(&r->rx_flags[slot], seq_of(r, k));
+    /* A request: into the ring while it has a claimed slot and nothing waits before it,
+     * else held in the backlog (or shed, when it is full) */
+    if (*can > 0 && f->backlog.count == 0) {
+      forward(f, data, &f->raddrs[i], m->msg_namelen);
+      --*can;
+    } else if (backlog_admit(&f->backlog, data, size, &f->raddrs[i], m->msg_namelen)) {
+      BUMP(&f->counters[C_SHED]);
+    }
   }
+  STORE_RLX(&f->held, f->backlog.count);
   if (replies)
     send_batch(f, f->smsgs, replies);
+}
+
+/* Forwards what the backlog holds, the sources in turn, into at most *can claimed slots. */
+static int forward_held(FeederObject *f, int *can) {
+  int forwarded = 0;
+  const uint8_t *data;
+  for (const held_t *h; *can > 0 && (h = backlog_next(&f->backlog, &data)) != NULL; --*can) {
+    forward(f, data, &h->addr, h->addr_len);
+    backlog_pop(&f->backlog);
+    forwarded = 1;
+  }
+  STORE_RLX(&f->held, f->backlog.count);
+  return forwarded;
+}
+
+/* One receive call of up to a batch of datagrams into the receive buffers: how many came
+ * (-1 with errno set). */
+static int receive(FeederObject *f) {
+  for (uint32_t i = 0; i < f->batch; ++i) {
+    f->riov[i].iov_base = f->buffers + (size_t)i * f->buffer_size;
+    f->riov[i].iov_len = f->buffer_size;
+    struct msghdr *m = &f->rmsgs[i].msg_hdr;
+    memset(m, 0, sizeof *m);
+    m->msg_name = &f->raddrs[i];
+    m->msg_namelen = sizeof f->raddrs[i];
+    m->msg_iov = &f->riov[i];
+    m->msg_iovlen = 1;
+  }
+  return recv_batch(f->fd, f->rmsgs, f->batch);
 }
 
 static void *feeder_thread(void *arg) {
@@ -356,32 +419,24 @@ static void *feeder_thread(void *arg) {
       progressed = feeder_answers(f) != 0;
     }
     const uint32_t free_slots = r->num_slots - (uint32_t)(f->next - f->done);
+    int can = 0; /* slots claimed for this round */
     if (free_slots) {
       const uint32_t want = free_slots < f->batch ? free_slots : f->batch;
-      const int can = feeder_claimable(f, want);
+      can = feeder_claimable(f, want);
       if (can < 0)
         break;
-      if (can > 0) {
-        for (int i = 0; i < can; ++i) {
-          f->riov[i].iov_base = f->buffers + (size_t)i * f->buffer_size;
-          f->riov[i].iov_len = f->buffer_size;
-          struct msghdr *m = &f->rmsgs[i].msg_hdr;
-          memset(m, 0, sizeof *m);
-          m->msg_name = &f->raddrs[i];
-          m->msg_namelen = sizeof f->raddrs[i];
-          m->msg_iov = &f->riov[i];
-          m->msg_iovlen = 1;
-        }
-        const int got = recv_batch(f->fd, f->rmsgs, (unsigned int)can);
-        if (got > 0) {
-          feeder_datagrams(f, (unsigned int)got);
-          progressed = 1;
-        } else if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
-                   errno != ECONNREFUSED && errno != EHOSTUNREACH && errno != ENETUNREACH) {
-          feeder_fail(f, "cannot receive from the socket: %s", strerror(errno));
-          break;
-        }
-      }
+    }
+    progressed |= forward_held(f, &can); /* what waits goes first */
+    /* The socket is drained a batch at a time whether or not the ring has room: what does
+     * not fit waits in the backlog, and a full backlog sheds fairly (backlog.c). */
+    const int got = receive(f);
+    if (got > 0) {
+      feeder_datagrams(f, (unsigned int)got, &can);
+      progressed = 1;
+    } else if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+               errno != ECONNREFUSED && errno != EHOSTUNREACH && errno != ENETUNREACH) {
+      feeder_fail(f, "cannot receive from the socket: %s", strerror(errno));
+      break;
     }
     if (progressed) {
       idle_start = 0;
@@ -436,9 +491,10 @@ static PyObject *feeder_counters(PyObject *self_obj, PyObject *unused) {
   PyObject *d = PyDict_New();
   if (d == NULL)
     return NULL;
-  for (int i = 0; i < C_COUNT; ++i) {
-    PyObject *v = PyLong_FromUnsignedLongLong(LOAD_RLX(&f->counters[i]));
-    if (v == NULL || PyDict_SetItemString(d, counter_names[i], v) < 0) {
+  for (int i = 0; i <= C_COUNT; ++i) { /* and the datagrams held in the backlog now */
+    PyObject *v = PyLong_FromUnsignedLongLong(i < C_COUNT ? LOAD_RLX(&f->counters[i])
+                                                          : (unsigned long long)LOAD_RLX(&f->held));
+    if (v == NULL || PyDict_SetItemString(d, i < C_COUNT ? counter_names[i] : "held", v) < 0) {
       Py_XDECREF(v);
       Py_DECREF(d);
       return NULL;
@@ -482,6 +538,8 @@ static void feeder_dealloc(PyObject *self_obj) {
   PyMem_Free(f->siov);
   PyMem_Free(f->raddrs);
   PyMem_Free(f->sheads);
+  if (f->backlog_ready)
+    backlog_free(&f->backlog);
   PyTypeObject *tp = Py_TYPE(self_obj);
   freefunc tp_free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
   tp_free(self_obj);

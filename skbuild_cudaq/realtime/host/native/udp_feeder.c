@@ -281,10 +281,16 @@ static int feeder_claimable(FeederObject *f, uint32_t want) {
   return (int)want;
 }
 
-/* Forwards the valid request `data` (from `addr`) into the ring's next slot, claimed: the
- * header with the ring's own request id, the arguments without padding. */
-static void forward(FeederObject *f, const uint8_t *data, const struct sockaddr_storage *addr,
-                    socklen_t addr_len) {
+/* Forwards the valid request `data` (from `addr`) into the ring's next slot: the header
+ * with the ring's own request id, the arguments without padding. The slot's claim is checked
+ * again right before (it was when the round began, but a datagram received since may have
+ * been sent after another producer wrote there): 1 forwarded; 0 the slot is not free yet
+ * (nothing written); -1 the ring broke the protocol (the feeder stops with the reason). */
+static int forward(FeederObject *f, const uint8_t *data, const struct sockaddr_storage *addr,
+                   socklen_t addr_len) {
+  const int claimable = feeder_claimable(f, 1);
+  if (claimable <= 0)
+    return claimable;
   ring_t *r = &f->ring;
   header_t h;
   read_header(data, &h);
@@ -304,6 +310,7 @@ static void forward(FeederObject *f, const uint8_t *data, const struct sockaddr_
   BUMP(&f->counters[C_FORWARDED]);
   f->next = k + 1;
   STORE_REL(&r->rx_flags[slot], seq_of(r, k));
+  return 1;
 }
 
 /* Handles a batch of `n` received datagrams: forwards (into at most *can claimed slots),
@@ -351,12 +358,17 @@ static void feeder_datagrams(FeederObject *f, unsigned int n, int *can) {
     }
     /* A request: into the ring while it has a claimed slot and nothing waits before it,
      * else held in the backlog (or shed, when it is full) */
-    if (*can > 0 && f->backlog.count == 0) {
-      forward(f, data, &f->raddrs[i], m->msg_namelen);
+    const int forwarded =
+        *can > 0 && f->backlog.count == 0 ? forward(f, data, &f->raddrs[i], m->msg_namelen) : 0;
+    if (forwarded < 0)
+      break; /* the feeder stops */
+    if (forwarded) {
       --*can;
-    } else if (backlog_admit(&f->backlog, data, size, &f->raddrs[i], m->msg_namelen)) {
-      BUMP(&f->counters[C_SHED]);
+      continue;
     }
+    *can = 0; /* (the slot was not free after all: what follows waits too) */
+    if (backlog_admit(&f->backlog, data, size, &f->raddrs[i], m->msg_namelen))
+      BUMP(&f->counters[C_SHED]);
   }
   STORE_RLX(&f->held, f->backlog.count);
   if (replies)
@@ -368,7 +380,10 @@ static int forward_held(FeederObject *f, int *can) {
   int forwarded = 0;
   const uint8_t *data;
   for (const held_t *h; *can > 0 && (h = backlog_next(&f->backlog, &data)) != NULL; --*can) {
-    forward(f, data, &h->addr, h->addr_len);
+    if (forward(f, data, &h->addr, h->addr_len) <= 0) {
+      *can = 0; /* not free after all (or the feeder stops): it stays held */
+      break;
+    }
     backlog_pop(&f->backlog);
     forwarded = 1;
   }

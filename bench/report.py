@@ -287,6 +287,23 @@ def wire_section(name: str, path: Path, w: Json, page: Page) -> list[str]:
     return out
 
 
+def flood_section(name: str, path: Path, f: Json, page: Page) -> list[str]:
+    setup, server = f.get("setup") or {}, f.get("server") or {}
+    flood, client = setup.get("flood") or {}, setup.get("client") or {}
+    fraction = f"{100 * float(f.get('answered_fraction') or 0):.1f} %"
+    return [
+        f"A correct UDP client under a flood (CPU only, loopback): one process sends valid "
+        f"requests from {flood.get('sockets')} sockets as fast as it can "
+        f"({fmt(flood.get('sent'), 0)} datagrams) to the test server ({setup.get('ring')}), "
+        f"never reading an answer; meanwhile a correct client makes {client.get('calls')} "
+        f"calls, one at a time, {client.get('timeout_s')} s each at most.",
+        "",
+        *table(["Correct client answered", "Server received", "forwarded", "shed", "held"],
+               [[fraction, *(fmt(server.get(k), 0) for k in
+                             ("received", "forwarded", "shed", "held"))]]),
+    ]  # fmt: skip
+
+
 def multigpu_section(name: str, path: Path, m: Json, page: Page) -> list[str]:
     point = get(m, "summary", "warp_parallel_mrps", "64") or {}
     what = f"{len(m.get('devices') or [])} GPUs: warp-parallel aggregate, 64 in flight each"
@@ -448,6 +465,8 @@ BENCHMARKS: dict[str, tuple[str, Callable[..., list[str]], str, str]] = {
               "an sm_90+ GPU, example_app and nvcc"),
     "wire": ("The host path and the wire", wire_section, "python bench/wire.py",
              "a C++ compiler; a GPU for the device row"),
+    "udp_flood": ("A UDP client under a flood", flood_section, "python bench/udp_flood.py",
+                  "no GPU"),
     "dispatch_multigpu": ("Several GPUs", multigpu_section, "python bench/multigpu.py",
                           "two or more GPUs"),
     "startup": ("Start-up", startup_section, "python bench/startup.py", "a GPU"),

@@ -1,5 +1,6 @@
 # skbuild-cudaq's compiled ring client (included by the top-level CMakeLists.txt, after
-# cmake/NativeCore.cmake): skbuild_cudaq/realtime/ring/_fastcall.c, one C file against
+# cmake/NativeCore.cmake): the module skbuild_cudaq.realtime.ring._fastcall of the C files
+# in skbuild_cudaq/realtime/ring/fastcall/ (fastcall.h says which does what), against
 # Python's limited API (3.10), the round trip of RingClient.call in one call into C. The
 # run time works without it (RingClient falls back to its pure-Python path, about 1 us
 # slower per call). What it needs, a C compiler and Python's headers, the native core
@@ -24,6 +25,7 @@ endif()
 if(_cudaq_fc_mode STREQUAL "OFF")
   message(STATUS "skbuild-cudaq: compiled ring client: off (SKBUILD_CUDAQ_FAST_CLIENT=OFF)")
 else()
-  _cudaq_python_module(_fastcall "${PROJECT_SOURCE_DIR}/skbuild_cudaq/realtime/ring/_fastcall.c"
-                       skbuild_cudaq/realtime/ring "compiled ring client")
+  set(_cudaq_fc_sources round_trip.c ring.c client.c module.c)
+  list(TRANSFORM _cudaq_fc_sources PREPEND "${PROJECT_SOURCE_DIR}/skbuild_cudaq/realtime/ring/fastcall/")
+  _cudaq_python_module(_fastcall skbuild_cudaq/realtime/ring "compiled ring client" ${_cudaq_fc_sources})
 endif()

@@ -1,7 +1,8 @@
-# skbuild-cudaq's native core (included by the top-level CMakeLists.txt):
-# skbuild_cudaq/realtime/host/_native.c, one C file against Python's limited API (3.10):
-# the host path's serving loop (HostDispatcher), the UDP feeder (UdpFeeder) and the
-# lookup and direct call of native host handlers (cudaq/realtime/host_handler.h).
+# skbuild-cudaq's native core (included by the top-level CMakeLists.txt): the module
+# skbuild_cudaq.realtime.host._native of the C files in skbuild_cudaq/realtime/host/native/
+# (one job each, internal.h says which), against Python's limited API (3.10): the host
+# path's serving loop (HostDispatcher) with its graph workers, the UDP feeder (UdpFeeder)
+# and the lookup and direct call of native host handlers (cudaq/realtime/host_handler.h).
 #
 # Required: the host path and the UDP feeder have no second implementation in Python,
 # so a build without a C compiler or without Python's headers fails here, naming what
@@ -17,7 +18,7 @@ check_language(C)
 if(NOT CMAKE_C_COMPILER)
   message(FATAL_ERROR
     "skbuild-cudaq: no C compiler found: skbuild-cudaq's native host path (the serving "
-    "loop and the UDP feeder, skbuild_cudaq/realtime/host/_native.c) needs one to build. "
+    "loop and the UDP feeder, skbuild_cudaq/realtime/host/native/) needs one to build. "
     "Install one (e.g. gcc) or point CC at it.")
 endif()
 enable_language(C)
@@ -27,22 +28,22 @@ find_package(Python 3.10 COMPONENTS Interpreter Development.Module ${SKBUILD_SAB
 if(NOT Python_Development.Module_FOUND)
   message(FATAL_ERROR
     "skbuild-cudaq: Python's headers were not found for ${Python_EXECUTABLE}: skbuild-cudaq's "
-    "native host path (skbuild_cudaq/realtime/host/_native.c) needs them to build. Install the "
+    "native host path (skbuild_cudaq/realtime/host/native/) needs them to build. Install the "
     "python3-dev package (or its equivalent for this Python).")
 endif()
 find_package(Threads REQUIRED)
 
-# _cudaq_python_module(<target> <source> <destination> <what>): a Python extension module of
-# one C file, against the limited API 3.10 where the wheel is abi3 (else the full API, with
+# _cudaq_python_module(<target> <destination> <what> <source>...): a Python extension module
+# of the C files <source>..., against the limited API 3.10 where the wheel is abi3 (else the full API, with
 # SKBUILD_CUDAQ_FULL_API=1), C11, hidden symbols, installed into <destination>; the status
 # line names <what>. Used for the native core (below) and the compiled ring client
 # (cmake/FastClient.cmake).
-function(_cudaq_python_module target src destination what)
+function(_cudaq_python_module target destination what)
   if(SKBUILD_SABI_COMPONENT AND Python_${SKBUILD_SABI_COMPONENT}_FOUND)
-    python_add_library(${target} MODULE WITH_SOABI USE_SABI 3.10 "${src}")
+    python_add_library(${target} MODULE WITH_SOABI USE_SABI 3.10 ${ARGN})
     set(_abi "stable ABI 3.10")
   else()
-    python_add_library(${target} MODULE WITH_SOABI "${src}")
+    python_add_library(${target} MODULE WITH_SOABI ${ARGN})
     target_compile_definitions(${target} PRIVATE SKBUILD_CUDAQ_FULL_API=1)
     set(_abi "CPython ${Python_VERSION}")
   endif()
@@ -55,11 +56,16 @@ function(_cudaq_python_module target src destination what)
   message(STATUS "skbuild-cudaq: ${what}: ${CMAKE_C_COMPILER_ID} ${_abi}")
 endfunction()
 
-# _cudaq_native_core(<source>): the module target _native, installed into skbuild_cudaq/realtime/host.
-function(_cudaq_native_core src)
-  _cudaq_python_module(_native "${src}" skbuild_cudaq/realtime/host "native core")
+# _cudaq_native_core(<dir>): the module target _native of the C files in <dir> (listed here:
+# a new transport is a file beside udp_feeder.c and a line below), installed into
+# skbuild_cudaq/realtime/host.
+function(_cudaq_native_core dir)
+  set(_sources life.c ring.c handlers.c table.c loop.c graphs.c udp_feeder.c backlog.c segment.c
+               module.c)
+  list(TRANSFORM _sources PREPEND "${dir}/")
+  _cudaq_python_module(_native skbuild_cudaq/realtime/host "native core" ${_sources})
   target_include_directories(_native PRIVATE "${PROJECT_SOURCE_DIR}/skbuild_cudaq/include")
   target_link_libraries(_native PRIVATE Threads::Threads ${CMAKE_DL_LIBS})
 endfunction()
 
-_cudaq_native_core("${PROJECT_SOURCE_DIR}/skbuild_cudaq/realtime/host/_native.c")
+_cudaq_native_core("${PROJECT_SOURCE_DIR}/skbuild_cudaq/realtime/host/native")

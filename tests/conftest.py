@@ -174,6 +174,17 @@ static int too_long(const void *args, uint32_t arg_len, void *result, uint32_t m
 }
 CUDAQ_REALTIME_EXPORT_HOST_FUNCTION(too_long);
 
+/* writes 16 bytes past max_result_len (and says it wrote max_result_len): the bug the host
+ * path's guard after the result region catches (issue 56 item 7) */
+static int writes_past(const void *args, uint32_t arg_len, void *result, uint32_t max_len,
+                       uint32_t *result_len) {
+  (void)args; (void)arg_len;
+  memset(result, 0x5A, (size_t)max_len + 16);
+  *result_len = max_len;
+  return 0;
+}
+CUDAQ_REALTIME_EXPORT_HOST_FUNCTION(writes_past);
+
 /* status: whether the calling thread holds the GIL */
 static int holds_gil(const void *args, uint32_t arg_len, void *result, uint32_t max_len,
                      uint32_t *result_len) {

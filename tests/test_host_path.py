@@ -957,7 +957,9 @@ def test_adding_handlers_one_by_one_keeps_one_table() -> None:
     the old one). Old tables used to be kept for the dispatcher's life, one per handler:
     memory quadratic in the number of handlers (5,000 of them took 4.5 GB and 35 s to
     construct a dispatcher). Now the constructor installs one table, and old ones are freed
-    as soon as no serving thread runs (at once while stopped, at stop() otherwise)."""
+    at once while stopped, and while serving once the thread has moved past them (see
+    test_handler_tables_replaced_while_serving_are_freed_once_the_loop_moved_on), the rest
+    at stop()."""
     import tracemalloc
 
     def grown(step: Any) -> int:
@@ -979,9 +981,10 @@ def test_adding_handlers_one_by_one_keeps_one_table() -> None:
 
         assert grown(lambda: add("stopped")) < 1 << 20
         dispatcher.start()
-        add("serving")  # the serving thread may read any of the old tables: kept for now
+        add("serving")  # the serving thread may read the latest old tables: kept for now
         assert client.call("serving299", b"x") == (0, b"x")
-        assert grown(dispatcher.stop) < -(1 << 20)  # ... and freed once it has stopped
+        dispatcher.stop()
+        assert dispatcher._loop.tables == 1  # ... and freed once it has stopped
         dispatcher.close()
     finally:
         tracemalloc.stop()
@@ -1079,3 +1082,97 @@ def test_a_call_waiting_in_another_thread_when_its_client_is_closed_raises_clien
 def test_idle_sleep_out_of_range_is_refused_with_its_name(idle_sleep: Any) -> None:
     with pytest.raises(InvalidArgumentError, match=r"idle_sleep=.*: None \(spin while serving\)"):
         HostDispatcher(RingLayout(2, 64), HANDLERS, idle_sleep=idle_sleep)
+
+
+# -- issue 56 items 5-7 --------------------------------------------------------------------------
+def test_a_start_from_another_thread_during_reset_waits_and_the_dispatcher_answers() -> None:
+    """reset(), start() and stop() are one state machine under the dispatcher's lock: a start()
+    from another thread between reset()'s stop and its rewind used to start the serving thread
+    at the old position (request 5) while the ring and its clients went back to request 0 --
+    a dispatcher that runs and answers nothing. Now that start() waits for the reset."""
+    dispatcher = HostDispatcher(RingLayout(8, 64), HANDLERS)
+    with dispatcher.start():
+        client = dispatcher.client()
+        for i in range(5):  # the serving thread at request 5
+            assert client.call("echo", b"%d" % i, timeout=10) == (0, b"%d" % i)
+        clear_flags = dispatcher._mem.clear_flags
+        racer = threading.Thread(target=dispatcher.start)
+
+        def clear_with_a_start_racing() -> None:  # reset()'s step after its stop
+            racer.start()
+            racer.join(timeout=1.0)  # done at once before; now it waits for the lock
+            clear_flags()
+
+        dispatcher._mem.clear_flags = clear_with_a_start_racing  # type: ignore[method-assign]
+        dispatcher.reset()
+        racer.join()
+        assert dispatcher.running
+        client = dispatcher.client()
+        for i in range(12):  # more round trips than slots: the thread is at request 0 too
+            assert client.call("echo", b"%d" % i, timeout=10) == (0, b"%d" % i)
+        assert dispatcher._loop.next == 12
+
+
+def test_the_native_loop_refuses_a_new_position_while_its_thread_serves() -> None:
+    """The rewind reset() makes is refused by the native loop while a thread serves (it
+    would go on from where it is): one more guard of the state machine above."""
+    with (
+        HostDispatcher(RingLayout(4, 64), HANDLERS) as dispatcher,
+        pytest.raises(RuntimeError, match="while the serving thread runs: stop"),
+    ):
+        dispatcher._loop.next = 0
+    dispatcher._loop.next = 0  # stopped: fine
+
+
+def test_handler_tables_replaced_while_serving_are_freed_once_the_loop_moved_on() -> None:
+    """add_handler() while serving kept every table it replaced until stop() (an "ensure
+    registered" loop: +260 MB for 1 M re-adds). Re-adding the same handler makes no table;
+    a new handler's table replaces the old one, which is freed once the serving thread has
+    passed a point where it holds none (counted: tables alive, not memory or time)."""
+    with HostDispatcher(RingLayout(8, 64), HANDLERS) as dispatcher:
+        loop = dispatcher._loop
+        client = dispatcher.client()
+        fid = dispatcher.add_handler("echo", echo)
+        for _ in range(10_000):
+            assert dispatcher.add_handler("echo", echo) == fid
+        assert loop.tables == 1
+        most = 0
+        for i in range(300):
+            dispatcher.add_handler(f"handler {i}", rpc_increment)
+            assert client.call(f"handler {i}", b"\x01", timeout=10) == (0, b"\x02")
+            most = max(most, loop.tables)
+        assert most <= 3, f"{most} tables alive"  # the current one, and at most two retired
+        assert len(dispatcher.handler_names) == 302
+    assert loop.tables == 1  # stopped: every retired one freed
+
+
+def test_a_native_handler_writing_past_max_result_len_is_named_and_the_ring_stays_whole(
+    native_handlers: Path,
+) -> None:
+    """A native handler that writes past ``max_result_len`` wrote into the next slot or the
+    ring's flags, and the UDP feeder then blamed "another producer wrote to the ring". Its
+    result now goes to the loop's result area, followed by a guard checked after the call:
+    the write is answered STATUS_RESULT_TOO_LONG, named, and nothing of the ring is touched."""
+    from skbuild_cudaq.realtime import FunctionTable, get_host_handler
+    from skbuild_cudaq.realtime.host.udp import UdpClient, UdpFeeder
+
+    writes_past = get_host_handler(native_handlers, "writes_past")
+    assert writes_past(b"", 8) == (STATUS_RESULT_TOO_LONG, b"")  # the direct call: guarded too
+    table = FunctionTable()
+    table.add_host("writes_past", writes_past)
+    table.add_host("echo", echo)
+    layout = RingLayout(4, 64)
+    with HostDispatcher(layout, table) as dispatcher:
+        with UdpFeeder(dispatcher.client()) as feeder, UdpClient(*feeder.address) as udp:
+            for i in range(3):
+                assert udp.call("writes_past", b"x", timeout=10) == (STATUS_RESULT_TOO_LONG, b"")
+                for j in range(2 * layout.num_slots):  # every slot, past the one written
+                    assert udp.call("echo", b"%d" % j, timeout=10) == (0, b"%d" % j), (i, j)
+            assert feeder.error is None and feeder.running
+            assert feeder.protocol_errors == 0
+        assert dispatcher.handler_errors == 3
+        assert dispatcher.last_handler_error == (
+            "writes_past: wrote past its result region of max_result_len = 40 bytes (a native "
+            "handler writes at most max_result_len bytes at result): answered "
+            "STATUS_RESULT_TOO_LONG"
+        )

@@ -32,14 +32,14 @@ from skbuild_cudaq.realtime.host import _native
 from skbuild_cudaq.realtime.host.dispatcher import STATUS_GRAPH_NOT_PUBLISHED
 from skbuild_cudaq.realtime.ring import RingClient, RingLayout
 
-#: The driver entry points of a graph worker (``cu_entry_points_t`` of ``_native.c``) and a
-#: thread that plays the GPU. A graph's exec handle is its record's address (the graph's
-#: mailbox), a stream is a number from 1 to 64; cuMemcpyHtoDAsync copies at once (host
-#: memory stands in for device memory), cuGraphLaunch hands the graph to the GPU thread,
-#: which writes the response (the request's arguments plus one, byte by byte) and stores the
-#: launch's number into the publish word (a release), then marks the stream done. A request
-#: whose first argument byte is ``REFUSED`` is refused by cuGraphLaunch (999); one whose first
-#: byte is ``SILENT`` runs a graph that ends without publishing.
+#: The driver entry points of a graph worker (``cu_entry_points_t`` of ``host/native/internal.h``)
+#: and a thread that plays the GPU. A graph's exec handle is its record's address (the graph's
+#: mailbox), a stream is a number from 1 to 64; cuMemcpyHtoDAsync copies at once (host memory stands
+#: in for device memory), cuGraphLaunch hands the graph to the GPU thread, which writes the response
+#: (the request's arguments plus one, byte by byte) and stores the launch's number into the publish
+#: word (a release), then marks the stream done. A request whose first argument byte is ``REFUSED``
+#: is refused by cuGraphLaunch (999); one whose first byte is ``SILENT`` runs a graph that ends
+#: without publishing.
 INSTANT_GPU_C = r"""
 #include <pthread.h>
 #include <sched.h>

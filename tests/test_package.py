@@ -231,9 +231,18 @@ def test_the_wheel_is_abi3_and_carries_the_compiled_ring_client(dists: Dists) ->
     assert "skbuild_cudaq/realtime/host/_native.pyi" in names
     assert "skbuild_cudaq/include/cudaq/realtime/host_handler.h" in names
     assert "skbuild_cudaq/realtime/ring/_fastcall.pyi" in names
-    # the C source travels in the sdist (a build from it compiles the module)
+    # the C sources are compiled into the two modules, not shipped beside them
+    assert not [n for n in names if n.endswith((".c", "internal.h", "fastcall.h"))], names
+    # the C sources travel in the sdist (a build from it compiles the modules)
     with tarfile.open(dists.sdist) as tf:
-        assert any(m.name.endswith("skbuild_cudaq/realtime/ring/_fastcall.c") for m in tf)
-        assert any(m.name.endswith("cmake/FastClient.cmake") for m in tf)
-        assert any(m.name.endswith("skbuild_cudaq/realtime/host/_native.c") for m in tf)
-        assert any(m.name.endswith("cmake/NativeCore.cmake") for m in tf)
+        members = [m.name for m in tf]
+    for source in (
+        "ring/fastcall/fastcall.h",
+        "ring/fastcall/round_trip.c",
+        "host/native/internal.h",
+        "host/native/loop.c",
+        "host/native/udp_feeder.c",
+    ):
+        assert any(m.endswith(f"skbuild_cudaq/realtime/{source}") for m in members), source
+    assert any(m.endswith("cmake/FastClient.cmake") for m in members)
+    assert any(m.endswith("cmake/NativeCore.cmake") for m in members)

@@ -1,4 +1,4 @@
-"""The compiled round trip of ``RingClient.call`` (``skbuild_cudaq/realtime/ring/_fastcall.c``).
+"""The compiled round trip of ``RingClient.call`` (``skbuild_cudaq/realtime/ring/fastcall/``).
 
 Pure host tests (no GPU): a ``RingServer`` thread or a hand-written answer plays the
 consumer. Each behaviour is checked on both paths, compiled and pure Python, and the two

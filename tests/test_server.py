@@ -3,6 +3,7 @@ skbuild_cudaq.cli.server``) and talks to it over UDP."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import random
@@ -525,6 +526,27 @@ def _stop(proc: subprocess.Popen[str]) -> tuple[str, str]:
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     return out, err
+
+
+def test_a_segment_truncated_under_the_server_stops_it_in_one_line_naming_it() -> None:
+    """A process of the same user shrinking the segment (``ftruncate``) made the serving
+    thread's next read of the ring a SIGBUS that killed the server without a word (issue 56
+    item 8). It now ends in one line naming the segment, exit status 1."""
+    proc, name = _start_ring_server()
+    try:
+        os.truncate(SHM / name, 0)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        with contextlib.suppress(FileNotFoundError):  # the server could not remove it
+            (SHM / name).unlink()
+    assert proc.returncode == 1, (proc.returncode, err)
+    assert err.strip().splitlines() == [
+        f"skbuild-cudaq: the shared ring segment /dev/shm/{name} was truncated by another "
+        "process while in use (SIGBUS): stopping"
+    ], err
 
 
 def test_connect_host_ring_attaches_only_what_a_server_created(tmp_path: Path) -> None:

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import socket
 import struct
+import threading
 import time
 from collections.abc import Iterator
 
@@ -532,3 +534,46 @@ def test_feeder_idle_sleep_out_of_range_is_refused_before_a_socket_is_made() -> 
     for bad in (float("inf"), True, "1"):
         with pytest.raises(InvalidArgumentError, match="idle_sleep="):
             UdpFeeder(ring_client, idle_sleep=bad)  # type: ignore[arg-type]
+
+
+def test_under_a_flood_a_correct_client_keeps_its_place_and_what_was_shed_is_counted() -> None:
+    """Overload (issue 56 item 8): 10 sockets flood the port with valid requests while the ring
+    is full (its handler held). The feeder used to stop receiving with the ring full, so the
+    socket's buffer filled with the flood and the kernel dropped the correct client's request
+    (it timed out). It now drains the socket into its backlog and, the backlog full, sheds the
+    newest request of the source holding the most: the client's one request keeps its place,
+    is answered, and every datagram is accounted for (``shed`` counted)."""
+    gate = threading.Event()
+
+    def held(args: bytes) -> bytes:
+        gate.wait(60)
+        return args
+
+    layout = RingLayout(8, 64)
+    flood_count = 10 * 2000
+    with (
+        HostDispatcher(layout, {"held": held, "echo": echo}) as dispatcher,
+        UdpFeeder(dispatcher.client()) as bridge,
+        UdpClient(*bridge.address, timeout=60) as client,
+    ):
+        flooders = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(10)]
+        try:
+            for i in range(flood_count):  # more than the socket's buffer and the backlog hold
+                request = encode_request("held", b"f", request_id=i)
+                with contextlib.suppress(BlockingIOError):
+                    flooders[i % 10].sendto(request, bridge.address)
+            ticket = client.submit("echo", b"mine")
+            gate.set()
+            answer = client.wait(ticket)
+            assert (answer.header.status, answer.result) == (0, b"mine")
+        finally:
+            gate.set()
+            for s in flooders:
+                s.close()
+        bridge.stop()  # the counters hold still
+        c = bridge.counters
+        assert c["shed"] > 0
+        assert c["received"] == (
+            c["forwarded"] + c["shed"] + c["held"] + c["rejected"] + c["dropped"]
+        )
+        assert c["received"] <= flood_count + 1

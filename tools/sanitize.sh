@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The native core (skbuild_cudaq/realtime/host/_native.c, ring/_fastcall.c) under a sanitizer:
+# The native core (skbuild_cudaq/realtime/host/native/, ring/fastcall/) under a sanitizer:
 # builds it instrumented into a virtual environment of its own (an editable install of this
 # checkout) and runs the tests that drive it -- the host path, the UDP feeder, the test
 # server, the rings, the shared ring, host-path graphs through the fake driver, the native
@@ -14,7 +14,7 @@
 # locks (the GIL) through the pthread calls it intercepts, and their memcpy/memset, but not
 # their plain loads and stores: the flag accesses of the ring's Python paths (x86-TSO) among
 # them. tools/tsan-suppressions.txt lists the copies of theirs that look unordered for that
-# reason, one reason each; everything of _native.c and _fastcall.c stays checked. libtsan is
+# reason, one reason each; everything of host/native/ and ring/fastcall/ stays checked. libtsan is
 # preloaded into Python processes only (venv/bin/python-tsan, which is sys.executable): the
 # cmake and compilers a test starts (a wheel build) hang under it.
 set -euo pipefail
@@ -68,7 +68,7 @@ else
   rm -f "$root"/tsan.*
   # exitcode=0: a report fails the run through its log, not the exit status of the process
   # a test checks; die_after_fork=0: a test forks the threaded process and starts a serving
-  # thread in the child (_native.c makes its locks anew there); allocator_may_return_null:
+  # thread in the child (host/native/life.c makes its locks anew there); allocator_may_return_null:
   # as above
   TSAN_OPTIONS="log_path=$root/tsan:exitcode=0:die_after_fork=0:allocator_may_return_null=1:second_deadlock_stack=1:suppressions=$PWD/tools/tsan-suppressions.txt" \
     "$root/venv/bin/python-tsan" -m pytest -q -p no:cacheprovider "${tests[@]}" "$@" \

@@ -1,4 +1,4 @@
-"""Types of the host path's native core (``_native.c``)."""
+"""Types of the host path's native core (``host/native/``)."""
 
 from typing import Any
 
@@ -13,9 +13,11 @@ STATUS_GRAPH_NOT_PUBLISHED: int
 
 def host_export(path: str, symbol: str, load: bool, /) -> tuple[int, str, int] | None: ...
 def call_handler(address: int, args: bytes, max_result_len: int, /) -> tuple[int, bytes]: ...
+def watch_segment(name: str, address: int, size: int, /) -> bool: ...
+def unwatch_segment(address: int, /) -> None: ...
 
 class Loop:
-    next: int
+    next: int  # set only while no serving thread runs (RuntimeError otherwise)
     idle_sleep_ns: int
     shared_ring: int  # 1: a device dispatcher consumes the ring too
     @property
@@ -34,6 +36,8 @@ class Loop:
     def idle_mask(self) -> int: ...  # bit w set: graph worker w has nothing on its stream
     @property
     def graphs_outstanding(self) -> int: ...
+    @property
+    def tables(self) -> int: ...  # handler tables alive: the current one and retired ones
     def __init__(self, address: int, num_slots: int, slot_size: int, owner: object) -> None: ...
     def start(self) -> bool: ...
     def stop(self, timeout: float, /) -> bool: ...

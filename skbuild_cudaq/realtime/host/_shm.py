@@ -34,6 +34,7 @@ client could no longer ``shm_open`` the name the READY line prints.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import fcntl
 import mmap
@@ -77,6 +78,22 @@ class Segment:
     fd: int
     buf: mmap.mmap
     _dir_fd: int = field(repr=False)
+    _address: int = field(default=0, repr=False)
+
+    def watch(self) -> None:
+        """A process of the same user may shrink the file under the mapping (``ftruncate``):
+        the next access past its new end is a SIGBUS, which would kill the server without a
+        word. Watched, it ends the process with one line naming the segment instead (exit
+        status 1; the native core's segment.c)."""
+        from skbuild_cudaq.realtime.host import _native
+
+        view = (ctypes.c_char * self.size).from_buffer(self.buf)
+        try:
+            self._address = ctypes.addressof(view)
+        finally:
+            del view  # no export left: close() can unmap
+        if not _native.watch_segment(f"{SHM_DIR}/{self.name}", self._address, self.size):
+            _logger.debug("%s: not watched for truncation (too many segments mapped)", self.name)
 
     def close(self) -> None:
         """Remove the name first (so that it never outlives the server, whatever still maps
@@ -90,6 +107,10 @@ class Segment:
         finally:
             with contextlib.suppress(BufferError):
                 self.buf.close()
+            if self.buf.closed and self._address:  # else still mapped: still watched
+                from skbuild_cudaq.realtime.host import _native
+
+                _native.unwatch_segment(self._address)
             os.close(self.fd)
             os.close(self._dir_fd)
             self.fd = -1
@@ -186,7 +207,9 @@ def create(size: int) -> Segment:
                 with contextlib.suppress(OSError):
                     os.close(fd)
                 raise
-            return Segment(name, size, fd, buf, dir_fd)
+            segment = Segment(name, size, fd, buf, dir_fd)
+            segment.watch()
+            return segment
     except BaseException:
         os.close(dir_fd)
         raise

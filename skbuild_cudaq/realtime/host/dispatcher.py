@@ -6,7 +6,7 @@ kernels do: take the next request in ring order, validate it, call the
 HOST_CALL handler, publish the response. The protocol, the UDP feeder and the
 two-process test server thus run without a GPU.
 
-The serving thread is native (``_native.c``, :mod:`skbuild_cudaq.realtime.host._native`):
+The serving thread is native (``host/native/``, :mod:`skbuild_cudaq.realtime.host._native`):
 it polls the ring without the GIL, calls *native* handlers without the GIL and
 takes the GIL only to call a *Python* handler, with one thread state for the
 thread's life. It spins while serving (lowest latency, one CPU busy);
@@ -181,7 +181,7 @@ def owns_on_shared_ring(header: Any, handlers: Mapping[int, Any], max_payload: i
     (function id -> handler). Every other request is the device dispatcher's, which
     answers it (bad ones with -1/-3, unknown ids -2): the device kernel's test
     (``cudaq_is_peer_request`` after ``cudaq_validate_request``) is the same, given the
-    same table, and so is the native loop's (``owns`` in ``_native.c``)."""
+    same table, and so is the native loop's (``owns`` in ``host/native/loop.c``)."""
     return (
         header.magic == REQUEST_MAGIC
         and header.arg_len <= max_payload
@@ -393,11 +393,26 @@ class HostDispatcher(Closing):
 
     def add_handler(self, name: str | bytes | int, handler: HostHandler) -> int:
         """Register a HOST_CALL handler (a Python callable or a native host handler);
-        returns its function id. Takes effect at once, also while serving."""
+        returns its function id. Takes effect at once, also while serving; adding the same
+        handler under the same name again changes nothing (an "ensure registered" loop
+        costs no memory). While serving, the tables replaced are freed once the serving
+        thread has moved past them."""
         self._check_not_closed()
+        known = self._known(name, handler)
+        if known is not None:
+            return known  # already registered: the serving thread's table stays as it is
         fid = self._register(name, handler)
         self._install_table()
         return fid
+
+    def _known(self, name: str | bytes | int, handler: HostHandler) -> int | None:
+        """The function id of ``handler`` if it is registered under ``name`` already."""
+        if self._shared_ring or not callable(handler):
+            return None  # refused by _register, as before
+        fid = function_id(name)
+        label = name.decode() if isinstance(name, bytes) else str(name)
+        entry = self._handlers.get(fid)
+        return fid if entry is not None and entry[0] == label and entry[1] is handler else None
 
     def _check_not_closed(self) -> None:
         if self._closed:
@@ -481,23 +496,25 @@ class HostDispatcher(Closing):
         :meth:`stop` that timed out, a thread still running goes on serving.
         """
         with self._lock:
-            if self._closed:
-                msg = "the host dispatcher is closed; make a new one"
-                raise HostDispatcherError(msg)
-            if self.running:  # after a stop() that timed out: it serves on
-                self._loop.start()
-                return self
-            self._raise_exit()
-            if self._graphs is not None:
-                self._graphs.claim()
-            self._processed_base = int(self._loop.published)
-            with _AT_EXIT_LOCK:
-                if not _AT_EXIT:
-                    atexit.register(_stop_all_at_exit)
-                    _AT_EXIT.append(True)
-            _SERVING.add(self._loop)
-            self._loop.start()
+            self._start_locked()
         return self
+
+    def _start_locked(self) -> None:
+        """start() under the dispatcher's lock (which reset() holds across its steps)."""
+        self._check_not_closed()
+        if self.running:  # after a stop() that timed out: it serves on
+            self._loop.start()
+            return
+        self._raise_exit()
+        if self._graphs is not None:
+            self._graphs.claim()
+        self._processed_base = int(self._loop.published)
+        with _AT_EXIT_LOCK:
+            if not _AT_EXIT:
+                atexit.register(_stop_all_at_exit)
+                _AT_EXIT.append(True)
+        _SERVING.add(self._loop)
+        self._loop.start()
 
     def stop(self, timeout: float | None = 10.0) -> None:
         """Stop the thread after the requests in hand (idempotent): the one it is serving,
@@ -510,16 +527,20 @@ class HostDispatcher(Closing):
         answers when they have, then stops (see the module docstring).
         """
         with self._lock:
-            seconds = check_timeout(timeout)
-            if not self._loop.stop(-1.0 if seconds is None else seconds):
-                msg = f"host dispatcher thread did not stop within {seconds:g} s"
-                if self._loop.graphs_outstanding:
-                    msg += f" ({self._loop.graphs_outstanding} graph request(s) not answered yet)"
-                raise HostDispatcherError(msg)
-            _SERVING.discard(self._loop)
-            if self._graphs is not None:
-                self._graphs.release_mailboxes()
-            self._raise_exit()
+            self._stop_locked(timeout)
+
+    def _stop_locked(self, timeout: float | None) -> None:
+        """stop() under the dispatcher's lock (which reset() holds across its steps)."""
+        seconds = check_timeout(timeout)
+        if not self._loop.stop(-1.0 if seconds is None else seconds):
+            msg = f"host dispatcher thread did not stop within {seconds:g} s"
+            if self._loop.graphs_outstanding:
+                msg += f" ({self._loop.graphs_outstanding} graph request(s) not answered yet)"
+            raise HostDispatcherError(msg)
+        _SERVING.discard(self._loop)
+        if self._graphs is not None:
+            self._graphs.release_mailboxes()
+        self._raise_exit()
 
     def close(self, timeout: float | None = 10.0) -> None:
         """Stop and release the dispatcher's views of the ring memory (idempotent).
@@ -543,11 +564,13 @@ class HostDispatcher(Closing):
         again. Requests in the ring are dropped unanswered; the ring's request-id source is
         kept (ids stay unique for the ring's life). Clients made before are refused with
         :class:`~skbuild_cudaq.realtime.RingError` ("reset under it"): make new ones.
+
+        One step for other threads: :meth:`start`, :meth:`stop` and :meth:`reset` take the
+        dispatcher's lock, and reset() holds it from the stop to the new start, so a start()
+        from another thread meanwhile waits and then finds the ring fresh.
         """
         with self._lock:
-            if self._closed:
-                msg = "the host dispatcher is closed; make a new one"
-                raise HostDispatcherError(msg)
+            self._check_not_closed()
             if self._loop.on_serving_thread():  # its stop() could not wait for itself
                 msg = (
                     "reset() from a handler: the serving thread would go on after it with the "
@@ -555,12 +578,12 @@ class HostDispatcher(Closing):
                 )
                 raise HostDispatcherError(msg)
             serving = self.running
-        self.stop(timeout)
-        self._mem.clear_flags()
-        self._loop.next = 0
-        self._processed_base = int(self._loop.published)
-        if serving:
-            self.start()
+            self._stop_locked(timeout)
+            self._mem.clear_flags()
+            self._loop.next = 0  # the native loop refuses it while a thread serves
+            self._processed_base = int(self._loop.published)
+            if serving:
+                self._start_locked()
 
     def graph_stats(self) -> dict[str, dict[str, int]]:
         """Per GRAPH_LAUNCH entry served, as ``Dispatcher.graph_stats()``: ``requests``

@@ -4,9 +4,10 @@
 
 The same entry serves both paths: ``table.add_graph(name, graph, mailbox)``. On the device
 path the dispatch kernel launches the graph from the GPU; on the host path the serving
-thread (``_native.c``'s loop) launches it on a **worker stream**, the way CUDA-Q realtime's
-host dispatcher does. One worker per graph entry (its graph exec and mailbox hold one I/O
-context, so one request of an entry runs at a time, as on the device path), at most
+thread (the native loop's, ``host/native/graphs.c``) launches it on a **worker stream**, the
+way CUDA-Q realtime's host dispatcher does. One worker per graph entry (its graph exec and
+mailbox hold one I/O context, so one request of an entry runs at a time, as on the device
+path), at most
 :data:`MAX_GRAPH_WORKERS`, each with
 
 - a stream of its own (non-blocking);

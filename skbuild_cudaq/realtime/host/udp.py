@@ -12,9 +12,9 @@ datagram); the response (24-byte header + result) goes back to the sender's
 address. Up to ``num_slots`` requests are in flight; responses are sent in ring
 order as they arrive.
 
-The feeder's thread is native (``_native.c``) and never takes the GIL: it receives
-with ``recvmmsg`` (as many datagrams as there are free slots, up to 64 a call),
-validates each, writes the request into the ring, and sends the answers that are
+The feeder's thread is native (``host/native/udp_feeder.c``) and never takes the GIL: it
+drains the socket with ``recvmmsg`` (up to 64 datagrams a call, whether or not the ring has
+room), validates each, writes the request into the ring, and sends the answers that are
 ready with ``sendmmsg``, the result straight from the response slot (with requests in
 flight and none answered, it watches the oldest one's response flag for up to 10 us
 before its next receive call). It spins while
@@ -38,6 +38,15 @@ the arguments; whatever follows, up to the slot size, is padding and ignored.
 - otherwise forwarded (padding stripped); any other bad magic or an unknown
   function id is answered -1 / -2 by the dispatcher like any other request (as
   CUDA-Q realtime does).
+
+Overload: a request that finds the ring full waits in the feeder's backlog (up to 4,096
+requests or 16 MiB; ``held`` says how many now) and goes into the ring as slots free up, the
+sources (address and port) in turn, each source's requests in their order. A full backlog
+sheds fairly (longest queue drop): the source holding the most requests in it loses its
+newest, so a flood from a few sockets sheds its own requests while a client with one request
+at a time waits one turn of the sources and is answered. A shed request
+is not answered (its client times out) and is counted in ``shed``, also on the test
+server's exit line. ``bench/udp_flood.py`` measures a correct client under a flood.
 
 Addresses: IPv4 or IPv6 (``host="::1"``); a host name is looked up, IPv4 first.
 Binding beyond loopback (``""``, ``0.0.0.0``, an interface's address) logs a
@@ -172,6 +181,8 @@ COUNTERS = (
     "dropped_own_address",  # datagrams whose source is the feeder's own address
     "send_errors",  # answers the socket refused to send
     "protocol_errors",  # ring responses that broke the protocol (dropped)
+    "shed",  # requests shed with the ring and the backlog full (the fullest source's newest)
+    "held",  # requests held in the backlog now, for the ring to have room (not a count)
 )
 
 
@@ -213,6 +224,8 @@ class UdpFeeder(Closing):
     dropped_own_address = _Counter()
     send_errors = _Counter()
     protocol_errors = _Counter()
+    shed = _Counter()
+    held = _Counter()
 
     def __init__(
         self,

@@ -7,9 +7,9 @@ over one allocation, the wait backoff), :mod:`.client` (the producer), :mod:`.ba
 names are exported from :mod:`skbuild_cudaq.realtime`.
 
 Python (numpy only for the vectorised batch path, imported when first used), and the
-compiled round trip of ``RingClient.call`` (``_fastcall.c``, where it was built; see
+compiled round trip of ``RingClient.call`` (``ring/fastcall/``, where it was built; see
 :mod:`.client`); nothing here touches CUDA. The GPU bridge (``realtime/bridge.py``) and the host
-path (``realtime/host_path.py``) both use this module; the device side is
+path (``realtime/host/dispatcher.py``) both use this module; the device side is
 ``skbuild_cudaq/device/host_ring_bridge.cu`` with ``cudaq/realtime/host_ring.cuh``.
 
 API

@@ -1,4 +1,4 @@
-"""Types of the compiled round trip of ``RingClient.call`` (``_fastcall.c``)."""
+"""Types of the compiled round trip of ``RingClient.call`` (``ring/fastcall/``)."""
 
 from typing import Any
 

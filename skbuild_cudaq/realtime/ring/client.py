@@ -7,7 +7,7 @@ response) are the client's, and the fast path repeats them inline on purpose.
 
 The compiled round trip: unless the package was built with it left out
 (``cmake/FastClient.cmake``), ``call()`` hands a free slot's whole round trip to
-:mod:`._fastcall` (``_fastcall.c``, the same steps and checks in C), its bookkeeping too
+:mod:`._fastcall` (``ring/fastcall/``, the same steps and checks in C), its bookkeeping too
 (``Ring.call_next``: the next request number, the responses collected, whether the slot
 holds a ticket, the last function's id; 0.22 us a call with random arrival on the H200
 host), and keeps only the general path (waits, errors,

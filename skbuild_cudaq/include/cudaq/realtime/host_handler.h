@@ -71,7 +71,7 @@ typedef struct cudaq_host_export {
 } cudaq_host_export_t;
 
 /* Statuses the host path answers with itself (the Python names in
- * skbuild_cudaq.realtime.host_path; applications keep theirs below 0x7FFFFF00). */
+ * skbuild_cudaq.realtime.host.dispatcher; applications keep theirs below 0x7FFFFF00). */
 #define CUDAQ_HOST_STATUS_HANDLER_EXCEPTION 0x7FFFFF01
 #define CUDAQ_HOST_STATUS_RESULT_TOO_LONG 0x7FFFFF02
 #define CUDAQ_HOST_STATUS_BAD_HANDLER_RESULT 0x7FFFFF03
@@ -109,7 +109,18 @@ typedef struct cudaq_host_export {
 #endif
 
 /* Exports the native host handler `name` (defined or declared above, with the
- * signature of cudaq_host_handler_t). Write a semicolon after it. */
+ * signature of cudaq_host_handler_t). Write a semicolon after it.
+ *
+ * The result contract: the handler writes at most `max_result_len` bytes at `result`,
+ * never past them, and sets `*result_len` to at most `max_result_len`. The host path
+ * hands the handler a result region of its own (not the ring), followed by a guard
+ * it checks after each call: a handler that wrote past `max_result_len` (up to 4 KiB
+ * past it is caught without harm to anything else) is answered
+ * CUDAQ_HOST_STATUS_RESULT_TOO_LONG with no result, counted in handler_errors, and
+ * named in last_handler_error ("<name>: wrote past its result region of
+ * max_result_len = N bytes ..."); the request's slot and every other slot of the ring
+ * stay as they were. A direct call from Python (NativeHostHandler.__call__) is
+ * guarded the same way. Only the `*result_len` bytes are copied into the response. */
 #define CUDAQ_REALTIME_EXPORT_HOST_FUNCTION(name)                                                \
   CUDAQ_HOST_EXPORT_CHECK(name)                                                                  \
   CUDAQ_HOST_EXPORT_LINKAGE CUDAQ_HOST_EXPORT_ATTRIBUTES const cudaq_host_export_t              \

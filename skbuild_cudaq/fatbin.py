@@ -42,10 +42,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 from os import PathLike
-from pathlib import Path
 from typing import NamedTuple
 
-from ._elf import file_size, read_named_sections
+from ._elf import file_size, named_path, open_regular, read_named_sections
 from .errors import DeviceCodeError
 
 __all__ = [
@@ -336,7 +335,7 @@ def read_relfatbin_sections(path: str | PathLike[str]) -> tuple[FatbinSection, .
     or hold something other than well-formed fatbin containers. Reads each byte
     range once: time and memory are linear in the file's size.
     """
-    path = Path(path)
+    path = named_path(path)
     try:
         found = read_named_sections(path, SECTION_NAME)
     except OSError as exc:
@@ -364,9 +363,9 @@ def read_relfatbin_sections(path: str | PathLike[str]) -> tuple[FatbinSection, .
 
 def read_fatbin_file(path: str | PathLike[str]) -> tuple[FatbinContainer, ...]:
     """The containers of a plain ``.fatbin`` file (as ``nvcc -fatbin`` writes it)."""
-    path = Path(path)
+    path = named_path(path)
     try:
-        with path.open("rb") as stream:
+        with open_regular(path) as stream:
             file_size(stream, path)
             data = stream.read()
     except OSError as exc:

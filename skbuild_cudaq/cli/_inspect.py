@@ -38,7 +38,7 @@ def add_parser(sub: Any) -> None:
             "A plain .fatbin file is listed too."
         ),
     )
-    p.add_argument("binary", type=Path, help="extension module (.so), object or .fatbin file")
+    p.add_argument("binary", help="extension module (.so), object or .fatbin file")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_run)
 
@@ -146,7 +146,9 @@ def render_text(doc: dict[str, Any]) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    doc = _sections_json(args.binary)
+    from skbuild_cudaq._elf import named_path
+
+    doc = _sections_json(named_path(args.binary))
     if args.json:
         _log.result(document(doc))
     else:

@@ -46,6 +46,7 @@ __all__ = [
     "CheckReport",
     "ModuleCheck",
     "check_package",
+    "printable",
 ]
 
 #: Kinds of :class:`CheckProblem`.
@@ -60,9 +61,19 @@ PROBLEM_KINDS = (
 )
 
 
+def printable(text: str) -> str:
+    """``text`` with every character that is not printable escaped (``\\n``, ``\\x1b``,
+    ...), as ``--json`` escapes them: a name from a wheel (a member, a build record's source)
+    can neither forge a line of its own nor send escape sequences to the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
 @dataclass(frozen=True)
 class CheckProblem:
-    """One problem, as one line: ``str(problem)`` names the target, module and architecture."""
+    """One problem, as one line: ``str(problem)`` names the target, module and architecture
+    (what is not printable in them escaped, see :func:`printable`)."""
 
     kind: str  #: one of ``PROBLEM_KINDS``
     target: str  #: the wheel's file name or the distribution
@@ -73,7 +84,7 @@ class CheckProblem:
 
     def __str__(self) -> str:
         where = ": ".join(p for p in (self.target, self.module) if p)
-        return f"{where}: {self.message}"
+        return printable(f"{where}: {self.message}")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -184,6 +195,8 @@ def check_package(
     architectures: Iterable[str | int] | None = None,
     timeout: float | None = None,
     memory_limit: int | None = None,
+    max_binary_size: int | None = None,
+    max_unpacked_size: int | None = None,
 ) -> CheckReport:
     """Check every module of a wheel file or of an installed distribution (see the module
     docstring).
@@ -194,15 +207,32 @@ def check_package(
     for these (``"sm_90"``, ``"90"``, ``90``) instead of the ones each module's build
     declared. ``timeout``: seconds one link may take (None: no limit); ``memory_limit``:
     bytes of address space a link may use (None: the default limit of an isolated link).
+    ``max_binary_size`` / ``max_unpacked_size``: bytes a wheel's binaries may unpack to, one
+    and all together (None: ``MAX_BINARY_SIZE``, 1 GiB, and ``MAX_UNPACKED_SIZE``, 4 GiB, of
+    :mod:`~skbuild_cudaq.realtime._packaged`); a wheel beyond them is refused unread.
     Returns a :class:`CheckReport`; problems are in it, never raised. Raises
     ``ImportError`` when nvJitLink (the ``runtime`` extra) cannot be loaded.
     """
-    from ._packaged import open_distribution, open_wheel
+    from ._packaged import UnpackLimits, open_distribution, open_wheel
 
     options = _options(architectures, timeout, memory_limit)
+    limits = UnpackLimits(
+        **{
+            key: value
+            for key, value in (("binary", max_binary_size), ("total", max_unpacked_size))
+            if value is not None
+        }
+    )
     text = os.fspath(target)
+    if not text:
+        return _not_found(
+            "''", "an empty argument: pass the path of a .whl file or the name of a distribution"
+        )
     try:
-        packaged = open_wheel(target) if _is_wheel(target) else open_distribution(text, path)
+        if _is_wheel(target):
+            packaged = open_wheel(target, limits)
+        else:
+            packaged = open_distribution(text, path)
     except DeviceCodeError as exc:
         return _not_found(text, str(exc))
     with packaged:

@@ -200,6 +200,7 @@ def test_the_lookup_path_imports_only_light_modules() -> None:
         "skbuild_cudaq._paths",
         "skbuild_cudaq.errors",
         "skbuild_cudaq.realtime",
+        "skbuild_cudaq.realtime._arguments",
         "skbuild_cudaq.realtime._binary",
         "skbuild_cudaq.realtime._closing",
         "skbuild_cudaq.realtime._driver",

@@ -45,6 +45,7 @@ import secrets
 import stat
 from dataclasses import dataclass, field
 
+from ._arguments import typed_arguments
 from ._logging import get_logger
 from .errors import RingError
 from .ring import RingClient, RingLayout
@@ -278,6 +279,7 @@ def ring_size(layout: RingLayout) -> str:
     )
 
 
+@typed_arguments(name="the shm=<name> of the server's READY line")
 def connect_host_ring(name: str, num_slots: int, slot_size: int) -> RingClient:
     """A :class:`~skbuild_cudaq.realtime.RingClient` over the shared-memory ring of a
     ``cudaq-realtime-test-server --transport=host-ring`` (``shm=<name>`` of its READY line).

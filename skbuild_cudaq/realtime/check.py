@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._arguments import typed_arguments
 from .errors import DeviceCodeError, LinkError
 
 if TYPE_CHECKING:  # importlib.metadata and zipfile load with the first check
@@ -188,6 +189,7 @@ class _Options:
     memory_limit: int | None
 
 
+@typed_arguments()
 def check_package(
     target: str | os.PathLike[str],
     *,

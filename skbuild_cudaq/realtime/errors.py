@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from skbuild_cudaq.errors import CudaqError, DeviceCodeError
 
+from ._arguments import typed_arguments
+
 if TYPE_CHECKING:
     from .link import LeftOut
 
@@ -33,6 +35,7 @@ __all__ = [
     "RingProtocolError",
     "UdpFeederError",
     "VersionMismatchError",
+    "WrongTypeError",
     "check_driver_result",
 ]
 
@@ -100,6 +103,12 @@ class InvalidArgumentError(RealtimeError, ValueError):
         super().__init__(message)
 
 
+class WrongTypeError(InvalidArgumentError, TypeError):
+    """A public function was called with an argument of the wrong type: the message names
+    the function, the parameter, what was passed and what to pass. Both an
+    :class:`InvalidArgumentError` (a ``ValueError``) and a ``TypeError``."""
+
+
 class LibraryConflictError(RealtimeError):
     """A lookup names a binary other than the one already linked in this process.
 
@@ -144,6 +153,7 @@ class UdpFeederError(RealtimeError):
     """The UDP feeder could not start, or its thread failed."""
 
 
+@typed_arguments(call='the name of the driver call, e.g. "cuMemAlloc"')
 def check_driver_result(ret: Any, call: str) -> Any:
     """Raise :class:`CUDAError` unless ``ret`` (a ``cuda.bindings.driver`` call's return)
     is success; return its values.

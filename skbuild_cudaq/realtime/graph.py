@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _driver
+from ._arguments import typed_arguments
 from ._closing import Closing
 from .errors import DeviceRuntimeNotFoundError, InvalidArgumentError
 
@@ -387,6 +388,7 @@ def capture_stream_graph(record: Callable[[Any], None], stream: Any) -> Any:
     return _driver.check(drv.cuStreamEndCapture(stream), "cuStreamEndCapture")
 
 
+@typed_arguments(record="a function that launches the graph's kernels on the stream it gets")
 def capture_device_graph(record: Callable[[Any], None], *, device: int = 0) -> DeviceGraph:
     """A graph handler from what ``record(stream)`` enqueues on ``stream``.
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import _driver
+from ._arguments import typed_arguments
 from .errors import InvalidArgumentError
 from .library import Kernel
 
@@ -112,6 +113,10 @@ def _stream_handle(stream: Any) -> Any:
     return stream
 
 
+@typed_arguments(
+    kernel="a Kernel from get_device_kernel(module, name)",
+    config="LaunchConfig(grid=..., block=...)",
+)
 def launch_kernel(kernel: Kernel, config: LaunchConfig, stream: Any, *args: Any) -> None:
     """Enqueue ``kernel`` on ``stream`` (a ``CUstream``, an int handle, or 0) with ``args``.
 

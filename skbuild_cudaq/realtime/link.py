@@ -21,6 +21,7 @@ from types import ModuleType
 from typing import cast
 
 from . import _nvjitlink
+from ._arguments import typed_arguments
 from ._binary import BridgeCode
 from ._logging import get_logger, timed
 from .cache import LinkCache, cache_digest, cache_entry, default_cache
@@ -456,6 +457,9 @@ def prepare_link(
     return PreparedLink(code, runtime, options, cache, digest, identity)
 
 
+@typed_arguments(
+    options="LinkOptions(arch='sm_90') to link for an architecture, or None for this GPU"
+)
 def link_device_code(
     binary: ModuleType | str | os.PathLike[str] | DeviceCode,
     options: LinkOptions | None = None,

@@ -55,6 +55,7 @@ PROBLEM_KINDS = (
     "not-found",  # the target is neither a readable wheel nor an installed distribution
     "no-device-code",  # no binary of the target carries device code
     "lost-device-code",  # the build recorded device code the module no longer has
+    "no-build-record",  # device code, but no build record: not built by skbuild-cudaq
     "unreadable",  # a module's device code or records cannot be read
     "link",  # a module does not link for an architecture
     "missing-kernel",  # a declared kernel is not a kernel of the linked cubin
@@ -298,8 +299,11 @@ def _check_packaged(packaged: Packaged, options: _Options) -> CheckReport:
                 "no-device-code",
                 packaged.label,
                 f"no module carries device code ({have} with an __nv_relfatbin section or a "
-                "build record): build it with skbuild-cudaq (a dispatch kernel or handlers), "
-                "and check that no tool removed the sections after the build",
+                "build record): build it with skbuild-cudaq -- build-backend = "
+                '"skbuild_cudaq.build" in pyproject.toml with [tool.cudaq.dispatch-kernels], or '
+                "the cudaq_realtime_* CMake functions (another backend, e.g. "
+                "scikit_build_core.build, ignores [tool.cudaq]) -- and check that no tool "
+                "removed the sections after the build",
             )
         )
     label, kind = packaged.label, packaged.kind
@@ -336,6 +340,8 @@ def _check_binary(target: str, binary: PackagedBinary, options: _Options) -> Mod
     except (DeviceCodeError, OSError) as exc:
         return ModuleCheck(name, problems=(problem("unreadable", str(exc)),))
     sources = tuple(str(r.get("source")) for r in records)
+    if not records:
+        return ModuleCheck(name, problems=(problem("no-build-record", _NO_RECORD),))
     if SECTION_NAME not in sections:
         return ModuleCheck(
             name,
@@ -403,6 +409,14 @@ def _check_binary(target: str, binary: PackagedBinary, options: _Options) -> Mod
         links=tuple(links),
         problems=tuple(problems),
     )
+
+
+_NO_RECORD = (
+    "has device code (an __nv_relfatbin section) but no build record of skbuild-cudaq's: it "
+    "was not built through skbuild-cudaq, so no dispatch kernel of yours was added to it "
+    '(nvcc -rdc handlers alone); build it with build-backend = "skbuild_cudaq.build" and '
+    "[tool.cudaq.dispatch-kernels], or cudaq_realtime_add_dispatch_kernel() in CMake"
+)
 
 
 def _declared(records: Iterable[dict[str, Any]]) -> tuple[str, ...]:

@@ -40,6 +40,7 @@ from ._rules import (
 )
 from ._sources import (
     load_settings,
+    near_miss_tables,
     parse_settings,
     read_pyproject,
     settings_from_pyproject,
@@ -66,6 +67,7 @@ __all__ = [
     "field_specs",
     "format_key",
     "load_settings",
+    "near_miss_tables",
     "parse_settings",
     "read_pyproject",
     "setting",

@@ -29,6 +29,7 @@ __all__ = [
     "LinkCacheError",
     "LinkError",
     "NoDeviceError",
+    "NotBuiltError",
     "ProtocolError",
     "RealtimeError",
     "RingError",
@@ -107,6 +108,12 @@ class WrongTypeError(InvalidArgumentError, TypeError):
     """A public function was called with an argument of the wrong type: the message names
     the function, the parameter, what was passed and what to pass. Both an
     :class:`InvalidArgumentError` (a ``ValueError``) and a ``TypeError``."""
+
+
+class NotBuiltError(RealtimeError, ImportError):
+    """A compiled part of the run time (the host path's ``_native`` module) is missing: the
+    package was imported from an unbuilt source checkout, or installed without it. Also an
+    ``ImportError``: it is raised by the import that found the part missing."""
 
 
 class LibraryConflictError(RealtimeError):

@@ -19,7 +19,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from _elf_forge import Shdr, forge_elf
+from _elf_forge import Shdr, container, entry, forge_elf
 
 SIGTERM_EXIT = 128 + signal.SIGTERM
 #: runs check_package in a child process: no file over 4 MiB, 2 GiB of address space
@@ -271,3 +271,14 @@ def test_the_table_escapes_every_name_of_a_module() -> None:
     rows = text.splitlines()
     assert len(rows) == 4  # target, header, one row, the left-out line
     assert rows[1].index("kernels") == rows[2].index("k\\n")  # aligned on what is printed
+
+
+def test_inspect_prints_the_binary_s_name_escaped(tmp_path: Path) -> None:
+    blob = container(entry(b"\xed\x43\x4e\x7f" + bytes(28)))
+    module = tmp_path / "x.so\nsection __nv_relfatbin forged\x1b[2J"
+    module.write_bytes(forge_elf(blob, [Shdr("__nv_relfatbin", 0, len(blob))]))
+    proc = _cli("inspect", str(module))
+    assert proc.returncode == 0, proc.stderr
+    _assert_escaped(proc.stdout)
+    first = proc.stdout.splitlines()[0]
+    assert first == f"{tmp_path}/x.so\\nsection __nv_relfatbin forged\\x1b[2J:"

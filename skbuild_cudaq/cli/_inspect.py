@@ -119,6 +119,14 @@ def _record_lines(record: dict[str, Any] | None, recordable: bool) -> list[str]:
 
 
 def render_text(doc: dict[str, Any]) -> str:
+    """What ``inspect`` prints: names from the binary (its build records' sources, kernels,
+    handlers) and its path with what is not printable escaped, as ``--json`` escapes them."""
+    from skbuild_cudaq.realtime.check import printable
+
+    return "\n".join(printable(line) for line in _text_lines(doc))
+
+
+def _text_lines(doc: dict[str, Any]) -> list[str]:
     lines = [f"{doc['file']}:"]
     for section in doc["sections"]:
         if section["index"] is None:
@@ -142,7 +150,7 @@ def render_text(doc: dict[str, Any]) -> str:
                     f"{entry['size']:>8} bytes  code version {entry['code_version']}"
                 )
             lines += _record_lines(container.get("record"), "record" in container)
-    return "\n".join(lines)
+    return lines
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     fid = function_id("rpc_increment")
     with tempfile.TemporaryDirectory() as work:  # not the checkout's root: see bench/wire.py
         server = subprocess.Popen(
-            [sys.executable, "-m", "skbuild_cudaq.cli.test_server", "--path=host",
+            [sys.executable, "-m", "skbuild_cudaq.cli.server", "--path=host",
              "--handlers=rpc_increment", "--num-slots=8", "--slot-size=256",
              f"--timeout={a.seconds * 3 + 30:g}"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=work,

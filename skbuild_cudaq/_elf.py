@@ -29,6 +29,8 @@ __all__ = [
     "elf_sections",
     "elf_symbols",
     "file_size",
+    "named_path",
+    "open_regular",
     "read_at",
     "read_named_sections",
 ]
@@ -130,6 +132,52 @@ def _section_table(stream: BinaryIO, path: Path, end: int) -> _SectionTable | No
         raise _malformed(path, "section name table has no file data")
     names = read_at(stream, names_header[4], names_header[5], "section name table", path, end=end)
     return _SectionTable(rows, shentsize, shnum, shdr, names)
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _kind(mode: int) -> str:
+    return next((kind for test, kind in _KINDS if test(mode)), "not a regular file")
+
+
+def named_path(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a :class:`~pathlib.Path`; an empty one (which ``Path`` would read as the
+    current directory) is a :class:`~skbuild_cudaq.errors.DeviceCodeError` line."""
+    if not os.fspath(path):
+        msg = "'': an empty path names no file: pass the path of a file"
+        raise DeviceCodeError(msg)
+    return Path(path)
+
+
+def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
+    """``path`` opened for reading, only when it is a regular file (links followed).
+
+    What is not -- an empty path, a directory, a FIFO (whose open would wait for a
+    writer), a device such as ``/dev/zero`` (endless), a socket -- is one
+    :class:`~skbuild_cudaq.errors.DeviceCodeError` line before a byte is read: the open
+    never blocks (``O_NONBLOCK``) and the file's type is checked on the descriptor
+    opened, not on a name that may change. ``OSError`` (no such file, no permission) and
+    ``ValueError`` (a NUL byte) are the caller's to report.
+    """
+    text = os.fspath(named_path(path))
+    fd = os.open(text, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            msg = f"{text}: {_kind(mode)}, not a regular file: refusing to read it"
+            raise DeviceCodeError(msg)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def file_size(stream: BinaryIO, path: Path) -> int:
@@ -279,12 +327,12 @@ def read_named_sections(path: Path, name: str) -> list[tuple[int, int, int, byte
 def read_sections(
     path: Path, names: Sequence[str], *, may_be_empty: Sequence[str] = ()
 ) -> dict[str, list[tuple[int, int, int, bytes]]]:
-    """:func:`read_named_sections` of several names, the file opened and its section table
-    read once: by name, ``(index, file offset, flags, bytes)`` of each section so called.
-    A section of a name in ``may_be_empty`` that has no file data is left out (the others'
-    are refused)."""
+    """:func:`read_named_sections` of several names, the file opened (a regular file only:
+    :func:`open_regular`) and its section table read once: by name, ``(index, file offset,
+    flags, bytes)`` of each section so called. A section of a name in ``may_be_empty`` that
+    has no file data is left out (the others' are refused)."""
     found: dict[str, list[tuple[int, int, int, bytes]]] = {name: [] for name in names}
-    with path.open("rb") as stream:
+    with open_regular(path) as stream:
         end = file_size(stream, path)
         table = _section_table(stream, path, end)
         for name in names if table else ():

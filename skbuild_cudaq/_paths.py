@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
-__all__ = ["cmake_dir", "device_runtime_dir", "device_runtime_sets", "include_dir"]
+__all__ = [
+    "cmake_dir",
+    "device_runtime_dir",
+    "device_runtime_sets",
+    "include_dir",
+    "source_tree_hint",
+]
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -74,3 +81,27 @@ def _set_of_major(root: Path, major: int | None) -> Path:
     if major is None:
         return sets[max(sets)]
     return root / f"cu{major}"  # may not exist: the run time says what to install
+
+
+def source_tree_hint() -> str | None:
+    """What to say when the package was imported from skbuild-cudaq's own source checkout,
+    unbuilt (no device run time in any of its directories), shadowing the installed one:
+    Python looks in the current directory (``python -m``, an interactive session) first.
+    None otherwise (an installed or an editable package, or an override of the run time)."""
+    if os.environ.get(DEVICE_RUNTIME_DIR_ENV) or any(
+        (d / "_device").is_dir() for d in _package_dirs()
+    ):
+        return None
+    root = _PACKAGE_DIR.parent
+    try:
+        text = (root / "pyproject.toml").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not re.search(r'^name\s*=\s*"skbuild-cudaq"', text, re.MULTILINE):
+        return None
+    return (
+        f"skbuild_cudaq was imported from its unbuilt source checkout {root} (no device run "
+        "time, no compiled host path), which shadows the installed package because Python "
+        "looks in the current directory first: run from outside the checkout (cd elsewhere), "
+        "or install the checkout itself (pip install -e .)"
+    )

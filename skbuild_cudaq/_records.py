@@ -112,12 +112,12 @@ def records_in(data: bytes, where: str) -> list[dict[str, Any]]:
 
 def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Every record in the ``__cudaq_rt_info`` sections of an ELF file (none: ``[]``)."""
-    from skbuild_cudaq._elf import elf_sections
+    from skbuild_cudaq._elf import elf_sections, open_regular
 
     path = Path(path)
     records: list[dict[str, Any]] = []
     try:
-        with path.open("rb") as stream:
+        with open_regular(path) as stream:
             for section in elf_sections(stream, path):
                 if section.name != SECTION or section.type == 8:  # SHT_NOBITS
                     continue

@@ -46,7 +46,7 @@ from os import PathLike
 from pathlib import Path
 from typing import NamedTuple
 
-from skbuild_cudaq._elf import file_size, read_named_sections
+from skbuild_cudaq._elf import file_size, named_path, open_regular, read_named_sections
 from skbuild_cudaq.errors import DeviceCodeError
 
 __all__ = [
@@ -338,7 +338,7 @@ def read_relfatbin_sections(path: str | PathLike[str]) -> tuple[FatbinSection, .
     or hold something other than well-formed fatbin containers. Reads each byte
     range once: time and memory are linear in the file's size.
     """
-    path = Path(path)
+    path = named_path(path)
     try:
         found = read_named_sections(path, SECTION_NAME)
     except OSError as exc:
@@ -375,9 +375,9 @@ def relfatbin_sections(
 
 def read_fatbin_file(path: str | PathLike[str]) -> tuple[FatbinContainer, ...]:
     """The containers of a plain ``.fatbin`` file (as ``nvcc -fatbin`` writes it)."""
-    path = Path(path)
+    path = named_path(path)
     try:
-        with path.open("rb") as stream:
+        with open_regular(path) as stream:
             file_size(stream, path)
             data = stream.read()
     except OSError as exc:

@@ -237,7 +237,7 @@ def test_long_and_unterminated_section_names(tmp_path: Path) -> None:
 
 def test_not_a_regular_file_and_bad_paths(tmp_path: Path) -> None:
     _one_line_error(lambda: read_relfatbin_sections(os.devnull), "not a regular file")
-    _one_line_error(lambda: read_relfatbin_sections(tmp_path), "cannot read")
+    _one_line_error(lambda: read_relfatbin_sections(tmp_path), "a directory, not a regular file")
     _one_line_error(lambda: read_relfatbin_sections("a\0b.so"), "cannot read")
     _one_line_error(lambda: read_relfatbin_sections("x" * 300 + ".so"), "cannot read")
 

@@ -201,6 +201,7 @@ def test_the_lookup_path_imports_only_light_modules() -> None:
         "skbuild_cudaq._records",
         "skbuild_cudaq.errors",
         "skbuild_cudaq.realtime",
+        "skbuild_cudaq.realtime._arguments",
         "skbuild_cudaq.realtime.link",
         "skbuild_cudaq.realtime.link._binary",
         "skbuild_cudaq.realtime._closing",

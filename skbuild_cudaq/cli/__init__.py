@@ -8,9 +8,13 @@ calls, and turns typed errors into one clear line and an exit status.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from types import FrameType
 
 from skbuild_cudaq import _log
 from skbuild_cudaq.errors import CudaqError
@@ -89,9 +93,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args))
+        with _terminated_cleanly():
+            return int(args.func(args))
     except CudaqError as exc:
         _log.error(str(exc))
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived (a CI job's timeout): unwinds like Ctrl-C, so that every ``with`` and
+    ``finally`` runs (``check`` removes what it extracted)."""
+
+
+@contextlib.contextmanager
+def _terminated_cleanly() -> Iterator[None]:
+    """While a command runs, SIGTERM raises :class:`_Terminated`; exit status 143 after the
+    clean-up (128 + SIGTERM, what the shell reports for a process SIGTERM ended)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread may install signal handlers
+        return
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        raise _Terminated
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    except _Terminated:
+        raise SystemExit(128 + signal.SIGTERM) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -13,6 +13,7 @@ Needs the ``runtime`` extra; imported only when the command runs. Never a traceb
 from __future__ import annotations
 
 import argparse
+import re
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +25,7 @@ from skbuild_cudaq.errors import ToolchainError
 if TYPE_CHECKING:
     from skbuild_cudaq.realtime.link.check import CheckReport, ModuleCheck
 
-__all__ = ["add_parser", "json_document", "render_table"]
+__all__ = ["add_parser", "byte_size", "json_document", "render_table"]
 
 
 def add_parser(sub: Any) -> None:
@@ -63,7 +64,34 @@ def add_parser(sub: Any) -> None:
         metavar="SECONDS",
         help="give up on a link that takes longer than this (default: no limit)",
     )
+    p.add_argument(
+        "--max-binary-size",
+        type=byte_size,
+        default=None,
+        metavar="SIZE",
+        help="refuse a wheel with a binary that unpacks to more than this (default 1G)",
+    )
+    p.add_argument(
+        "--max-unpacked-size",
+        type=byte_size,
+        default=None,
+        metavar="SIZE",
+        help="refuse a wheel whose binaries unpack to more than this in all (default 4G)",
+    )
     p.set_defaults(func=_run)
+
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def byte_size(text: str) -> int:
+    """``--max-*-size``: a positive number of bytes, with an optional K, M, G or T (binary)."""
+    m = re.fullmatch(r"([0-9]+)\s*([KMGT]?)(?:i?B)?", text.strip(), re.IGNORECASE)
+    value = int(m[1]) * _UNITS[m[2].upper()] if m else 0
+    if value < 1:
+        msg = f"expected a positive size in bytes (e.g. 512M, 2G), got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
 
 
 def _needs_runtime(exc: ImportError) -> ToolchainError:
@@ -108,13 +136,27 @@ def _module_rows(module: ModuleCheck) -> list[list[str]]:
 
 
 def render_table(report: CheckReport) -> str:
-    """The text ``check`` prints for one target: its modules, one table."""
+    """The text ``check`` prints for one target: its modules, one table (names from the
+    wheel printed escaped, as ``--json`` prints them: a newline or a terminal escape in a
+    member's name never reaches the terminal)."""
+    from skbuild_cudaq.realtime.link.check import printable
+
+    return "\n".join(printable(line) for line in _table_lines(report))
+
+
+def _table_lines(report: CheckReport) -> list[str]:
     lines = [f"{report.target}:"]
     if not report.modules:
         lines.append("  no module with device code")
-        return "\n".join(lines)
+        return lines
     header = ["module", "kernels", "handlers", "arch", "link", "cubin"]
-    rows = [row for module in report.modules for row in _module_rows(module)]
+    from skbuild_cudaq.realtime.link.check import printable
+
+    rows = [
+        [printable(cell) for cell in row]  # widths of what is printed
+        for module in report.modules
+        for row in _module_rows(module)
+    ]
     widths = [max(len(r[c]) for r in [header, *rows]) for c in range(len(header))]
     for row in [header, *rows]:
         cells = (cell.ljust(width) for cell, width in zip(row, widths, strict=True))
@@ -129,7 +171,7 @@ def render_table(report: CheckReport) -> str:
     if report.other_binaries:
         noun = "binary" if len(report.other_binaries) == 1 else "binaries"
         lines.append(f"  ({len(report.other_binaries)} {noun} without device code)")
-    return "\n".join(lines)
+    return lines
 
 
 def json_document(reports: list[CheckReport]) -> str:
@@ -147,7 +189,13 @@ def _run(args: argparse.Namespace) -> int:
     reports = []
     for target in args.targets:
         try:
-            report = check_package(target, architectures=args.arch, timeout=args.timeout)
+            report = check_package(
+                target,
+                architectures=args.arch,
+                timeout=args.timeout,
+                max_binary_size=args.max_binary_size,
+                max_unpacked_size=args.max_unpacked_size,
+            )
         except ImportError as exc:  # cuda-bindings / nvJitLink not installed
             raise _needs_runtime(exc) from None
         reports.append(report)

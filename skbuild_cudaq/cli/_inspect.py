@@ -39,7 +39,7 @@ def add_parser(sub: Any) -> None:
             "A plain .fatbin file is listed too."
         ),
     )
-    p.add_argument("binary", type=Path, help="extension module (.so), object or .fatbin file")
+    p.add_argument("binary", help="extension module (.so), object or .fatbin file")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=_run)
 
@@ -120,6 +120,14 @@ def _record_lines(record: dict[str, Any] | None, recordable: bool) -> list[str]:
 
 
 def render_text(doc: dict[str, Any]) -> str:
+    """What ``inspect`` prints: names from the binary (its build records' sources, kernels,
+    handlers) and its path with what is not printable escaped, as ``--json`` escapes them."""
+    from skbuild_cudaq.realtime.link.check import printable
+
+    return "\n".join(printable(line) for line in _text_lines(doc))
+
+
+def _text_lines(doc: dict[str, Any]) -> list[str]:
     lines = [f"{doc['file']}:"]
     for section in doc["sections"]:
         if section["index"] is None:
@@ -143,11 +151,13 @@ def render_text(doc: dict[str, Any]) -> str:
                     f"{entry['size']:>8} bytes  code version {entry['code_version']}"
                 )
             lines += _record_lines(container.get("record"), "record" in container)
-    return "\n".join(lines)
+    return lines
 
 
 def _run(args: argparse.Namespace) -> int:
-    doc = _sections_json(args.binary)
+    from skbuild_cudaq._elf import named_path
+
+    doc = _sections_json(named_path(args.binary))
     if args.json:
         _log.result(document(doc))
     else:

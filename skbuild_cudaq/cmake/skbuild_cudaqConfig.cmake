@@ -1321,4 +1321,7 @@ function(_cudaq_realtime_did_you_mean name out_var)
   endif()
 endfunction()
 
+# [tool.cudaq] under another backend stops here; no device code added by the end warns.
+include("${CMAKE_CURRENT_LIST_DIR}/skbuild_cudaq_guards.cmake")
+
 cmake_policy(POP)

@@ -24,12 +24,14 @@ __all__ = [
     "LinkCacheError",
     "LinkError",
     "NoDeviceError",
+    "NotBuiltError",
     "ProtocolError",
     "RealtimeError",
     "RingError",
     "RingProtocolError",
     "UdpFeederError",
     "VersionMismatchError",
+    "WrongTypeError",
 ]
 
 
@@ -94,6 +96,18 @@ class InvalidArgumentError(RealtimeError, ValueError):
         self.available = tuple(available)
         self.left_out = tuple(left_out)
         super().__init__(message)
+
+
+class WrongTypeError(InvalidArgumentError, TypeError):
+    """A public function was called with an argument of the wrong type: the message names
+    the function, the parameter, what was passed and what to pass. Both an
+    :class:`InvalidArgumentError` (a ``ValueError``) and a ``TypeError``."""
+
+
+class NotBuiltError(RealtimeError, ImportError):
+    """A compiled part of the run time (the host path's ``_native`` module) is missing: the
+    package was imported from an unbuilt source checkout, or installed without it. Also an
+    ``ImportError``: it is raised by the import that found the part missing."""
 
 
 class LibraryConflictError(RealtimeError):

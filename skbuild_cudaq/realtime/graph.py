@@ -49,6 +49,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from skbuild_cudaq.realtime import _driver
+from skbuild_cudaq.realtime._arguments import typed_arguments
 from skbuild_cudaq.realtime._closing import Closing
 from skbuild_cudaq.realtime.errors import InvalidArgumentError
 
@@ -313,6 +314,7 @@ def capture_stream_graph(record: Callable[[Any], None], stream: Any) -> Any:
     return _driver.check(drv.cuStreamEndCapture(stream), "cuStreamEndCapture")
 
 
+@typed_arguments(record="a function that launches the graph's kernels on the stream it gets")
 def capture_device_graph(record: Callable[[Any], None], *, device: int = 0) -> DeviceGraph:
     """A graph handler from what ``record(stream)`` enqueues on ``stream``.
 

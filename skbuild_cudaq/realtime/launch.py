@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from skbuild_cudaq.realtime import _driver
+from skbuild_cudaq.realtime._arguments import typed_arguments
 from skbuild_cudaq.realtime.errors import InvalidArgumentError
 from skbuild_cudaq.realtime.library import Kernel
 
@@ -112,6 +113,10 @@ def _stream_handle(stream: Any) -> Any:
     return stream
 
 
+@typed_arguments(
+    kernel="a Kernel from get_device_kernel(module, name)",
+    config="LaunchConfig(grid=..., block=...)",
+)
 def launch_kernel(kernel: Kernel, config: LaunchConfig, stream: Any, *args: Any) -> None:
     """Enqueue ``kernel`` on ``stream`` (a ``CUstream``, an int handle, or 0) with ``args``.
 
@@ -159,6 +164,7 @@ def launch_kernel(kernel: Kernel, config: LaunchConfig, stream: Any, *args: Any)
     )
 
 
+@typed_arguments(call='the name of the driver call, e.g. "cuMemAlloc"')
 def check_driver_result(ret: Any, call: str) -> Any:
     """Raise :class:`~skbuild_cudaq.realtime.CUDAError` unless ``ret`` (a
     ``cuda.bindings.driver`` call's return) is success; return its values.

@@ -20,7 +20,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from skbuild_cudaq.realtime.errors import ProtocolError
+from skbuild_cudaq.realtime.errors import ProtocolError, WrongTypeError
 
 __all__ = [
     "FNV1A_32_BASIS",
@@ -84,8 +84,11 @@ def function_id(name: str | bytes | int) -> int:
     if fid is not None:
         return fid
     if isinstance(name, bool) or not isinstance(name, (str, bytes, int)):
-        msg = f"a function is named by str, bytes or int id, not {name!r}"
-        raise TypeError(msg)
+        msg = (
+            f"function_id(): a function is named by str, bytes or int id, not "
+            f"{type(name).__name__} {name!r:.60}: pass a handler's name or its 32-bit id"
+        )
+        raise WrongTypeError(msg)
     if isinstance(name, int):
         if not 0 <= name <= _U32:
             msg = f"function id {name} is not an unsigned 32-bit value"

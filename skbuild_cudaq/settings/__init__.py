@@ -39,6 +39,7 @@ from skbuild_cudaq.settings._rules import (
 )
 from skbuild_cudaq.settings._sources import (
     load_settings,
+    near_miss_tables,
     parse_settings,
     read_pyproject,
     settings_from_pyproject,
@@ -65,6 +66,7 @@ __all__ = [
     "field_specs",
     "format_key",
     "load_settings",
+    "near_miss_tables",
     "parse_settings",
     "read_pyproject",
     "setting",

@@ -33,6 +33,7 @@ from skbuild_cudaq.settings._toml_text import format_key, show_value, toml_type
 
 __all__ = [
     "load_settings",
+    "near_miss_tables",
     "parse_settings",
     "read_pyproject",
     "settings_from_pyproject",
@@ -309,7 +310,36 @@ def settings_from_pyproject(data: Mapping[str, Any], pyproject: Path) -> CudaqSe
             "tool", f"{show_value(tool)} is {toml_type(tool)}; expected a table", "use [tool]"
         )
         raise SettingsError([problem], source=str(pyproject))
-    return parse_settings(tool.get("cudaq", {}), pyproject.parent, source=str(pyproject))
+    near = near_miss_tables(tool)
+    try:
+        settings = parse_settings(tool.get("cudaq", {}), pyproject.parent, source=str(pyproject))
+    except SettingsError as exc:
+        raise SettingsError(near + exc.problems, source=str(pyproject)) from None
+    if near:
+        raise SettingsError(near, source=str(pyproject))
+    return settings
+
+
+def _normal_tool_name(name: str) -> str:
+    return "".join(c for c in name.lower() if c not in "-_. ")
+
+
+def near_miss_tables(tool: Mapping[str, Any]) -> list[SettingsProblem]:
+    """A problem for each ``[tool.X]`` table that looks like ours but is not ``cudaq``
+    (``cuda-q``, ``cuda_q``, ``CUDAQ``, ``cudaq-realtime``, ``skbuild-cudaq``, ...): nothing
+    reads it, so what it declares (dispatch kernels) would silently be missing. The rule
+    (the name without case, ``-``, ``_`` and ``.`` contains ``cudaq``) is the CMake
+    package's too (``skbuild_cudaqConfig.cmake``)."""
+    return [
+        SettingsProblem(
+            f"tool.{name}",
+            "is not a table skbuild-cudaq reads (nothing reads it: the dispatch kernels it "
+            "declares would be missing from the build)",
+            "did you mean [tool.cudaq]?",
+        )
+        for name in tool
+        if isinstance(name, str) and name != "cudaq" and "cudaq" in _normal_tool_name(name)
+    ]
 
 
 def load_settings(pyproject: Path) -> CudaqSettings:

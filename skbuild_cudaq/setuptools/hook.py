@@ -17,7 +17,8 @@ __all__ = ["finalize_distribution_options", "project_uses_cudaq"]
 
 
 def project_uses_cudaq(pyproject: Path) -> bool:
-    """Whether ``pyproject`` has a ``[tool.cudaq]`` table. Never raises.
+    """Whether ``pyproject`` has a ``[tool.cudaq]`` table (or a near miss of it, such as
+    ``[tool.cuda-q]``, which the build then reports). Never raises.
 
     Cheap on purpose: most projects are rejected by a byte search before any
     TOML parsing. A malformed file is "not ours": setuptools reports it itself.
@@ -26,16 +27,19 @@ def project_uses_cudaq(pyproject: Path) -> bool:
         data = pyproject.read_bytes()
     except OSError:
         return False
-    if b"cudaq" not in data:
+    if b"cudaq" not in data.lower().replace(b"-", b"").replace(b"_", b""):
         return False
-    from skbuild_cudaq.settings import read_pyproject
+    from skbuild_cudaq.settings import near_miss_tables, read_pyproject
 
     try:
         table = read_pyproject(pyproject)
     except CudaqError:
         return False
     tool = table.get("tool")
-    return isinstance(tool, dict) and isinstance(tool.get("cudaq"), dict)
+    if not isinstance(tool, dict):
+        return False
+    # a near miss ([tool.cuda-q]) too: the build then reads the settings and names it
+    return isinstance(tool.get("cudaq"), dict) or bool(near_miss_tables(tool))
 
 
 def finalize_distribution_options(dist: Any) -> None:

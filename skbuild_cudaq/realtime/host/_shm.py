@@ -16,7 +16,9 @@ So a server
 - removes the name at a clean exit, as before;
 - sweeps at start: every segment of this naming owned by you whose lock nobody holds and
   whose pid is not a live process is removed (a client that still maps it keeps its
-  mapping; only the name goes).
+  mapping; only the name goes). Anyone can create a file in ``/dev/shm``: a name whose pid
+  no process can have, a link, or what is not your regular file is skipped before its pid
+  is looked at (never an error: a planted name cannot stop a server).
 
 A live server's segment is never swept: its lock is held (also when the pid is not visible,
 in another pid namespace sharing ``/dev/shm``), and a segment becomes visible under its
@@ -44,6 +46,7 @@ import secrets
 import stat
 from dataclasses import dataclass, field
 
+from skbuild_cudaq.realtime._arguments import typed_arguments
 from skbuild_cudaq.realtime._logging import get_logger
 from skbuild_cudaq.realtime.errors import RingError
 from skbuild_cudaq.realtime.ring import RingClient, RingLayout
@@ -116,6 +119,11 @@ class Segment:
             self.fd = -1
 
 
+#: the largest pid Linux hands out (PID_MAX_LIMIT on 64-bit); a name with a larger one (or
+#: 0) was not written by a server: anyone may plant such a name in /dev/shm
+_PID_MAX = 1 << 22
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -124,6 +132,23 @@ def _alive(pid: int) -> bool:
     except OSError:  # EPERM: another user's process, alive
         return True
     return True
+
+
+def _sweepable(name: str, dir_fd: int) -> bool:
+    """Whether ``name`` may be a segment of a server that is gone: of this naming with a pid
+    a server can have, a regular file owned by you (not a link), whose pid is not alive.
+    Checked in that order, so that what is not ours, or cannot be parsed, is never
+    signalled, opened or locked."""
+    m = _SWEPT.fullmatch(name)
+    if m is None or not 0 < int(m[1]) <= _PID_MAX:
+        return False
+    try:
+        st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return False  # gone meanwhile
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+        return False
+    return not _alive(int(m[1]))
 
 
 def sweep(dir_fd: int | None = None) -> int:
@@ -135,8 +160,7 @@ def sweep(dir_fd: int | None = None) -> int:
     removed = 0
     try:
         for name in os.listdir(dir_fd):  # noqa: PTH208  # a descriptor: no Path for it
-            m = _SWEPT.fullmatch(name)
-            if m is None or _alive(int(m[1])):
+            if not _sweepable(name, dir_fd):
                 continue
             try:
                 fd = os.open(name, os.O_RDONLY | _OPEN_FLAGS, dir_fd=dir_fd)
@@ -278,6 +302,7 @@ def ring_size(layout: RingLayout) -> str:
     )
 
 
+@typed_arguments(name="the shm=<name> of the server's READY line")
 def connect_host_ring(name: str, num_slots: int, slot_size: int) -> RingClient:
     """A :class:`~skbuild_cudaq.realtime.RingClient` over the shared-memory ring of a
     ``cudaq-realtime-test-server --transport=host-ring`` (``shm=<name>`` of its READY line).

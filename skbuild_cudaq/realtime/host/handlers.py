@@ -25,6 +25,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from skbuild_cudaq.realtime._arguments import typed_arguments
 from skbuild_cudaq.realtime.errors import InvalidArgumentError, RealtimeError
 
 __all__ = ["EXPORT_PREFIX", "NativeHostHandler", "exported_host_handlers", "get_host_handler"]
@@ -137,6 +138,7 @@ def _exports(path: Path) -> tuple[set[str], set[str]]:
     return exported, names(static) - exported
 
 
+@typed_arguments(module="an extension module object or the path of a shared library")
 def get_host_handler(module: ModuleType | str | os.PathLike[str], name: str) -> NativeHostHandler:
     """The native host handler ``name`` exported by ``module`` (contract).
 

@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 from skbuild_cudaq.realtime import _driver
+from skbuild_cudaq.realtime._arguments import typed_arguments
 from skbuild_cudaq.realtime.errors import LibraryConflictError
 from skbuild_cudaq.realtime.library.loaded import Kernel, Library
 from skbuild_cudaq.realtime.link._binary import Binary, BridgeCode, binary_path, bridge_files
@@ -35,6 +36,7 @@ def _describe_bridge(bridge: tuple[Path, ...] | None) -> str:
     return "the bridge " + ", ".join(str(f) for f in bridge)
 
 
+@typed_arguments()
 def get_library(
     binary: Binary,
     *,
@@ -137,6 +139,7 @@ def release_library() -> None:
         library.close()
 
 
+@typed_arguments()
 def get_device_kernel(module: Binary, name: str, *, device: int | None = None) -> Kernel:
     """Launchable handle of the kernel ``name`` in ``module``'s linked device code (contract).
 
@@ -147,6 +150,7 @@ def get_device_kernel(module: Binary, name: str, *, device: int | None = None) -
     return get_library(module, device=device).get_kernel(name)
 
 
+@typed_arguments()
 def get_device_handler(module: Binary, name: str, *, device: int | None = None) -> int:
     """Device address of the handler ``name`` exported by ``module`` (contract).
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from skbuild_cudaq.realtime._arguments import typed_arguments
 from skbuild_cudaq.realtime.errors import DeviceCodeError, LinkError
 
 if TYPE_CHECKING:  # importlib.metadata and zipfile load with the first check
@@ -46,6 +47,7 @@ __all__ = [
     "CheckReport",
     "ModuleCheck",
     "check_package",
+    "printable",
 ]
 
 #: Kinds of :class:`CheckProblem`.
@@ -53,6 +55,7 @@ PROBLEM_KINDS = (
     "not-found",  # the target is neither a readable wheel nor an installed distribution
     "no-device-code",  # no binary of the target carries device code
     "lost-device-code",  # the build recorded device code the module no longer has
+    "no-build-record",  # device code, but no build record: not built by skbuild-cudaq
     "unreadable",  # a module's device code or records cannot be read
     "link",  # a module does not link for an architecture
     "missing-kernel",  # a declared kernel is not a kernel of the linked cubin
@@ -60,9 +63,19 @@ PROBLEM_KINDS = (
 )
 
 
+def printable(text: str) -> str:
+    """``text`` with every character that is not printable escaped (``\\n``, ``\\x1b``,
+    ...), as ``--json`` escapes them: a name from a wheel (a member, a build record's source)
+    can neither forge a line of its own nor send escape sequences to the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
 @dataclass(frozen=True)
 class CheckProblem:
-    """One problem, as one line: ``str(problem)`` names the target, module and architecture."""
+    """One problem, as one line: ``str(problem)`` names the target, module and architecture
+    (what is not printable in them escaped, see :func:`printable`)."""
 
     kind: str  #: one of ``PROBLEM_KINDS``
     target: str  #: the wheel's file name or the distribution
@@ -73,7 +86,7 @@ class CheckProblem:
 
     def __str__(self) -> str:
         where = ": ".join(p for p in (self.target, self.module) if p)
-        return f"{where}: {self.message}"
+        return printable(f"{where}: {self.message}")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -177,6 +190,7 @@ class _Options:
     memory_limit: int | None
 
 
+@typed_arguments()
 def check_package(
     target: str | os.PathLike[str],
     *,
@@ -184,6 +198,8 @@ def check_package(
     architectures: Iterable[str | int] | None = None,
     timeout: float | None = None,
     memory_limit: int | None = None,
+    max_binary_size: int | None = None,
+    max_unpacked_size: int | None = None,
 ) -> CheckReport:
     """Check every module of a wheel file or of an installed distribution (see the module
     docstring).
@@ -194,15 +210,32 @@ def check_package(
     for these (``"sm_90"``, ``"90"``, ``90``) instead of the ones each module's build
     declared. ``timeout``: seconds one link may take (None: no limit); ``memory_limit``:
     bytes of address space a link may use (None: the default limit of an isolated link).
+    ``max_binary_size`` / ``max_unpacked_size``: bytes a wheel's binaries may unpack to, one
+    and all together (None: ``MAX_BINARY_SIZE``, 1 GiB, and ``MAX_UNPACKED_SIZE``, 4 GiB, of
+    :mod:`~skbuild_cudaq.realtime.link._packaged`); a wheel beyond them is refused unread.
     Returns a :class:`CheckReport`; problems are in it, never raised. Raises
     ``ImportError`` when nvJitLink (the ``runtime`` extra) cannot be loaded.
     """
-    from skbuild_cudaq.realtime.link._packaged import open_distribution, open_wheel
+    from skbuild_cudaq.realtime.link._packaged import UnpackLimits, open_distribution, open_wheel
 
     options = _options(architectures, timeout, memory_limit)
+    limits = UnpackLimits(
+        **{
+            key: value
+            for key, value in (("binary", max_binary_size), ("total", max_unpacked_size))
+            if value is not None
+        }
+    )
     text = os.fspath(target)
+    if not text:
+        return _not_found(
+            "''", "an empty argument: pass the path of a .whl file or the name of a distribution"
+        )
     try:
-        packaged = open_wheel(target) if _is_wheel(target) else open_distribution(text, path)
+        if _is_wheel(target):
+            packaged = open_wheel(target, limits)
+        else:
+            packaged = open_distribution(text, path)
     except DeviceCodeError as exc:
         return _not_found(text, str(exc))
     with packaged:
@@ -266,8 +299,11 @@ def _check_packaged(packaged: Packaged, options: _Options) -> CheckReport:
                 "no-device-code",
                 packaged.label,
                 f"no module carries device code ({have} with an __nv_relfatbin section or a "
-                "build record): build it with skbuild-cudaq (a dispatch kernel or handlers), "
-                "and check that no tool removed the sections after the build",
+                "build record): build it with skbuild-cudaq -- build-backend = "
+                '"skbuild_cudaq.build" in pyproject.toml with [tool.cudaq.dispatch-kernels], or '
+                "the cudaq_realtime_* CMake functions (another backend, e.g. "
+                "scikit_build_core.build, ignores [tool.cudaq]) -- and check that no tool "
+                "removed the sections after the build",
             )
         )
     label, kind = packaged.label, packaged.kind
@@ -297,6 +333,8 @@ def _check_binary(target: str, binary: PackagedBinary, options: _Options) -> Mod
     except (DeviceCodeError, OSError) as exc:
         return ModuleCheck(name, problems=(problem("unreadable", str(exc)),))
     sources = tuple(str(r.get("source")) for r in records)
+    if not records:
+        return ModuleCheck(name, problems=(problem("no-build-record", _NO_RECORD),))
     if not found[SECTION_NAME]:
         return ModuleCheck(
             name,
@@ -368,6 +406,14 @@ def _check_binary(target: str, binary: PackagedBinary, options: _Options) -> Mod
         links=tuple(links),
         problems=tuple(problems),
     )
+
+
+_NO_RECORD = (
+    "has device code (an __nv_relfatbin section) but no build record of skbuild-cudaq's: it "
+    "was not built through skbuild-cudaq, so no dispatch kernel of yours was added to it "
+    '(nvcc -rdc handlers alone); build it with build-backend = "skbuild_cudaq.build" and '
+    "[tool.cudaq.dispatch-kernels], or cudaq_realtime_add_dispatch_kernel() in CMake"
+)
 
 
 def _declared(records: Iterable[dict[str, Any]]) -> tuple[str, ...]:

@@ -144,7 +144,9 @@ def runtime_device_code(
         )
         raise DeviceCodeError(msg)
     if not files:
-        msg = (
+        from skbuild_cudaq._paths import source_tree_hint
+
+        msg = source_tree_hint() or (
             f"no device run time (*.fatbin) in {root}: reinstall skbuild-cudaq "
             "(the wheel ships skbuild_cudaq/_device/cu<major>/*.fatbin)"
         )

@@ -20,6 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import cast
 
+from skbuild_cudaq.realtime._arguments import typed_arguments
 from skbuild_cudaq.realtime._logging import get_logger, timed
 from skbuild_cudaq.realtime.errors import LinkError
 from skbuild_cudaq.realtime.link import _nvjitlink
@@ -456,6 +457,9 @@ def prepare_link(
     return PreparedLink(code, runtime, options, cache, digest, identity)
 
 
+@typed_arguments(
+    options="LinkOptions(arch='sm_90') to link for an architecture, or None for this GPU"
+)
 def link_device_code(
     binary: ModuleType | str | os.PathLike[str] | DeviceCode,
     options: LinkOptions | None = None,

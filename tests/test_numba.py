@@ -1,0 +1,213 @@
+"""Python handlers (skbuild_cudaq.numba): decorators, numba-cuda to LTO-IR with our C ABI and
+export globals, nvJitLink linking them with the built-in kernel (issue 53).
+
+Toolchain tests need numba-cuda with NVVM and nvJitLink (the ``test`` extra installs them);
+none needs a GPU.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from skbuild_cudaq.numba import (
+    SHAPE_LAUNCH,
+    SHAPE_THREAD,
+    PyHandler,
+    handler,
+    rank,
+    size,
+    status,
+    thread_handler,
+)
+
+HANDLERS = textwrap.dedent(
+    """
+    from skbuild_cudaq.numba import handler, rank, size, status, thread_handler
+
+    @handler
+    def py_rpc_increment(args, result):
+        n = min(args.size, result.size)
+        for i in range(rank(), n, size()):
+            result[i] = args[i] + 1
+        return n
+
+    @thread_handler
+    def py_echo(args, result):
+        n = min(args.size, result.size)
+        if n == 0:
+            return status(7)
+        for i in range(n):
+            result[i] = args[i]
+        return n
+
+    @handler(args="float32", result="float32")
+    def py_scale(args, result):
+        n = min(args.size, result.size)
+        for i in range(rank(), n, size()):
+            result[i] = args[i] * 2.0
+        return n
+    """
+)
+
+TYPING_ERROR = textwrap.dedent(
+    """
+    from skbuild_cudaq.numba import handler
+
+    @handler
+    def py_fine(args, result):
+        return 0
+
+    @handler
+    def py_broken(args, result):
+        return args.no_such_attribute
+    """
+)
+
+
+def _numba_cuda() -> None:
+    pytest.importorskip("numba.cuda", reason="numba-cuda is not installed")
+    try:
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+
+        load_nvidia_dynamic_lib("nvvm")
+    except Exception as exc:
+        pytest.skip(f"no NVVM (nvidia-nvvm): {exc}")
+
+
+def _compile_cli(source: Path, out: Path, *archs: str) -> subprocess.CompletedProcess[str]:
+    arch_args = [a for arch in archs for a in ("--arch", arch)]
+    return subprocess.run(
+        [sys.executable, "-m", "skbuild_cudaq.numba", str(source), *arch_args,
+         "-o", str(out), "--record", f"{out}.json", "--depfile", f"{out}.d",
+         "--project-dir", str(source.parent), "--target", "_core"],
+        capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# Decorators (no numba)
+# ---------------------------------------------------------------------------------------------
+def test_decorators_mark_the_function_with_its_name_and_shape() -> None:
+    def py_a(args: bytes, result: bytearray) -> int:
+        return len(args)
+
+    launch, thread = handler(py_a), thread_handler(py_a)
+    assert isinstance(launch, PyHandler) and launch.name == "py_a"
+    assert (launch.shape, thread.shape) == (SHAPE_LAUNCH, SHAPE_THREAD)
+    assert launch(b"abc", bytearray(3)) == 3  # still callable on the CPU
+    typed = handler(args="float32", result="int16")(py_a)
+    assert (typed.args, typed.result) == ("float32", "int16")
+    assert (rank(), size()) == (0, 1)
+
+
+def test_status_packs_the_code_above_the_count() -> None:
+    assert status(7) == 7 << 32
+    assert status(3, 5) == (3 << 32) | 5
+
+
+def test_an_unknown_element_type_is_refused_naming_the_accepted_ones() -> None:
+    def py_c(args: bytes, result: bytearray) -> int:
+        return 0
+
+    with pytest.raises(ValueError, match=r"args='complex64' is not an element type; use one of"):
+        handler(args="complex64")(py_c)
+    with pytest.raises(ValueError, match=r"name must be an identifier \(the C symbol\)"):
+        handler(lambda a, r: 0)
+
+
+def test_importing_the_module_loads_no_numba_and_no_cuda() -> None:
+    code = (
+        "import sys, skbuild_cudaq.numba\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numba', 'cuda')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# ---------------------------------------------------------------------------------------------
+# Compiled and linked (numba-cuda, NVVM, nvJitLink; no GPU)
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.toolchain
+def test_cli_compiles_each_handler_and_nvjitlink_finds_them(tmp_path: Path) -> None:
+    _numba_cuda()
+    from skbuild_cudaq.fatbin import read_fatbin_file
+    from skbuild_cudaq.realtime.cache import LinkCache
+    from skbuild_cudaq.realtime.device_code import DeviceCode, LinkInput
+    from skbuild_cudaq.realtime.library.symbols import cubin_symbols
+    from skbuild_cudaq.realtime.link import LinkOptions, link_device_code
+
+    source = tmp_path / "handlers.py"
+    source.write_text(HANDLERS)
+    out = tmp_path / "build" / "handlers.fatbin"
+    done = _compile_cli(source, out, "80", "90")
+    assert done.returncode == 0, done.stderr
+    containers = read_fatbin_file(out)
+    assert len(containers) == 3  # one per handler, one entry per architecture
+    assert all(sorted(e.arch for e in c.entries) == [80, 90] for c in containers)
+    import json
+
+    record = json.loads(Path(f"{out}.json").read_text())
+    assert record["source"] == "handlers.py"
+    assert record["handlers"] == ["py_echo", "py_rpc_increment", "py_scale"]
+    assert record["compiler"].startswith("numba-cuda ")
+    assert str(source) in Path(f"{out}.d").read_text()
+    code = DeviceCode(out, tuple(LinkInput(f"h:{i}", c) for i, c in enumerate(containers)))
+    for arch in ("sm_80", "sm_90"):
+        result = link_device_code(code, LinkOptions(arch=arch), cache=LinkCache(None))
+        symbols = cubin_symbols(result.cubin)
+        assert set(symbols.handlers) == {"py_echo", "py_rpc_increment", "py_scale"}
+        assert symbols.thread_handlers == frozenset({"py_echo"})
+        assert "cudaq_realtime_unified_dispatch" in symbols.kernels
+
+
+@pytest.mark.toolchain
+def test_a_typing_error_is_one_line_naming_the_function_the_file_and_numbas_reason(
+    tmp_path: Path,
+) -> None:
+    _numba_cuda()
+    source = tmp_path / "broken.py"
+    source.write_text(TYPING_ERROR)
+    done = _compile_cli(source, tmp_path / "broken.fatbin", "80")
+    assert done.returncode == 1
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    (line,) = lines
+    assert line.startswith("skbuild-cudaq: error: numba-cuda could not compile handler py_broken")
+    assert "broken.py for CMake target _core" in line
+    assert "no_such_attribute" in line and "line 10" in line
+    assert not (tmp_path / "broken.fatbin").exists()
+
+
+@pytest.mark.toolchain
+def test_a_file_without_handlers_says_how_to_declare_one(tmp_path: Path) -> None:
+    _numba_cuda()
+    source = tmp_path / "empty.py"
+    source.write_text("def helper(x):\n    return x\n")
+    done = _compile_cli(source, tmp_path / "empty.fatbin", "80")
+    assert done.returncode == 1
+    assert "empty.py defines no handler: decorate a function with" in done.stderr
+
+
+@pytest.mark.toolchain
+def test_device_code_of_notebook_handlers_links_alone_with_the_built_in_kernel() -> None:
+    _numba_cuda()
+    from skbuild_cudaq.numba import device_code
+    from skbuild_cudaq.realtime.cache import LinkCache
+    from skbuild_cudaq.realtime.library.symbols import cubin_symbols
+    from skbuild_cudaq.realtime.link import LinkOptions, link_device_code
+
+    @thread_handler
+    def py_notebook_twice(args, result):  # type: ignore[no-untyped-def]
+        n = min(args.size, result.size)
+        for i in range(n):
+            result[i] = args[i] * 2
+        return n
+
+    code = device_code(py_notebook_twice, architectures=(80,))
+    result = link_device_code(code, LinkOptions(arch="sm_90"), cache=LinkCache(None))
+    assert cubin_symbols(result.cubin).handlers == ("py_notebook_twice",)

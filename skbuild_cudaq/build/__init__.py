@@ -307,7 +307,7 @@ def _with_device_compiler(requires: list[str], config_settings: Mapping[str, Any
     (:mod:`._requires`); the build log says which it is."""
     from skbuild_cudaq.settings import settings_from_pyproject
 
-    from ._requires import device_compiler_requires
+    from ._requires import device_compiler_requires, python_device_requires
 
     path = Path.cwd() / "pyproject.toml"
     pyproject = _read_pyproject(Path.cwd()) or {}
@@ -319,7 +319,11 @@ def _with_device_compiler(requires: list[str], config_settings: Mapping[str, Any
         _log.info(found.reason)
     else:
         _log.progress(f"no NVRTC requirement added: {found.reason}")
-    return [*requires, *(r for r in found.requirements if r not in requires)]
+    python = python_device_requires(pyproject, config_settings)
+    if python.requirements:
+        _log.info(python.reason)
+    added = [*found.requirements, *python.requirements]
+    return [*requires, *(r for r in added if r not in requires)]
 
 
 def get_requires_for_build_wheel(config_settings: ConfigSettings | None = None) -> list[str]:

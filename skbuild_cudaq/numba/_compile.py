@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from skbuild_cudaq.realtime.device_code import DeviceCode
 
 __all__ = [
-    "NVVM_PINS",
     "check_versions",
     "compile_handler",
     "handler_containers",
@@ -46,14 +45,6 @@ __all__ = [
 
 _HANDLER_PREFIX = "cudaq_handler_"
 _SHAPE_PREFIX = "cudaq_shape_thread_"
-#: Per CUDA major, the NVVM the build pins (``build-system.requires``, added by the backend)
-#: and the oldest nvJitLink the run time's extra of that major links with: LTO-IR links only
-#: with an nvJitLink no older than the NVVM that wrote it.
-NVVM_PINS: dict[int, tuple[int, int]] = {13: (13, 0), 12: (12, 9)}
-NVVM_REQUIREMENTS: dict[int, tuple[str, ...]] = {
-    13: ("numba-cuda>=0.30", "nvidia-nvvm==13.0.*"),
-    12: ("numba-cuda>=0.30", "nvidia-cuda-nvcc-cu12==12.9.*"),
-}
 _lock = threading.Lock()
 _registered: list[bool] = []
 
@@ -288,6 +279,7 @@ def check_versions(container: bytes) -> None:
     says the run time's nvJitLink is that one instead."""
     import os
 
+    from skbuild_cudaq.build._requires import NVVM_PINS
     from skbuild_cudaq.fatbin import split_containers
     from skbuild_cudaq.realtime._nvjitlink import ir_release
 

@@ -211,3 +211,53 @@ def test_device_code_of_notebook_handlers_links_alone_with_the_built_in_kernel()
     code = device_code(py_notebook_twice, architectures=(80,))
     result = link_device_code(code, LinkOptions(arch="sm_90"), cache=LinkCache(None))
     assert cubin_symbols(result.cubin).handlers == ("py_notebook_twice",)
+
+
+@pytest.mark.toolchain
+def test_the_notebook_path_links_alone_and_with_an_extensions_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A function defined at run time becomes a binary file the lookups take: alone with the
+    built-in kernel, and beside an extension module's kernels and handlers (one module); its
+    link is cached like every link, the key covering the function's code."""
+    _numba_cuda()
+    from skbuild_cudaq.build._device_info import read_records
+    from skbuild_cudaq.numba import device_binary
+    from skbuild_cudaq.realtime.cache import LinkCache
+    from skbuild_cudaq.realtime.library.symbols import cubin_symbols
+    from skbuild_cudaq.realtime.link import LinkOptions, link_device_code
+
+    monkeypatch.setenv("SKBUILD_CUDAQ_PYTHON_DEVICE_DIR", str(tmp_path / "nb"))
+
+    def make(add: int) -> PyHandler:
+        def py_notebook_add(args, result):  # type: ignore[no-untyped-def]
+            n = min(args.size, result.size)
+            for i in range(n):
+                result[i] = args[i] + add
+            return n
+
+        return thread_handler(py_notebook_add)
+
+    alone = device_binary(make(1))
+    assert alone == device_binary(make(1))  # same code, same file
+    assert read_records(alone)[0]["handlers"] == ["py_notebook_add"]
+    cache = LinkCache(tmp_path / "cache")
+    first = link_device_code(alone, LinkOptions(arch="sm_90"), cache=cache)
+    assert cubin_symbols(first.cubin).handlers == ("py_notebook_add",)
+    again = link_device_code(alone, LinkOptions(arch="sm_90"), cache=cache)
+    assert not first.cache_hit and again.cache_hit
+    other = device_binary(make(2))  # another function body: another file, another link
+    assert other != alone
+    assert not link_device_code(other, LinkOptions(arch="sm_90"), cache=cache).cache_hit
+    # beside a built module's device code (a module of Python handlers built like a wheel's)
+    source = tmp_path / "handlers.py"
+    source.write_text(HANDLERS)
+    fatbin = tmp_path / "ext.fatbin"
+    assert _compile_cli(source, fatbin, "80").returncode == 0
+    from skbuild_cudaq.numba._notebook import elf_with_sections
+
+    extension = tmp_path / "ext.so"
+    extension.write_bytes(elf_with_sections([("__nv_relfatbin", fatbin.read_bytes())]))
+    both = device_binary(make(1), extension=extension)
+    symbols = cubin_symbols(link_device_code(both, LinkOptions(arch="sm_80"), cache=cache).cubin)
+    assert set(symbols.handlers) == {"py_echo", "py_rpc_increment", "py_scale", "py_notebook_add"}

@@ -39,11 +39,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, overload
 
 if TYPE_CHECKING:
+    import os
+    from pathlib import Path
+    from types import ModuleType
+
     from skbuild_cudaq.realtime.device_code import DeviceCode
 
 __all__ = [
     "DEVICE_STATUS_MAX",
     "PyHandler",
+    "device_binary",
     "device_code",
     "handler",
     "rank",
@@ -152,3 +157,24 @@ def device_code(*handlers: PyHandler, architectures: tuple[int, ...] = (80,)) ->
     from ._compile import handlers_device_code
 
     return handlers_device_code(handlers, architectures)
+
+
+def device_binary(
+    *handlers: PyHandler,
+    extension: ModuleType | str | os.PathLike[str] | None = None,
+    architectures: tuple[int, ...] = (80,),
+) -> Path:
+    """The notebook path: ``handlers`` (defined at run time) compiled and written, with
+    ``extension``'s device code when given (its kernels and handlers), into a binary file the
+    run time's lookups take like a built module::
+
+        path = device_binary(py_twice)                      # alone with the built-in kernel
+        address = get_device_handler(path, "py_twice")
+
+    LTO-IR for an architecture links for that GPU and every newer one: the default, 80, serves
+    every GPU the run time does. The link is cached like every link (keyed by each function's
+    code). Needs numba-cuda and NVVM (``skbuild-cudaq[numba]``), no GPU.
+    """
+    from ._notebook import device_binary as write
+
+    return write(handlers, extension, architectures)

@@ -24,8 +24,10 @@ linked like nvcc's.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skbuild_cudaq.errors import CompileError, ToolchainError
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
     from skbuild_cudaq.realtime.device_code import DeviceCode
 
 __all__ = [
+    "cache_key",
     "check_versions",
     "compile_handler",
     "handler_containers",
@@ -216,9 +219,62 @@ def _reason(exc: Exception) -> str:
     return text
 
 
-def compile_handler(h: PyHandler, arch: int, source: str = "") -> bytes:
+def _code_digest(value: Any, seen: set[int], depth: int = 0) -> bytes:
+    """What a function's compiled code depends on: its bytecode and constants, its closure
+    cells and the globals it names (numbers, strings, arrays; functions and handlers it
+    calls, recursively). Another value of any of them is another key."""
+    import marshal
+
+    if id(value) in seen or depth > 8:
+        return b""
+    seen.add(id(value))
+    function = getattr(value, "py_func", None) or getattr(value, "function", None) or value
+    code = getattr(function, "__code__", None)
+    if code is None:
+        data = getattr(value, "tobytes", None)
+        if callable(data):  # a numpy array
+            return repr(
+                (str(getattr(value, "dtype", "")), getattr(value, "shape", ()))
+            ).encode() + bytes(data())
+        return (
+            repr(value).encode()
+            if isinstance(value, (int, float, complex, str, bytes, bool, tuple))
+            else type(value).__name__.encode()
+        )
+    parts = [marshal.dumps(code)]
+    for cell in function.__closure__ or ():
+        parts.append(_code_digest(cell.cell_contents, seen, depth + 1))
+    names = function.__globals__
+    for name in code.co_names:
+        if name in names:
+            parts.append(name.encode() + b"=" + _code_digest(names[name], seen, depth + 1))
+    return b"\0".join(parts)
+
+
+def cache_key(h: PyHandler, arch: int) -> str:
+    """The key of ``h``'s LTO-IR for ``sm_<arch>``: its code (:func:`_code_digest`), name,
+    shape, element types, the architecture and the compiler's version."""
+    import hashlib
+
+    digest = hashlib.sha256(_code_digest(h.function, set()))
+    digest.update(repr((h.name, h.shape, h.args, h.result, arch, numba_compiler())).encode())
+    return digest.hexdigest()
+
+
+def compile_handler(h: PyHandler, arch: int, source: str = "", cache: Path | None = None) -> bytes:
     """The LTO-IR of handler ``h`` for ``sm_<arch>``; :class:`CompileError` naming the
-    function, ``source`` (its file) and numba's reason when numba rejects it."""
+    function, ``source`` (its file) and numba's reason when numba rejects it. ``cache``: a
+    directory of earlier results, by :func:`cache_key` (numba-cuda names its functions
+    anew on every compile: the same code compiled twice is not the same bytes)."""
+    if cache is not None:
+        stored = cache / f"{cache_key(h, arch)}.ltoir"
+        if stored.is_file():
+            return stored.read_bytes()
+        ltoir = compile_handler(h, arch, source)
+        tmp = stored.with_name(f".{stored.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(ltoir)
+        tmp.replace(stored)
+        return ltoir
     cuda = _numba()
     _register()
     cc = (arch // 10, arch % 10)
@@ -247,13 +303,18 @@ def compile_handler(h: PyHandler, arch: int, source: str = "") -> bytes:
 
 
 def handler_containers(
-    handlers: Iterable[PyHandler], architectures: Sequence[int], source: str = ""
+    handlers: Iterable[PyHandler],
+    architectures: Sequence[int],
+    source: str = "",
+    cache: Path | None = None,
 ) -> list[bytes]:
     """One fatbin container per handler, one LTO-IR entry per architecture."""
     from skbuild_cudaq.build._container import make_ltoir_container
 
     return [
-        make_ltoir_container([(arch, compile_handler(h, arch, source)) for arch in architectures])
+        make_ltoir_container(
+            [(arch, compile_handler(h, arch, source, cache)) for arch in architectures]
+        )
         for h in handlers
     ]
 

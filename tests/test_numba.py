@@ -261,3 +261,30 @@ def test_the_notebook_path_links_alone_and_with_an_extensions_code(
     both = device_binary(make(1), extension=extension)
     symbols = cubin_symbols(link_device_code(both, LinkOptions(arch="sm_80"), cache=cache).cubin)
     assert set(symbols.handlers) == {"py_echo", "py_rpc_increment", "py_scale", "py_notebook_add"}
+
+
+@pytest.mark.toolchain
+def test_compiling_needs_no_nvrtc(tmp_path: Path) -> None:
+    """numba-cuda asks NVRTC which architectures exist before NVVM compiles; a project whose
+    device code is all Python has no NVRTC in its build environment: the compile must not ask."""
+    _numba_cuda()
+    source = tmp_path / "handlers.py"
+    source.write_text(HANDLERS)
+    script = (
+        "import sys\n"
+        "from cuda.bindings import nvrtc\n"
+        "def gone(*a, **k):\n"
+        "    raise RuntimeError('no NVRTC in this environment')\n"
+        "for name in dir(nvrtc):\n"
+        "    if name.startswith('nvrtc') and not isinstance(getattr(nvrtc, name), type):\n"
+        "        setattr(nvrtc, name, gone)\n"
+        "from skbuild_cudaq.numba.__main__ import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(source), "--arch", "80", "--arch", "90",
+         "-o", str(tmp_path / "h.fatbin")],
+        capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "h.fatbin").stat().st_size > 0

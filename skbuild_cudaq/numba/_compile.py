@@ -15,8 +15,10 @@ abi="c", output="ltoir")``) holding:
 
 numba-cuda asks the current GPU for its compute capability when it types a call to a device
 function or an overload (``dispatcher.get_current_device``), even under ``cuda.compile(...,
-cc=...)``: :func:`_target` answers with the architecture being compiled, so this works on a
-machine without a GPU or driver (the build). The LTO-IR of each handler goes in a fatbin
+cc=...)``, and NVRTC for the architectures it supports before it hands NVVM the one asked
+for (``nvrtc.get_arch_option``): :func:`_target` answers both with the architecture being
+compiled (NVVM checks it), so this works on a machine without a GPU, a driver or NVRTC (the
+build of a project whose device code is all Python). The LTO-IR of each handler goes in a fatbin
 container of its own (one entry per architecture; :mod:`skbuild_cudaq.build._container`),
 linked like nvcc's.
 """
@@ -87,14 +89,19 @@ class _Device:
 def _target(cc: tuple[int, int]) -> Iterator[None]:
     """numba-cuda's current-device query answers ``cc`` (no GPU needed), for one compile."""
     from numba.cuda import dispatcher
+    from numba.cuda.cudadrv import nvrtc
+
+    def arch_option(major: int, minor: int, arch: str = "") -> str:
+        return f"compute_{major}{minor}{arch}"
 
     with _lock:
-        saved = dispatcher.get_current_device
+        saved = dispatcher.get_current_device, nvrtc.get_arch_option
         dispatcher.get_current_device = lambda: _Device(cc)
+        nvrtc.get_arch_option = arch_option
         try:
             yield
         finally:
-            dispatcher.get_current_device = saved
+            dispatcher.get_current_device, nvrtc.get_arch_option = saved
 
 
 def _register() -> None:
@@ -261,6 +268,13 @@ def cache_key(h: PyHandler, arch: int) -> str:
     return digest.hexdigest()
 
 
+def _other_reason(exc: Exception) -> str:
+    """Not a typing error (NVVM, a library numba-cuda could not load): its type and first
+    line; the whole traceback with ``-C cudaq.verbose=true``."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[0] if lines else '(no message)'}"
+
+
 def compile_handler(h: PyHandler, arch: int, source: str = "", cache: Path | None = None) -> bytes:
     """The LTO-IR of handler ``h`` for ``sm_<arch>``; :class:`CompileError` naming the
     function, ``source`` (its file) and numba's reason when numba rejects it. ``cache``: a
@@ -291,14 +305,14 @@ def compile_handler(h: PyHandler, arch: int, source: str = "", cache: Path | Non
                 output="ltoir",
                 cc=cc,
             )
-    except Exception as exc:  # numba's errors have no common base outside numba
+    except Exception as exc:  # numba's and NVVM's errors have no common base: one line each
+        import traceback
+
         from numba.core.errors import NumbaError
 
-        nvvm = type(exc).__module__.startswith("cuda.bindings")
-        if not isinstance(exc, NumbaError) and not nvvm:
-            raise
-        msg = f"numba-cuda could not compile handler {h.name} of {where}: {_reason(exc)}"
-        raise CompileError(msg, str(exc), numba_compiler()) from None
+        reason = _reason(exc) if isinstance(exc, NumbaError) else _other_reason(exc)
+        msg = f"numba-cuda could not compile handler {h.name} of {where}: {reason}"
+        raise CompileError(msg, traceback.format_exc(), numba_compiler()) from None
     return bytes(ltoir)
 
 

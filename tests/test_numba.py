@@ -278,6 +278,13 @@ def test_compiling_needs_no_nvrtc(tmp_path: Path) -> None:
         "for name in dir(nvrtc):\n"
         "    if name.startswith('nvrtc') and not isinstance(getattr(nvrtc, name), type):\n"
         "        setattr(nvrtc, name, gone)\n"
+        "from cuda import pathfinder\n"
+        "find = pathfinder.load_nvidia_dynamic_lib\n"
+        "def no_nvrtc(name, *a, **k):\n"
+        "    if name == 'nvrtc':\n"
+        "        raise pathfinder.DynamicLibNotFoundError('no libnvrtc here')\n"
+        "    return find(name, *a, **k)\n"
+        "pathfinder.load_nvidia_dynamic_lib = no_nvrtc\n"
         "from skbuild_cudaq.numba.__main__ import main\n"
         "sys.exit(main(sys.argv[1:]))\n"
     )

@@ -22,11 +22,12 @@ arguments and ``result`` is the response's result area (its length is the room t
         return n                          # the same value from every thread
 
 Listed in ``[tool.cudaq.dispatch-kernels]`` like a ``.cu`` file, the file is compiled at build
-time for every declared architecture (:mod:`skbuild_cudaq.numba._compile`) and each handler is
+time for every declared architecture (``python -m skbuild_cudaq.numba``) and each handler is
 exported under the function's name, as ``CUDAQ_REALTIME_EXPORT_DEVICE_FUNCTION`` (``handler``)
 or ``CUDAQ_REALTIME_EXPORT_THREAD_FUNCTION`` (``thread_handler``) export a C++ one. At run time
-:func:`skbuild_cudaq.numba.device_code` compiles decorated functions defined in a notebook into
-:class:`~skbuild_cudaq.realtime.device_code.DeviceCode` the run time links like a module's.
+:func:`device_binary` compiles decorated functions defined in a notebook into a binary file the
+run time's lookups take like a built module (the notebook path; see the guide "GPU handlers
+in Python").
 
 Importing this module loads neither numba nor CUDA: the decorators only mark the function;
 compiling needs numba-cuda and NVVM (``pip install "skbuild-cudaq[numba]"``).

@@ -88,20 +88,30 @@ class _Device:
 @contextlib.contextmanager
 def _target(cc: tuple[int, int]) -> Iterator[None]:
     """numba-cuda's current-device query answers ``cc`` (no GPU needed), for one compile."""
-    from numba.cuda import dispatcher
+    from numba.cuda import cuda_paths, dispatcher
     from numba.cuda.cudadrv import nvrtc
 
     def arch_option(major: int, minor: int, arch: str = "") -> str:
         return f"compute_{major}{minor}{arch}"
 
+    find_nvrtc = cuda_paths._get_nvrtc_path
+
+    def nvrtc_path() -> Any:  # found when NVRTC is there; no NVRTC is no error (NVVM is used)
+        try:
+            return find_nvrtc()
+        except Exception:  # cuda-pathfinder's not-found errors vary
+            return cuda_paths._env_path_tuple("<no NVRTC>", None)
+
     with _lock:
-        saved = dispatcher.get_current_device, nvrtc.get_arch_option
+        saved = dispatcher.get_current_device, nvrtc.get_arch_option, find_nvrtc
         dispatcher.get_current_device = lambda: _Device(cc)
         nvrtc.get_arch_option = arch_option
+        cuda_paths._get_nvrtc_path = nvrtc_path
         try:
             yield
         finally:
-            dispatcher.get_current_device, nvrtc.get_arch_option = saved
+            dispatcher.get_current_device, nvrtc.get_arch_option = saved[:2]
+            cuda_paths._get_nvrtc_path = saved[2]
 
 
 def _register() -> None:

@@ -295,3 +295,39 @@ def test_compiling_needs_no_nvrtc(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "h.fatbin").stat().st_size > 0
+
+
+@pytest.mark.toolchain
+def test_a_dispatch_kernel_written_in_python_links_with_handlers_of_both_kinds(
+    tmp_path: Path,
+) -> None:
+    """example_app's py_single_thread_dispatcher: compiled by the build's CLI, named in the
+    record as a kernel, an extern "C" kernel of the linked cubin beside Python handlers."""
+    _numba_cuda()
+    import json
+
+    from skbuild_cudaq.fatbin import read_fatbin_file
+    from skbuild_cudaq.realtime.cache import LinkCache
+    from skbuild_cudaq.realtime.device_code import DeviceCode, LinkInput
+    from skbuild_cudaq.realtime.library.symbols import cubin_symbols
+    from skbuild_cudaq.realtime.link import LinkOptions, link_device_code
+
+    src = Path(__file__).resolve().parent.parent / "example_app" / "src"
+    inputs = []
+    for name in ("py_dispatcher.py", "py_handlers.py"):
+        out = tmp_path / f"{name}.fatbin"
+        done = _compile_cli(src / name, out, "80")
+        assert done.returncode == 0, done.stderr
+        inputs += [LinkInput(f"{name}:{i}", c) for i, c in enumerate(read_fatbin_file(out))]
+    record = json.loads((tmp_path / "py_dispatcher.py.fatbin.json").read_text())
+    assert (record["kernels"], record["handlers"]) == (["py_single_thread_dispatcher"], [])
+    code = DeviceCode(tmp_path, tuple(inputs))
+    cubin = link_device_code(code, LinkOptions(arch="sm_90"), cache=LinkCache(None)).cubin
+    symbols = cubin_symbols(cubin)
+    assert "py_single_thread_dispatcher" in symbols.kernels
+    assert "py_single_thread_dispatcher_body" not in symbols.kernels  # inlined, not an entry
+    assert set(symbols.handlers) == {
+        "py_rpc_increment",
+        "py_rpc_increment_thread",
+        "py_steane_decode",
+    }

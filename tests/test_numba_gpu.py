@@ -66,7 +66,9 @@ TWINS: list[tuple[str, Callable[[random.Random], bytes], Callable[[bytes], bytes
 ]
 
 
-@pytest.mark.parametrize("kernel", ["builtin", "single_thread_dispatcher"])
+@pytest.mark.parametrize(
+    "kernel", ["builtin", "single_thread_dispatcher", "py_single_thread_dispatcher"]
+)
 def test_example_apps_python_handlers_answer_10000_checked_requests_each(
     core: Any, kernel: str
 ) -> None:
@@ -78,7 +80,7 @@ def test_example_apps_python_handlers_answer_10000_checked_requests_each(
         for name, _, _ in TWINS:
             d.function_table.add_device(name, get_device_handler(core, name))
         if kernel != "builtin":
-            d.set_unified_launch(launchers.single_thread(core))
+            d.set_unified_launch(launchers.LAUNCHERS[kernel](core))
         d.start()
         client = d.bridge.client()
         for name, make, answer in TWINS:
@@ -119,3 +121,66 @@ def test_a_notebook_handler_is_compiled_linked_and_served_with_no_build_step(
             assert d.stop() == ROUND_TRIPS
     finally:
         release_library()
+
+
+def test_the_python_dispatch_kernel_serves_cpp_handlers_too(core: Any) -> None:
+    """py_single_thread_dispatcher (a kernel written in Python) with example_app's C++
+    handlers: every response checked."""
+    from example_app import launchers
+    from skbuild_cudaq.realtime import Dispatcher, DispatcherConfig, get_device_handler
+
+    config = DispatcherConfig(num_slots=64, slot_size=256, stop_timeout=DEADLINE)
+    with Dispatcher(config, module=core) as d:
+        for name in ("rpc_increment", "rpc_increment_thread", "echo"):
+            d.function_table.add_device(name, get_device_handler(core, name))
+        d.set_unified_launch(launchers.py_single_thread(core))
+        d.start()
+        client = d.bridge.client()
+        serve(client, "rpc_increment", random_bytes, increment)
+        serve(client, "rpc_increment_thread", random_bytes, increment)
+        serve(client, "echo", random_bytes, lambda p: p)
+        from skbuild_cudaq.realtime.wire import STATUS_UNKNOWN_FUNCTION
+
+        assert client.call("not_in_the_table", b"x", timeout=DEADLINE).status == (
+            STATUS_UNKNOWN_FUNCTION
+        )
+        assert d.stop() == 3 * ROUND_TRIPS + 1
+
+
+def test_the_test_server_serves_the_python_dispatcher_over_udp() -> None:
+    """cudaq-realtime-test-server --path=device --dispatcher=py_single_thread_dispatcher over
+    UDP: 10,000 checked requests to each Python handler, bad requests answered."""
+    import importlib.util
+
+    if importlib.util.find_spec("example_app") is None:
+        pytest.skip("example_app is not installed (pip install ./example_app)")
+    from test_server import _check_bad_requests, start_server
+
+    server = start_server(
+        "--path=device",
+        "--module=example_app._core",
+        "--handlers=py_rpc_increment,py_rpc_increment_thread,py_steane_decode",
+        "--dispatcher=py_single_thread_dispatcher",
+        "--grid=1",
+        "--block=1",
+        "--num-slots=16",
+        "--slot-size=256",
+    )
+    try:
+        sent = 0
+        with server.client() as c:
+            for name, make, answer in TWINS:
+                rng = random.Random(name)
+                for start in range(0, ROUND_TRIPS, 500):
+                    payloads = [make(rng) for _ in range(min(500, ROUND_TRIPS - start))]
+                    tickets = [c.submit(name, p) for p in payloads]
+                    for p, r in zip(payloads, c.collect(tickets), strict=True):
+                        assert (r.status, r.result) == (0, answer(p)), (name, p)
+                    sent += len(payloads)
+        sent += _check_bad_requests(server)
+        processed, counters, _ = server.stop()
+        assert processed == sent and counters["answered"] == sent
+    finally:
+        if server.proc.poll() is None:
+            server.proc.kill()
+            server.proc.communicate()

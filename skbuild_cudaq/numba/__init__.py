@@ -49,8 +49,10 @@ if TYPE_CHECKING:
 __all__ = [
     "DEVICE_STATUS_MAX",
     "PyHandler",
+    "PyKernel",
     "device_binary",
     "device_code",
+    "dispatch_kernel",
     "handler",
     "rank",
     "size",
@@ -96,6 +98,29 @@ class PyHandler:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.function(*args, **kwargs)
+
+
+@dataclass(frozen=True)
+class PyKernel:
+    """A Python function marked as a dispatch kernel (what :func:`dispatch_kernel` returns):
+    ``extern "C"`` entry ``name`` with the six parameters of every dispatch kernel."""
+
+    function: Callable[..., Any]
+    name: str = field(default="")  #: the kernel's name: the function's
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            object.__setattr__(self, "name", self.function.__name__)
+        if not self.name.isidentifier():
+            msg = f"a dispatch kernel's name must be an identifier, not {self.name!r}"
+            raise ValueError(msg)
+
+
+def dispatch_kernel(function: Callable[..., Any]) -> PyKernel:
+    """Mark a dispatch kernel written in Python: ``def name(transport_ctx, slot_size, table,
+    table_count, shutdown_flag, stats)``, driving the transport with
+    :mod:`skbuild_cudaq.numba.dispatch`; ``get_device_kernel(module, "name")`` finds it."""
+    return PyKernel(function)
 
 
 def _decorate(shape: int, function: Callable[..., Any] | None, args: str, result: str) -> Any:
@@ -151,7 +176,9 @@ def status(code: int, count: int = 0) -> int:
     return (code << 32) | count
 
 
-def device_code(*handlers: PyHandler, architectures: tuple[int, ...] = (80,)) -> DeviceCode:
+def device_code(
+    *handlers: PyHandler | PyKernel, architectures: tuple[int, ...] = (80,)
+) -> DeviceCode:
     """Compile ``handlers`` (defined anywhere: a notebook, a test) into device code the run
     time links with its built-in kernel (:func:`skbuild_cudaq.realtime.link.link_device_code`,
     :func:`skbuild_cudaq.realtime.get_device_handler`). Needs numba-cuda and NVVM, no GPU."""
@@ -161,7 +188,7 @@ def device_code(*handlers: PyHandler, architectures: tuple[int, ...] = (80,)) ->
 
 
 def device_binary(
-    *handlers: PyHandler,
+    *handlers: PyHandler | PyKernel,
     extension: ModuleType | str | os.PathLike[str] | None = None,
     architectures: tuple[int, ...] = (80,),
 ) -> Path:

@@ -24,7 +24,7 @@ from types import ModuleType
 from skbuild_cudaq import _log
 from skbuild_cudaq.errors import CompileError, CudaqError
 
-from . import PyHandler
+from . import PyHandler, PyKernel
 
 
 def _load(source: Path) -> ModuleType:
@@ -47,9 +47,9 @@ def _load(source: Path) -> ModuleType:
     return module
 
 
-def handlers_of(module: ModuleType) -> list[PyHandler]:
-    """The handlers ``module`` defines (at module level, in definition order)."""
-    return [v for v in vars(module).values() if isinstance(v, PyHandler)]
+def handlers_of(module: ModuleType) -> list[PyHandler | PyKernel]:
+    """The handlers and dispatch kernels ``module`` defines (at module level, in order)."""
+    return [v for v in vars(module).values() if isinstance(v, (PyHandler, PyKernel))]
 
 
 def _depfile(path: Path, target: str, source: Path, project: Path | None) -> None:
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> None:
     if not handlers:
         msg = (
             f"{shown} defines no handler: decorate a function with "
-            "skbuild_cudaq.numba.handler or thread_handler"
+            "skbuild_cudaq.numba.handler or thread_handler (or dispatch_kernel)"
         )
         raise CudaqError(msg)
     where = f"{shown} for CMake target {args.target}" if args.target else shown
@@ -112,8 +112,8 @@ def run(args: argparse.Namespace) -> None:
             compiled="side",
             compiler=numba_compiler(),
             architectures=[str(a) for a in archs],
-            kernels=[],
-            handlers=[h.name for h in handlers],
+            kernels=[k.name for k in handlers if isinstance(k, PyKernel)],
+            handlers=[h.name for h in handlers if isinstance(h, PyHandler)],
             containers=containers,
         )
         write_record(Path(args.record), record)

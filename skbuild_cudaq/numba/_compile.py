@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from skbuild_cudaq.errors import CompileError, ToolchainError
 
-from . import SHAPE_THREAD, PyHandler, rank, size, status
+from . import SHAPE_THREAD, PyHandler, PyKernel, rank, size, status
 
 if TYPE_CHECKING:
     from skbuild_cudaq.realtime.device_code import DeviceCode
@@ -268,13 +268,14 @@ def _code_digest(value: Any, seen: set[int], depth: int = 0) -> bytes:
     return b"\0".join(parts)
 
 
-def cache_key(h: PyHandler, arch: int) -> str:
+def cache_key(h: PyHandler | PyKernel, arch: int) -> str:
     """The key of ``h``'s LTO-IR for ``sm_<arch>``: its code (:func:`_code_digest`), name,
     shape, element types, the architecture and the compiler's version."""
     import hashlib
 
     digest = hashlib.sha256(_code_digest(h.function, set()))
-    digest.update(repr((h.name, h.shape, h.args, h.result, arch, numba_compiler())).encode())
+    shape = (h.shape, h.args, h.result) if isinstance(h, PyHandler) else "kernel"
+    digest.update(repr((h.name, shape, arch, numba_compiler())).encode())
     return digest.hexdigest()
 
 
@@ -285,7 +286,9 @@ def _other_reason(exc: Exception) -> str:
     return f"{type(exc).__name__}: {lines[0] if lines else '(no message)'}"
 
 
-def compile_handler(h: PyHandler, arch: int, source: str = "", cache: Path | None = None) -> bytes:
+def compile_handler(
+    h: PyHandler | PyKernel, arch: int, source: str = "", cache: Path | None = None
+) -> bytes:
     """The LTO-IR of handler ``h`` for ``sm_<arch>``; :class:`CompileError` naming the
     function, ``source`` (its file) and numba's reason when numba rejects it. ``cache``: a
     directory of earlier results, by :func:`cache_key` (numba-cuda names its functions
@@ -303,7 +306,12 @@ def compile_handler(h: PyHandler, arch: int, source: str = "", cache: Path | Non
     _register()
     cc = (arch // 10, arch % 10)
     where = source or getattr(h.function, "__module__", "?")
+    what = "handler" if isinstance(h, PyHandler) else "dispatch kernel"
     try:
+        if isinstance(h, PyKernel):
+            from ._kernels import compile_kernel
+
+            return compile_kernel(h, arch, _target(cc))
         with _target(cc):
             body = cuda.jit(device=True)(h.function)
             ltoir, _ = cuda.compile(
@@ -321,13 +329,13 @@ def compile_handler(h: PyHandler, arch: int, source: str = "", cache: Path | Non
         from numba.core.errors import NumbaError
 
         reason = _reason(exc) if isinstance(exc, NumbaError) else _other_reason(exc)
-        msg = f"numba-cuda could not compile handler {h.name} of {where}: {reason}"
+        msg = f"numba-cuda could not compile {what} {h.name} of {where}: {reason}"
         raise CompileError(msg, traceback.format_exc(), numba_compiler()) from None
     return bytes(ltoir)
 
 
 def handler_containers(
-    handlers: Iterable[PyHandler],
+    handlers: Iterable[PyHandler | PyKernel],
     architectures: Sequence[int],
     source: str = "",
     cache: Path | None = None,
@@ -343,7 +351,9 @@ def handler_containers(
     ]
 
 
-def handlers_device_code(handlers: Sequence[PyHandler], architectures: Sequence[int]) -> DeviceCode:
+def handlers_device_code(
+    handlers: Sequence[PyHandler | PyKernel], architectures: Sequence[int]
+) -> DeviceCode:
     """:func:`skbuild_cudaq.numba.device_code`."""
     from pathlib import Path
 

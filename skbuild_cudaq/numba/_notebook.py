@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-from . import PyHandler
+from . import PyHandler, PyKernel
 
 __all__ = ["device_binary", "elf_with_sections", "notebook_dir"]
 
@@ -87,7 +87,9 @@ def notebook_dir() -> Path:
     return root
 
 
-def _record(handlers: Sequence[PyHandler], archs: Sequence[int], containers: list[bytes]) -> bytes:
+def _record(
+    handlers: Sequence[PyHandler | PyKernel], archs: Sequence[int], containers: list[bytes]
+) -> bytes:
     from skbuild_cudaq.build._device_info import MAGIC, VERSION, container_digest
 
     from ._compile import numba_compiler
@@ -98,8 +100,8 @@ def _record(handlers: Sequence[PyHandler], archs: Sequence[int], containers: lis
         "compiled": "side",
         "compiler": numba_compiler(),
         "architectures": [str(a) for a in archs],
-        "kernels": [],
-        "handlers": sorted(h.name for h in handlers),
+        "kernels": sorted(k.name for k in handlers if isinstance(k, PyKernel)),
+        "handlers": sorted(h.name for h in handlers if isinstance(h, PyHandler)),
         "containers": [container_digest(c) for c in containers],
     }
     text = json.dumps(record, sort_keys=True, separators=(",", ":")).encode()
@@ -122,7 +124,7 @@ def _extension_sections(module: ModuleType | str | os.PathLike[str]) -> tuple[by
 
 
 def device_binary(
-    handlers: Sequence[PyHandler],
+    handlers: Sequence[PyHandler | PyKernel],
     extension: ModuleType | str | os.PathLike[str] | None = None,
     architectures: Sequence[int] = (80,),
 ) -> Path:

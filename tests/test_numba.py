@@ -331,3 +331,52 @@ def test_a_dispatch_kernel_written_in_python_links_with_handlers_of_both_kinds(
         "py_rpc_increment_thread",
         "py_steane_decode",
     }
+
+
+def _container_with_code_version(minor: int) -> bytes:
+    """A fatbin container of (stand-in) LTO-IR whose header says code version 1.<minor>."""
+    from skbuild_cudaq.build._container import make_ltoir_container
+
+    ltoir = bytes([0xED, 0x43, 0x4E, 0x7F, 1, minor, 2, 0x62]) + bytes(56)
+    return make_ltoir_container([(80, ltoir)])
+
+
+def test_lto_ir_newer_than_the_run_times_nvjitlink_fails_the_build_naming_both(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Item 5: NVVM 13.5's LTO-IR (code version 1.67) would not link with the run time's
+    nvJitLink 13.0: the build stops naming both versions and the pin."""
+    from skbuild_cudaq.errors import ToolchainError
+    from skbuild_cudaq.numba._compile import check_versions
+
+    monkeypatch.delenv("SKBUILD_CUDAQ_NVJITLINK", raising=False)
+    check_versions(_container_with_code_version(65))  # NVVM 13.0: fine
+    with pytest.raises(ToolchainError) as info:
+        check_versions(_container_with_code_version(67))
+    message = str(info.value)
+    assert message.startswith("NVVM of CUDA 13.5 wrote this LTO-IR (code version 1.67), newer")
+    assert "than nvJitLink 13.0" in message and "'nvidia-nvvm==13.0.*'" in message
+    monkeypatch.setenv("SKBUILD_CUDAQ_NVJITLINK", "13.5")  # every machine has 13.5: allowed
+    check_versions(_container_with_code_version(67))
+
+
+@pytest.mark.toolchain
+def test_lto_ir_newer_than_nvjitlink_fails_the_link_naming_both(tmp_path: Path) -> None:
+    """At link time the run time checks a Python handler's container like nvcc's."""
+    from skbuild_cudaq.fatbin import split_containers
+    from skbuild_cudaq.realtime._nvjitlink import nvjitlink_version
+    from skbuild_cudaq.realtime.cache import LinkCache
+    from skbuild_cudaq.realtime.device_code import DeviceCode, LinkInput
+    from skbuild_cudaq.realtime.errors import VersionMismatchError
+    from skbuild_cudaq.realtime.link import LinkOptions, link_device_code
+
+    try:
+        major, minor = nvjitlink_version()
+    except ImportError as exc:
+        pytest.skip(str(exc))
+    (container,) = split_containers(_container_with_code_version(99), "test")
+    code = DeviceCode(tmp_path / "m.so", (LinkInput("<python handler>", container),))
+    with pytest.raises(VersionMismatchError) as info:
+        link_device_code(code, LinkOptions(arch="sm_90"), cache=LinkCache(None))
+    assert "code version 1.99" in str(info.value)
+    assert f"nvJitLink {major}.{minor}" in str(info.value)

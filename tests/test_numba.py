@@ -380,3 +380,22 @@ def test_lto_ir_newer_than_nvjitlink_fails_the_link_naming_both(tmp_path: Path) 
         link_device_code(code, LinkOptions(arch="sm_90"), cache=LinkCache(None))
     assert "code version 1.99" in str(info.value)
     assert f"nvJitLink {major}.{minor}" in str(info.value)
+
+
+def test_the_handler_switch_scan_finds_python_handlers_by_shape() -> None:
+    """A target with CUDA sources gets a handler switch; its scan reads a .py source's
+    decorated functions (the dispatch kernel is no handler)."""
+    from skbuild_cudaq.build._handler_switch import exported_python_handlers
+
+    src = Path(__file__).resolve().parent.parent / "example_app" / "src"
+    text = (src / "py_handlers.py").read_text(encoding="utf-8")
+    assert exported_python_handlers(text) == ["py_rpc_increment_thread", "py_steane_decode"]
+    assert exported_python_handlers(text, shape="launch") == ["py_rpc_increment"]
+    kernel = (src / "py_dispatcher.py").read_text(encoding="utf-8")
+    assert exported_python_handlers(kernel, shape="any") == []
+    assert (
+        exported_python_handlers("@sk.handler(args='float32')\n@other\ndef py_x(a, r): ...") == []
+    )
+    assert exported_python_handlers(
+        "@sk.handler(args='float32')\n@other\ndef py_x(a, r): ...", shape="launch"
+    ) == ["py_x"]

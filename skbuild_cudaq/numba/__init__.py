@@ -82,7 +82,7 @@ class PyHandler:
     shape: int = SHAPE_LAUNCH  #: SHAPE_LAUNCH (launch-wide) or SHAPE_THREAD
     args: str = "uint8"  #: element type of ``args``
     result: str = "uint8"  #: element type of ``result``
-    name: str = field(default="")  #: the exported name: the function's
+    name: str = field(default="")  #: the exported name (the function's)
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -106,7 +106,7 @@ class PyKernel:
     ``extern "C"`` entry ``name`` with the six parameters of every dispatch kernel."""
 
     function: Callable[..., Any]
-    name: str = field(default="")  #: the kernel's name: the function's
+    name: str = field(default="")  #: the kernel's name (the function's)
 
     def __post_init__(self) -> None:
         if not self.name:

@@ -20,6 +20,7 @@ from skbuild_cudaq.numba.dispatch import (
     count_request,
     enter_kernel,
     rx_poll_into,
+    table_to_shared,
     tx_publish,
     validate_request,
     write_response_header,
@@ -33,6 +34,8 @@ def py_single_thread_dispatcher(  # noqa: PLR0917 - every dispatch kernel's six 
     max_result = slot_size - HEADER_SIZE
     if cuda.threadIdx.x != 0 or cuda.blockIdx.x != 0:
         return
+    # Lookups without a memory round trip: the table (up to 64 entries) in shared memory.
+    table = table_to_shared(table, table_count, cuda.shared.array(1024, np.uint8))
     session = enter_kernel(transport_ctx, shutdown_flag)
     if session == 0:
         return

@@ -188,6 +188,19 @@ def register_dispatch() -> None:  # noqa: PLR0915 - one overload per helper, eac
 
         return impl
 
+    def _to_shared(table: Any, table_count: Any, shared: Any) -> Any:
+        def impl(table: Any, table_count: Any, shared: Any) -> Any:
+            size = table_count * 16
+            if size > shared.size:
+                return as_int(table)
+            words = carray(as_ptr(as_int(table)), table_count * 4, np.uint32)
+            into = carray(data_ptr(shared), table_count * 4, np.uint32)
+            for i in range(table_count * 4):
+                into[i] = words[i]
+            return as_int(data_ptr(shared))
+
+        return impl
+
     def _count(stats: Any) -> Any:
         def impl(stats: Any) -> Any:
             cuda.atomic.add(carray(as_ptr(as_int(stats)), 1, np.uint64), 0, np.uint64(1))
@@ -199,6 +212,7 @@ def register_dispatch() -> None:  # noqa: PLR0915 - one overload per helper, eac
         (dispatch.rx_poll, _rx_poll),
         (dispatch.rx_poll_into, _rx_poll_into),
         (dispatch.tx_publish, _publish),
+        (dispatch.table_to_shared, _to_shared),
         (dispatch.validate_request, _validate),
         (dispatch.call_handler, _call),
         (dispatch.write_response_header, _header),

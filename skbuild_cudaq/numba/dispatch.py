@@ -7,10 +7,12 @@ compiles to calls of the run time's ``extern "C"`` device functions (the bridge'
 the module's handler switch, resolved and inlined by nvJitLink) or to the wire format's
 loads and stores. Addresses (a session, a request, a response, a handler) are integers::
 
+    import numpy
     from numba import cuda
     from skbuild_cudaq.numba import dispatch_kernel
     from skbuild_cudaq.numba.dispatch import (HEADER_SIZE, call_handler, count_request,
-        enter_kernel, rx_poll, tx_publish, validate_request, write_response_header)
+        enter_kernel, rx_poll, table_to_shared, tx_publish, validate_request,
+        write_response_header)
 
     @dispatch_kernel
     def py_single_thread_dispatcher(transport_ctx, slot_size, table, table_count,
@@ -18,6 +20,7 @@ loads and stores. Addresses (a session, a request, a response, a handler) are in
         if cuda.threadIdx.x != 0 or cuda.blockIdx.x != 0:
             return
         max_result = slot_size - HEADER_SIZE
+        table = table_to_shared(table, table_count, cuda.shared.array(1024, numpy.uint8))
         session = enter_kernel(transport_ctx, shutdown_flag)
         if session == 0:
             return
@@ -46,6 +49,7 @@ __all__ = [
     "enter_kernel",
     "rx_poll",
     "rx_poll_into",
+    "table_to_shared",
     "tx_publish",
     "validate_request",
     "write_response_header",
@@ -78,6 +82,15 @@ def rx_poll_into(session: int, stage: Any) -> tuple[int, int, int]:
     ``cuda.shared.array(256, numpy.uint8)``) copied there first, so that the handler reads
     its arguments without a memory round trip."""
     _device_only("rx_poll_into")
+
+
+def table_to_shared(table: Any, table_count: int, shared: Any) -> int:
+    """``cudaq_table_to_shared``: copies the function table into ``shared`` (a ``uint8``
+    array of the block's shared memory, e.g. ``cuda.shared.array(1024, numpy.uint8)``: 64
+    entries) when it fits and returns its address there, else the table's own address; the
+    calling thread's later lookups then cost no device-memory round trip. One thread calls
+    it (it does not synchronize the block)."""
+    _device_only("table_to_shared")
 
 
 def tx_publish(session: int, response: int) -> None:

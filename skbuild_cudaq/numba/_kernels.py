@@ -143,15 +143,18 @@ def register_dispatch() -> None:  # noqa: PLR0915 - one overload per helper, eac
             head = carray(as_ptr(request), 3, np.uint32)
             if head[0] != _MAGIC_REQUEST:
                 return np.int32(-1), np.uint64(0), np.uint8(0)
+            if head[2] > slot_size - dispatch.HEADER_SIZE:
+                return np.int32(-3), np.uint64(0), np.uint8(0)
             function_id = head[1]
             entries = carray(as_ptr(as_int(table)), table_count * 16, np.uint8)
             words = carray(as_ptr(as_int(table)), table_count * 4, np.uint32)
             for e in range(table_count):
-                if words[4 * e + 2] == function_id and entries[16 * e + 12] == 0:
-                    if head[2] > slot_size - dispatch.HEADER_SIZE:
-                        return np.int32(-3), np.uint64(0), np.uint8(0)
+                if words[4 * e + 2] == function_id:  # the first entry of the id, as C++'s
                     low, high = np.uint64(words[4 * e]), np.uint64(words[4 * e + 1])
-                    return np.int32(0), low | (high << np.uint64(32)), entries[16 * e + 13]
+                    handler = low | (high << np.uint64(32))
+                    if entries[16 * e + 12] != 0 or handler == 0:  # not DEVICE_CALL
+                        break
+                    return np.int32(0), handler, entries[16 * e + 13]
             return np.int32(-2), np.uint64(0), np.uint8(0)
 
         return impl

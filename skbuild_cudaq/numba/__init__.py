@@ -50,6 +50,7 @@ __all__ = [
     "DEVICE_STATUS_MAX",
     "PyHandler",
     "PyKernel",
+    "address",
     "device_binary",
     "device_code",
     "dispatch_kernel",
@@ -167,6 +168,13 @@ def rank() -> int:
 def size() -> int:
     """The number of threads serving the request (``cudaq_handler_size()``). On the CPU: 1."""
     return 1
+
+
+def address(array: Any) -> int:
+    """The address of ``array``'s first element (on the GPU: its device address), e.g. to
+    check that a buffer is 8-byte aligned before viewing it as ``uint64`` words
+    (``args[:k].view(numpy.uint64)``); on the CPU: NumPy's."""
+    return int(array.ctypes.data)
 
 
 def status(code: int, count: int = 0) -> int:

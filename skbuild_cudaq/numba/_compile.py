@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from skbuild_cudaq.errors import CompileError, ToolchainError
 
-from . import SHAPE_THREAD, PyHandler, PyKernel, rank, size, status
+from . import SHAPE_THREAD, PyHandler, PyKernel, address, rank, size, status
 
 if TYPE_CHECKING:
     from skbuild_cudaq.realtime.device_code import DeviceCode
@@ -115,7 +115,8 @@ def _target(cc: tuple[int, int]) -> Iterator[None]:
 
 
 def _register() -> None:
-    """Teach numba-cuda :func:`skbuild_cudaq.numba.rank`, ``size`` and ``status`` (once)."""
+    """Teach numba-cuda :func:`skbuild_cudaq.numba.rank`, ``size``, ``status`` and ``address``
+    (once)."""
     if _registered:
         return
     cuda = _numba()
@@ -151,7 +152,18 @@ def _register() -> None:
 
         return impl
 
-    for function, typer in ((rank, _rank), (size, _size), (status, _status)):
+    from ._kernels import pointer_intrinsics
+
+    as_int, data_ptr = (pointer_intrinsics()[k] for k in ("as_int", "data_ptr"))
+
+    def _address(array: Any) -> Any:
+        def impl(array: Any) -> Any:
+            return as_int(data_ptr(array))
+
+        return impl
+
+    typers = ((rank, _rank), (size, _size), (status, _status), (address, _address))
+    for function, typer in typers:
         overload(function, target="cuda", inline="always")(typer)
     _registered.append(True)
 

@@ -19,11 +19,21 @@ from typing import Any
 
 from . import PyKernel
 
-__all__ = ["compile_kernel", "register_dispatch"]
+__all__ = ["compile_kernel", "pointer_intrinsics", "register_dispatch"]
 
 _registered: list[bool] = []
 _MAGIC_REQUEST = 0x43555152
 _MAGIC_RESPONSE = 0x43555153
+
+
+_made: dict[str, Any] = {}
+
+
+def pointer_intrinsics() -> dict[str, Any]:
+    """:func:`_intrinsics`, made once (numba-cuda keeps what it compiled with them)."""
+    if not _made:
+        _made.update(_intrinsics())
+    return _made
 
 
 def _intrinsics() -> dict[str, Any]:
@@ -97,7 +107,7 @@ def register_dispatch() -> None:  # noqa: PLR0915 - one overload per helper, eac
     from . import dispatch
 
     overload: Any = extending.overload
-    ops = _intrinsics()
+    ops = pointer_intrinsics()
     hooks = _hooks()
     as_ptr, as_int, data_ptr = ops["as_ptr"], ops["as_int"], ops["data_ptr"]
     enter, poll, poll_into = hooks["enter"], hooks["poll"], hooks["poll_into"]

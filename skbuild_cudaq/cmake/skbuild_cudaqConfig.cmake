@@ -34,7 +34,9 @@ Commands
   architecture) with the *target's* include directories, compile definitions
   and C++ standard (``CUDA_STANDARD``, else ``CXX_STANDARD``, else the highest
   ``cxx_std_NN`` compile feature), plus the package's device headers, and
-  embeds it into ``<target>``. The file is *not* added to the target's
+  embeds it into ``<target>``. A ``.py`` file of GPU handlers (or a dispatch kernel)
+  written in Python (``skbuild_cudaq.numba``) is compiled by numba-cuda instead, one
+  container per function, and needs no nvcc or NVRTC. The file is *not* added to the target's
   sources, and it reaches a target once: the same file again (in this call, in another
   call, or as a ``[tool.cudaq.dispatch-kernels]`` entry of the target) is an error naming
   both. ``<target>`` is a ``MODULE``, ``SHARED``, ``EXECUTABLE`` or

@@ -85,8 +85,9 @@ def test_example_apps_python_handlers_answer_10000_checked_requests_each(
         client = d.bridge.client()
         for name, make, answer in TWINS:
             serve(client, name, make, answer)
-        # a result that does not fit: the handler's own status, as its C++ twin answers
-        resp = client.call("py_rpc_increment", bytes(300 - 24 - 1), timeout=DEADLINE)
+        # a result that does not fit (two bytes per syndrome, 232 of room): the handler's
+        # own status, status(1)
+        resp = client.call("py_steane_decode", bytes(200), timeout=DEADLINE)
         assert resp.status == 1 and resp.result == b""
         assert d.stop() == ROUND_TRIPS * len(TWINS) + 1
 

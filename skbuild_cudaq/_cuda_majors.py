@@ -31,6 +31,7 @@ class CudaMajor:
     cccl_wheel: str
     nvjitlink_wheel: str
     nvcc_wheels: tuple[str, ...]
+    nvvm_wheel: str  #: the NVVM numba-cuda compiles Python device code with
     nvrtc_libraries: tuple[str, ...]
     include_dirs: tuple[str, ...]  #: the CUDA runtime's and CCCL's headers (for NVRTC)
     nvjitlink_dirs: tuple[str, ...]
@@ -86,6 +87,7 @@ def _table() -> tuple[int, dict[int, CudaMajor]]:
             cccl_wheel=f["cccl-wheel"][0],
             nvjitlink_wheel=f["nvjitlink-wheel"][0],
             nvcc_wheels=tuple(f["nvcc-wheels"]),
+            nvvm_wheel=f["nvvm-wheel"][0],
             nvrtc_libraries=tuple(f["nvrtc-libraries"]),
             include_dirs=tuple(f["include-dirs"]),
             nvjitlink_dirs=tuple(f["nvjitlink-dirs"]),

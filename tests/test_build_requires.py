@@ -122,7 +122,7 @@ def test_a_project_without_device_code_gets_no_nvrtc(tmp_path: Path) -> None:
         (proj / hidden / "x.cmake").write_text("cudaq_realtime_add_handlers(t a.cu)\n")
     found = device_compiler_requires(project(), "auto", {}, env, project_dir=proj)
     assert found.requirements == ()
-    assert found.reason.startswith("the project compiles no device code")
+    assert found.reason.startswith("the project compiles no CUDA device code")
     # asked for by name: NVRTC regardless
     nvrtc = device_compiler_requires(project(), "nvrtc", {}, env, project_dir=proj)
     assert list(nvrtc.requirements) == CU13
@@ -174,3 +174,27 @@ def test_the_backend_hooks_add_it_and_say_so(tmp_path: Path, hook: str) -> None:
     assert "skbuild-cudaq: no nvcc found: the build environment gets NVRTC of CUDA 12" in (
         proc.stderr
     )
+
+
+def test_python_handlers_only_get_numba_cuda_and_nvvm_and_no_nvrtc(tmp_path: Path) -> None:
+    """A project whose dispatch-kernel sources are all Python handlers (issue 53): no NVRTC,
+    but numba-cuda and NVVM pinned with the run time's oldest nvJitLink minor."""
+    from skbuild_cudaq.build._requires import python_device_requires
+
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "CMakeLists.txt").write_text("python_add_library(_core MODULE m.c WITH_SOABI)\n")
+    pyproject = {
+        **project(),
+        "tool": {"cudaq": {"dispatch-kernels": {"_core": {"sources": ["src/device.py"]}}}},
+    }
+    found = device_compiler_requires(pyproject, "auto", {}, no_toolkit(tmp_path), project_dir=proj)
+    assert found.requirements == ()
+    python = python_device_requires(pyproject, {})
+    assert python.requirements == ("numba-cuda>=0.30", "nvidia-nvvm==13.0.*")
+    cu12 = python_device_requires({**pyproject, **project(["skbuild-cudaq[cu12]"])}, {})
+    assert cu12.requirements == ("numba-cuda>=0.30", "nvidia-cuda-nvcc-cu12==12.9.*")
+    # a .cu beside it still needs a CUDA compiler; no .py needs no numba
+    mixed = {**project(), "tool": {"cudaq": {"dispatch-kernels": {"_core": ["k.cu", "h.py"]}}}}
+    assert device_compiler_requires(mixed, "auto", {}, no_toolkit(tmp_path), project_dir=proj)[0]
+    assert python_device_requires(project(), {}).requirements == ()

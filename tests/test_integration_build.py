@@ -48,7 +48,15 @@ class Project:
     check: str = ""  # extra Python run after the import
     # the handler switch the build generates: (its target, the handlers it calls directly)
     switch: tuple[str, tuple[str, ...]] | None = None
+    python_containers: int = 0  # one per Python handler or kernel (numba-cuda, issue 53)
 
+
+#: example_app's switch: the thread-shaped handlers, then the launch-wide ones; the Python
+#: handlers of src/py_handlers.py after the .cu ones ([tool.cudaq] entries are added last)
+EXAMPLE_APP_SWITCH = (
+    *("rpc_increment_thread", "echo_thread", "py_rpc_increment_thread", "py_steane_decode"),
+    *("rpc_increment", "echo", "block_reverse", "py_rpc_increment"),
+)
 
 PROJECTS = {
     "example_app": Project(
@@ -63,11 +71,10 @@ PROJECTS = {
             Kernel("src/cluster_dispatcher.cu", archs=("90",)),
         ),
         nvcc_objects=2,  # handlers.cu, block_handlers.cu
-        # the thread-shaped ones (cudaq_dev_call_handler), then the launch-wide ones
-        switch=(
-            "_core",
-            ("rpc_increment_thread", "echo_thread", "rpc_increment", "echo", "block_reverse"),
-        ),
+        # the thread-shaped ones (cudaq_dev_call_handler), then the launch-wide ones; the
+        # Python handlers of src/py_handlers.py after the .cu ones (table entries come last)
+        switch=("_core", EXAMPLE_APP_SWITCH),
+        python_containers=4,  # py_handlers.py (3 handlers), py_dispatcher.py (1 kernel)
         check=(
             "assert example_app.HANDLERS == ('rpc_increment', 'echo', 'block_reverse'),"
             " example_app.HANDLERS"
@@ -250,7 +257,8 @@ def test_section_holds_each_kernel_byte_identical(
     b = built[key]
     containers = relfatbin_containers(the_module(b))
     switch = 1 if b.project.switch else 0
-    assert len(containers) == len(b.project.kernels) + b.project.nvcc_objects + switch
+    python = b.project.python_containers
+    assert len(containers) == len(b.project.kernels) + b.project.nvcc_objects + switch + python
     for i, kernel in enumerate(b.project.kernels):
         expected = reference_fatbin(nvcc, b.src, kernel, tmp_path / f"{i}.fatbin")
         assert containers.count(expected) == 1, f"{kernel.source}: no byte-identical container"
@@ -386,6 +394,13 @@ def test_inspect_names_example_apps_kernels_and_handlers(built: dict[str, Built]
             ["echo", "echo_thread", "rpc_increment", "rpc_increment_thread"],
         ),
         "src/block_handlers.cu": ("nvcc", ["80"], [], ["block_reverse"]),
+        "src/py_handlers.py": (
+            "side",
+            ["80"],
+            [],
+            ["py_rpc_increment", "py_rpc_increment_thread", "py_steane_decode"],
+        ),
+        "src/py_dispatcher.py": ("side", ["80"], ["py_single_thread_dispatcher"], []),
         # the generated direct calls to the thread-shaped handlers (defines no export itself)
         "<handler switch of _core>": ("side", ["80"], [], []),
     }
@@ -705,10 +720,12 @@ def test_check_passes_example_app_for_sm80_without_its_cluster_kernel(
         "warp_parallel_dispatcher",
         "graph_increment_stage",  # the two kernels of the graph handler graph_increment
         "graph_increment_publish",
+        "py_single_thread_dispatcher",  # written in Python (src/py_dispatcher.py)
     }
     assert set(module.kernels) == {*portable, "cluster_dispatcher"}
     assert set(module.handlers) == {
         "block_reverse", "echo", "echo_thread", "rpc_increment", "rpc_increment_thread",
+        "py_rpc_increment", "py_rpc_increment_thread", "py_steane_decode",
     }  # fmt: skip
     sm80, sm90 = module.links
     assert (sm80.arch, sm80.ok, sm90.arch, sm90.ok) == ("sm_80", True, "sm_90", True)

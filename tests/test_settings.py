@@ -227,7 +227,8 @@ MALFORMED: list[tuple[str, str, list[str]]] = [
         f'[{DK}]\n_core = ["src/kernel.cpp"]\n',
         [
             f'{DK}._core[0]: "src/kernel.cpp" is not a .cu file; expected {ACCEPTED_SOURCE}; '
-            "a dispatch kernel is a CUDA source: give the file the .cu suffix"
+            "a dispatch kernel is a CUDA source: give the file the .cu suffix (or list a .py file "
+            "of Python handlers)"
         ],
     ),
     (
@@ -317,7 +318,8 @@ MALFORMED: list[tuple[str, str, list[str]]] = [
         f'[{DK}]\na = ["src/other.cu"]\nb = ["src/other.cu"]\nc = ["src/kernel.cpp"]\n',
         [
             f'{DK}.c[0]: "src/kernel.cpp" is not a .cu file; expected {ACCEPTED_SOURCE}; '
-            "a dispatch kernel is a CUDA source: give the file the .cu suffix",
+            "a dispatch kernel is a CUDA source: give the file the .cu suffix (or list a .py file "
+            "of Python handlers)",
             f'{DK}.b[0]: "src/other.cu" is already the dispatch kernel of target "a" '
             f"({DK}.a[0]); expected each kernel source under one target; keep it under one "
             "target (each binary links its own kernel), or copy it to a second .cu file",

@@ -630,3 +630,33 @@ def test_nvjitlink_links_the_embedded_code_for_sm90(built: Built, tmp_path: Path
     assert symbols.get("single_thread_dispatcher") == "STT_FUNC"
     assert symbols.get("cudaq_realtime_unified_dispatch") == "STT_FUNC"
     assert symbols.get("cudaq_handler_rpc_increment") == "STT_OBJECT"
+
+
+@pytest.mark.integration
+@pytest.mark.toolchain
+def test_a_python_handler_file_in_the_setuptools_table(tmp_path: Path) -> None:
+    """A .py file of Python handlers (issue 53) in the setuptools table: compiled by numba-cuda
+    beside the .cu kernel, embedded with its record naming the handlers."""
+    pytest.importorskip("numba.cuda", reason="numba-cuda is not installed")
+    from skbuild_cudaq.build._device_info import read_records
+
+    project = copy_package(tmp_path)
+    device = PACKAGE.parent / "py_handlers" / "src" / "py_handlers" / "device.py"
+    shutil.copy(device, project / "src" / "py_device.py")
+    set_table(
+        project,
+        '"setuptools_pkg._core" = ["src/single_thread_dispatcher.cu", "src/py_device.py"]',
+    )
+    out = tmp_path / "dist"
+    cmd = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps"]
+    proc = run([*cmd, "-w", str(out), str(project)], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    wheel = next(out.glob("setuptools_pkg-*.whl"))
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(tmp_path / "site")
+    extension = next((tmp_path / "site" / "setuptools_pkg").glob("_core.*.so"))
+    records = {r["source"]: r for r in read_records(extension)}
+    python = records["src/py_device.py"]
+    assert python["handlers"] == ["py_checksum", "py_increment"]
+    assert python["compiler"].startswith("numba-cuda ")
+    assert "src/single_thread_dispatcher.cu" in records

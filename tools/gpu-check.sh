@@ -67,7 +67,7 @@ fi
 
 # Benchmarks measure the package as users install it: a regular (not editable)
 # install, bytecode compiled, run outside the source tree.
-BENCH_LIST=${BENCHES-dispatch startup graph wire build_overhead multigpu}
+BENCH_LIST=${BENCHES-dispatch startup graph wire build_overhead multigpu python_device}
 if [ -n "$BENCH_LIST" ] && [ "${TESTS:-1}" != 0 ]; then
   log "installing skbuild-cudaq as a regular install for the benchmarks"
   "$PY" -m pip install -q --no-build-isolation --no-deps . 2>&1 | tail -20

@@ -100,7 +100,7 @@ log "versions and one lookup (get_device_kernel on example_app built with NVRTC 
 import cuda.bindings, example_app._core as core
 from skbuild_cudaq.fatbin import read_relfatbin_sections
 from skbuild_cudaq.realtime import get_device_kernel
-from skbuild_cudaq.realtime.link.device_code import runtime_dir
+from skbuild_cudaq.realtime.link.device_runtime import runtime_dir
 from skbuild_cudaq.realtime.link._nvjitlink import nvjitlink_version
 versions = sorted({e.code_version_str for s in read_relfatbin_sections(core.__file__)
                    for c in s.containers for e in c.entries})

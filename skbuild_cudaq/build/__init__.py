@@ -305,7 +305,7 @@ def build_sdist(sdist_directory: str, config_settings: ConfigSettings | None = N
 def _with_device_compiler(requires: list[str], config_settings: Mapping[str, Any]) -> list[str]:
     """scikit-build-core's requirements, plus NVRTC where no nvcc will compile
     (:mod:`._requires`); the build log says which it is."""
-    from skbuild_cudaq.build._requires import device_compiler_requires
+    from skbuild_cudaq.build._requires import device_compiler_requires, python_device_requires
     from skbuild_cudaq.settings import settings_from_pyproject
 
     path = Path.cwd() / "pyproject.toml"
@@ -318,7 +318,11 @@ def _with_device_compiler(requires: list[str], config_settings: Mapping[str, Any
         _log.info(found.reason)
     else:
         _log.progress(f"no NVRTC requirement added: {found.reason}")
-    return [*requires, *(r for r in found.requirements if r not in requires)]
+    python = python_device_requires(pyproject, config_settings)
+    if python.requirements:
+        _log.info(python.reason)
+    added = [*found.requirements, *python.requirements]
+    return [*requires, *(r for r in added if r not in requires)]
 
 
 def get_requires_for_build_wheel(config_settings: ConfigSettings | None = None) -> list[str]:

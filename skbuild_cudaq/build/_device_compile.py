@@ -34,8 +34,9 @@ paths that do)::
     ...
     end
 
-A step runs a program (``nvcc``: its argv follows), or in this process ``nvrtc`` (the
-arguments of ``python -m skbuild_cudaq nvrtc``) or ``record`` (the arguments of
+A step runs a program (``nvcc``: its argv follows; ``numba``: ``python -m
+skbuild_cudaq.numba``, which says itself, in one line, what failed), or in this process
+``nvrtc`` (the arguments of ``python -m skbuild_cudaq nvrtc``) or ``record`` (the arguments of
 :func:`skbuild_cudaq.build._device_info.main`). Empty lines inside a step are skipped (a
 generator expression that gave nothing). With ``SKBUILD_CUDAQ_VERBOSE`` (``-C
 cudaq.verbose=true``) every command is printed before it runs, as ``cd DIR && COMMAND``.
@@ -145,6 +146,11 @@ def run_steps(steps: Steps) -> int:
                 return 1
             continue
         if not argv:
+            continue
+        if kind == "numba":  # python -m skbuild_cudaq.numba: its failure is its one line
+            _log.progress(f"cd {shlex.quote(str(Path.cwd()))} && {shlex.join(argv)}")
+            if subprocess.run(list(argv), check=False).returncode != 0:
+                return 1
             continue
         _log.progress(f"cd {shlex.quote(str(Path.cwd()))} && {shlex.join(argv)}")
         tool = Path(argv[0]).name

@@ -48,6 +48,7 @@ from pathlib import Path
 __all__ = [
     "SWITCH_FILE",
     "exported_handlers",
+    "exported_python_handlers",
     "generated_switch_name",
     "main",
     "switch_source",
@@ -76,6 +77,27 @@ def generated_switch_name(path: Path) -> str | None:
     if path.name == SWITCH_FILE and path.parent.parent.name in _SWITCH_DIRS:
         return f"<handler switch of {path.parent.name}>"
     return None
+
+
+#: A Python handler (skbuild_cudaq.numba): ``@handler`` / ``@thread_handler`` (maybe with
+#: arguments, maybe qualified) right above its ``def`` (other decorators may come between).
+_PY_EXPORT = re.compile(
+    r"^[ \t]*@(?:[A-Za-z_][\w.]*\.)?(handler|thread_handler)\b[^\n]*\n"
+    r"(?:[ \t]*@[^\n]*\n)*[ \t]*def[ \t]+([A-Za-z_]\w*)",
+    re.MULTILINE,
+)
+
+
+def exported_python_handlers(text: str, *, shape: str = "thread") -> list[str]:
+    """:func:`exported_handlers` of a ``.py`` source: its decorated functions."""
+    wanted = {"thread": ("thread_handler",), "launch": ("handler",)}.get(
+        shape, ("handler", "thread_handler")
+    )
+    names: list[str] = []
+    for match in _PY_EXPORT.finditer(text):
+        if match.group(1) in wanted and match.group(2) not in names:
+            names.append(match.group(2))
+    return names
 
 
 def exported_handlers(text: str, *, shape: str = "thread") -> list[str]:
@@ -206,8 +228,9 @@ def write_switch(
         seen.add(path)
         text = path.read_text(encoding="utf-8", errors="replace")
         shown = _shown(path, project_dir)
-        exports.append((shown, exported_handlers(text)))
-        launch.append((shown, exported_handlers(text, shape="launch")))
+        scan = exported_python_handlers if path.suffix == ".py" else exported_handlers
+        exports.append((shown, scan(text)))
+        launch.append((shown, scan(text, shape="launch")))
     content = switch_source(target, exports, launch)
     if not output.is_file() or output.read_text(encoding="utf-8") != content:
         output.parent.mkdir(parents=True, exist_ok=True)

@@ -34,15 +34,30 @@ from skbuild_cudaq.errors import ToolchainError
 
 __all__ = [
     "NVRTC_REQUIREMENTS",
+    "NVVM_PINS",
+    "PYTHON_DEVICE_REQUIREMENTS",
     "DeviceCompilerRequires",
     "cuda_major",
     "declares_device_code",
     "device_compiler_requires",
+    "dispatch_kernel_sources",
+    "python_device_requires",
 ]
 
 #: The wheels that make NVRTC a device compiler, per CUDA major (``cuda-majors.txt``).
 NVRTC_REQUIREMENTS: Mapping[int, tuple[str, ...]] = {
     m.major: m.nvrtc_requirements for m in _cuda_majors.cuda_majors()
+}
+#: What compiles Python handlers (``.py`` dispatch-kernel sources, skbuild_cudaq.numba), per
+#: CUDA major: numba-cuda and the NVVM it needs (``cuda-majors.txt``), pinned like NVRTC to the
+#: oldest minor the run time's extra links with (LTO-IR links only with an nvJitLink no older
+#: than its NVVM).
+NUMBA_CUDA_REQUIREMENT = "numba-cuda>=0.30"
+NVVM_PINS: Mapping[int, tuple[int, int]] = {
+    m.major: (m.major, m.minor) for m in _cuda_majors.cuda_majors()
+}
+PYTHON_DEVICE_REQUIREMENTS: Mapping[int, tuple[str, ...]] = {
+    m.major: (NUMBA_CUDA_REQUIREMENT, m.pinned(m.nvvm_wheel)) for m in _cuda_majors.cuda_majors()
 }
 DEFAULT_MAJOR = _cuda_majors.default_major()
 _PACKAGE = "skbuild-cudaq"
@@ -130,14 +145,44 @@ def _cmake_compiles_device_code(source_dir: Path) -> bool:
     return False
 
 
-def declares_device_code(project_dir: Path, pyproject: Mapping[str, Any]) -> bool:
-    """Whether the project compiles device code: ``[tool.cudaq]`` dispatch kernels, or a
-    ``cudaq_realtime_add_*`` call in a CMake file of its CMake source directory."""
+def dispatch_kernel_sources(pyproject: Mapping[str, Any]) -> list[str]:
+    """Every source ``[tool.cudaq.dispatch-kernels]`` lists (short and long forms)."""
     tool = pyproject.get("tool")
     cudaq = tool.get("cudaq") if isinstance(tool, dict) else None
-    if isinstance(cudaq, dict) and cudaq.get("dispatch-kernels"):
+    table = cudaq.get("dispatch-kernels") if isinstance(cudaq, dict) else None
+    found: list[str] = []
+    for entry in table.values() if isinstance(table, dict) else []:
+        sources = entry.get("sources") if isinstance(entry, dict) else entry
+        sources = [sources] if isinstance(sources, str) else sources
+        found += [v for v in sources if isinstance(v, str)] if isinstance(sources, list) else []
+    return found
+
+
+def declares_device_code(project_dir: Path, pyproject: Mapping[str, Any]) -> bool:
+    """Whether the project compiles CUDA device code: ``[tool.cudaq]`` dispatch kernels other
+    than Python handlers (``.py``), or a ``cudaq_realtime_add_*`` call in a CMake file of its
+    CMake source directory."""
+    if any(not s.endswith(".py") for s in dispatch_kernel_sources(pyproject)):
         return True
     return _cmake_compiles_device_code(_cmake_source_dir(project_dir, pyproject))
+
+
+def python_device_requires(
+    pyproject: Mapping[str, Any], config_settings: Mapping[str, Any]
+) -> DeviceCompilerRequires:
+    """numba-cuda and NVVM (pinned with the run time's nvJitLink) where a dispatch-kernel
+    source is a ``.py`` file of Python handlers; nothing otherwise."""
+    if not any(s.endswith(".py") for s in dispatch_kernel_sources(pyproject)):
+        return DeviceCompilerRequires((), "no Python device code")
+    wanted = _define("SKBUILD_CUDAQ_NVRTC_MAJOR", config_settings, pyproject)
+    asked = int(wanted) if wanted and wanted.isdigit() else cuda_major(pyproject)
+    major = asked if asked is not None and asked in PYTHON_DEVICE_REQUIREMENTS else DEFAULT_MAJOR
+    wheels = PYTHON_DEVICE_REQUIREMENTS[major]
+    return DeviceCompilerRequires(
+        wheels,
+        f"Python handlers (.py) in [tool.cudaq.dispatch-kernels]: the build environment gets "
+        f"numba-cuda and NVVM of CUDA {'.'.join(map(str, NVVM_PINS[major]))} ({', '.join(wheels)})",
+    )
 
 
 def device_compiler_requires(
@@ -171,9 +216,9 @@ def device_compiler_requires(
         if project_dir is not None and not declares_device_code(project_dir, pyproject):
             return DeviceCompilerRequires(
                 (),
-                "the project compiles no device code (no [tool.cudaq] dispatch kernels, no "
-                'cudaq_realtime_add_* call in its CMake files; compiler = "nvrtc" asks for '
-                "NVRTC regardless)",
+                "the project compiles no CUDA device code (no [tool.cudaq] dispatch kernels "
+                "but Python handlers, no cudaq_realtime_add_* call in its CMake files; "
+                'compiler = "nvrtc" asks for NVRTC regardless)',
             )
     wanted = _define("SKBUILD_CUDAQ_NVRTC_MAJOR", config_settings, pyproject)
     asked = int(wanted) if wanted and wanted.isdigit() else cuda_major(pyproject)

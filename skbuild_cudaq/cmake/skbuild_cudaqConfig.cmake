@@ -34,7 +34,9 @@ Commands
   architecture) with the *target's* include directories, compile definitions
   and C++ standard (``CUDA_STANDARD``, else ``CXX_STANDARD``, else the highest
   ``cxx_std_NN`` compile feature), plus the package's device headers, and
-  embeds it into ``<target>``. The file is *not* added to the target's
+  embeds it into ``<target>``. A ``.py`` file of GPU handlers (or a dispatch kernel)
+  written in Python (``skbuild_cudaq.numba``) is compiled by numba-cuda instead, one
+  container per function, and needs no nvcc or NVRTC. The file is *not* added to the target's
   sources, and it reaches a target once: the same file again (in this call, in another
   call, or as a ``[tool.cudaq.dispatch-kernels]`` entry of the target) is an error naming
   both. ``<target>`` is a ``MODULE``, ``SHARED``, ``EXECUTABLE`` or
@@ -761,6 +763,10 @@ record, run by the steps runner (_cudaq_realtime_add_steps). The output
 directory exists already (made at configure time).
 #]=]
 function(_cudaq_realtime_add_fatbin target source output)
+  if(source MATCHES "[.]py$")
+    _cudaq_realtime_add_fatbin_python(${target} "${source}" "${output}" ${ARGN})
+    return()
+  endif()
   if(SKBUILD_CUDAQ_DEVICE_COMPILER STREQUAL "nvrtc")
     _cudaq_realtime_add_fatbin_nvrtc(${target} "${source}" "${output}" ${ARGN})
     return()
@@ -801,6 +807,28 @@ function(_cudaq_realtime_add_fatbin target source output)
     COMMENT "${_comment}"
     COMMAND_EXPAND_LISTS
     VERBATIM)
+endfunction()
+
+#[=[
+_cudaq_realtime_add_fatbin_python(<target> <source.py> <output> <arch>...)
+
+A file of Python handlers (skbuild_cudaq.numba): ``python -m skbuild_cudaq.numba``
+compiles each handler with numba-cuda to LTO-IR for every <arch> (one fatbin container
+per handler) and writes the record and a depfile (the file and the project's modules
+it imports); no nvcc, no NVRTC. Run by the steps runner with SKBUILD_CUDAQ_PYTHON (the
+build's Python, where the backend put numba-cuda and NVVM).
+#]=]
+function(_cudaq_realtime_add_fatbin_python target source output)
+  get_filename_component(_name "${source}" NAME)
+  set(_archs)
+  foreach(_arch IN LISTS ARGN)
+    list(APPEND _archs --arch "${_arch}")
+  endforeach()
+  _cudaq_realtime_step(_compile numba "${SKBUILD_CUDAQ_PYTHON}" -m skbuild_cudaq.numba
+    "${source}" ${_archs} -o "${output}" --record "${output}.json" --depfile "${output}.d"
+    --project-dir "${CMAKE_SOURCE_DIR}" --target "${target}")
+  _cudaq_realtime_add_steps(${target} "${source}" "${output}" "${SKBUILD_CUDAQ_PYTHON}"
+    "skbuild-cudaq: numba-cuda (LTO-IR ${ARGN}) ${_name} for ${target}" "${_compile}")
 endfunction()
 
 #[=[
@@ -963,6 +991,11 @@ function(_cudaq_realtime_handler_switch target)
   get_target_property(_sources ${target} SKBUILD_CUDAQ_SWITCH_SOURCES)
   get_target_property(_archs ${target} SKBUILD_CUDAQ_SWITCH_ARCHITECTURES)
   list(REMOVE_DUPLICATES _sources)
+  set(_cuda_sources ${_sources})
+  list(FILTER _cuda_sources EXCLUDE REGEX "[.]py$")
+  if(NOT _cuda_sources)
+    return()  # Python handlers only: no device compiler for a switch; the pointer calls them
+  endif()
   set_property(DIRECTORY "${CMAKE_SOURCE_DIR}" APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_sources})
   set(_dir "${CMAKE_CURRENT_BINARY_DIR}/cudaq_realtime/${target}")
   set(_switch "${_dir}/handler_switch.cu")
@@ -1092,8 +1125,17 @@ function(_cudaq_realtime_add_device_sources_impl caller target)
   _cudaq_realtime_check_architectures("${caller}" _archs ${ARG_ARCHITECTURES})
   _cudaq_realtime_resolve_sources("${caller}" _sources ${ARG_UNPARSED_ARGUMENTS})
   _cudaq_realtime_check_once("${caller}" ${target} ${_sources})
-  _cudaq_realtime_find_device_compiler("${caller}")
+  set(_cuda_sources ${_sources})
+  list(FILTER _cuda_sources EXCLUDE REGEX "[.]py$")
+  if(_cuda_sources)
+    _cudaq_realtime_find_device_compiler("${caller}")  # Python handlers need none
+  endif()
   _cudaq_realtime_find_python()
+  if(NOT SKBUILD_CUDAQ_PYTHON AND NOT "${_cuda_sources}" STREQUAL "${_sources}")
+    _cudaq_realtime_where(${caller} _where)
+    message(FATAL_ERROR "${_where}: .py sources (Python handlers) are compiled by numba-cuda "
+      "in Python, and no Python was found: set Python_EXECUTABLE or SKBUILD_CUDAQ_PYTHON.")
+  endif()
   _cudaq_realtime_embed_fatbins("${caller}" ${target} "${_sources}" "${_archs}")
   _cudaq_realtime_note_device_sources(${target} "${_sources}" "${_archs}")
 endfunction()

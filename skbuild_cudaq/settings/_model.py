@@ -58,7 +58,8 @@ class DispatchKernelSettings:
     """
 
     sources: tuple[str, ...] = setting(
-        help="Dispatch kernel sources (.cu), relative to the project directory and inside it "
+        help="Dispatch kernel sources (.cu), or .py files of Python handlers (skbuild_cudaq.numba, "
+        "compiled by numba-cuda), relative to the project directory and inside it "
         '(no symbolic link leading out), without ; [ ] $ ` " \\ | : or control characters; '
         "each is compiled on its own to LTO-IR and embedded in the target's binary.",
         item=KERNEL_SOURCE,

@@ -141,14 +141,17 @@ def _check_source_file(path: str, normal: str, ctx: Context) -> str:
     """The checks of :func:`_check_source` that look at the file system (may raise OSError)."""
     where = "relative to the project directory"
     shown = show_value(path)
-    if not normal.endswith(".cu"):
+    if not normal.endswith((".cu", ".py")):  # .py: handlers in Python (skbuild_cudaq.numba)
         stem = posixpath.splitext(normal)[0]
         if normal.endswith((".cuh", ".h", ".hpp")):
             fix = "headers are found through #include: list only the kernel's .cu file"
         elif (ctx.project_dir / f"{stem}.cu").is_file():
             fix = f"did you mean {show_value(stem + '.cu')}?"
         else:
-            fix = "a dispatch kernel is a CUDA source: give the file the .cu suffix"
+            fix = (
+                "a dispatch kernel is a CUDA source: give the file the .cu suffix (or list a "
+                ".py file of Python handlers)"
+            )
         raise Invalid(f"{shown} is not a .cu file; expected a .cu path {where}", fix)
     full = ctx.project_dir / normal
     if full.is_dir():
@@ -284,7 +287,7 @@ TARGET_NAME = Rule(
 )
 
 _NO_UNSAFE = "[^" + re.escape(UNSAFE_PATH_CHARS) + r"\u0000-\u001f\u007f]"
-_SOURCE_PATTERN = f"^(?!/){_NO_UNSAFE}*\\.cu$"
+_SOURCE_PATTERN = f"^(?!/){_NO_UNSAFE}*\\.(cu|py)$"
 
 KERNEL_SOURCE = Rule(
     types=(str,),

@@ -149,7 +149,13 @@ class build_cudaq_kernels(Command):  # type: ignore[misc]  # setuptools is untyp
             return {}
         from skbuild_cudaq.build._toolchain import find_nvcc
 
-        nvcc = find_nvcc()
+        python_only = all(
+            all(s.endswith(".py") for s in kernels[ext.name].sources)
+            if ext.name in kernels
+            else True
+            for ext in wanted
+        ) and not any(is_cuda_source(s) for ext in wanted for s in ext.sources)
+        nvcc = Path("nvcc") if python_only else find_nvcc()  # Python handlers need no nvcc
         build_ext = self.get_finalized_command("build_ext")
         assert self.build_temp is not None
         root = Path(self.build_temp).resolve() / "cudaq"
@@ -163,6 +169,11 @@ class build_cudaq_kernels(Command):  # type: ignore[misc]  # setuptools is untyp
             plan = ExtensionPlan(name=ext.name, directory=root / ext.name)
             if entry is not None:
                 for source in entry.sources:
+                    if source.endswith(".py"):
+                        fatbin = self._compile_python(ext.name, source, architectures, plan)
+                        plan.fatbins.append(fatbin)
+                        plan.records.append(fatbin.with_name(fatbin.name + ".json"))
+                        continue
                     fatbin = self._compile_source(
                         "kernel",
                         nvcc,
@@ -215,6 +226,26 @@ class build_cudaq_kernels(Command):  # type: ignore[misc]  # setuptools is untyp
                 plan.link_cudart = _embed.cudart_static_library(nvcc)
             plans[ext.name] = plan
         return plans
+
+    def _compile_python(
+        self, ext_name: str, source: str, architectures: tuple[str, ...], plan: ExtensionPlan
+    ) -> Path:
+        """A file of Python handlers: ``python -m skbuild_cudaq.numba`` (numba-cuda), which
+        writes the fatbin, its record and a depfile; unless up to date."""
+        import sys
+
+        path = (self.project_dir / source).resolve()
+        output = plan.directory / "kernels" / f"{path.stem}-{_short_hash(source)}.fatbin"
+        archs = [a for arch in architectures for a in ("--arch", arch)]
+        command = [sys.executable, "-m", "skbuild_cudaq.numba", str(path), *archs]
+        command += ["-o", str(output), "--record", f"{output}.json"]
+        command += ["--project-dir", str(self.project_dir), "--target", ext_name]
+        return self._compile(
+            f"numba-cuda (LTO-IR) {source} -> {ext_name}",
+            output,
+            lambda dep: [*command, "--depfile", str(dep)],
+            path,
+        )
 
     def _handler_switch(
         self,

@@ -40,6 +40,7 @@ __all__ = [
     "KernelLauncher",
     "cluster",
     "cooperative_grid",
+    "py_single_thread",
     "single_thread",
     "warp_parallel",
 ]
@@ -104,6 +105,17 @@ def single_thread(module: ModuleType, *, device: int | None = None) -> KernelLau
 
     kernel = get_device_kernel(module, "single_thread_dispatcher", device=device)
     return KernelLauncher("single_thread_dispatcher", kernel, configure)
+
+
+def py_single_thread(module: ModuleType, *, device: int | None = None) -> KernelLauncher:
+    """``py_single_thread_dispatcher`` (src/py_dispatcher.py, written in Python): grid 1,
+    block 1, as ``single_thread_dispatcher``."""
+
+    def configure(kernel: Any, args: Any) -> LaunchConfig:
+        return LaunchConfig(grid=(1, 1, 1), block=(1, 1, 1))
+
+    kernel = get_device_kernel(module, "py_single_thread_dispatcher", device=device)
+    return KernelLauncher("py_single_thread_dispatcher", kernel, configure)
 
 
 def max_cooperative_blocks(kernel: Any, device: int, block: int, shared_mem: int = 0) -> int:
@@ -228,6 +240,8 @@ def warp_parallel(module: ModuleType, *, device: int | None = None) -> KernelLau
 LAUNCHERS: dict[str, Callable[..., KernelLauncher]] = {
     "single_thread": single_thread,
     "single_thread_dispatcher": single_thread,
+    "py_single_thread": py_single_thread,
+    "py_single_thread_dispatcher": py_single_thread,
     "cooperative_grid": cooperative_grid,
     "cooperative_grid_dispatcher": cooperative_grid,
     "cluster": cluster,

@@ -1,0 +1,1 @@
+"""GPU handlers written in Python (tests/packages/py_handlers)."""

@@ -13,7 +13,6 @@ import ctypes
 import gc
 import struct
 import threading
-import time
 import weakref
 from collections.abc import Iterator
 from types import SimpleNamespace
@@ -449,11 +448,16 @@ def test_stop_timeout_left_out_is_the_configs_and_none_waits_without_limit(
         assert d.running
     kernel = drv.kernel
     assert kernel is not None
-    exits = threading.Timer(0.3, lambda: setattr(kernel, "ignores_shutdown", False))
+    let_go = threading.Event()
+
+    def release() -> None:
+        let_go.set()
+        kernel.ignores_shutdown = False
+
+    exits = threading.Timer(0.3, release)
     exits.start()
-    t0 = time.monotonic()
-    d.stop(None)  # waits for the kernel however long it takes
-    assert time.monotonic() - t0 >= 0.25 and not d.running
+    d.stop(None)  # waits for the kernel however long it takes: returns only after release()
+    assert let_go.is_set() and not d.running
     exits.join()
     d.start()
     drv.kernel.ignores_shutdown = True

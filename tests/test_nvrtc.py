@@ -201,6 +201,26 @@ def test_compiler_setting_becomes_a_cmake_define(tmp_path: Path) -> None:
     assert cmake_defines(tmp_path) == {}
 
 
+def test_the_compiler_environment_variable_reaches_cmake(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$SKBUILD_CUDAQ_COMPILER beats [tool.cudaq] compiler and [tool.scikit-build.cmake.define]
+    in what the backend hands CMake; -C cmake.define beats it (issue 56)."""
+    (tmp_path / "k.cu").write_text("")
+    monkeypatch.setenv("SKBUILD_CUDAQ_COMPILER", "nvrtc")
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.scikit-build.cmake.define]\nSKBUILD_CUDAQ_COMPILER = "nvcc"\n'
+        '[tool.cudaq]\ncompiler = "nvcc"\n[tool.cudaq.dispatch-kernels]\n_core = ["k.cu"]\n'
+    )
+    assert prepare_config_settings({}, tmp_path)["cmake.define.SKBUILD_CUDAQ_COMPILER"] == "nvrtc"
+    user = {"cmake.define.SKBUILD_CUDAQ_COMPILER": "auto"}
+    assert prepare_config_settings(user, tmp_path)["cmake.define.SKBUILD_CUDAQ_COMPILER"] == "auto"
+    (tmp_path / "pyproject.toml").write_text("[tool.cudaq]\n")  # no kernels: still handed over
+    assert cmake_defines(tmp_path)["SKBUILD_CUDAQ_COMPILER"] == "nvrtc"
+    monkeypatch.setenv("SKBUILD_CUDAQ_COMPILER", "")
+    assert cmake_defines(tmp_path) == {}
+
+
 def test_extras_bring_one_cuda_major_each() -> None:
     if sys.version_info >= (3, 11):
         import tomllib

@@ -27,3 +27,13 @@ def test_the_demo_makes_each_log_before_a_background_job_writes_it() -> None:
     for index, name in jobs:
         made = [line for line in lines[:index] if re.fullmatch(rf':\s*>"\${name}"', line.strip())]
         assert made, f'tools/demo.sh line {index + 1}: make "${name}" (: >"${name}") before the job'
+
+
+def test_the_variable_that_forces_the_nvrtc_route_is_documented_where_users_look() -> None:
+    """A machine with a CUDA toolkit reproduces a toolkit-less CI runner with one environment
+    variable (its behaviour: tests/test_build_requires.py, test_nvrtc.py, test_cmake_errors.py)."""
+    from skbuild_cudaq.build._requires import COMPILER_ENV
+
+    for page in ("docs/guides/ci.md", "docs/guides/cuda-versions.md"):
+        text = " ".join((ROOT / page).read_text(encoding="utf-8").split())
+        assert f"{COMPILER_ENV}=nvrtc pip wheel" in text, page

@@ -284,6 +284,27 @@ def test_bad_arguments_exit_2(args: list[str], message: str) -> None:
     assert len(lines) == 1 and message in lines[0], proc.stderr
 
 
+def test_version_and_help_on_every_option() -> None:
+    """``--version`` prints one line and serves nothing; ``--help`` describes every option,
+    none left bare (issue 56)."""
+    import argparse
+
+    from skbuild_cudaq import __version__
+    from skbuild_cudaq.cli import test_server
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "skbuild_cudaq.cli.test_server", "--version", "--path=host"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert proc.stdout == f"cudaq-realtime-test-server (skbuild-cudaq) {__version__}\n"
+    parser = test_server._build_parser()
+    options = [a for a in parser._actions if not isinstance(a, argparse._HelpAction)]
+    assert len(options) > 20
+    bare = [a.option_strings[0] for a in options if not (a.help and a.help.strip())]
+    assert bare == [], f"options without help text: {bare}"
+
+
 # -- rings too large to allocate (issue 11): one line, nothing leaked --------------------------
 
 RING_TOO_LARGE = ["--num-slots=2000000000", "--slot-size=1000000"]  # 4 PB

@@ -124,32 +124,50 @@ def test_start_stop_idempotent_and_restart_serves_pending() -> None:
 
 
 def test_stop_under_traffic() -> None:
+    """stop() while a client keeps 8 requests in flight: every answer the thread published is
+    collected (processed == answered), and the rest stay unanswered. A wait that times out
+    ends the traffic only once stop() has returned (a slow answer on a loaded machine is
+    waited for again; it used to end the traffic early and leave answers uncollected)."""
     dispatcher = HostDispatcher(RingLayout(8, 64), HANDLERS).start()
     client = dispatcher.client()
     answered = 0
     failed: list[BaseException] = []
-    go = threading.Event()
+    go, stopped = threading.Event(), threading.Event()
+
+    def collect(ticket: Any) -> bool:
+        """Whether ``ticket`` was answered (False: it never will be: stop() has returned)."""
+        while True:
+            try:
+                response = client.wait(ticket, timeout=0.2)
+            except TimeoutError:
+                if not stopped.is_set():
+                    continue
+                response = client.poll(ticket)  # stopped: the ring holds all there will be
+                if response is None:
+                    return False
+            assert response.result == b"\x02\x03"
+            return True
 
     def traffic() -> None:
         nonlocal answered
         try:
-            while True:
-                tickets = client.submit_many([("rpc_increment", b"\x01\x02")] * 8, timeout=0.5)
-                go.set()
+            while not stopped.is_set():
+                tickets = client.submit_many([("rpc_increment", b"\x01\x02")] * 8, timeout=60)
                 for t in tickets:
-                    assert client.wait(t, timeout=0.5).result == b"\x02\x03"
+                    if not collect(t):
+                        return  # the thread serves in ring order: none after it is answered
                     answered += 1
-        except TimeoutError:
-            pass
+                    go.set()  # traffic answered: stop() may come
         except BaseException as exc:
             failed.append(exc)
 
     thread = threading.Thread(target=traffic)
     thread.start()
-    assert go.wait(5)
-    time.sleep(0.05)
+    assert go.wait(60)
+    time.sleep(0.05)  # more traffic meanwhile, as much as the machine allows
     dispatcher.stop()
-    thread.join(10)
+    stopped.set()
+    thread.join(60)
     assert not thread.is_alive() and not failed
     assert answered > 0
     assert dispatcher.processed == answered  # every answer published was collected

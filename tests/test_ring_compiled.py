@@ -474,7 +474,7 @@ def serve():
 thread = threading.Thread(target=serve)
 thread.start()
 c = RingClient(buf, lay, spin=16)
-out = [c.call("f", bytes([k]) * k) for k in range(9)] + [c.call("f", payload=b"kw", timeout=1.0)]
+out = [c.call("f", bytes([k]) * k) for k in range(9)] + [c.call("f", payload=b"kw", timeout=60.0)]
 stop.set()
 thread.join()
 assert out == [(k, bytes([k]) * k) for k in range(9)] + [(2, b"wk")], out

@@ -105,6 +105,10 @@ class _Scope:
         if isinstance(node, ast.Name):
             named = node.id in self.duration_names or bool(_DURATION_NAME.fullmatch(node.id))
             return 1.0 if named else None
+        if isinstance(node, ast.Subscript):  # stats["slowest_case_s"]: a figure by its name
+            key = node.slice
+            named = isinstance(key, ast.Constant) and isinstance(key.value, str)
+            return 1.0 if named and _DURATION_NAME.fullmatch(key.value) else None  # type: ignore[union-attr]
         return 1.0 if isinstance(node, ast.Attribute) and node.attr == "seconds" else None
 
 
@@ -228,6 +232,7 @@ _BOUNDED = [
     "from time import monotonic\ndef f():\n    t = monotonic()\n    assert monotonic() - t < 2\n",
     "def f(worst):\n    assert int(calls) > 10 and float(worst) < 0.4\n",  # a child's figure
     "def f(link):\n    assert 0 < link.seconds < 1\n",
+    "def f(stats):\n    assert stats['slowest_case_s'] < 2\n",  # a child's figure, by name
 ]
 #: Each is a hang guard, a lower bound or no duration at all.
 _ALLOWED = [

@@ -3,8 +3,10 @@
 Read from ``skbuild_cudaq/cmake/architectures.txt``, which the CMake package reads too, so
 that ``[tool.cudaq]``, the setuptools command and ``ARCHITECTURES`` of the CMake functions
 accept the same values: a number from :data:`MIN_ARCHITECTURE` to :data:`MAX_ARCHITECTURE`,
-bare or with an ``sm_``/``lto_``/``compute_`` prefix. (The GPU a cubin is *linked* for, the
-``link --arch`` of the run time, is another thing: ``sm_90a`` names a GPU.)
+bare or with an ``sm_``/``lto_``/``compute_`` prefix. The GPU a cubin is *linked* for (the run
+time's ``LinkOptions.arch``, ``link --arch``, ``check --arch``) is written the same way
+(:func:`architecture_number`): a variant such as ``sm_90a`` is refused everywhere, since no
+LTO-IR of ours is built for one and the plain number's cubin runs on that GPU.
 
 Neither build side nor settings: both use it (``settings/`` never imports ``build/``).
 """
@@ -22,6 +24,8 @@ __all__ = [
     "MAX_ARCHITECTURE",
     "MIN_ARCHITECTURE",
     "PREFIXES",
+    "VARIANT_FORM",
+    "architecture_number",
 ]
 
 #: The grammar file, in the CMake package directory.
@@ -49,3 +53,20 @@ MAX_ARCHITECTURE = int(_GRAMMAR["maximum"][0])
 DEFAULT_ARCHITECTURES: tuple[str, ...] = tuple(_GRAMMAR["default"])
 #: One value, bare or prefixed; group 1 is the number.
 ARCHITECTURE_FORM = re.compile(rf"(?:(?:{'|'.join(PREFIXES)})_)?([0-9]+)")
+#: An architecture-specific variant (``90a``, ``sm_100f``), which the grammar refuses; group 1 is
+#: the number.
+VARIANT_FORM = re.compile(rf"(?:(?:{'|'.join(PREFIXES)})_)?([0-9]+)[a-z]")
+
+
+def architecture_number(text: str) -> int | None:
+    """The number one value of the grammar means (``"sm_90"``, ``"lto_90"``, ``"90"``: 90);
+    None where ``text`` is no value of it (a variant, another word, over
+    :data:`MAX_ARCHITECTURE`). The range's floor, :data:`MIN_ARCHITECTURE`, is the caller's
+    to check: each says why a smaller number cannot serve."""
+    m = ARCHITECTURE_FORM.fullmatch(text)
+    if m is None:
+        return None
+    digits = m.group(1).lstrip("0") or "0"
+    # int() refuses over 4300 digits; anything over MAX_ARCHITECTURE is no architecture
+    number = int(digits) if len(digits) <= 9 else MAX_ARCHITECTURE + 1
+    return number if number <= MAX_ARCHITECTURE else None

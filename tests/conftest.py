@@ -48,7 +48,27 @@ def _gpu_reason() -> str | None:
     return None
 
 
+#: Test files run in this order of their heaviest tier: those with integration tests, then those
+#: with toolchain tests, then the rest; in collection order within each (a stable sort). Under
+#: tools/test.sh, xdist hands files to workers in this order (--no-loadscope-reorder: its default,
+#: the files with the fewest tests last, ran the one-test demo, the longest file, at the very
+#: end, with the other worker idle for minutes).
+_HEAVY_FIRST = ("integration", "toolchain")
+
+
+def _heavy_first(items: list[pytest.Item]) -> None:
+    rank: dict[Path, int] = {}
+    for item in items:
+        tier = next(
+            (i for i, name in enumerate(_HEAVY_FIRST) if item.get_closest_marker(name)),
+            len(_HEAVY_FIRST),
+        )
+        rank[item.path] = min(rank.get(item.path, tier), tier)
+    items.sort(key=lambda item: rank[item.path])
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _heavy_first(items)
     if not any(item.get_closest_marker("gpu") for item in items):
         return
     reason = None

@@ -79,6 +79,27 @@ def test_the_compiler_setting_decides_first(tmp_path: Path) -> None:
     )
 
 
+def test_the_compiler_environment_variable_forces_the_nvrtc_route(tmp_path: Path) -> None:
+    """$SKBUILD_CUDAQ_COMPILER=nvrtc on a machine with nvcc: the build gets NVRTC as a CI
+    runner with no CUDA toolkit does, over [tool.cudaq] compiler and the pyproject's
+    cmake.define; only -C cmake.define beats it (issue 56: documented in cuda-versions.md)."""
+    from skbuild_cudaq.errors import ConfigSettingsError
+
+    env = dict(with_nvcc(tmp_path), SKBUILD_CUDAQ_COMPILER="NVRTC")
+    defined = {"tool": {"scikit-build": {"cmake": {"define": {"SKBUILD_CUDAQ_COMPILER": "nvcc"}}}}}
+    for pyproject, compiler in ((project(), "auto"), (project(), "nvcc"), (defined, "auto")):
+        found = device_compiler_requires(pyproject, compiler, {}, env)
+        assert list(found.requirements) == CU13
+        assert found.reason.startswith(
+            "the device compiler is NVRTC (SKBUILD_CUDAQ_COMPILER=nvrtc in the environment)"
+        ), found.reason
+    forced = {"cmake.define.SKBUILD_CUDAQ_COMPILER": "auto"}
+    assert device_compiler_requires(project(), "auto", forced, env).requirements == ()
+    env["SKBUILD_CUDAQ_COMPILER"] = "nvrtx"
+    with pytest.raises(ConfigSettingsError, match=r"SKBUILD_CUDAQ_COMPILER='nvrtx' \(environment"):
+        device_compiler_requires(project(), "auto", {}, env)
+
+
 @pytest.mark.parametrize(
     ("deps", "major"),
     [

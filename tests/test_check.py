@@ -271,7 +271,7 @@ def test_good_wheel_names_every_kernel_handler_and_architecture(good_wheel: Path
     assert (module.architectures, module.containers, module.unnamed) == (("sm_80",), 3, 0)
     (link,) = module.links
     assert link.ok and link.arch == "sm_80"
-    assert link.seconds is not None and 0 < link.seconds < 60
+    assert link.seconds is not None and link.seconds > 0  # nvJitLink's own time, reported
     assert link.cubin_size is not None and link.cubin_size > 1000
     # the built-in kernel's builds are linked too
     builtin = {"", "_1024", "_shared"}

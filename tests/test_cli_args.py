@@ -40,8 +40,8 @@ def test_parse_limits_match_what_a_link_accepts() -> None:
     assert _args.link_timeout("2.5") == 2.5
     assert _args.memory_mib("0") == 0
     assert _args.memory_mib("256") == 256
-    assert [_args.architecture(a) for a in ("90", "sm_90a", " sm_100 ")] == [
-        "sm_90", "sm_90a", "sm_100",
+    assert [_args.architecture(a) for a in ("90", "lto_90", " sm_100 ")] == [
+        "sm_90", "sm_90", "sm_100",
     ]  # fmt: skip
 
 
@@ -56,6 +56,9 @@ def test_parse_limits_match_what_a_link_accepts() -> None:
         (["check", "x.whl", "--timeout", "0"], "seconds"),
         (["check", "x.whl", "--arch", "foo"], "sm_XY"),
         (["link", "x.so", "--arch", "ampere", "-o", "x.cubin"], "sm_XY"),
+        # one grammar with [tool.cudaq] architectures, which refuse "90a" (issue 56)
+        (["link", "x.so", "--arch", "sm_90a", "-o", "x.cubin"], "link for sm_90"),
+        (["check", "x.whl", "--arch", "100f"], "link for sm_100"),
     ],
 )
 def test_bad_link_limits_are_usage_errors_in_the_options_terms(

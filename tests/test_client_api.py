@@ -148,13 +148,11 @@ def test_a_bad_timeout_is_refused_before_anything_is_written(
 def test_zero_does_not_wait_and_the_client_timeout_is_the_default(served: Served) -> None:
     client = served.make(timeout=0.05)
     assert client.timeout == 0.05
-    t0 = time.monotonic()
     with pytest.raises(TimeoutError, match=r"within 0\.05 s"):
-        client.call("echo", b"x")  # nobody serves: the client's own timeout
+        client.call("echo", b"x")  # nobody serves: the client's own timeout (not 10 s)
     ticket = client.submit("echo", b"y")
     with pytest.raises(TimeoutError, match="within 0 s"):
-        client.wait(ticket, 0)
-    assert time.monotonic() - t0 < 5.0
+        client.wait(ticket, 0)  # 0: no wait (the message names the wait it made)
     client.timeout = None  # assignable: no limit from here on
     thread = _start_later(served.dispatcher, 0.1)
     try:
@@ -170,11 +168,9 @@ def test_a_collected_ticket_and_a_closed_client_raise_client_error(served: Serve
     client = served.make()
     ticket = client.submit("echo", b"a")
     assert client.wait(ticket).result == b"a"
-    t0 = time.monotonic()
     for use in (lambda: client.wait(ticket), lambda: client.poll(ticket)):
         with pytest.raises(ClientError, match="was already collected"):
-            use()
-    assert time.monotonic() - t0 < 1.0
+            use()  # at once: a wait would end in TimeoutError, a poll in None
     client.close()
     assert client.closed
     for use in (

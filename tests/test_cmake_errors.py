@@ -451,3 +451,13 @@ def test_cmake_older_than_the_documented_minimum_is_refused(tmp_path: Path) -> N
     docs = Path(__file__).parents[1] / "docs"
     for page in (docs / "getting-started.md", docs.parent / "README.md"):
         assert "CMake ≥ 3.25" in page.read_text(), page
+
+
+def test_the_compiler_environment_variable_is_the_cmake_default(tmp_path: Path) -> None:
+    """A plain CMake configure takes $SKBUILD_CUDAQ_COMPILER as its device compiler choice
+    (issue 56: how a machine with a toolkit builds as a runner without one), checked there."""
+    env = {**os.environ, "SKBUILD_CUDAQ_COMPILER": "nvrtx"}
+    stderr = configure(tmp_path, "cudaq_realtime_add_dispatch_kernel(mod k.cu)\n", env)
+    expect(
+        stderr, 'SKBUILD_CUDAQ_COMPILER="nvrtx" is not a device compiler; use auto, nvcc or nvrtc.'
+    )

@@ -13,7 +13,6 @@ import ctypes
 import gc
 import struct
 import threading
-import time
 import weakref
 from collections.abc import Iterator
 from types import SimpleNamespace
@@ -65,6 +64,8 @@ def drv(use_driver: UseDriver) -> FakeDriver:
 
 
 LIB = FakeLibrary(0x1000, 0x2000)
+#: stop()'s wait where the fake kernel exits when asked: a hang guard, never a figure.
+HANG_GUARD_S = 30.0
 
 
 class HeldLibrary(FakeLibrary):
@@ -449,11 +450,16 @@ def test_stop_timeout_left_out_is_the_configs_and_none_waits_without_limit(
         assert d.running
     kernel = drv.kernel
     assert kernel is not None
-    exits = threading.Timer(0.3, lambda: setattr(kernel, "ignores_shutdown", False))
+    let_go = threading.Event()
+
+    def release() -> None:
+        let_go.set()
+        kernel.ignores_shutdown = False
+
+    exits = threading.Timer(0.3, release)
     exits.start()
-    t0 = time.monotonic()
-    d.stop(None)  # waits for the kernel however long it takes
-    assert time.monotonic() - t0 >= 0.25 and not d.running
+    d.stop(None)  # waits for the kernel however long it takes: returns only after release()
+    assert let_go.is_set() and not d.running
     exits.join()
     d.start()
     drv.kernel.ignores_shutdown = True
@@ -596,7 +602,7 @@ def test_block_size_over_both_builds_limits_is_refused_before_any_launch(
 ) -> None:
     drv.max_threads = 512  # e.g. the registers of the kernel as linked for this GPU
     drv.max_threads_1024 = 640  # a GPU with fewer registers than 64 x 1024
-    config = DispatcherConfig(num_slots=4, slot_size=64, block_size=1024, stop_timeout=0.5)
+    config = DispatcherConfig(num_slots=4, slot_size=64, block_size=1024, stop_timeout=HANG_GUARD_S)
     with Dispatcher(config, module="fake_ext") as d:
         with pytest.raises(
             InvalidArgumentError,
@@ -612,7 +618,7 @@ def test_block_size_at_the_kernels_limit_launches_the_default_build(
     drv: FakeDriver, builtin: list[int]
 ) -> None:
     drv.max_threads = 640
-    config = DispatcherConfig(num_slots=4, slot_size=64, block_size=640, stop_timeout=0.5)
+    config = DispatcherConfig(num_slots=4, slot_size=64, block_size=640, stop_timeout=HANG_GUARD_S)
     with Dispatcher(config, module="fake_ext") as d:
         d.start()  # at the limit: launched
         assert builtin == [640] and d.running
@@ -627,7 +633,9 @@ def test_1024_threads_launch_the_launch_bounds_build_over_the_default_limit(
     """Blocks the default build cannot run (512 threads on sm_90) go to its
     __launch_bounds__(1024) build; the default build keeps every smaller block."""
     drv.max_threads = 512
-    config = DispatcherConfig(num_slots=4, slot_size=64, block_size=block_size, stop_timeout=0.5)
+    config = DispatcherConfig(
+        num_slots=4, slot_size=64, block_size=block_size, stop_timeout=HANG_GUARD_S
+    )
     with Dispatcher(config, module="fake_ext") as d:
         d.start()
         assert builtin == [block_size] and d.running
@@ -751,7 +759,7 @@ def test_graph_launch_entries_get_io_records_and_a_device_launched_dispatch_grap
     entries carry the graph module's addresses. stop() frees it all, mailboxes cleared."""
     from skbuild_cudaq.realtime.graph import GRAPH_IO_SIZE, GraphIO, GraphMailbox
 
-    config = DispatcherConfig(num_slots=4, slot_size=64, stop_timeout=0.5)
+    config = DispatcherConfig(num_slots=4, slot_size=64, stop_timeout=HANG_GUARD_S)
     with GraphMailbox() as mailbox, Dispatcher(config, module="fake_ext") as d:
         d.function_table.add_device("rpc_increment", _handler(0x1100, "rpc_increment"))
         d.function_table.add_graph("decode", 0x6E0000, mailbox)
@@ -782,7 +790,7 @@ def test_a_device_graph_is_not_closed_while_a_device_dispatcher_serves_it(
     from skbuild_cudaq.realtime.graph import DeviceGraph, GraphMailbox
 
     graph = DeviceGraph(graph=0x6F0000, exec_=0x6E0000, device=0)
-    config = DispatcherConfig(num_slots=4, slot_size=64, stop_timeout=0.5)
+    config = DispatcherConfig(num_slots=4, slot_size=64, stop_timeout=HANG_GUARD_S)
     with GraphMailbox() as mailbox, Dispatcher(config, module="fake_ext") as d:
         d.function_table.add_graph("decode", graph, mailbox)
         d.start()
@@ -801,7 +809,7 @@ def test_graph_launch_entry_not_instantiated_for_device_launch_is_refused(
     from skbuild_cudaq.realtime.graph import GraphMailbox
 
     drv.graph_exec_flags = 0  # instantiated for host launch only
-    config = DispatcherConfig(num_slots=4, slot_size=64, stop_timeout=0.5)
+    config = DispatcherConfig(num_slots=4, slot_size=64, stop_timeout=HANG_GUARD_S)
     with GraphMailbox() as mailbox, Dispatcher(config, module="fake_ext") as d:
         d.function_table.add_graph("decode", 0x6E0000, mailbox)
         with pytest.raises(
@@ -820,7 +828,7 @@ def test_graph_launch_entry_whose_mailbox_another_dispatcher_holds_is_refused(
     refuses one another dispatcher points elsewhere, and leaves it as it was."""
     from skbuild_cudaq.realtime.graph import GraphMailbox
 
-    config = DispatcherConfig(num_slots=4, slot_size=64, stop_timeout=0.5)
+    config = DispatcherConfig(num_slots=4, slot_size=64, stop_timeout=HANG_GUARD_S)
     with GraphMailbox() as mailbox, Dispatcher(config, module="fake_ext") as d:
         d.function_table.add_graph("decode", 0x6E0000, mailbox)
         mailbox.value = 0x7F00_1234_0000  # e.g. a HostDispatcher's worker record
@@ -841,7 +849,7 @@ def test_graph_launch_entry_of_another_gpu_is_refused_before_any_upload(
     from skbuild_cudaq.realtime.graph import DeviceGraph, GraphMailbox
 
     drv.archs = ((9, 0), (9, 0))  # asked lazily: two GPUs that both serve graphs
-    config = DispatcherConfig(num_slots=4, slot_size=64, stop_timeout=0.5)
+    config = DispatcherConfig(num_slots=4, slot_size=64, stop_timeout=HANG_GUARD_S)
     with GraphMailbox(device=1) as mailbox, Dispatcher(config, module="fake_ext") as d:
         d.function_table.add_graph("decode", 0x6E0000, mailbox)
         with pytest.raises(
@@ -868,7 +876,9 @@ def test_graph_launch_entries_before_sm_90_are_answered_minus_two(
 
     from skbuild_cudaq.realtime.graph import GraphMailbox
 
-    config = DispatcherConfig(device=1, num_slots=4, slot_size=64, stop_timeout=0.5)  # sm_80
+    config = DispatcherConfig(
+        device=1, num_slots=4, slot_size=64, stop_timeout=HANG_GUARD_S
+    )  # sm_80
     with GraphMailbox(device=1) as mailbox, Dispatcher(config, module="fake_ext") as d:
         d.function_table.add_graph("decode", 0x6E0000, mailbox)
         with caplog.at_level(logging.INFO, logger="skbuild_cudaq"):
@@ -885,7 +895,9 @@ def test_shared_ring_flags_host_call_entries_and_launches_the_shared_build(
 ) -> None:
     import logging
 
-    config = DispatcherConfig(num_slots=4, slot_size=64, stop_timeout=0.5, shared_ring=True)
+    config = DispatcherConfig(
+        num_slots=4, slot_size=64, stop_timeout=HANG_GUARD_S, shared_ring=True
+    )
     with Dispatcher(config, module="fake_ext") as d:
         d.function_table.add_device("rpc_increment", 0x1100)
         d.function_table.add_host("host_echo", lambda args: args)

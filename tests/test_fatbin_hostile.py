@@ -26,6 +26,8 @@ from skbuild_cudaq.fatbin import read_relfatbin_sections, split_containers
 
 SECTION = "__nv_relfatbin"
 OPTIONS = struct.pack("<II", 72, 8) + b"-O3 -ftz"  # the options record nvcc writes, at 64
+#: A hang guard, never a figure (tests/test_no_timing.py): what no working code comes near.
+HANG_GUARD_S = 60.0
 
 
 def _one_line_error(call: object, words: str) -> str:
@@ -203,7 +205,9 @@ def test_a_5mb_file_of_repeated_headers_costs_linear_time_and_memory(tmp_path: P
     assert len(section.containers) == 1
     assert len(section.containers[0].entries) == 1200
     assert peak < 3 * size, f"peak {peak} bytes for a {size}-byte file"
-    assert elapsed < 10, f"{elapsed:.1f} s"  # ~0.2 s here; generous for a loaded CI machine
+    # linear memory is the behaviour (the issue's 5 GB); the time is only a hang guard
+    # (~0.2 s here, 20 s in the issue): how fast the reader is belongs in bench/
+    assert elapsed < HANG_GUARD_S, f"{elapsed:.1f} s"
 
 
 def test_many_distinct_overlapping_ranges_are_refused_early(tmp_path: Path) -> None:

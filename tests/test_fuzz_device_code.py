@@ -53,7 +53,8 @@ def test_reader_fuzz(bins: DeviceBinaries, tmp_path: Path) -> None:
     assert stats["multi_line_errors"] == 0
     assert stats["over_memory_budget"] == 0, stats
     assert stats["peak_rss_kib"] < 256 * 1024  # type: ignore[operator]
-    assert stats["slowest_case_s"] < 5  # type: ignore[operator]
+    # a hang guard (one case takes milliseconds): how fast the reader is belongs in bench/
+    assert stats["slowest_case_s"] < 60  # type: ignore[operator]
 
 
 def test_link_fuzz(bins: DeviceBinaries, tmp_path: Path) -> None:

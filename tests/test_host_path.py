@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import ctypes
 import threading
 import time
 from pathlib import Path
@@ -110,9 +111,7 @@ def test_start_stop_idempotent_and_restart_serves_pending() -> None:
     dispatcher.start()
     client = dispatcher.client()
     assert client.call("echo", b"1") == (0, b"1")
-    t0 = time.monotonic()
-    dispatcher.stop()
-    assert time.monotonic() - t0 < 1.0  # shutdown observed while idle
+    dispatcher.stop()  # shutdown observed while idle (else HostDispatcherError after 10 s)
     dispatcher.stop()
     assert not dispatcher.running
     t = client.submit("echo", b"2")
@@ -125,32 +124,50 @@ def test_start_stop_idempotent_and_restart_serves_pending() -> None:
 
 
 def test_stop_under_traffic() -> None:
+    """stop() while a client keeps 8 requests in flight: every answer the thread published is
+    collected (processed == answered), and the rest stay unanswered. A wait that times out
+    ends the traffic only once stop() has returned (a slow answer on a loaded machine is
+    waited for again; it used to end the traffic early and leave answers uncollected)."""
     dispatcher = HostDispatcher(RingLayout(8, 64), HANDLERS).start()
     client = dispatcher.client()
     answered = 0
     failed: list[BaseException] = []
-    go = threading.Event()
+    go, stopped = threading.Event(), threading.Event()
+
+    def collect(ticket: Any) -> bool:
+        """Whether ``ticket`` was answered (False: it never will be: stop() has returned)."""
+        while True:
+            try:
+                response = client.wait(ticket, timeout=0.2)
+            except TimeoutError:
+                if not stopped.is_set():
+                    continue
+                response = client.poll(ticket)  # stopped: the ring holds all there will be
+                if response is None:
+                    return False
+            assert response.result == b"\x02\x03"
+            return True
 
     def traffic() -> None:
         nonlocal answered
         try:
-            while True:
-                tickets = client.submit_many([("rpc_increment", b"\x01\x02")] * 8, timeout=0.5)
-                go.set()
+            while not stopped.is_set():
+                tickets = client.submit_many([("rpc_increment", b"\x01\x02")] * 8, timeout=60)
                 for t in tickets:
-                    assert client.wait(t, timeout=0.5).result == b"\x02\x03"
+                    if not collect(t):
+                        return  # the thread serves in ring order: none after it is answered
                     answered += 1
-        except TimeoutError:
-            pass
+                    go.set()  # traffic answered: stop() may come
         except BaseException as exc:
             failed.append(exc)
 
     thread = threading.Thread(target=traffic)
     thread.start()
-    assert go.wait(5)
-    time.sleep(0.05)
+    assert go.wait(60)
+    time.sleep(0.05)  # more traffic meanwhile, as much as the machine allows
     dispatcher.stop()
-    thread.join(10)
+    stopped.set()
+    thread.join(60)
     assert not thread.is_alive() and not failed
     assert answered > 0
     assert dispatcher.processed == answered  # every answer published was collected
@@ -424,29 +441,34 @@ def test_native_handlers_run_without_the_gil(native_handlers: Path) -> None:
 
 
 _GIL_HOLDER_CLIENT = """
-import sys, time
+import sys
 from skbuild_cudaq.realtime.host.udp import UdpClient
 
 client = UdpClient("127.0.0.1", int(sys.argv[1]), timeout=30)
 assert client.call("rpc_increment", b"\\x01") == (0, b"\\x02")
 print("ready", flush=True)
-sys.stdin.readline()  # the parent holds the GIL from now on, for 2 s
-start, worst, n = time.monotonic(), 0.0, 0
-while time.monotonic() - start < 0.5:
-    t0 = time.monotonic()
+sys.stdin.readline()  # the parent holds the GIL from now on, until it reads "done"
+for n in range(200):
     assert client.call("rpc_increment", bytes([n % 255])) == (0, bytes([n % 255 + 1]))
-    worst, n = max(worst, time.monotonic() - t0), n + 1
-print(n, worst, flush=True)
+print("done", flush=True)
 """
+
+_CALLS_UNDER_HELD_GIL = 200
+
+
+class _PollFd(ctypes.Structure):
+    _fields_ = [("fd", ctypes.c_int), ("events", ctypes.c_short), ("revents", ctypes.c_short)]
 
 
 def test_the_loop_and_the_feeder_serve_native_handlers_while_python_holds_the_gil(
     native_handlers: Path,
 ) -> None:
     """The serving thread and the UDP feeder never wait for the GIL for a native handler:
-    another process's calls are answered at full speed while this process's main thread
-    holds the GIL (a C call made through ctypes.PyDLL, which keeps it) for 2 s."""
-    import ctypes
+    another process's 200 calls are all answered while this process's main thread holds
+    the GIL, waiting in poll() for the child's "done" (C calls made through ctypes.PyDLL,
+    which keeps the GIL). Were the GIL needed, nothing would be answered and the child's
+    calls would time out; the 60 s of the poll() are a hang guard."""
+    import select
     import subprocess
     import sys
 
@@ -454,7 +476,9 @@ def test_the_loop_and_the_feeder_serve_native_handlers_while_python_holds_the_gi
     from skbuild_cudaq.realtime.host.udp import UdpFeeder
 
     handler = get_host_handler(native_handlers, "rpc_increment")
-    usleep = ctypes.PyDLL(None).usleep  # the GIL stays held during the call
+    libc = ctypes.PyDLL(None)  # the GIL stays held during each call
+    libc.write.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
+    libc.poll.argtypes = [ctypes.POINTER(_PollFd), ctypes.c_ulong, ctypes.c_int]
     with (
         HostDispatcher(RingLayout(8, 64), {"rpc_increment": handler}) as dispatcher,
         UdpFeeder(dispatcher.client()) as feeder,
@@ -466,15 +490,15 @@ def test_the_loop_and_the_feeder_serve_native_handlers_while_python_holds_the_gi
         assert child.stdin is not None and child.stdout is not None
         try:
             assert child.stdout.readline().strip() == "ready"
-            child.stdin.write("go\n")
-            child.stdin.flush()
-            usleep(2_000_000)
-            calls, worst = child.stdout.readline().split()
+            wait = _PollFd(child.stdout.fileno(), select.POLLIN, 0)
+            assert libc.write(child.stdin.fileno(), b"go\n", 3) == 3
+            ready = libc.poll(ctypes.byref(wait), 1, 60_000)
+            line = child.stdout.readline().strip()
         finally:
             child.kill()
-            child.communicate()
-        assert int(calls) > 10 and float(worst) < 0.4, (calls, worst)  # never 2 s
-        assert dispatcher.processed == int(calls) + 1
+            _, errors = child.communicate()
+        assert (ready, line) == (1, "done"), errors
+        assert dispatcher.processed == _CALLS_UNDER_HELD_GIL + 1
 
 
 def test_python_handlers_run_in_one_thread_state_for_the_threads_life() -> None:
@@ -503,9 +527,8 @@ def test_idle_sleep_backs_off_and_still_serves() -> None:
         for i in range(5):
             time.sleep(0.02)  # idle: the thread sleeps
             assert c.call("echo", bytes([i])) == (0, bytes([i]))
-        t0 = time.monotonic()
-        dispatcher.stop()
-        assert time.monotonic() - t0 < 0.5
+        dispatcher.stop()  # observed in the back-off (else HostDispatcherError after 10 s)
+        assert not dispatcher.running
 
 
 def test_serve_one_while_the_thread_serves_is_refused_and_handlers_can_be_added() -> None:
@@ -732,10 +755,8 @@ def test_close_of_a_hung_handler_takes_a_timeout_and_the_thread_answers_later() 
     assert started.wait(10)
     with pytest.raises(HostDispatcherError, match=r"did not stop within 0\.1 s"):
         dispatcher.stop(timeout=0.1)
-    t0 = time.monotonic()
     with pytest.raises(HostDispatcherError, match=r"did not stop within 0\.2 s"):
-        dispatcher.close(timeout=0.2)
-    assert time.monotonic() - t0 < 2.0  # was a fixed 10 s more
+        dispatcher.close(timeout=0.2)  # the one wait is the 0.2 s given (was 10 s more)
     assert dispatcher.running  # the thread still runs the handler and keeps the ring's views
     release.set()
     assert client.wait(ticket, timeout=10).result == b"late"  # it answers, then stops
@@ -829,37 +850,50 @@ def test_a_serving_thread_left_running_is_stopped_at_interpreter_exit() -> None:
 
 
 _STUCK_AT_EXIT = """
-import time
+import atexit, sys, time
 from skbuild_cudaq.realtime.host.dispatcher import HostDispatcher
 from skbuild_cudaq.realtime.ring import RingLayout
 
+atexit.register(lambda: print("hook done", time.monotonic(), flush=True))  # runs last
+
+entered = []
+
 def stuck(args):
-    time.sleep(30)
+    entered.append(args)
+    time.sleep(120)
     return args
 
 keep = []
-for _ in range(4):
+for _ in range(int(sys.argv[1])):
     d = HostDispatcher(RingLayout(2, 64), {"stuck": stuck}).start()
     keep.append((d, d.client().submit("stuck", b"x")))
-time.sleep(0.2)  # every thread inside its handler
+end = time.monotonic() + 120
+while len(entered) < len(keep):  # every thread inside its handler
+    assert time.monotonic() < end, "a serving thread never took its request"
+    time.sleep(0.01)
+atexit.register(lambda: print("hook starts", time.monotonic(), flush=True))  # runs first
 print("bye", flush=True)
 """
 
 
 def test_the_exit_waits_for_stuck_handlers_once_not_once_a_dispatcher() -> None:
-    """Four serving threads stuck in a handler at interpreter exit: the atexit hook asks all
-    to stop, then waits 1 s in all (it waited 1 s for each in turn: 4 s here)."""
+    """Sixteen serving threads stuck in a handler at interpreter exit: the atexit hook asks
+    all to stop, then waits 1 s in all (it waited 1 s for each in turn: 16 s here). The
+    child times the hook itself (two more atexit functions, one on each side of it), so
+    neither its start-up nor a loaded machine's scheduling counts: half the regression's
+    time is the bound, eight times the hook's own second."""
     import subprocess
     import sys
 
-    began = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-c", _STUCK_AT_EXIT], capture_output=True, text=True, timeout=60,
-        check=False,
+        [sys.executable, "-c", _STUCK_AT_EXIT, "16"], capture_output=True, text=True,
+        timeout=300, check=False,
     )  # fmt: skip
-    took = time.perf_counter() - began
-    assert (proc.returncode, proc.stdout) == (0, "bye\n"), proc.stderr
-    assert took < 3.0, f"the exit took {took:.1f} s"
+    assert proc.returncode == 0, proc.stderr
+    bye, starts, done = proc.stdout.splitlines()
+    assert bye == "bye" and starts.startswith("hook starts") and done.startswith("hook done")
+    hook_s = float(done.split()[-1]) - float(starts.split()[-1])
+    assert 0.9 <= hook_s < 8.0, f"the exit hook took {hook_s:.1f} s for 16 stuck threads"
 
 
 def _thread_states() -> int:
@@ -898,7 +932,7 @@ def test_stop_returns_once_the_serving_thread_is_done_with_python() -> None:
 
 
 _FORKED = """
-import gc, os, sys, time, weakref
+import gc, os, sys, weakref
 import numpy as np
 from skbuild_cudaq.realtime.host.dispatcher import HostDispatcher, echo
 from skbuild_cudaq.realtime.ring import RingLayout
@@ -912,18 +946,17 @@ with UdpClient(*feeder.address) as peer:
     assert peer.call("echo", b"parent") == (0, b"parent")
 pid = os.fork()
 if pid == 0:  # the serving and feeder threads are the parent's: none runs here
-    t0 = time.monotonic()
     assert not d.running and not feeder.running
-    feeder.close(1.0)
-    d.stop(1.0)
+    feeder.close(30.0)  # a wait for a thread not here would end in an error, after 30 s
+    d.stop(30.0)
     d.start()  # the child's own thread over its copy of the ring
-    assert d.client().call("echo", b"child", timeout=5) == (0, b"child")
-    d.stop(1.0)
+    assert d.client().call("echo", b"child", timeout=60) == (0, b"child")
+    d.stop(30.0)
     ring = weakref.ref(ring)
     del d, feeder
     gc.collect()
     assert ring() is None  # the parent's thread's reference to the loop is not kept here
-    print(f"child {time.monotonic() - t0:.2f}", flush=True)
+    print("child ok", flush=True)
     sys.exit(0)  # at exit: nothing waits for a thread that is not here
 _, status = os.waitpid(pid, 0)
 assert os.waitstatus_to_exitcode(status) == 0
@@ -944,12 +977,11 @@ def test_a_forked_child_finds_the_parents_threads_gone() -> None:
     import sys
 
     proc = subprocess.run(
-        [sys.executable, "-c", _FORKED], capture_output=True, text=True, timeout=60, check=False
+        [sys.executable, "-c", _FORKED], capture_output=True, text=True, timeout=300, check=False
     )
     assert proc.returncode == 0, proc.stderr
     child, parent = proc.stdout.splitlines()
-    assert parent == "parent ok"
-    assert child.startswith("child ") and float(child.split()[1]) < 0.9, child
+    assert (child, parent) == ("child ok", "parent ok")
 
 
 def test_adding_handlers_one_by_one_keeps_one_table() -> None:
@@ -995,10 +1027,8 @@ def test_a_closed_host_dispatcher_closes_its_clients_and_makes_no_more() -> None
     client = dispatcher.client()
     assert client.call("echo", b"a") == (0, b"a")
     dispatcher.close()
-    t0 = time.monotonic()
     with pytest.raises(ClientError, match="closed"):
-        client.call("echo", b"b", timeout=5)  # not a 5 s wait for an answer nobody gives
-    assert time.monotonic() - t0 < 1
+        client.call("echo", b"b", timeout=5)  # not a wait for an answer nobody gives (Timeout)
     with pytest.raises(HostDispatcherError, match="closed; make a new one"):
         dispatcher.client()
     with pytest.raises(HostDispatcherError, match="closed; make a new one"):
@@ -1067,12 +1097,11 @@ def test_a_call_waiting_in_another_thread_when_its_client_is_closed_raises_clien
         thread = threading.Thread(target=worker)
         thread.start()
         time.sleep(0.2)  # in its spin (compiled) or its backoff (Python)
-        t0 = time.monotonic()
         client.close()
-        thread.join(10)
-        took = time.monotonic() - t0
+        thread.join(20)  # a hang guard (a 60 s spin, a 30 s handler): only the close ends it
+        alive = thread.is_alive()
         release.set()
-    assert not thread.is_alive() and took < 2, took
+    assert not alive
     (exc,) = raised
     assert isinstance(exc, ClientError), repr(exc)
     assert "closed" in str(exc)

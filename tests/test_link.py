@@ -185,16 +185,26 @@ def test_invalid_arch_text() -> None:
     from skbuild_cudaq.realtime.link.linker import parse_arch
 
     assert parse_arch("90") == ("sm_90", 90)
-    assert parse_arch("sm_100a") == ("sm_100a", 100)
+    assert parse_arch(90) == parse_arch("lto_90") == parse_arch("compute_90") == ("sm_90", 90)
     with pytest.raises(LinkError, match="invalid architecture 'gfx90a'"):
         parse_arch("gfx90a")
+    # one grammar with [tool.cudaq] architectures (issue 56): a variant is refused by both
+    for variant in ("sm_100a", "90a", "sm_120f"):
+        with pytest.raises(
+            LinkError, match=r"architecture-specific variant.*link for sm_(100|90|120):"
+        ):
+            parse_arch(variant)
+    for bad in (True, "sm_99999", "sm_-90", "sm90"):
+        with pytest.raises(LinkError, match="expected sm_XY"):
+            parse_arch(bad)  # type: ignore[arg-type]
 
 
 def test_link_options_are_normalised_on_construction(tmp_path: Path) -> None:
     bridge = tmp_path / "hooks.fatbin"
     options = LinkOptions(arch=90, extra=["-O3"], bridge=str(bridge))
     assert (options.arch, options.extra, options.bridge) == ("sm_90", ("-O3",), (bridge,))
-    assert LinkOptions(arch="90a").arch == "sm_90a"
+    with pytest.raises(LinkError, match="link for sm_90: that cubin runs on the same GPU"):
+        LinkOptions(arch="90a")
     assert LinkOptions(bridge=[bridge, bridge]).bridge_paths == (bridge, bridge)
     assert LinkOptions().bridge_paths is None
     with pytest.raises(LinkError, match="invalid architecture 'gpu9'"):

@@ -116,6 +116,45 @@ def test_nvrtc_override_that_is_not_a_file_says_what_to_install(tmp_path: Path) 
         _nvrtc.find_nvrtc(env={_nvrtc.NVRTC_ENV: str(tmp_path / "nope.so")})
 
 
+def _fake_nvcc(tmp_path: Path) -> Path:
+    nvcc = tmp_path / "toolkit" / "bin" / "nvcc"
+    nvcc.parent.mkdir(parents=True)
+    nvcc.write_text("#!/bin/sh\nexit 1\n")
+    nvcc.chmod(0o755)
+    return nvcc
+
+
+def test_no_nvrtc_where_nvcc_is_installed_names_the_nvrtc_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NVRTC asked for (the nvrtc command, compiler = "nvrtc") on a machine with nvcc: the
+    message said "with no nvcc"; it names the [nvrtc] extra and the nvcc found (issue 56)."""
+    nvcc = _fake_nvcc(tmp_path)
+    monkeypatch.setattr(sys, "path", [str(tmp_path)])  # no NVRTC (or nvcc) wheel along it
+    with pytest.raises(ToolchainError) as info:
+        _nvrtc.find_nvrtc(env={"PATH": str(nvcc.parent), "SKBUILD_CUDAQ_CUDA_ROOTS": ""})
+    text = str(info.value)
+    assert "with no nvcc" not in text and "NVRTC was asked for" in text
+    assert '"skbuild-cudaq[nvrtc]"' in text and f"({nvcc})" in text
+    no_toolkit = {"PATH": str(tmp_path / "none"), "SKBUILD_CUDAQ_CUDA_ROOTS": ""}
+    with pytest.raises(ToolchainError, match="NVRTC not found: with no nvcc"):
+        _nvrtc.find_nvrtc(env=no_toolkit)
+
+
+def test_the_nvrtc_command_without_nvrtc_says_so_in_one_line(tmp_path: Path) -> None:
+    nvcc = _fake_nvcc(tmp_path)
+    env = dict(os.environ, PATH=f"{nvcc.parent}{os.pathsep}{os.environ['PATH']}")
+    env[_nvrtc.NVRTC_ENV] = str(tmp_path / "nope.so")
+    done = subprocess.run(
+        [sys.executable, "-m", "skbuild_cudaq", "nvrtc", "--find"],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode != 0 and done.stdout == ""
+    (line,) = done.stderr.strip().splitlines()
+    assert "nope.so' is not a file" in line and "skbuild-cudaq[nvrtc]" in line, line
+    assert "with no nvcc" not in line and "Traceback" not in done.stderr
+
+
 def test_options_carry_includes_definitions_and_standard() -> None:
     options = _nvrtc.nvrtc_options(90, include_dirs=["/i"], defines=["A=1"], std="c++20")
     assert options == [
@@ -159,6 +198,26 @@ def test_compiler_setting_becomes_a_cmake_define(tmp_path: Path) -> None:
     )
     assert "cmake.define.SKBUILD_CUDAQ_COMPILER" not in prepare_config_settings({}, tmp_path)
     (tmp_path / "pyproject.toml").write_text("[tool.cudaq]\n")
+    assert cmake_defines(tmp_path) == {}
+
+
+def test_the_compiler_environment_variable_reaches_cmake(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """$SKBUILD_CUDAQ_COMPILER beats [tool.cudaq] compiler and [tool.scikit-build.cmake.define]
+    in what the backend hands CMake; -C cmake.define beats it (issue 56)."""
+    (tmp_path / "k.cu").write_text("")
+    monkeypatch.setenv("SKBUILD_CUDAQ_COMPILER", "nvrtc")
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.scikit-build.cmake.define]\nSKBUILD_CUDAQ_COMPILER = "nvcc"\n'
+        '[tool.cudaq]\ncompiler = "nvcc"\n[tool.cudaq.dispatch-kernels]\n_core = ["k.cu"]\n'
+    )
+    assert prepare_config_settings({}, tmp_path)["cmake.define.SKBUILD_CUDAQ_COMPILER"] == "nvrtc"
+    user = {"cmake.define.SKBUILD_CUDAQ_COMPILER": "auto"}
+    assert prepare_config_settings(user, tmp_path)["cmake.define.SKBUILD_CUDAQ_COMPILER"] == "auto"
+    (tmp_path / "pyproject.toml").write_text("[tool.cudaq]\n")  # no kernels: still handed over
+    assert cmake_defines(tmp_path)["SKBUILD_CUDAQ_COMPILER"] == "nvrtc"
+    monkeypatch.setenv("SKBUILD_CUDAQ_COMPILER", "")
     assert cmake_defines(tmp_path) == {}
 
 

@@ -70,6 +70,26 @@ def test_the_page_shows_a_whole_project() -> None:
         assert f"{PROJECT}/{package}/__init__.py" in files
 
 
+def test_the_page_says_what_to_install_for_each_way_of_building() -> None:
+    """``python -m build`` needs the ``build`` package and ``setup.py`` needs setuptools (and
+    skbuild-cudaq) in the environment: the page installs each before it is used (issue 56)."""
+    commands = [
+        line.strip().removeprefix("$ ").split("#")[0].strip()
+        for line in PAGE.read_text(encoding="utf-8").splitlines()
+        if line.strip().startswith("$ ")
+    ]
+    installed: set[str] = set()
+    for command in commands:
+        if command.startswith("pip install "):
+            installed |= set(command.split()[2:])
+        if "python -m build" in command:
+            assert "build" in installed, commands
+        if "setup.py" in command:
+            assert {"setuptools", "skbuild-cudaq"} <= installed, commands
+    assert any("python -m build" in c for c in commands)
+    assert any("setup.py" in c for c in commands)
+
+
 @pytest.mark.integration
 @pytest.mark.toolchain
 def test_the_page_project_builds_and_its_wheel_checks(tmp_path: Path, nvcc: Path) -> None:

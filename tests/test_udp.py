@@ -419,9 +419,8 @@ def test_an_idle_feeder_waits_on_its_socket_and_wakes_for_a_datagram() -> None:
         for i in range(5):
             time.sleep(0.02)  # idle: the feeder waits in poll()
             assert client.call("echo", bytes([i])) == (0, bytes([i]))
-        t0 = time.monotonic()
-        bridge.stop()
-        assert time.monotonic() - t0 < 0.5
+        bridge.stop()  # observed in poll() (else an error after stop()'s 10 s)
+        assert not bridge.running
 
 
 def _ipv6_loopback() -> bool:

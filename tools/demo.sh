@@ -79,6 +79,8 @@ else
   server_args=(--path=host)
 fi
 out=$work/server.out
+# made here: the background job's own redirection may open it after the first grep below
+: >"$out"
 "$venv/bin/cudaq-realtime-test-server" "${server_args[@]}" --timeout 120 >"$out" 2>&1 &
 server=$!
 trap 'kill "$server" 2>/dev/null || true' EXIT

@@ -121,6 +121,7 @@ class _Module:
         self.rel = _rel(path)
         self.tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         self.parents: dict[ast.AST, ast.AST] = {}
+        self._assigned: dict[ast.AST, dict[str, list[ast.expr]]] = {}
         for parent in ast.walk(self.tree):
             for child in ast.iter_child_nodes(parent):
                 self.parents[child] = parent
@@ -143,23 +144,30 @@ class _Module:
 
     def assignments(self, scope: ast.AST, name: str) -> list[ast.expr]:
         """Values assigned to ``name`` directly in ``scope`` (not in nested functions)."""
-        found: list[ast.expr] = []
+        table = self._assigned.get(scope)
+        if table is None:  # one walk per scope, not one per name looked up (was most of the time)
+            table = self._assigned[scope] = self._assignment_table(scope)
+        return list(table.get(name, ()))
+
+    def _assignment_table(self, scope: ast.AST) -> dict[str, list[ast.expr]]:
+        table: dict[str, list[ast.expr]] = {}
         for node in ast.walk(scope):
             if node is not scope and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             if self.scope_of(node) is not scope and node is not scope:
                 continue
-            if (
-                isinstance(node, ast.Assign)
-                and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
-            ) or (
+            names: set[str] = set()
+            if isinstance(node, ast.Assign):
+                names = {t.id for t in node.targets if isinstance(t, ast.Name)}
+            elif (
                 isinstance(node, ast.AnnAssign)
                 and isinstance(node.target, ast.Name)
-                and node.target.id == name
                 and node.value is not None
             ):
-                found.append(node.value)
-        return found
+                names = {node.target.id}
+            for assigned in names:
+                table.setdefault(assigned, []).append(node.value)  # type: ignore[arg-type]
+        return table
 
     def templates(self, node: ast.expr, scope: ast.AST, depth: int = 0) -> list[str]:
         """Every form the string expression ``node`` can take, values as placeholders."""
@@ -305,10 +313,12 @@ def python_messages(package: Path = PACKAGE) -> Iterator[tuple[str, str, str]]:
             return last, carriers[last]
         return None
 
+    calls = [(mod, [n for n in ast.walk(mod.tree) if isinstance(n, ast.Call)]) for mod in modules]
+
     def sites() -> Iterator[tuple[_Module, ast.Call, str, ast.expr]]:
         """Every call of a carrier (as known now) with its message argument."""
-        for mod in modules:
-            for call in (n for n in ast.walk(mod.tree) if isinstance(n, ast.Call)):
+        for mod, mod_calls in calls:  # the calls, found once: sites() runs once a round
+            for call in mod_calls:
                 found = carrier_of(call)
                 arg = None if found is None else _message_arg(call, *found[1])
                 if found is not None and arg is not None:

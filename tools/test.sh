@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the test suite (what CI runs): sets up .venv if needed, installs the
 # project with its runtime and test extras, then runs pytest on every core
-# (pytest-xdist; a test file stays on one worker, its fixtures built once).
+# (pytest-xdist; a test file stays on one worker, its fixtures built once; the
+# files with integration tests first).
 # Arguments go to pytest: `bash tools/test.sh tests/test_udp.py -n 0` runs one
 # file in this process.
 set -euo pipefail
@@ -12,4 +13,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".[runtime,test,lint]"
-exec .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-auto}" --dist loadfile "$@"
+# --no-loadscope-reorder: files go to workers in collection order, which tests/conftest.py makes
+# heaviest tier first (xdist's default order, fewest tests first, left the longest file last).
+exec .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-auto}" --dist loadfile \
+  --no-loadscope-reorder "$@"

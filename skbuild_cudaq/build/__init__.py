@@ -194,12 +194,17 @@ def cmake_defines(
     settings = (
         load_settings(path) if pyproject is None else settings_from_pyproject(pyproject, path)
     )
+    from skbuild_cudaq.build._requires import compiler_from_env
+
     kernels = settings.dispatch_kernels
     # "auto" too: SKBUILD_CUDAQ_COMPILER is a cache variable, so a build directory that
     # stays (editable rebuilds, -C build-dir) would keep an earlier "nvrtc" or "nvcc".
-    compiler = {"SKBUILD_CUDAQ_PYTHON": sys.executable, "SKBUILD_CUDAQ_COMPILER": settings.compiler}
+    # $SKBUILD_CUDAQ_COMPILER beats [tool.cudaq] compiler (prepare_config_settings: and
+    # [tool.scikit-build.cmake.define], not -C cmake.define).
+    chosen = compiler_from_env() or settings.compiler
+    compiler = {"SKBUILD_CUDAQ_PYTHON": sys.executable, "SKBUILD_CUDAQ_COMPILER": chosen}
     if not kernels:  # nothing of ours may read them: pass them only when asked for
-        return {} if settings.compiler == "auto" else compiler
+        return {} if chosen == "auto" else compiler
     defines = {
         "CMAKE_PROJECT_INCLUDE": str(cmake_dir() / _AUTO_INCLUDE),
         "SKBUILD_CUDAQ_KERNEL_COUNT": str(len(kernels)),
@@ -242,10 +247,15 @@ def prepare_config_settings(
         return rest
     if defines and _DEFINE + "skbuild_cudaq_DIR" not in rest:
         defines["skbuild_cudaq_DIR"] = str(cmake_dir())
+    from skbuild_cudaq.build._requires import COMPILER_ENV, compiler_from_env
+
+    from_env = {COMPILER_ENV} if compiler_from_env() else set()
     for name, value in defines.items():
-        if name in _USER_WINS and (_DEFINE + name in rest or name in user_defines):
+        in_table = name in user_defines and name not in from_env
+        if name in _USER_WINS and (_DEFINE + name in rest or in_table):
             # -C cmake.define.SKBUILD_CUDAQ_COMPILER=... (or the same name in
-            # [tool.scikit-build.cmake.define]) beats [tool.cudaq] compiler
+            # [tool.scikit-build.cmake.define], unless $SKBUILD_CUDAQ_COMPILER is set)
+            # beats [tool.cudaq] compiler
             continue
         rest[_DEFINE + name] = value
         _log.progress(f"cmake.define.{name}={value}")

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from skbuild_cudaq import _log
-from skbuild_cudaq._cuda_majors import cuda_major, cuda_majors
+from skbuild_cudaq._cuda_majors import cuda_major, cuda_majors, default_major
 from skbuild_cudaq.build._container import make_ltoir_container
 from skbuild_cudaq.errors import CompileError, ToolchainError
 from skbuild_cudaq.fatbin import ltoir_code_version
@@ -45,6 +45,7 @@ __all__ = [
     "find_nvrtc",
     "include_dependencies",
     "installed_nvrtc",
+    "nvrtc_missing_message",
     "nvrtc_options",
     "wheel_include_dirs",
 ]
@@ -60,6 +61,31 @@ NVRTC_MISSING_MESSAGE = (
 )
 
 _NVRTC_SUCCESS = 0
+
+
+def nvrtc_missing_message(env: Mapping[str, str] | None = None) -> str:
+    """What to install when no NVRTC is found: :data:`NVRTC_MISSING_MESSAGE` where no nvcc is
+    found either; where one is, NVRTC was asked for (the ``nvrtc`` command, ``compiler =
+    "nvrtc"``): the ``[nvrtc]`` extra, or nvcc."""
+    from skbuild_cudaq.build._toolchain import find_nvcc
+
+    try:
+        nvcc = find_nvcc(dict(os.environ if env is None else env))
+    except ToolchainError:
+        return NVRTC_MISSING_MESSAGE
+    return (
+        f'NVRTC not found: NVRTC was asked for (the nvrtc command, compiler = "nvrtc" or '
+        f"SKBUILD_CUDAQ_COMPILER=nvrtc) and it comes from pip, not with nvcc ({nvcc}): install "
+        'the [nvrtc] extra (pip install "skbuild-cudaq[nvrtc]": NVRTC '
+        f"{default_major()} and its headers)"
+        + "".join(
+            f" or {m.nvrtc_wheel} for CUDA {m.major}"
+            for m in cuda_majors()
+            if m.major != default_major()
+        )
+        + ", in a build's build-system.requires; or compile "
+        'with nvcc (compiler = "nvcc" or "auto")'
+    )
 
 
 @dataclass(frozen=True)
@@ -86,7 +112,7 @@ def _load(library: Path) -> ctypes.CDLL:
                 ctypes.CDLL(str(builtins), mode=ctypes.RTLD_GLOBAL)
         return ctypes.CDLL(str(library))
     except OSError as exc:
-        msg = f"cannot load NVRTC library {library}: {exc}. {NVRTC_MISSING_MESSAGE}"
+        msg = f"cannot load NVRTC library {library}: {exc}. {nvrtc_missing_message()}"
         raise ToolchainError(msg) from None
 
 
@@ -134,7 +160,7 @@ def find_nvrtc(major: int | None = None, env: Mapping[str, str] | None = None) -
     override = env.get(NVRTC_ENV)
     candidates = [Path(override)] if override else installed_nvrtc()
     if override and not Path(override).is_file():
-        msg = f"{NVRTC_ENV}={override!r} is not a file. {NVRTC_MISSING_MESSAGE}"
+        msg = f"{NVRTC_ENV}={override!r} is not a file. {nvrtc_missing_message(env)}"
         raise ToolchainError(msg)
     seen: list[str] = []
     for library in candidates:
@@ -151,7 +177,7 @@ def find_nvrtc(major: int | None = None, env: Mapping[str, str] | None = None) -
             "(or pip install it)"
         )
         raise ToolchainError(msg)
-    raise ToolchainError(NVRTC_MISSING_MESSAGE)
+    raise ToolchainError(nvrtc_missing_message(env))
 
 
 def nvrtc_options(

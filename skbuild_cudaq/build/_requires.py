@@ -30,19 +30,29 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from skbuild_cudaq import _cuda_majors
-from skbuild_cudaq.errors import ToolchainError
+from skbuild_cudaq.errors import ConfigSettingsError, ToolchainError
 
 __all__ = [
+    "COMPILER_ENV",
     "NVRTC_REQUIREMENTS",
     "NVVM_PINS",
     "PYTHON_DEVICE_REQUIREMENTS",
     "DeviceCompilerRequires",
+    "compiler_from_env",
     "cuda_major",
     "declares_device_code",
     "device_compiler_requires",
     "dispatch_kernel_sources",
     "python_device_requires",
 ]
+
+#: The environment variable that chooses the device compiler (``auto``, ``nvcc`` or ``nvrtc``)
+#: over ``[tool.cudaq] compiler`` and ``[tool.scikit-build.cmake.define]``; only
+#: ``-C cmake.define.SKBUILD_CUDAQ_COMPILER`` beats it. ``SKBUILD_CUDAQ_COMPILER=nvrtc`` makes a
+#: machine with a CUDA toolkit build as a CI runner without one does. The CMake package takes it
+#: as the default of its cache variable of the same name.
+COMPILER_ENV = "SKBUILD_CUDAQ_COMPILER"
+_COMPILERS = ("auto", "nvcc", "nvrtc")
 
 #: The wheels that make NVRTC a device compiler, per CUDA major (``cuda-majors.txt``).
 NVRTC_REQUIREMENTS: Mapping[int, tuple[str, ...]] = {
@@ -185,6 +195,21 @@ def python_device_requires(
     )
 
 
+def compiler_from_env(env: Mapping[str, str] | None = None) -> str | None:
+    """``$SKBUILD_CUDAQ_COMPILER`` in lower case, None where unset or empty;
+    :class:`~skbuild_cudaq.errors.ConfigSettingsError` where it names no device compiler."""
+    value = (os.environ if env is None else env).get(COMPILER_ENV, "").strip()
+    if not value:
+        return None
+    if value.lower() not in _COMPILERS:
+        msg = (
+            f"{COMPILER_ENV}={value!r} (environment variable) is not a device compiler: "
+            "expected auto, nvcc or nvrtc (or unset it: [tool.cudaq] compiler decides)"
+        )
+        raise ConfigSettingsError(msg)
+    return value.lower()
+
+
 def device_compiler_requires(
     pyproject: Mapping[str, Any],
     compiler: str,
@@ -195,12 +220,15 @@ def device_compiler_requires(
     """The NVRTC wheels to add to the build's requirements (none when nvcc will compile,
     or when the project in ``project_dir`` compiles no device code).
 
-    ``compiler`` is ``[tool.cudaq] compiler``; ``-C cmake.define.SKBUILD_CUDAQ_COMPILER``
-    overrides it, as it does for CMake.
+    ``compiler`` is ``[tool.cudaq] compiler``; ``-C cmake.define.SKBUILD_CUDAQ_COMPILER``,
+    then ``$SKBUILD_CUDAQ_COMPILER`` (:data:`COMPILER_ENV`), then
+    ``[tool.scikit-build.cmake.define]`` override it, as they do for CMake.
     """
     from skbuild_cudaq.build._toolchain import find_nvcc
 
-    choice = (_define("SKBUILD_CUDAQ_COMPILER", config_settings, pyproject) or compiler).lower()
+    given = _one(config_settings.get(_DEFINE + COMPILER_ENV))
+    from_env = None if given else compiler_from_env(env)
+    choice = (from_env or given or _define(COMPILER_ENV, {}, pyproject) or compiler).lower()
     if choice == "nvcc":
         return DeviceCompilerRequires((), "the device compiler is nvcc (compiler = nvcc)")
     if choice == "auto":
@@ -224,6 +252,8 @@ def device_compiler_requires(
     asked = int(wanted) if wanted and wanted.isdigit() else cuda_major(pyproject)
     major = asked if asked is not None and asked in NVRTC_REQUIREMENTS else DEFAULT_MAJOR
     why = "no nvcc found" if choice == "auto" else "the device compiler is NVRTC"
+    if from_env:
+        why += f" ({COMPILER_ENV}={from_env} in the environment)"
     return DeviceCompilerRequires(
         NVRTC_REQUIREMENTS[major],
         f"{why}: the build environment gets NVRTC of CUDA {major} "

@@ -50,7 +50,9 @@ MIN_LINK_MEMORY_MIB = 256
 
 
 def architecture(text: str) -> str:
-    """``--arch``: ``sm_XY`` (``90`` and ``sm_90a`` too), as the run time names it."""
+    """``--arch``: ``sm_XY``, in the grammar of ``[tool.cudaq]`` architectures (``90`` and
+    ``lto_90`` too, no ``sm_90a`` variant), as the run time names it."""
+    from skbuild_cudaq._architectures import VARIANT_FORM
     from skbuild_cudaq.realtime.errors import LinkError
     from skbuild_cudaq.realtime.link.linker import parse_arch
 
@@ -58,6 +60,12 @@ def architecture(text: str) -> str:
         return parse_arch(text)[0]
     except LinkError:
         msg = f"expected an architecture sm_XY (e.g. sm_80, sm_90, sm_100), got {text!r}"
+        if variant := VARIANT_FORM.fullmatch(text.strip()):
+            msg += (
+                f": a variant, which skbuild-cudaq does not link for ([tool.cudaq] "
+                f"architectures refuse it too); link for sm_{int(variant.group(1))}: that "
+                "cubin runs on the same GPU"
+            )
         raise argparse.ArgumentTypeError(msg) from None
 
 

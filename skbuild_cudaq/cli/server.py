@@ -125,15 +125,32 @@ def _build_parser() -> _Parser:
         prog="cudaq-realtime-test-server",
         description="Serve a CUDA-Q realtime dispatcher (device or host path) for tests.",
     )
-    p.add_argument("--path", choices=["device", "host"], default="device")
-    p.add_argument("--dispatch", choices=["unified"], default="unified")
+    p.add_argument("--version", action="store_true", help="print the version and exit")
+    p.add_argument(
+        "--path",
+        choices=["device", "host"],
+        default="device",
+        help="serve on the GPU (device, the default) or with a CPU thread (host: no GPU needed)",
+    )
+    p.add_argument(
+        "--dispatch",
+        choices=["unified"],
+        default="unified",
+        help="the dispatch shape: unified (one function table; the only one)",
+    )
     p.add_argument(
         "--dispatcher",
         default="builtin",
         metavar="NAME|builtin",
         help="custom dispatch kernel of --module, or the built-in unified kernel",
     )
-    p.add_argument("--transport", choices=["udp", "host-ring"], default="udp")
+    p.add_argument(
+        "--transport",
+        choices=["udp", "host-ring"],
+        default="udp",
+        help="how clients reach the ring: UDP datagrams (default), or host-ring (host path "
+        "only): the ring in POSIX shared memory, attached with connect_host_ring()",
+    )
     p.add_argument("--device", type=_ordinal, default=None, help="GPU to serve (default 0)")
     p.add_argument(
         "--devices",
@@ -142,11 +159,25 @@ def _build_parser() -> _Parser:
         metavar="all|N,M",
         help="serve several GPUs: one dispatcher and one UDP port per GPU",
     )
-    p.add_argument("--num-slots", type=positive, default=8)
-    p.add_argument("--slot-size", type=positive, default=256)
+    p.add_argument(
+        "--num-slots", type=positive, default=8, metavar="N", help="ring slots (default 8)"
+    )
+    p.add_argument(
+        "--slot-size",
+        type=positive,
+        default=256,
+        metavar="B",
+        help="bytes per slot: a 24-byte header and the payload (default 256)",
+    )
     p.add_argument("--host", default="127.0.0.1", help="UDP address to bind (default loopback)")
     p.add_argument("--port", type=_port, default=0, help="UDP port (default: any free port)")
-    p.add_argument("--timeout", type=_seconds, default=None, help="stop after S seconds")
+    p.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=None,
+        metavar="S",
+        help="stop after S seconds (default: serve until SIGTERM or SIGINT)",
+    )
     p.add_argument(
         "--idle-sleep",
         type=_seconds,
@@ -176,10 +207,32 @@ def _build_parser() -> _Parser:
         help="builds a graph handler: CALLABLE(name, module, device) -> an object with "
         ".graph, .mailbox and .close()",
     )
-    p.add_argument("--grid", type=dims, default=(1, 1, 1), metavar="X[,Y,Z]")
-    p.add_argument("--block", type=dims, default=(1, 1, 1), metavar="X[,Y,Z]")
-    p.add_argument("--cluster", type=dims, default=None, metavar="X[,Y,Z]")
-    p.add_argument("--cooperative", action="store_true")
+    p.add_argument(
+        "--grid",
+        type=dims,
+        default=(1, 1, 1),
+        metavar="X[,Y,Z]",
+        help="grid of a custom --dispatcher's launch (default 1)",
+    )
+    p.add_argument(
+        "--block",
+        type=dims,
+        default=(1, 1, 1),
+        metavar="X[,Y,Z]",
+        help="block of a custom --dispatcher's launch (default 1)",
+    )
+    p.add_argument(
+        "--cluster",
+        type=dims,
+        default=None,
+        metavar="X[,Y,Z]",
+        help="thread-block cluster of a custom --dispatcher's launch (sm_90 and newer)",
+    )
+    p.add_argument(
+        "--cooperative",
+        action="store_true",
+        help="launch a custom --dispatcher as a cooperative grid (grid-wide sync)",
+    )
     return p
 
 
@@ -631,6 +684,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     _log.show_library_log()
     try:
         args = parser.parse_args(argv)
+        if args.version:
+            from skbuild_cudaq import __version__
+
+            _log.result(f"cudaq-realtime-test-server (skbuild-cudaq) {__version__}")
+            return 0
         return _run(args)
     except _UsageError as exc:
         _log.error(f"cudaq-realtime-test-server: {exc}")

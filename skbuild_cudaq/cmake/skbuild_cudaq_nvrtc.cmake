@@ -12,7 +12,10 @@ CUDA 12) when there is no CUDA toolkit.
   ``auto`` (default): nvcc where one is found, else NVRTC (and the
   configure log says which). ``nvcc`` or ``nvrtc``: that one, or an error
   saying what to install. Set by the ``skbuild_cudaq.build`` backend from
-  ``[tool.cudaq] compiler``.
+  ``[tool.cudaq] compiler`` or the ``SKBUILD_CUDAQ_COMPILER`` environment
+  variable; a plain CMake configure takes that environment variable as the
+  cache variable's first value (``SKBUILD_CUDAQ_COMPILER=nvrtc`` builds as a
+  machine without a CUDA toolkit does).
 ``SKBUILD_CUDAQ_NVRTC_MAJOR``
   Optional: the CUDA major of the NVRTC to use (12 or 13) when both are installed.
 ``SKBUILD_CUDAQ_DEVICE_COMPILER``
@@ -26,7 +29,11 @@ CUDA 12) when there is no CUDA toolkit.
 
 include_guard(GLOBAL)
 
-set(SKBUILD_CUDAQ_COMPILER "auto" CACHE STRING
+set(_cudaq_compiler_default "auto")
+if(NOT "$ENV{SKBUILD_CUDAQ_COMPILER}" STREQUAL "")
+  set(_cudaq_compiler_default "$ENV{SKBUILD_CUDAQ_COMPILER}")  # checked where it is resolved
+endif()
+set(SKBUILD_CUDAQ_COMPILER "${_cudaq_compiler_default}" CACHE STRING
     "Device compiler for dispatch kernels and side-compiled handlers: auto, nvcc or nvrtc")
 set_property(CACHE SKBUILD_CUDAQ_COMPILER PROPERTY STRINGS auto nvcc nvrtc)
 

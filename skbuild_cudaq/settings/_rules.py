@@ -20,6 +20,7 @@ from skbuild_cudaq._architectures import (
     MAX_ARCHITECTURE,
     MIN_ARCHITECTURE,
     PREFIXES,
+    VARIANT_FORM,
 )
 from skbuild_cudaq.settings._fields import Context, Invalid, Rule
 from skbuild_cudaq.settings._toml_text import show_value
@@ -208,7 +209,7 @@ def _check_source_file(path: str, normal: str, ctx: Context) -> str:
 
 _PREFIX = f"(?:(?:{'|'.join(PREFIXES)})_)?"
 _ARCH_FORM = ARCHITECTURE_FORM
-_ARCH_VARIANT = re.compile(_PREFIX + "([0-9]+)[a-z]")
+_ARCH_VARIANT = VARIANT_FORM
 _ARCH_CMAKE = re.compile(r"([0-9]+)-(?:real|virtual)")
 _ARCH_CC = re.compile(r"([1-9]|1[0-9])\.([0-9])")
 _ARCH_EXPECTED = f'an architecture >= {MIN_ARCHITECTURE} such as "80", "90" or 100'

@@ -20,6 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import cast
 
+from skbuild_cudaq._architectures import VARIANT_FORM, architecture_number
 from skbuild_cudaq.realtime._arguments import typed_arguments
 from skbuild_cudaq.realtime._logging import get_logger, timed
 from skbuild_cudaq.realtime.errors import LinkError
@@ -47,7 +48,6 @@ __all__ = [
 ]
 
 _logger = get_logger(__name__)
-_ARCH = re.compile(r"^(?:sm_|compute_)?(\d{2,3})([af]?)$")
 _KIND_LTO_IR, _KIND_CUBIN, _KIND_PTX = 8, 2, 1
 _MAX_TIMEOUT = 1e6  # seconds; larger (or infinite) timeouts overflow the OS's wait
 #: Address space an isolated link may use by default (``LinkOptions.memory_limit``).
@@ -56,13 +56,25 @@ _MIN_MEMORY = 256 << 20  # Python and libnvJitLink alone need ~160 MB
 
 
 def parse_arch(arch: str | int) -> tuple[str, int]:
-    """``"sm_90"``, ``"90"`` or ``90`` -> (``"sm_90"``, 90); ``"sm_90a"`` keeps its suffix."""
-    m = _ARCH.match(str(arch).strip())
-    if not m:
-        msg = f"invalid architecture {arch!r}: expected sm_XY (e.g. sm_80, sm_90, sm_100)"
+    """``"sm_90"``, ``"90"`` or ``90`` -> (``"sm_90"``, 90): the architecture grammar of
+    ``[tool.cudaq]`` (:mod:`skbuild_cudaq._architectures`, so ``lto_90`` and ``compute_90``
+    too); a variant (``sm_90a``) is refused, as it is there."""
+    text = str(arch).strip()
+    number = None if isinstance(arch, bool) else architecture_number(text)
+    if number is None:
+        variant = VARIANT_FORM.fullmatch(text)
+        if variant is not None and not isinstance(arch, bool):
+            plain = int(variant.group(1))
+            msg = (
+                f"invalid architecture {arch!r}: an architecture-specific variant, which "
+                f"skbuild-cudaq does not link for (its LTO-IR is built for plain numbers, as "
+                f"[tool.cudaq] architectures are); link for sm_{plain}: that cubin runs on "
+                "the same GPU"
+            )
+        else:
+            msg = f"invalid architecture {arch!r}: expected sm_XY (e.g. sm_80, sm_90, sm_100)"
         raise LinkError(msg)
-    number = int(m.group(1))
-    return f"sm_{number}{m.group(2)}", number
+    return f"sm_{number}", number
 
 
 def _is_number(value: object) -> bool:

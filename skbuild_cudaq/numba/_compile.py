@@ -280,6 +280,11 @@ def _code_digest(value: Any, seen: set[int], depth: int = 0) -> bytes:
     return b"\0".join(parts)
 
 
+#: What compile_handler asks of numba-cuda beyond the code (its options): a change makes
+#: earlier cached LTO-IR stale.
+_RECIPE = "forceinline"
+
+
 def cache_key(h: PyHandler | PyKernel, arch: int) -> str:
     """The key of ``h``'s LTO-IR for ``sm_<arch>``: its code (:func:`_code_digest`), name,
     shape, element types, the architecture and the compiler's version."""
@@ -287,7 +292,7 @@ def cache_key(h: PyHandler | PyKernel, arch: int) -> str:
 
     digest = hashlib.sha256(_code_digest(h.function, set()))
     shape = (h.shape, h.args, h.result) if isinstance(h, PyHandler) else "kernel"
-    digest.update(repr((h.name, shape, arch, numba_compiler())).encode())
+    digest.update(repr((h.name, shape, arch, numba_compiler(), _RECIPE)).encode())
     return digest.hexdigest()
 
 
@@ -325,7 +330,11 @@ def compile_handler(
 
             return compile_kernel(h, arch, _target(cc))
         with _target(cc):
-            body = cuda.jit(device=True)(h.function)
+            # forceinline: LTO inlines the handler into each dispatch kernel that calls it
+            # directly (the handler switch), as it does a C++ handler, so the kernel's
+            # register budget holds for it too (__launch_bounds__(1024) leaves 64 registers a
+            # thread, and ptxas refuses a call from there to a function compiled with more)
+            body = cuda.jit(device=True, forceinline=True)(h.function)
             ltoir, _ = cuda.compile(
                 _wrapper(h, body),
                 _signature(),
@@ -334,6 +343,7 @@ def compile_handler(
                 abi_info={"abi_name": h.name},
                 output="ltoir",
                 cc=cc,
+                forceinline=True,
             )
     except Exception as exc:  # numba's and NVVM's errors have no common base: one line each
         import traceback

@@ -21,7 +21,7 @@ include("${PROJECT_SOURCE_DIR}/skbuild_cudaq/cmake/skbuild_cudaqConfig.cmake")
 
 set(SKBUILD_CUDAQ_RUNTIME_MAJORS "" CACHE STRING
     "CUDA majors to build the device run time for with NVRTC (empty: every NVRTC found)")
-set(_cudaq_runtime_sources unified_dispatch_kernel host_ring_bridge)
+set(_cudaq_runtime_sources unified_dispatch_kernel hook_defaults host_ring_bridge)
 # Linked only into the module of a dispatcher that serves graph handlers (it calls
 # the device runtime: cudaGraphLaunch), so it goes to _device/cu<major>/graph/,
 # out of the set every lookup links.

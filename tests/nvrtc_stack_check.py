@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     nvrtc = find_nvrtc()
     runtime_dir = args.out / "runtime"
     app_dir = args.out / "app"
-    for name in ("unified_dispatch_kernel.cu", "host_ring_bridge.cu"):
+    for name in ("unified_dispatch_kernel.cu", "hook_defaults.cu", "host_ring_bridge.cu"):
         source = ROOT / "skbuild_cudaq" / "device" / name
         compile_file(
             source,

@@ -98,7 +98,7 @@ def test_example_kernels_link_with_the_run_time(nvcc: Path, tmp_path: Path, arch
     pytest.importorskip("cuda.bindings.nvjitlink")
     inputs = [
         (name, lto_fatbin(nvcc, RUNTIME / f"{name}.cu", "80", tmp_path / f"{name}.fatbin"))
-        for name in ("unified_dispatch_kernel", "host_ring_bridge")
+        for name in ("unified_dispatch_kernel", "hook_defaults", "host_ring_bridge")
     ]
     inputs.append(
         ("block_handlers", lto_fatbin(nvcc, SRC / "block_handlers.cu", "80", tmp_path / "bh.fb"))
@@ -134,6 +134,7 @@ def test_dispatch_kernels_keep_their_registers(nvcc: Path, tmp_path: Path) -> No
     write_switch(switch, "_core", [SRC / "handlers.cu", SRC / "block_handlers.cu"])
     sources = [
         (RUNTIME / "unified_dispatch_kernel.cu", "80"),
+        (RUNTIME / "hook_defaults.cu", "80"),
         (RUNTIME / "host_ring_bridge.cu", "80"),
         (SRC / "handlers.cu", "80"),
         (SRC / "block_handlers.cu", "80"),
@@ -186,6 +187,7 @@ def test_example_kernels_and_handlers_link_with_a_bridge_without_lanes(
     gpu_kernels = Path(__file__).resolve().parent / "gpu_kernels"
     inputs = [
         ("unified", lto_fatbin(nvcc, RUNTIME / "unified_dispatch_kernel.cu", "80", tmp_path / "u")),
+        ("defaults", lto_fatbin(nvcc, RUNTIME / "hook_defaults.cu", "80", tmp_path / "d")),
         ("mailbox", lto_fatbin(nvcc, gpu_kernels / "mailbox_bridge.cu", "80", tmp_path / "m")),
         ("handlers", lto_fatbin(nvcc, SRC / "handlers.cu", "80", tmp_path / "h")),
     ]
@@ -234,10 +236,16 @@ def test_a_bridges_lane_hooks_replace_the_run_times_defaults(
         src.write_text(text)
         fatbins[name] = lto_fatbin(nvcc, src, "80", tmp_path / f"{name}.fatbin")
     runtime = lto_fatbin(nvcc, RUNTIME / "unified_dispatch_kernel.cu", "80", tmp_path / "u")
+    defaults = lto_fatbin(nvcc, RUNTIME / "hook_defaults.cu", "80", tmp_path / "d")
     default_marker = (0x5EEDCAFE1111).to_bytes(8, "little")[:4]
     lane_marker = (0x5EEDCAFE2222).to_bytes(8, "little")[:4]
     # Without lane hooks of the bridge's own, the default calls cudaq_dev_enter_kernel.
-    base = [("probe", fatbins["probe"]), ("bridge", fatbins["bridge"]), ("runtime", runtime)]
+    base = [
+        ("probe", fatbins["probe"]),
+        ("bridge", fatbins["bridge"]),
+        ("runtime", runtime),
+        ("defaults", defaults),
+    ]
     cubin = link(base, "90")
     assert default_marker in cubin and lane_marker not in cubin
     # With them (whatever the input order), the bridge's definitions win.

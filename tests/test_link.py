@@ -88,6 +88,7 @@ def test_each_container_is_a_separate_input(bins: DeviceBinaries) -> None:
     assert len({i.name for i in code.inputs}) == 3
     runtime = runtime_device_code()
     assert {i.name.split(":")[0] for i in runtime.inputs} == {
+        "hook_defaults.fatbin",
         "host_ring_bridge.fatbin",
         "unified_dispatch_kernel.fatbin",
     }

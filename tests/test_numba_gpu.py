@@ -87,8 +87,7 @@ def test_example_apps_python_handlers_answer_10000_checked_requests_each(
             serve(client, name, make, answer)
         # a result that does not fit (two bytes per syndrome, 232 of room): the handler's
         # own status, status(1)
-        resp = client.call("py_steane_decode", bytes(200), timeout=DEADLINE)
-        assert resp.status == 1 and resp.result == b""
+        assert client.call("py_steane_decode", bytes(200), timeout=DEADLINE) == (1, b"")
         assert d.stop() == ROUND_TRIPS * len(TWINS) + 1
 
 
@@ -148,9 +147,8 @@ def test_the_python_dispatch_kernel_serves_cpp_handlers_too(core: Any) -> None:
         serve(client, "echo", random_bytes, lambda p: p)
         from skbuild_cudaq.realtime.wire import STATUS_UNKNOWN_FUNCTION
 
-        assert client.call("not_in_the_table", b"x", timeout=DEADLINE).status == (
-            STATUS_UNKNOWN_FUNCTION
-        )
+        status, _ = client.call("not_in_the_table", b"x", timeout=DEADLINE)
+        assert status == STATUS_UNKNOWN_FUNCTION
         assert d.stop() == 3 * ROUND_TRIPS + 1
 
 
@@ -166,7 +164,7 @@ def test_the_test_server_serves_the_python_dispatcher_over_udp() -> None:
     server = start_server(
         "--path=device",
         "--module=example_app._core",
-        "--handlers=py_rpc_increment,py_rpc_increment_thread,py_steane_decode",
+        "--handlers=py_rpc_increment,py_rpc_increment_thread,py_steane_decode,echo",
         "--dispatcher=py_single_thread_dispatcher",
         "--grid=1",
         "--block=1",

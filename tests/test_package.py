@@ -68,7 +68,9 @@ def test_device_header_ships() -> None:
 
 def test_device_runtime_fatbins_ship() -> None:
     names = sorted(p.name for p in skbuild_cudaq.device_runtime_dir().glob("*.fatbin"))
-    assert names == ["host_ring_bridge.fatbin", "unified_dispatch_kernel.fatbin"]
+    assert names == [
+        "hook_defaults.fatbin", "host_ring_bridge.fatbin", "unified_dispatch_kernel.fatbin",
+    ]  # fmt: skip
 
 
 def test_device_runtime_ships_one_set_per_cuda_major() -> None:
@@ -83,6 +85,7 @@ def test_device_runtime_ships_one_set_per_cuda_major() -> None:
     assert set(sets) == {12, 13}, f"{root}: {sorted(p.name for p in root.iterdir())}"
     for major, directory in sets.items():
         assert sorted(p.name for p in directory.glob("*.fatbin")) == [
+            "hook_defaults.fatbin",
             "host_ring_bridge.fatbin",
             "unified_dispatch_kernel.fatbin",
         ]

@@ -152,7 +152,11 @@ def test_measurement_build_of_example_app_links_with_its_phase_log(
     user = [EXAMPLE / "single_thread_dispatcher.cu", EXAMPLE / "handlers.cu"]
     switch = tmp_path / "handler_switch.cu"
     write_switch(switch, "test", user)
-    sources = [runtime / "unified_dispatch_kernel.cu", runtime / "host_ring_bridge.cu"]
+    sources = [
+        runtime / "unified_dispatch_kernel.cu",
+        runtime / "hook_defaults.cu",
+        runtime / "host_ring_bridge.cu",
+    ]
     fatbins = _phases._compile(
         _args("--compiler", "nvcc"), [*sources, *user, switch], "90", tmp_path
     )

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["add_parser", "json_document", "launch_config", "payload_bytes"]
 
 #: The device run time's sources (shipped in the package), compiled into every measured module.
-_RUNTIME_SOURCES = ("unified_dispatch_kernel.cu", "host_ring_bridge.cu")
+_RUNTIME_SOURCES = ("unified_dispatch_kernel.cu", "hook_defaults.cu", "host_ring_bridge.cu")
 
 
 def payload_bytes(text: str) -> bytes:

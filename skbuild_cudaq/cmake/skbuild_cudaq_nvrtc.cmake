@@ -35,6 +35,7 @@ if(NOT "$ENV{SKBUILD_CUDAQ_COMPILER}" STREQUAL "")
 endif()
 set(SKBUILD_CUDAQ_COMPILER "${_cudaq_compiler_default}" CACHE STRING
     "Device compiler for dispatch kernels and side-compiled handlers: auto, nvcc or nvrtc")
+unset(_cudaq_compiler_default)  # nothing of ours stays in the caller's scope
 set_property(CACHE SKBUILD_CUDAQ_COMPILER PROPERTY STRINGS auto nvcc nvrtc)
 
 #[=[

@@ -24,6 +24,7 @@ __all__ = [
     "DEVICE_RUNTIME_ENV",
     "GRAPH_RUNTIME_DIR",
     "HOST_RING_HOOKS",
+    "UNIFIED_KERNELS",
     "find_device_runtime",
     "runtime_device_code",
     "runtime_dir",
@@ -103,6 +104,14 @@ def find_device_runtime(major: int | None = None) -> Path:
 HOST_RING_HOOKS = "host_ring_bridge.fatbin"
 
 
+#: The built-in unified kernels (plain, 1024-thread, shared-ring): every module but the graph
+#: module, whose kernel is the graph dispatch kernel. (Left out there, their 1024-thread build
+#: cannot refuse the link: with the device runtime as a LIBRARY input, nvJitLink 13.0's ptxas
+#: refused example_app's module -- the 64-register kernel's direct calls to its Python handlers,
+#: compiled with 69 to 110 registers -- which links without it.)
+UNIFIED_KERNELS = "unified_dispatch_kernel.fatbin"
+
+
 #: The subdirectory of a device run-time set holding the graph dispatch kernel, linked
 #: (with the device runtime) only for dispatchers that serve graph handlers.
 GRAPH_RUNTIME_DIR = "graph"
@@ -125,8 +134,8 @@ def runtime_device_code(
 
     ``bridge``: the device code (LTO-IR fatbins) of a bridge of your own; it
     replaces the host-ring hooks (``host_ring_bridge.fatbin``) and the built-in
-    kernel stays. None: the host-ring hooks. ``graph_launch``: also the graph
-    dispatch kernel (``graph/*.fatbin``) and the device runtime it calls
+    kernel stays. None: the host-ring hooks. ``graph_launch``: the graph dispatch kernel
+    (``graph/*.fatbin``) instead of the built-in unified kernels, and the device runtime it calls
     (``libcudadevrt.a`` of the set's CUDA major, found by
     :func:`find_device_runtime`), a ``LIBRARY`` input.
     """
@@ -168,7 +177,7 @@ def runtime_device_code(
                 "skbuild-cudaq was built without it; reinstall skbuild-cudaq"
             )
             raise DeviceCodeError(msg)
-        files += graph
+        files = [f for f in files if f.name != UNIFIED_KERNELS] + graph
         digits = root.name[2:]
         devrt = find_device_runtime(int(digits) if digits.isdigit() else None)
         libraries = (LinkLibrary(devrt.name, devrt, devrt.read_bytes()),)

@@ -27,7 +27,6 @@ import pytest
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
 
 
 @dataclass(frozen=True)
@@ -45,11 +44,19 @@ def _run(*cmd: str | Path, cwd: Path = REPO) -> subprocess.CompletedProcess[str]
     return proc
 
 
-def _tool(name: str) -> Path:
-    path = BIN / name
-    if not path.exists():
-        pytest.skip(f"{name} is not installed in this environment (the test extra has it)")
-    return path
+#: The release tools, in an environment of their own: twine pulls keyring and jaraco.*,
+#: which setuptools would then import instead of its vendored copies (the docs build runs
+#: with the docs extra only and would fail on them).
+RELEASE_TOOLS = ("twine>=5", "abi3audit>=0.0.10", "cibuildwheel>=2.20", "auditwheel>=6.0")
+
+
+@pytest.fixture(scope="module")
+def tools(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The ``bin`` directory of a fresh venv holding :data:`RELEASE_TOOLS`."""
+    venv = tmp_path_factory.mktemp("release-tools") / "venv"
+    _run(sys.executable, "-m", "venv", venv)
+    _run(venv / "bin" / "python", "-m", "pip", "install", "-q", *RELEASE_TOOLS)
+    return venv / "bin"
 
 
 #: What a checkout holds beside its sources (top level): environments and build outputs.
@@ -117,14 +124,14 @@ def test_the_sdist_builds_the_same_wheel_as_the_checkout(artifacts: Artifacts) -
     assert not any(n.endswith(".c") for n in files)  # the C sources are compiled in
 
 
-def test_twine_check_passes_on_the_sdist_and_the_wheel(artifacts: Artifacts) -> None:
-    twine = _tool("twine")
+def test_twine_check_passes_on_the_sdist_and_the_wheel(artifacts: Artifacts, tools: Path) -> None:
+    twine = tools / "twine"
     proc = _run(twine, "check", "--strict", artifacts.sdist, artifacts.wheel_from_sdist)
     assert proc.stdout.count("PASSED") == 2, proc.stdout
 
 
-def test_abi3audit_finds_only_the_limited_api(artifacts: Artifacts) -> None:
-    abi3audit = _tool("abi3audit")
+def test_abi3audit_finds_only_the_limited_api(artifacts: Artifacts, tools: Path) -> None:
+    abi3audit = tools / "abi3audit"
     proc = subprocess.run(
         [str(abi3audit), "--strict", "--report", str(artifacts.wheel_from_sdist)],
         capture_output=True,
@@ -142,9 +149,9 @@ def test_abi3audit_finds_only_the_limited_api(artifacts: Artifacts) -> None:
 
 
 def test_auditwheel_show_finds_a_manylinux_policy_and_no_external_library(
-    artifacts: Artifacts,
+    artifacts: Artifacts, tools: Path
 ) -> None:
-    auditwheel = _tool("auditwheel")
+    auditwheel = tools / "auditwheel"
     proc = _run(auditwheel, "show", artifacts.wheel_from_sdist)
     out = " ".join(proc.stdout.split())
     assert re.search(r'consistent with the following platform tag: "manylinux_2_\d+_\w+"', out), out
@@ -152,7 +159,7 @@ def test_auditwheel_show_finds_a_manylinux_policy_and_no_external_library(
     assert "external shared libraries" not in out, out  # nothing to graft
 
 
-def test_cibuildwheel_builds_one_abi3_wheel_per_linux_architecture() -> None:
-    cibuildwheel = _tool("cibuildwheel")
+def test_cibuildwheel_builds_one_abi3_wheel_per_linux_architecture(tools: Path) -> None:
+    cibuildwheel = tools / "cibuildwheel"
     proc = _run(cibuildwheel, "--platform", "linux", "--print-build-identifiers", REPO)
     assert proc.stdout.split() == ["cp310-manylinux_x86_64", "cp310-manylinux_aarch64"]

@@ -75,7 +75,7 @@ Memory order (docs/guides/host-path.md, "The ring's memory-ordering contract"): 
 producer writes the payload bytes, then release-stores the request flag; the consumer
 acquire-loads the flag, then reads the payload; the response the same way round. The
 Python paths touch a flag or the id source only through ``RingMemory``'s
-:class:`~._atomics.Words` (compiled C11 atomics: acquire ``load``, release ``store``,
+``_atomics.Words`` (compiled C11 atomics: acquire ``load``, release ``store``,
 ``fetch_add``), so they are correct on a weakly ordered CPU (aarch64) as on x86-TSO;
 ``tests/test_ring_order.py`` fails on a plain access. The device side pairs this with
 ``ld.acquire.sys`` / ``st.release.sys``.

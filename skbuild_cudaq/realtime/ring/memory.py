@@ -93,7 +93,7 @@ def _as_bytes_view(buffer: Any, layout: RingLayout) -> memoryview:
 
 def _atomic_words(mv: memoryview, offset: int, count: int, width: int) -> Words:
     """The ``count`` words of ``width`` bytes at ``offset`` of ``mv`` as a compiled
-    :class:`~._atomics.Words` (acquire loads, release stores): the only way the Python
+    ``_atomics.Words`` (acquire loads, release stores): the only way the Python
     paths touch a flag or the id source (see "Memory order" in the package docstring)."""
     try:
         from ._atomics import Words
@@ -113,7 +113,7 @@ class RingMemory:
     """Views over one ring allocation shared by producer and consumer.
 
     ``rx_flags``, ``tx_flags`` (``u32[num_slots]``) and ``ids`` (one ``u64``) are
-    :class:`~._atomics.Words`: acquire ``load``, release ``store``, ``fetch_add``; the
+    ``_atomics.Words``: acquire ``load``, release ``store``, ``fetch_add``; the
     slots' bytes are plain views (``mv``, :meth:`numpy`), ordered by those atomics.
     """
 
@@ -134,7 +134,7 @@ class RingMemory:
 
     def numpy(self) -> dict[str, Any]:
         """numpy views of the slots' bytes (created on first use); never of a flag (those
-        are :attr:`rx_flags`/:attr:`tx_flags`: atomics)."""
+        are ``rx_flags``/``tx_flags``: atomics)."""
         if self._np is None:
             import numpy as np
 

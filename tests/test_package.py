@@ -231,9 +231,14 @@ def test_the_wheel_is_abi3_and_carries_the_compiled_ring_client(dists: Dists) ->
     assert "skbuild_cudaq/realtime/_native.pyi" in names
     assert "skbuild_cudaq/include/cudaq/realtime/host_handler.h" in names
     assert "skbuild_cudaq/realtime/ring/_fastcall.pyi" in names
+    # the ring atomics of the Python paths (cmake/RingAtomics.cmake): required, like _native
+    assert "skbuild_cudaq/realtime/ring/_atomics.abi3.so" in names, sorted(names)
+    assert "skbuild_cudaq/realtime/ring/_atomics.pyi" in names
     # the C source travels in the sdist (a build from it compiles the module)
     with tarfile.open(dists.sdist) as tf:
         assert any(m.name.endswith("skbuild_cudaq/realtime/ring/_fastcall.c") for m in tf)
         assert any(m.name.endswith("cmake/FastClient.cmake") for m in tf)
         assert any(m.name.endswith("skbuild_cudaq/realtime/_native.c") for m in tf)
         assert any(m.name.endswith("cmake/NativeCore.cmake") for m in tf)
+        assert any(m.name.endswith("skbuild_cudaq/realtime/ring/_atomics.c") for m in tf)
+        assert any(m.name.endswith("cmake/RingAtomics.cmake") for m in tf)

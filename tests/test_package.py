@@ -234,7 +234,10 @@ def test_the_wheel_is_abi3_and_carries_the_compiled_ring_client(dists: Dists) ->
     assert "skbuild_cudaq/realtime/host/_native.pyi" in names
     assert "skbuild_cudaq/include/cudaq/realtime/host_handler.h" in names
     assert "skbuild_cudaq/realtime/ring/_fastcall.pyi" in names
-    # the C sources are compiled into the two modules, not shipped beside them
+    # the ring atomics of the Python paths (cmake/RingAtomics.cmake): required, like _native
+    assert "skbuild_cudaq/realtime/ring/_atomics.abi3.so" in names, sorted(names)
+    assert "skbuild_cudaq/realtime/ring/_atomics.pyi" in names
+    # the C sources are compiled into the three modules, not shipped beside them
     assert not [n for n in names if n.endswith((".c", "internal.h", "fastcall.h"))], names
     # the C sources travel in the sdist (a build from it compiles the modules)
     with tarfile.open(dists.sdist) as tf:
@@ -245,7 +248,9 @@ def test_the_wheel_is_abi3_and_carries_the_compiled_ring_client(dists: Dists) ->
         "host/native/internal.h",
         "host/native/loop.c",
         "host/native/udp_feeder.c",
+        "ring/_atomics.c",
     ):
         assert any(m.endswith(f"skbuild_cudaq/realtime/{source}") for m in members), source
     assert any(m.endswith("cmake/FastClient.cmake") for m in members)
     assert any(m.endswith("cmake/NativeCore.cmake") for m in members)
+    assert any(m.endswith("cmake/RingAtomics.cmake") for m in members)

@@ -71,15 +71,14 @@ another), restarts and resets:
 An explicit ``request_id=`` (for forging tests, or a bridge keeping a remote
 peer's id) bypasses the id source; the position and claim checks still apply.
 
-Memory order. The host side relies on x86-TSO: stores are not reordered with
-older stores, loads not with older loads. The producer therefore writes the
-payload bytes *before* the flag store, and the reader reads the flag *before*
-the payload, each through separate Python-level operations (separate C calls,
-which the C compiler cannot reorder either). Flags are aligned 4-byte stores
-and loads (single instructions). The device side pairs this with
-``ld.acquire.sys`` / ``st.release.sys``. On a weakly ordered host CPU (aarch64)
-this module would need explicit fences; it refuses nothing, but is only
-validated on x86-64.
+Memory order (docs/guides/host-path.md, "The ring's memory-ordering contract"): the
+producer writes the payload bytes, then release-stores the request flag; the consumer
+acquire-loads the flag, then reads the payload; the response the same way round. The
+Python paths touch a flag or the id source only through ``RingMemory``'s
+``_atomics.Words`` (compiled C11 atomics: acquire ``load``, release ``store``,
+``fetch_add``), so they are correct on a weakly ordered CPU (aarch64) as on x86-TSO;
+``tests/test_ring_order.py`` fails on a plain access. The device side pairs this with
+``ld.acquire.sys`` / ``st.release.sys``.
 
 ``RingClient(buffer, layout)`` -- producer over a writable, C-contiguous buffer
 of at least ``layout.total_bytes`` bytes (a ``bytearray``, ``memoryview``, numpy

@@ -17,7 +17,6 @@ from skbuild_cudaq.realtime.wire import HEADER_SIZE, REQUEST_MAGIC, RESPONSE_MAG
 __all__ = ["BatchResult"]
 
 _U32 = 0xFFFFFFFF
-_U64 = 0xFFFFFFFFFFFFFFFF
 
 
 @dataclass(frozen=True)
@@ -196,17 +195,18 @@ class _BatchPath:
         import numpy as np
 
         n = self._layout.num_slots
-        rx_flags, tx_flags = views["rx_flags"], views["tx_flags"]
+        mem = self._mem
         ks = self._next + np.arange(count, dtype=np.int64)
         slots = ks % n
         seqs = ((ks // n + 1) & _U32).astype(np.uint32)
         prevs = seqs - np.uint32(1)  # wraps like the u32 sequence
-        unclaimed = (rx_flags[slots] != prevs) | (tx_flags[slots] != prevs)
+        index = slots.tolist()
+        rx_seen = np.array(mem.rx_flags.gather(index), dtype=np.uint32)
+        tx_seen = np.array(mem.tx_flags.gather(index), dtype=np.uint32)
+        unclaimed = (rx_seen != prevs) | (tx_seen != prevs)
         for u in np.flatnonzero(unclaimed).tolist():
             self._claim(int(slots[u]), int(seqs[u]), timeout)
-        ids = self._mem.ids
-        first_id = ids[0]
-        ids[0] = (first_id + count) & _U64
+        first_id = mem.ids.fetch_add(0, count)
         rids = ((first_id + np.arange(count, dtype=np.uint64)) & _U32).astype(np.uint32)
         rx32 = views["rx32"]
         rx32[slots, 0] = REQUEST_MAGIC
@@ -214,8 +214,8 @@ class _BatchPath:
         rx32[slots, 2] = batch.lens[start : start + count]
         rx32[slots, 3] = rids
         views["rx64"][slots, 2] = 0
-        batch.write(views["rx"], self._mem.mv, self._layout, slots, start)
-        rx_flags[slots] = seqs  # publish after every payload store (x86-TSO)
+        batch.write(views["rx"], mem.mv, self._layout, slots, start)
+        mem.rx_flags.scatter(index, seqs.tolist())  # release stores: after every payload
         self._next += count
         return _Window(ks, slots, seqs, rids)
 
@@ -224,12 +224,13 @@ class _BatchPath:
         ``window``; their headers (u32 words), checked."""
         import numpy as np
 
-        tx_flags = views["tx_flags"]
+        tx_flags = self._mem.tx_flags
         slots, seqs = window.slots, window.seqs
+        index = slots.tolist()
         backoff = Backoff(self._spin, self._max_sleep)
         end = deadline(timeout, time.monotonic())
         while True:
-            seen = tx_flags[slots]
+            seen = np.array(tx_flags.gather(index), dtype=np.uint32)
             if np.array_equal(seen, seqs):
                 break
             if time.monotonic() >= end:

@@ -62,7 +62,6 @@ from skbuild_cudaq.realtime.wire import (
 __all__ = ["COMPILED", "DEFAULT_TIMEOUT", "RingClient", "Ticket"]
 
 _U32 = 0xFFFFFFFF
-_U64 = 0xFFFFFFFFFFFFFFFF
 
 _CompiledRing: type[_fastcall.Ring] | None
 _compiled_call: Any  # RingClient.call as compiled code, or None
@@ -246,7 +245,7 @@ class RingClient(_BatchPath, ClientTimeout, Closing):
 
     def _ring_position(self) -> int:
         """The next request number, read from the request flags (see "Whose response is it?")."""
-        flags = self._mem.rx_flags.tolist()
+        flags = self._mem.rx_flags.load_all()
         n = len(flags)
         first = flags[0]
         j = next((i for i, f in enumerate(flags) if f != first), n)
@@ -269,7 +268,7 @@ class RingClient(_BatchPath, ClientTimeout, Closing):
         request still in the slot."""
         mem = self._mem
         prev = (seq - 1) & _U32
-        rx = mem.rx_flags[slot]
+        rx = mem.rx_flags.load(slot)
         if rx != prev:
             msg = (
                 f"slot {slot}: request flag {rx}, expected {prev}: another producer wrote to "
@@ -277,13 +276,13 @@ class RingClient(_BatchPath, ClientTimeout, Closing):
                 "at a time: make a new client)"
             )
             raise RingError(msg)
-        tx = mem.tx_flags[slot]
+        tx = mem.tx_flags.load(slot)
         if tx == prev:
             return
         if tx == (prev - 1) & _U32:  # the previous request of the slot is not answered yet
             backoff = Backoff(self._spin, self._max_sleep)
             end = deadline(timeout, time.monotonic())
-            while mem.tx_flags[slot] == tx:
+            while mem.tx_flags.load(slot) == tx:
                 if time.monotonic() >= end:
                     msg = (
                         f"slot {slot}: the request an earlier client left there (seq {prev}) was "
@@ -292,7 +291,7 @@ class RingClient(_BatchPath, ClientTimeout, Closing):
                     )
                     raise TimeoutError(msg)
                 backoff.pause()
-            tx = mem.tx_flags[slot]
+            tx = mem.tx_flags.load(slot)
             if tx == prev:
                 return
         msg = (
@@ -353,10 +352,7 @@ class RingClient(_BatchPath, ClientTimeout, Closing):
 
     def _new_request_id(self) -> int:
         """The next id of the ring's id source (a u64 in the ring; the wire takes 32 bits)."""
-        ids = self._mem.ids
-        value = ids[0]
-        ids[0] = (value + 1) & _U64
-        return value & _U32
+        return self._mem.ids.fetch_add(0, 1) & _U32
 
     def _post(
         self,
@@ -370,7 +366,7 @@ class RingClient(_BatchPath, ClientTimeout, Closing):
         mem = self._mem
         off = self._layout.rx_slot_offset(slot)
         self._packer(len(payload)).pack_into(mem.mv, off, *header, payload)
-        mem.rx_flags[slot] = seq  # the flag store comes after every payload store (x86-TSO)
+        mem.rx_flags.store(slot, seq)  # release: after every payload store
         self._next = k + 1
 
     def _packer(self, size: int) -> struct.Struct:
@@ -429,7 +425,7 @@ class RingClient(_BatchPath, ClientTimeout, Closing):
                 "its response"
             )
             raise ClientError(msg)
-        return bool(self._mem.tx_flags[ticket.slot] == ticket.seq)
+        return self._mem.tx_flags.load(ticket.slot) == ticket.seq
 
     def _wait_slot(self, ticket: Ticket, timeout: float | None, *, reason: str) -> Response:
         """Wait up to ``timeout`` seconds (None: no limit) for ``ticket``'s response."""
@@ -440,7 +436,7 @@ class RingClient(_BatchPath, ClientTimeout, Closing):
             if end is None:
                 end = deadline(timeout, now)
             elif now >= end:
-                seen = self._mem.tx_flags[ticket.slot]
+                seen = self._mem.tx_flags.load(ticket.slot)
                 what = (
                     "the slot is needed again by submit() and its response"
                     if reason == "submit"
@@ -558,8 +554,8 @@ class RingClient(_BatchPath, ClientTimeout, Closing):
             self._pending[slot] is not None
             or (type(payload) is not bytes and type(payload) is not bytearray)
             or mem.released
-            or rx_flags[slot] != prev
-            or tx_flags[slot] != prev
+            or rx_flags.load(slot) != prev
+            or tx_flags.load(slot) != prev
         ):  # the general path checks, waits or raises
             response = self.wait(self.submit(function, payload, timeout=timeout), timeout)
             return response.status, response.result
@@ -571,18 +567,15 @@ class RingClient(_BatchPath, ClientTimeout, Closing):
         else:
             fid = function_id(function)
             self._last_function, self._last_fid = function, fid
-        ids = mem.ids
-        rid = ids[0]
-        ids[0] = (rid + 1) & _U64
-        rid &= _U32
+        rid = mem.ids.fetch_add(0, 1) & _U32
         mv = mem.mv
         packer = self._request_structs.get(size) or self._packer(size)
-        # header and payload in one store sequence, then the flag (x86-TSO keeps the order)
+        # header and payload in one store sequence, then the flag's release store
         packer.pack_into(mv, slot * self._slot_size, REQUEST_MAGIC, fid, size, rid, 0, payload)
-        rx_flags[slot] = seq
+        rx_flags.store(slot, seq)
         self._next = k + 1
         spins = self._spin
-        while tx_flags[slot] != seq:  # the common case: the answer comes while spinning
+        while tx_flags.load(slot) != seq:  # the common case: the answer comes while spinning
             spins -= 1
             if spins <= 0:
                 ticket = Ticket(k, slot, seq, rid, 0, fid, self._generation)

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import time
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skbuild_cudaq.realtime.errors import RingError
 from skbuild_cudaq.realtime.ring.layout import RingLayout
+
+if TYPE_CHECKING:
+    from skbuild_cudaq.realtime.ring._atomics import Words
 
 __all__ = ["Backoff", "RingMemory"]
 
@@ -86,8 +90,31 @@ def _as_bytes_view(buffer: Any, layout: RingLayout) -> memoryview:
     return mv[: layout.total_bytes]
 
 
+def _atomic_words(mv: memoryview, offset: int, count: int, width: int) -> Words:
+    """The ``count`` words of ``width`` bytes at ``offset`` of ``mv`` as a compiled
+    ``_atomics.Words`` (acquire loads, release stores): the only way the Python
+    paths touch a flag or the id source (see "Memory order" in the package docstring)."""
+    try:
+        from skbuild_cudaq.realtime.ring._atomics import Words
+    except ImportError as exc:
+        msg = (
+            "the ring's atomics (skbuild_cudaq.realtime.ring._atomics) are not built: the "
+            f"Python paths need them for the ring's flags ({exc}); reinstall skbuild-cudaq "
+            "from a wheel, or build it with a C compiler and Python's headers"
+        )
+        raise RingError(msg) from exc
+    # the address only: no export of the buffer outlives this call (mv keeps the memory)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(mv)) + offset
+    return Words(address, count, width)
+
+
 class RingMemory:
-    """Views over one ring allocation shared by producer and consumer."""
+    """Views over one ring allocation shared by producer and consumer.
+
+    ``rx_flags``, ``tx_flags`` (``u32[num_slots]``) and ``ids`` (one ``u64``) are
+    ``_atomics.Words``: acquire ``load``, release ``store``, ``fetch_add``; the
+    slots' bytes are plain views (``mv``, :meth:`numpy`), ordered by those atomics.
+    """
 
     def __init__(self, buffer: Any, layout: object) -> None:
         if not isinstance(layout, RingLayout):
@@ -97,15 +124,16 @@ class RingMemory:
         self.buffer = buffer  # keeps the owner alive
         self.mv = _as_bytes_view(buffer, layout)
         n = layout.num_slots
-        self.rx_flags = self.mv[layout.rx_flags_offset : layout.rx_flags_offset + 4 * n].cast("I")
-        self.tx_flags = self.mv[layout.tx_flags_offset : layout.tx_flags_offset + 4 * n].cast("I")
-        self.ids = self.mv[layout.ids_offset : layout.ids_offset + 8].cast("Q")
+        self.rx_flags = _atomic_words(self.mv, layout.rx_flags_offset, n, 4)
+        self.tx_flags = _atomic_words(self.mv, layout.tx_flags_offset, n, 4)
+        self.ids = _atomic_words(self.mv, layout.ids_offset, 1, 8)
         self.released = False
         self._np: dict[str, Any] | None = None
         self._on_release: list[Callable[[], Any]] = []
 
     def numpy(self) -> dict[str, Any]:
-        """numpy views (created on first use)."""
+        """numpy views of the slots' bytes (created on first use); never of a flag (those
+        are ``rx_flags``/``tx_flags``: atomics)."""
         if self._np is None:
             import numpy as np
 
@@ -120,8 +148,6 @@ class RingMemory:
                 "rx32": rx.view("<u4"),
                 "tx32": tx.view("<u4"),
                 "rx64": rx.view("<u8"),
-                "rx_flags": whole[lay.rx_flags_offset : lay.tx_flags_offset].view("<u4"),
-                "tx_flags": whole[lay.tx_flags_offset : lay.ids_offset].view("<u4"),
             }
         return self._np
 
@@ -133,8 +159,8 @@ class RingMemory:
 
     def clear_flags(self) -> None:
         """Zero every request and response flag (a fresh ring; the id source is kept)."""
-        lay = self.layout
-        self.mv[lay.rx_flags_offset : lay.ids_offset] = bytes(lay.ids_offset - lay.rx_flags_offset)
+        self.rx_flags.clear()
+        self.tx_flags.clear()
 
     def release(self) -> None:
         hooks, self._on_release = self._on_release, []
@@ -144,6 +170,7 @@ class RingMemory:
                 target()
         self.released = True
         self._np = None
-        for view in (self.rx_flags, self.tx_flags, self.ids, self.mv):
-            with contextlib.suppress(BufferError):  # a numpy view still alive: GC finishes it
-                view.release()
+        for words in (self.rx_flags, self.tx_flags, self.ids):
+            words.release()
+        with contextlib.suppress(BufferError):  # a numpy view still alive: GC finishes it
+            self.mv.release()

@@ -53,7 +53,7 @@ class RingServer:
     def ready(self) -> bool:
         """Whether the next request in ring order has been published by the producer."""
         slot, seq = self._layout.position(self._next)
-        return bool(self._mem.rx_flags[slot] == seq)
+        return self._mem.rx_flags.load(slot) == seq
 
     def poll(self) -> PolledRequest | None:
         """Take the next request in ring order, or ``None`` if it is not there yet."""
@@ -66,7 +66,7 @@ class RingServer:
         lay = self._layout
         k = self._next
         slot, seq = lay.position(k)
-        if self._mem.rx_flags[slot] != seq:  # flag first, then the payload (x86-TSO)
+        if self._mem.rx_flags.load(slot) != seq:  # acquire: the flag, then the payload
             return None
         mv = self._mem.mv
         off = lay.rx_slot_offset(slot)
@@ -90,14 +90,14 @@ class RingServer:
             if self._pending is not None or self._mem.released:
                 return self.poll()  # the errors of poll()
             slot, seq = self._layout.position(self._next)
-            seen = int(self._mem.rx_flags[slot])
+            seen = self._mem.rx_flags.load(slot)
             if seen != seq and 0 < (seen - seq) % (1 << 32) < 1 << 31:
                 self._next += 1  # answered by the other consumer, slot reused: not ours
                 continue
             req = self.poll()
             if req is None:
                 return None
-            if int(self._mem.tx_flags[slot]) == seq:  # after the payload (x86-TSO)
+            if self._mem.tx_flags.load(slot) == seq:  # acquire, after the payload copy
                 self._pending = None  # answered by the other consumer while read
                 continue
             return req
@@ -135,7 +135,7 @@ class RingServer:
             mv[off + HEADER_SIZE : off + HEADER_SIZE + size] = result
         self._pending = None
         self.published += 1  # counted first: never behind a response a reader can see
-        self._mem.tx_flags[req.slot] = req.seq  # after the response bytes (x86-TSO)
+        self._mem.tx_flags.store(req.slot, req.seq)  # release: after the response bytes
 
     def reset(self, *, clear_flags: bool = False) -> None:
         """Forget the position (pair with :meth:`RingClient.reset`); with ``clear_flags``,

@@ -39,7 +39,7 @@
 // A graph handler that could not be launched (the device runtime refused the
 // launch past a deadline; on the host path, the driver refused it or the graph
 // failed on the GPU): answered by the dispatcher itself. Positive, in the range
-// the run time reserves (0x7FFFFF00 and up; see host_path.py).
+// the run time reserves (0x7FFFFF00 and up; see realtime/host/dispatcher.py).
 #define CUDAQ_RPC_STATUS_GRAPH_LAUNCH_FAILED 0x7FFFFF04
 
 typedef struct __attribute__((packed, aligned(8))) cudaq_rpc_request_header {

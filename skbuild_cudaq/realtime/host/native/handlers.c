@@ -221,7 +221,7 @@ static int32_t unreadable_result(LoopObject *self, const entry_t *e) {
 
 /* The handler's return value -> status and result bytes in `out` (GIL held): bytes-like,
  * or (status, bytes-like) with any integer status but a bool, within int32. The size is
- * checked before anything is copied. The messages are host_path.py's. */
+ * checked before anything is copied. The messages are host/dispatcher.py's. */
 static int32_t convert_result(LoopObject *self, const entry_t *e, PyObject *res, uint8_t *out,
                               uint32_t max, uint32_t *out_len) {
   PyObject *data = res;

@@ -8,5 +8,5 @@
 include_guard(GLOBAL)
 include("${CMAKE_CURRENT_LIST_DIR}/NativeCore.cmake")
 
-_cudaq_python_module(_atomics "${PROJECT_SOURCE_DIR}/skbuild_cudaq/realtime/ring/_atomics.c"
-                     skbuild_cudaq/realtime/ring "ring atomics")
+_cudaq_python_module(_atomics skbuild_cudaq/realtime/ring "ring atomics"
+                     "${PROJECT_SOURCE_DIR}/skbuild_cudaq/realtime/ring/_atomics.c")

@@ -117,8 +117,8 @@ FIRST_ANSWER = textwrap.dedent(
     with Dispatcher(DispatcherConfig(num_slots=8, slot_size=128), module=module) as d:
         d.function_table.add_device(name, get_device_handler(module, name))
         d.start()
-        r = d.bridge.client().call(name, bytes(range(32)), timeout=60)
-        assert r.status == 0 and r.result == bytes(b + 1 for b in range(32)), r
+        status, result = d.bridge.client().call(name, bytes(range(32)), timeout=60)
+        assert (status, result) == (0, bytes(b + 1 for b in range(32))), (status, result)
         print(json.dumps({"seconds": time.perf_counter() - t0}))
     """
 )

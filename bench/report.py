@@ -304,6 +304,18 @@ def flood_section(name: str, path: Path, f: Json, page: Page) -> list[str]:
     ]  # fmt: skip
 
 
+def python_device_section(name: str, path: Path, d: Json, page: Page) -> list[str]:
+    build = d.get("build_seconds") or {}
+    return [
+        "Python device code (numba-cuda) against its C++ twin, in the same run and dispatch "
+        "kernel: `twin_*` is the Python handler's p50 (or throughput) over the C++ one's, "
+        "`dispatcher_p50` the Python dispatch kernel's over the C++ one's. Building one handler "
+        f"module: numba {fmt(build.get('numba'))} s, nvcc {fmt(build.get('nvcc'))} s.",
+        "",
+        *goals_table(d.get("goals")),
+    ]
+
+
 def multigpu_section(name: str, path: Path, m: Json, page: Page) -> list[str]:
     point = get(m, "summary", "warp_parallel_mrps", "64") or {}
     what = f"{len(m.get('devices') or [])} GPUs: warp-parallel aggregate, 64 in flight each"
@@ -397,7 +409,12 @@ def build_section(name: str, path: Path, b: Json, page: Page) -> list[str]:
 def errors(data: Json) -> list[str]:
     kinds = ("errors", "skipped", "left_out")  # each: name -> why it is not measured
     errs = {k: v for kind in kinds for k, v in (data.get(kind) or {}).items()}
-    return [*(f"- Not measured, `{k}`: {v}" for k, v in errs.items()), ""] if errs else []
+
+    def short(why: Any) -> str:  # the reason's first line, cut (a failed command's text is long)
+        text = str(why).splitlines()[0] if str(why) else ""
+        return text if len(text) <= 160 else text[:157] + "..."
+
+    return [*(f"- Not measured, `{k}`: {short(v)}" for k, v in errs.items()), ""] if errs else []
 
 
 def latency_bars(
@@ -467,6 +484,8 @@ BENCHMARKS: dict[str, tuple[str, Callable[..., list[str]], str, str]] = {
              "a C++ compiler; a GPU for the device row"),
     "udp_flood": ("A UDP client under a flood", flood_section, "python bench/udp_flood.py",
                   "no GPU"),
+    "python_device": ("Python device code against C++", python_device_section,
+                      "python bench/python_device.py", "a GPU, example_app, numba-cuda and NVVM"),
     "dispatch_multigpu": ("Several GPUs", multigpu_section, "python bench/multigpu.py",
                           "two or more GPUs"),
     "startup": ("Start-up", startup_section, "python bench/startup.py", "a GPU"),

@@ -640,7 +640,7 @@ def test_committed_results_are_the_current_run_only() -> None:
     names = sorted(p.name for p in (ROOT / "bench" / "results").glob("*") if p.is_file())
     benchmarks = ("dispatch", "dispatch_multigpu", "startup", "startup_cu12", "build_overhead")
     assert set(names) <= {
-        *(f"{n}.json" for n in (*benchmarks, "graph", "wire", "udp_flood")),
+        *(f"{n}.json" for n in (*benchmarks, "graph", "wire", "udp_flood", "python_device")),
         "gpu-tests.xml",  # the last run of every one-GPU test (JUnit XML)
     }, names
     cited = re.compile(r"\bsession \d|\bruns? [A-K]\b|\bseries \d|history/|\bs\d+-run")

@@ -104,11 +104,11 @@ def find_device_runtime(major: int | None = None) -> Path:
 HOST_RING_HOOKS = "host_ring_bridge.fatbin"
 
 
-#: The built-in unified kernels (plain, 1024-thread, shared-ring): every module but the graph
-#: module, whose kernel is the graph dispatch kernel. (Left out there, their 1024-thread build
-#: cannot refuse the link: with the device runtime as a LIBRARY input, nvJitLink 13.0's ptxas
-#: refused example_app's module -- the 64-register kernel's direct calls to its Python handlers,
-#: compiled with 69 to 110 registers -- which links without it.)
+#: The file of the built-in unified kernels, in every module but the graph module, whose
+#: kernel is the graph dispatch kernel. Left out there, their 1024-thread build cannot refuse
+#: the link, as it did on nvJitLink 13.0 with the device runtime as a LIBRARY input (ptxas
+#: refused its direct calls to example_app's Python handlers, 69 to 110 registers against
+#: 64), while the plain module of the same binary links.
 UNIFIED_KERNELS = "unified_dispatch_kernel.fatbin"
 
 

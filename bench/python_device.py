@@ -200,57 +200,30 @@ def device_figures(opts: argparse.Namespace, results: dict[str, Any]) -> None:
 
             return serving
 
-        fid = function_id
+        def pair(cpp: tuple[str, str, str], py: tuple[str, str, str]) -> dict[str, Any]:
+            """Two rows measured side by side: (row name, dispatcher, handler) each."""
+            return {row: (on(kind), function_id(handler)) for row, kind, handler in (cpp, py)}
+
+        twin = "rpc_increment_thread"
         try:
             results["twin_thread_p50"] = paired(
-                gen,
-                ring,
-                opts.rounds,
-                opts.samples,
-                {
-                    "rpc_increment_thread": (on("single_thread"), fid("rpc_increment_thread")),
-                    "py_rpc_increment_thread": (
-                        on("single_thread"),
-                        fid("py_rpc_increment_thread"),
-                    ),
-                },
-            )
+                gen, ring, opts.rounds, opts.samples,
+                pair((twin, "single_thread", twin), (f"py_{twin}", "single_thread", f"py_{twin}")),
+            )  # fmt: skip
             results["twin_launch_p50"] = paired(
-                gen,
-                ring,
-                opts.rounds,
-                opts.samples,
-                {
-                    "rpc_increment": (on("single_thread"), fid("rpc_increment")),
-                    "py_rpc_increment": (on("single_thread"), fid("py_rpc_increment")),
-                },
-            )
+                gen, ring, opts.rounds, opts.samples,
+                pair(("rpc_increment", "single_thread", "rpc_increment"),
+                     ("py_rpc_increment", "single_thread", "py_rpc_increment")),
+            )  # fmt: skip
             results["twin_warp_throughput"] = throughput_pair(
-                gen,
-                ring,
-                opts.rounds,
-                opts.requests,
-                {
-                    "rpc_increment_thread": (on("warp_parallel"), fid("rpc_increment_thread")),
-                    "py_rpc_increment_thread": (
-                        on("warp_parallel"),
-                        fid("py_rpc_increment_thread"),
-                    ),
-                },
-            )
+                gen, ring, opts.rounds, opts.requests,
+                pair((twin, "warp_parallel", twin), (f"py_{twin}", "warp_parallel", f"py_{twin}")),
+            )  # fmt: skip
             results["dispatcher_p50"] = paired(
-                gen,
-                ring,
-                opts.rounds,
-                opts.samples,
-                {
-                    "single_thread_dispatcher": (on("single_thread"), fid("rpc_increment_thread")),
-                    "py_single_thread_dispatcher": (
-                        on("py_single_thread"),
-                        fid("rpc_increment_thread"),
-                    ),
-                },
-            )
+                gen, ring, opts.rounds, opts.samples,
+                pair(("single_thread_dispatcher", "single_thread", twin),
+                     ("py_single_thread_dispatcher", "py_single_thread", twin)),
+            )  # fmt: skip
         finally:
             for d in dispatchers.values():
                 d.close()

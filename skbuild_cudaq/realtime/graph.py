@@ -115,85 +115,81 @@ def graph_exec_handle(graph: Any) -> int:
 
 
 class GraphMailbox(Closing):
-    """Where a graph handler's kernels find their request: 8 bytes of mapped pinned host
-    memory holding the address of the graph entry's I/O context (``cudaq_graph_io_t``).
+    """Where a graph handler's kernels find their request: 8 bytes of device memory holding
+    the address of the graph entry's I/O context (``cudaq_graph_io_t``).
 
     Capture the graph's kernels with :attr:`device_address` as their mailbox parameter
     (``void *const *`` in device code, ``cudaq_graph_io(mailbox)``); the dispatcher that
-    serves the graph writes the address of the entry's I/O context at ``start()``. Pinned
-    host memory, so that a host-side dispatcher can hand a request over the same way.
+    serves the graph writes the address of the entry's I/O context at ``start()`` (a copy
+    to the device, while no graph of it runs) and clears it at ``stop()``. Device memory, so
+    that each kernel of the graph reads it from the GPU's own memory, not across PCIe.
     Allocated on construction (device ``device``'s primary context); :meth:`close` frees it
     (only once no graph that reads it can run); a context manager.
     """
 
     def __init__(self, device: int = 0) -> None:
         self.device = device
-        self._host = 0
         self._dev = 0
+        self._value = 0
         self._finalizer: weakref.finalize[Any, Any] | None = None
         _driver.init()
         drv = _driver.driver()
         with _driver.pushed(_driver.primary_context(device)):
-            flags = drv.CU_MEMHOSTALLOC_DEVICEMAP | drv.CU_MEMHOSTALLOC_PORTABLE
-            host = _driver.ptr(_driver.check(drv.cuMemHostAlloc(64, flags), "cuMemHostAlloc"))
-            ctypes.memset(host, 0, 64)
+            dev = _driver.ptr(_driver.check(drv.cuMemAlloc(8), "cuMemAlloc(mailbox)"))
             try:
-                dev = _driver.ptr(
-                    _driver.check(
-                        drv.cuMemHostGetDevicePointer(host, 0), "cuMemHostGetDevicePointer"
-                    )
-                )
+                _driver.check(drv.cuMemsetD8(dev, 0, 8), "cuMemsetD8(mailbox)")
             except BaseException:
-                _driver.check(drv.cuMemFreeHost(host), "cuMemFreeHost(mailbox)")
+                _driver.check(drv.cuMemFree(dev), "cuMemFree(mailbox)")
                 raise
-        self._host, self._dev = host, dev
-        self._finalizer = weakref.finalize(self, _free_host, host, device)
+        self._dev = dev
+        self._finalizer = weakref.finalize(self, _free_device, dev, device)
         self._finalizer.atexit = False
 
     @property
     def closed(self) -> bool:
-        return self._host == 0
+        return self._dev == 0
 
     def _require_open(self) -> None:
-        if self._host == 0:
+        if self._dev == 0:
             msg = "the graph mailbox is closed"
             raise InvalidArgumentError(msg)
 
     @property
     def device_address(self) -> int:
-        """The mailbox as the GPU sees it (the parameter to capture the graph's kernels with)."""
+        """The mailbox's device address (the parameter to capture the graph's kernels with)."""
         self._require_open()
         return self._dev
-
-    @property
-    def host_address(self) -> int:
-        self._require_open()
-        return self._host
 
     @property
     def value(self) -> int:
         """The device address of the I/O context it holds (0 while no dispatcher serves it)."""
         self._require_open()
-        return int(ctypes.c_uint64.from_address(self._host).value)
+        return self._value
 
     @value.setter
     def value(self, address: int) -> None:
         self._require_open()
-        ctypes.c_uint64.from_address(self._host).value = int(address)
+        word = ctypes.c_uint64(int(address))
+        drv = _driver.driver()
+        with _driver.pushed(_driver.primary_context(self.device)):
+            _driver.check(
+                drv.cuMemcpyHtoD(self._dev, ctypes.addressof(word), 8), "cuMemcpyHtoD(mailbox)"
+            )
+        self._value = int(address)
 
     def close(self) -> None:
         """Free the mailbox (idempotent); no graph that reads it may run any more.
 
         Refused (:class:`InvalidArgumentError`) while a dispatcher serves it (it holds an
         I/O context's address, from that dispatcher's ``start()`` to its ``stop()``)."""
-        if self._host != 0 and self.value != 0:
+        if self._dev != 0 and self._value != 0:
             msg = (
-                f"the graph mailbox is in use by a dispatcher (it holds {self.value:#x}): "
+                f"the graph mailbox is in use by a dispatcher (it holds {self._value:#x}): "
                 "stop() that dispatcher before closing it (its graph may be reading it)"
             )
             raise InvalidArgumentError(msg)
         finalizer, self._finalizer = self._finalizer, None
-        self._host = self._dev = 0
+        self._dev = 0
         if finalizer is not None:
             finalizer()
 
@@ -201,18 +197,18 @@ class GraphMailbox(Closing):
         return self
 
     def __repr__(self) -> str:
-        where = "closed" if self._host == 0 else f"device address {self._dev:#x}"
+        where = "closed" if self._dev == 0 else f"device address {self._dev:#x}"
         return f"GraphMailbox(device={self.device}, {where})"
 
 
-def _free_host(host: int, device: int) -> None:
+def _free_device(dev: int, device: int) -> None:
     """Free a mailbox in its device's context (``close()`` or the finalizer may run where no
     context is current: the driver then refuses, and the memory would be lost)."""
     with (
         contextlib.suppress(Exception),  # finalizers must not raise
         _driver.pushed(_driver.primary_context(device)),
     ):
-        _driver.driver().cuMemFreeHost(host)
+        _driver.driver().cuMemFree(dev)
 
 
 class DeviceGraph(Closing):

@@ -15,9 +15,10 @@
 // the same graph from the host, on a worker stream, with the same I/O context:
 // its publish then goes to the worker's publish word, and the host publishes
 // the response in the ring once it sees it there. The kernels do not change. Its kernels find the request through a
-// *mailbox*: 8 bytes of mapped pinned host memory (skbuild_cudaq.realtime.
-// GraphMailbox) whose device address the graph's kernels were captured with, and
-// which holds the address of the entry's cudaq_graph_io_t. So:
+// *mailbox*: 8 bytes of device memory (skbuild_cudaq.realtime.GraphMailbox)
+// whose address the graph's kernels were captured with, and which holds the
+// address of the entry's cudaq_graph_io_t (written while no graph of it runs).
+// So:
 //
 //   extern "C" __global__ void decode_step(void *const *mailbox, ...) {
 //     const cudaq_graph_io_t *io = cudaq_graph_io(mailbox);
@@ -58,8 +59,9 @@ typedef struct cudaq_graph_io {
 static_assert(sizeof(cudaq_graph_io_t) <= CUDAQ_GRAPH_IO_SIZE, "mirrored in realtime/graph.py");
 
 // The I/O context of the request the graph serves (read through its mailbox).
+// A plain load: the mailbox does not change while a graph that reads it runs.
 static __device__ __forceinline__ cudaq_graph_io_t *cudaq_graph_io(void *const *mailbox) {
-  return static_cast<cudaq_graph_io_t *>(*const_cast<void *const volatile *>(mailbox));
+  return static_cast<cudaq_graph_io_t *>(*mailbox);
 }
 // The request's arguments, their length, the result area and its room.
 static __device__ __forceinline__ const void *cudaq_graph_args(const cudaq_graph_io_t *io) {

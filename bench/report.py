@@ -29,9 +29,14 @@ LABELS = {
     "cluster": "cluster",
     "warp_parallel": "warp-parallel",
     # graph.json's cases
-    "floor": "floor: bare device graph launch",
-    "graph_handler": "graph handler, two kernels (`graph_increment`)",
-    "graph_handler_one_kernel": "graph handler, one kernel",
+    "floor_one_kernel": "floor: bare device launch, one kernel",
+    "floor_two_kernels": "floor: bare device launch, two kernels",
+    "graph_one_kernel": "graph handler, one kernel",
+    "graph_two_kernels": "graph handler, two kernels (`graph_increment`)",
+    "host_floor_one_kernel": "floor: bare host launch, one kernel",
+    "host_floor_two_kernels": "floor: bare host launch, two kernels",
+    "host_graph_one_kernel": "host path graph handler, one kernel",
+    "host_graph_two_kernels": "host path graph handler, two kernels",
     "device_function": "device function, graph dispatch kernel",
     "device_function_builtin": "device function, built-in kernel",
     # wire.json's rows
@@ -222,28 +227,43 @@ def dispatch_section(name: str, path: Path, d: Json, page: Page) -> list[str]:
     return out + goals_table(d.get("goals"))
 
 
+def graph_floor(row: str) -> str | None:
+    """The floor of a graph.json row (the same graph launched bare), or None."""
+    for prefix in ("host_", ""):
+        for shape in ("one_kernel", "two_kernels"):
+            if row == f"{prefix}graph_{shape}":
+                return f"{prefix}floor_{shape}"
+    return None
+
+
 def graph_section(name: str, path: Path, g: Json, page: Page) -> list[str]:
     cases, cfg = g.get("cases") or {}, g.get("settings") or {}
-    under = get(cases, "floor", "p50")
-    for key in ("graph_handler", "graph_handler_one_kernel") if under else ():
-        value, floor = get(cases, key, "p50"), f"{fmt(under)} µs (bare graph launch)"
-        page.head(
-            g, f"{LABELS[key]}: round trip p50", f"{fmt(value)} µs", floor, over(value, under)
-        )
+    for key in ("graph_two_kernels", "graph_one_kernel", "host_graph_two_kernels"):
+        floor = graph_floor(key)
+        if key in cases and floor in cases:
+            value, under = get(cases, key, "p50"), get(cases, floor, "p50")
+            at = f"{fmt(under)} µs ({LABELS[floor or '']})"
+            page.head(g, f"{LABELS[key]}: p50", f"{fmt(value)} µs", at, over(value, under))
     out = [
         f"One request at a time through `RingClient.call` ({cfg.get('payload_bytes')}-byte "
-        f"arguments), {fmt(cfg.get('repeats'), 0)} timed calls per case after "
-        f"{fmt(cfg.get('warmup'), 0)} of warm-up. The floor is a bare kernel in a device graph "
-        "launching a one-kernel graph per request (`bench/graph.cu`), no dispatcher; the graph "
-        "handlers run through the dispatcher's graph dispatch kernel, and a device function "
-        "through the same kernel and through the built-in one, for comparison.",
+        f"arguments, each byte plus one), {fmt(cfg.get('rounds'), 0)} rounds of "
+        f"{fmt(cfg.get('repeats'), 0)} timed calls per row after {fmt(cfg.get('warmup'), 0)} "
+        "of warm-up, every row once a round. Each graph handler has a floor that launches the "
+        "same graph bare (`bench/graph.cu`): from a persistent kernel in a device graph that "
+        "fills the I/O context and launches it (device path), or from a host thread that copies "
+        "the context and launches it on a stream (host path); no dispatcher. A device function "
+        "through the graph dispatch kernel and through the built-in one, for comparison.",
         "",
     ]
-    out += table(
-        ["Round trip (µs)", "p50", "p99", "p50 × floor"],
-        ([LABELS.get(k, k), fmt(get(c, "p50")), fmt(get(c, "p99")), over(get(c, "p50"), under)]
-         for k, c in cases.items()),
-    )  # fmt: skip
+    rows = []
+    for key, c in cases.items():
+        floor = graph_floor(key)
+        ratio = over(get(c, "p50"), get(cases, floor, "p50")) if floor else ""
+        p50, p99 = get(c, "p50"), get(c, "p99")
+        tail = fmt(p99 / p50, 2) if p50 and p99 else ""
+        rows.append([LABELS.get(key, key), fmt(get(c, "p50")), fmt(get(c, "p99")), tail, ratio])
+    out += table(["Round trip (µs)", "p50", "p99", "p99 / p50", "p50 × floor"], rows)
+    out += ["", *goals_table(g.get("goals"))]
     stats = {LABELS.get(k, k): c for k, c in cases.items()}
     return out + (
         latency_bars(page, "graph.png", "Round trip of graph handlers", stats, g) if cases else []

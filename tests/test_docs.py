@@ -522,16 +522,22 @@ def test_report_shows_the_spread_of_repeated_dispatch_runs(tmp_path: Path) -> No
 
 
 def _graph_json() -> dict[str, object]:
-    """graph.json as bench/graph.py writes it: each case's percentiles (bench/common.py)."""
+    """graph.json as bench/graph.py writes it (its summarise() on synthetic rounds)."""
     np = pytest.importorskip("numpy")
     from _bench import load_bench
 
-    common = load_bench("common")
-    low = {"floor": 8.0, "graph_handler": 24.0, "graph_handler_one_kernel": 10.0,
-           "device_function": 3.0, "device_function_builtin": 3.2}  # fmt: skip
-    cases = {k: common.percentiles(np.linspace(v, 2 * v, 101)) for k, v in low.items()}
-    settings = {"arch": "sm_90", "ring": [8, 64], "payload_bytes": 8, "warmup": 20, "repeats": 101}
-    return {**_header("graph", "2031-03-01T00:00:00+00:00"), "settings": settings, "cases": cases}
+    graph = load_bench("graph")
+    low = {"floor_one_kernel": 8.0, "floor_two_kernels": 10.0, "graph_one_kernel": 9.0,
+           "graph_two_kernels": 12.0, "host_floor_one_kernel": 11.0,
+           "host_floor_two_kernels": 12.5, "host_graph_one_kernel": 12.0,
+           "host_graph_two_kernels": 15.0, "device_function": 3.0,
+           "device_function_builtin": 3.2}  # fmt: skip
+    rounds = [{k: np.linspace(v, 2 * v, 101) for k, v in low.items()} for _ in range(3)]
+    cases, goals = graph.summarise(rounds)
+    settings = {"arch": "sm_90", "ring": [8, 64], "payload_bytes": 8, "rounds": 3, "warmup": 20,
+                "repeats": 101}  # fmt: skip
+    head = _header("graph", "2031-03-01T00:00:00+00:00")
+    return {**head, "settings": settings, "cases": cases, "goals": goals}
 
 
 def _wire_json(gpu: bool = True) -> dict[str, object]:
@@ -571,12 +577,17 @@ def test_report_shows_graph_handlers_and_the_wire_against_their_floors(tmp_path:
     page = out.read_text(encoding="utf-8")
     where = "| GPU-X17 | 580.99 / CUDA 13.0 |"
     assert (
-        "| graph handler, two kernels (`graph_increment`): round trip p50 | 36.00 µs "
-        f"| 12.00 µs (bare graph launch) | 3.000× {where} 2031-03-01 |" in page
+        "| graph handler, two kernels (`graph_increment`): p50 | 18.00 µs | 15.00 µs (floor: "
+        f"bare device launch, two kernels) | 1.200× {where} 2031-03-01 |" in page
     )
-    assert "| graph handler, one kernel: round trip p50 | 15.00 µs |" in page
-    assert "| floor: bare device graph launch | 12.00 | 15.92 | 1.000× |" in page
-    assert "| device function, built-in kernel | 4.80 | 6.37 | 0.400× |" in page
+    assert "| graph handler, one kernel: p50 | 13.50 µs | 12.00 µs (floor: bare device" in page
+    assert "| host path graph handler, two kernels: p50 | 22.50 µs | 18.75 µs (floor: bare" in page
+    assert "| graph handler, one kernel | 13.50 | 17.91 | 1.33 | 1.125× |" in page
+    assert "| floor: bare device launch, one kernel | 12.00 | 15.92 | 1.33 |  |" in page
+    assert "| device function, built-in kernel | 4.80 | 6.37 | 1.33 |  |" in page
+    assert "| `graph_two_kernels_p50_over_floor` | 1.200 | <= 1.15 | **no** |" in page
+    assert "| `graph_one_kernel_p50_over_floor` | 1.125 | <= 1.15 | yes |" in page
+    assert "| `graph_p99_over_p50` | 1.327 | <= 2.0 | yes |" in page
     assert (
         "| UDP, device path, single-thread dispatcher: p50 | 17.50 µs | 14.00 µs (UDP + GPU ring "
         f"floor: C++ thread and kernel) | 1.250× {where} 2031-03-02 |" in page

@@ -105,6 +105,26 @@ def test_decorators_mark_the_function_with_its_name_and_shape() -> None:
     assert (rank(), size()) == (0, 1)
 
 
+def test_the_lto_ir_cache_key_covers_this_packages_own_device_code(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A cached handler's LTO-IR holds the C ABI wrapper and the dispatch API's intrinsics
+    too, which the code digest cannot follow: another version of those sources is another
+    key, the same sources the same key."""
+    from skbuild_cudaq.numba import _compile
+
+    def py_k(args: bytes, result: bytearray) -> int:
+        return len(args)
+
+    h = handler(py_k)
+    key = _compile.cache_key(h, 90)
+    assert _compile.cache_key(h, 90) == key and _compile.cache_key(h, 80) != key
+    monkeypatch.setattr(_compile, "_OWN_DIGEST", {"digest": "another dispatch.py"})
+    assert _compile.cache_key(h, 90) != key
+    monkeypatch.setattr(_compile, "_OWN_DIGEST", {})  # read from the files again
+    assert _compile.cache_key(h, 90) == key
+
+
 def test_status_packs_the_code_above_the_count() -> None:
     assert status(7) == 7 << 32
     assert status(3, 5) == (3 << 32) | 5

@@ -283,16 +283,36 @@ def _code_digest(value: Any, seen: set[int], depth: int = 0) -> bytes:
 #: What compile_handler asks of numba-cuda beyond the code (its options): a change makes
 #: earlier cached LTO-IR stale.
 _RECIPE = "forceinline"
+#: This package's sources that go into every handler's and kernel's code (the C ABI wrapper,
+#: the dispatch API and its intrinsics): a change in them makes earlier cached LTO-IR stale.
+_OWN_SOURCES = ("__init__.py", "_compile.py", "_kernels.py", "dispatch.py")
+
+
+def _own_code() -> str:
+    """The digest of :data:`_OWN_SOURCES` (read once a process)."""
+    if "digest" not in _OWN_DIGEST:
+        import hashlib
+
+        digest = hashlib.sha256()
+        for name in _OWN_SOURCES:
+            digest.update((Path(__file__).parent / name).read_bytes())
+        _OWN_DIGEST["digest"] = digest.hexdigest()
+    return _OWN_DIGEST["digest"]
+
+
+_OWN_DIGEST: dict[str, str] = {}
 
 
 def cache_key(h: PyHandler | PyKernel, arch: int) -> str:
     """The key of ``h``'s LTO-IR for ``sm_<arch>``: its code (:func:`_code_digest`), name,
-    shape, element types, the architecture and the compiler's version."""
+    shape, element types, the architecture, the compiler's version and this package's own
+    device-side code (:func:`_own_code`: the intrinsics are not Python functions the code
+    digest can follow)."""
     import hashlib
 
     digest = hashlib.sha256(_code_digest(h.function, set()))
     shape = (h.shape, h.args, h.result) if isinstance(h, PyHandler) else "kernel"
-    digest.update(repr((h.name, shape, arch, numba_compiler(), _RECIPE)).encode())
+    digest.update(repr((h.name, shape, arch, numba_compiler(), _RECIPE, _own_code())).encode())
     return digest.hexdigest()
 
 

@@ -586,6 +586,7 @@ def builtin(drv: FakeDriver, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     def launch_kernel(k: Any, config: Any, stream: Any, *args: Any) -> None:
         launched.append(config.block[0])
         launch = SimpleNamespace(shutdown_flag=args[4].value, table=args[2].value)
+        launch.extra = tuple(a.value for a in args[6:])  # the graph kernel's baton and role
         if hasattr(drv, "capturing"):  # inside a stream capture: a node of the graph
             drv.log.append(f"captured {k.handle}")
             drv.capturing.append(launch)
@@ -753,10 +754,12 @@ def _handler(address: int, name: str) -> int:
 def test_graph_launch_entries_get_io_records_and_a_device_launched_dispatch_graph(
     drv: FakeDriver, graph_library: SimpleNamespace
 ) -> None:
-    """Built-in kernel on sm_90: the graph dispatch kernel is captured into a graph
-    instantiated for device launch and launched; each graph entry's handler word is its
-    I/O context (the graph to launch, the slot size), its mailbox points there; DEVICE_CALL
-    entries carry the graph module's addresses. stop() frees it all, mailboxes cleared."""
+    """Built-in kernel on sm_90: the graph dispatch kernel is captured twice (roles 0 and 1,
+    taking turns through a baton after the records) into graphs instantiated for device
+    launch and launched on two streams; each graph entry's handler word is its I/O context
+    (the graph to launch, the slot size), its mailbox points there; DEVICE_CALL entries carry
+    the graph module's addresses. stop() waits for both streams and frees it all, mailboxes
+    cleared."""
     from skbuild_cudaq.realtime.graph import GRAPH_IO_SIZE, GraphIO, GraphMailbox
 
     config = DispatcherConfig(num_slots=4, slot_size=64, stop_timeout=HANG_GUARD_S)
@@ -764,10 +767,11 @@ def test_graph_launch_entries_get_io_records_and_a_device_launched_dispatch_grap
         d.function_table.add_device("rpc_increment", _handler(0x1100, "rpc_increment"))
         d.function_table.add_graph("decode", 0x6E0000, mailbox)
         d.start()
-        assert "captured graph-kernel-handle" in drv.log
-        assert "cuGraphInstantiate(flags=4)" in drv.log  # the dispatch graph: device launch
+        assert drv.log.count("captured graph-kernel-handle") == 2
+        assert drv.log.count("cuGraphInstantiate(flags=4)") == 2  # device launch, both
         assert "cuGraphUpload(0x6e0000)" in drv.log  # the handler's graph, uploaded
         assert drv.log.index("cuGraphLaunch") > drv.log.index("cuGraphInstantiate(flags=4)")
+        assert drv.log.count("cuGraphLaunch") == 2
         args = d.launch_args
         assert args is not None
         device, graph = _entries(drv, args.table, 2)
@@ -776,10 +780,16 @@ def test_graph_launch_entries_get_io_records_and_a_device_launched_dispatch_grap
         assert graph[2] == GRAPH_LAUNCH and record == mailbox.value != 0
         io = GraphIO(bytes(drv.device[record][:GRAPH_IO_SIZE]))
         assert (io.graph_exec, io.slot_size, io.sequence, io.released) == (0x6E0000, 64, 0, 0)
-        assert len(drv.device[record]) == GRAPH_IO_SIZE + 64  # and a copy of one request
+        # the record holds a copy of one request; the baton follows it, zeroed (role 0 first)
+        assert bytes(drv.device[record][GRAPH_IO_SIZE + 64 :]) == bytes(8)
+        graphs = d._served.graphs
+        assert graphs is not None and graphs.baton == record + GRAPH_IO_SIZE + 64
+        roles = [n.extra for _, nodes in graphs.dispatch_graphs for n in nodes]
+        assert roles == [(graphs.baton, 0), (graphs.baton, 1)]
+        assert d._gpu.standby is not None and d._gpu.standby != d._gpu.stream
         assert d.stop() == 0
         assert mailbox.value == 0 and record not in drv.device
-        assert "cuGraphExecDestroy" in drv.log and "cuGraphDestroy" in drv.log
+        assert drv.log.count("cuGraphExecDestroy") == drv.log.count("cuGraphDestroy") == 2
 
 
 def test_a_device_graph_is_not_closed_while_a_device_dispatcher_serves_it(

@@ -419,3 +419,15 @@ def test_the_handler_switch_scan_finds_python_handlers_by_shape() -> None:
     assert exported_python_handlers(
         "@sk.handler(args='float32')\n@other\ndef py_x(a, r): ...", shape="launch"
     ) == ["py_x"]
+
+
+def test_the_dispatch_helpers_say_they_run_on_the_gpu() -> None:
+    """On the CPU each helper of skbuild_cudaq.numba.dispatch (lookup_cache, the optional
+    cache of validate_request included) only says where it runs."""
+    from skbuild_cudaq.numba import dispatch
+
+    with pytest.raises(RuntimeError, match=r"dispatch\.lookup_cache runs on the GPU"):
+        dispatch.lookup_cache()
+    with pytest.raises(RuntimeError, match=r"dispatch\.validate_request runs on the GPU"):
+        dispatch.validate_request(0, 128, 0, 1, dispatch.lookup_cache)
+    assert "lookup_cache" in dispatch.__all__

@@ -19,6 +19,7 @@ from skbuild_cudaq.numba.dispatch import (
     call_handler,
     count_request,
     enter_kernel,
+    lookup_cache,
     rx_poll_into,
     table_to_shared,
     tx_publish,
@@ -41,13 +42,18 @@ def py_single_thread_dispatcher(  # noqa: PLR0917 - every dispatch kernel's six 
         return
     # Requests that fit land in shared memory: the handler reads its arguments there.
     stage = cuda.shared.array(256, np.uint8)
-    running, request, response = rx_poll_into(session, stage)
-    while running:
-        status, handler, shape = validate_request(request, slot_size, table, table_count)
+    # The entry looked up last, in registers: a repeated function costs no lookup.
+    cache = lookup_cache()
+    while True:
+        # Polled at the top of the loop, as the C++ kernel's while (poll): the header is
+        # then read from the registers the staging stored, not from memory.
+        running, request, response = rx_poll_into(session, stage)
+        if not running:
+            return
+        status, handler, shape = validate_request(request, slot_size, table, table_count, cache)
         count_request(stats)  # before the publish, as the C++ kernel counts
         result_len = np.uint32(0)
         if status == 0:
             status, result_len = call_handler(handler, shape, request, response, max_result)
-        write_response_header(response, request, status, min(result_len, max_result))
+        write_response_header(response, request, status, result_len)
         tx_publish(session, response)
-        running, request, response = rx_poll_into(session, stage)

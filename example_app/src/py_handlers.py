@@ -39,7 +39,9 @@ def py_rpc_increment(args, result):
     """Adds one to each byte of the arguments (launch-wide): 8-byte words where both buffers
     are 8-byte aligned (one load and one store per word: ``result`` may be host memory
     mapped over PCIe, where each store is a transaction), the bytes left over one by one,
-    strided over the calling group -- handlers.cu's rpc_increment."""
+    strided over the calling group -- handlers.cu's rpc_increment. The loops stride with a
+    ``uint32`` index, as the C++ twin's: ``range(rank(), n, size())`` would count its trips
+    with a 64-bit division (a subroutine call) and index with signed 64-bit integers."""
     n = args.size
     if n > result.size:
         return status(RESULT_TOO_LONG)
@@ -47,18 +49,23 @@ def py_rpc_increment(args, result):
     if (address(args) | address(result)) & 7 == 0:
         done = n // 8 * 8
         words, out = args[:done].view(np.uint64), result[:done].view(np.uint64)
-        for i in range(rank(), done // 8, size()):
+        i = np.uint32(rank())
+        while i < done // 8:
             w = words[i]
             out[i] = ((w & LOW7) + ONES) ^ (w & TOP)
-    for i in range(done + rank(), n, size()):
+            i = np.uint32(i + size())
+    i = np.uint32(done + rank())
+    while i < n:
         result[i] = args[i] + 1
+        i = np.uint32(i + size())
     return n
 
 
 @thread_handler
 def py_rpc_increment_thread(args, result):
     """Adds one to each byte of the arguments (one thread): handlers.cu's
-    rpc_increment_thread."""
+    rpc_increment_thread, with its ``uint32`` loop index (unsigned: no negative-index
+    wraparound on each access, 32-bit index math)."""
     n = args.size
     if n > result.size:
         return status(RESULT_TOO_LONG)
@@ -66,11 +73,15 @@ def py_rpc_increment_thread(args, result):
     if (address(args) | address(result)) & 7 == 0:
         done = n // 8 * 8
         words, out = args[:done].view(np.uint64), result[:done].view(np.uint64)
-        for i in range(done // 8):
+        i = np.uint32(0)
+        while i < done // 8:
             w = words[i]
             out[i] = ((w & LOW7) + ONES) ^ (w & TOP)
-    for i in range(done, n):
+            i = np.uint32(i + 1)
+    i = np.uint32(done)
+    while i < n:
         result[i] = args[i] + 1
+        i = np.uint32(i + 1)
     return n
 
 

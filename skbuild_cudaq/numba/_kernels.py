@@ -74,6 +74,86 @@ def _intrinsics() -> dict[str, Any]:
         "as_ptr": intrinsic(as_ptr),
         "as_int": intrinsic(as_int),
         "data_ptr": intrinsic(data_ptr),
+        **_space_intrinsics(),
+    }
+
+
+def _space_intrinsics() -> dict[str, Any]:
+    """What the device header tells the compiler with ``__isShared``/``__isGlobal``,
+    ``__builtin_assume`` and ``__builtin_assume_aligned``, and a call through a handler's
+    address (cudaq_detail_call_direct), for the framing helpers of
+    :mod:`skbuild_cudaq.numba.dispatch`."""
+    from llvmlite import ir
+    from numba.cuda import extending, types
+
+    intrinsic: Any = extending.intrinsic
+    i1, i32, i64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
+    byte_ptr = ir.IntType(8).as_pointer()
+
+    def declare(builder: Any, name: str, fnty: Any) -> Any:
+        module = builder.module
+        return module.globals.get(name) or ir.Function(module, fnty, name)
+
+    def space_test(builder: Any, name: str, address: Any) -> Any:
+        test = declare(builder, f"llvm.nvvm.isspacep.{name}", ir.FunctionType(i1, [byte_ptr]))
+        return builder.call(test, [builder.inttoptr(address, byte_ptr)])
+
+    def assume(builder: Any, cond: Any) -> None:
+        builder.call(declare(builder, "llvm.assume", ir.FunctionType(ir.VoidType(), [i1])), [cond])
+
+    def known_spaces(typingctx: Any, request: Any, response: Any) -> Any:
+        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+            shared = space_test(builder, "shared", args[0])
+            return builder.and_(shared, space_test(builder, "global", args[1]))
+
+        return types.boolean(types.uint64, types.uint64), codegen
+
+    def assume_known_spaces(typingctx: Any, request: Any, response: Any) -> Any:
+        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+            assume(builder, space_test(builder, "shared", args[0]))
+            assume(builder, space_test(builder, "global", args[1]))
+            return context.get_dummy_value()
+
+        return types.void(types.uint64, types.uint64), codegen
+
+    def assume_aligned8(typingctx: Any, address: Any) -> Any:
+        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+            low = builder.and_(args[0], ir.Constant(i64, 7))
+            assume(builder, builder.icmp_unsigned("==", low, ir.Constant(i64, 0)))
+            return context.get_dummy_value()
+
+        return types.void(types.uint64), codegen
+
+    def offset(typingctx: Any, pointer: Any, count: Any) -> Any:
+        def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+            return builder.gep(args[0], [builder.zext(args[1], i64)])
+
+        return types.voidptr(types.voidptr, types.uint32), codegen
+
+    def call_address(  # noqa: PLR0917 - the handler's address and its five arguments
+        typingctx: Any,
+        handler: Any,
+        args: Any,
+        arg_len: Any,
+        result: Any,
+        max_len: Any,
+        length: Any,
+    ) -> Any:
+        def codegen(context: Any, builder: Any, sig: Any, values: Any) -> Any:
+            fnty = ir.FunctionType(i32, [byte_ptr, i32, byte_ptr, i32, i32.as_pointer()])
+            function = builder.inttoptr(values[0], fnty.as_pointer())
+            length_ptr = builder.bitcast(values[5], i32.as_pointer())
+            return builder.call(function, [values[1], values[2], values[3], values[4], length_ptr])
+
+        vp, u32 = types.voidptr, types.uint32
+        return types.int32(types.uint64, vp, u32, vp, u32, vp), codegen
+
+    return {
+        "known_spaces": intrinsic(known_spaces),
+        "assume_known_spaces": intrinsic(assume_known_spaces),
+        "assume_aligned8": intrinsic(assume_aligned8),
+        "call_address": intrinsic(call_address),
+        "offset": intrinsic(offset),
     }
 
 
@@ -101,7 +181,7 @@ def register_dispatch() -> None:  # noqa: PLR0915 - one overload per helper, eac
         return
     import numpy as np
     from numba import cuda
-    from numba.cuda import extending
+    from numba.cuda import extending, types
     from numba.cuda.np.numpy_support import carray
 
     from skbuild_cudaq.numba import dispatch
@@ -110,6 +190,9 @@ def register_dispatch() -> None:  # noqa: PLR0915 - one overload per helper, eac
     ops = pointer_intrinsics()
     hooks = _hooks()
     as_ptr, as_int, data_ptr = ops["as_ptr"], ops["as_int"], ops["data_ptr"]
+    known_spaces, assume_known_spaces = ops["known_spaces"], ops["assume_known_spaces"]
+    assume_aligned8, call_address = ops["assume_aligned8"], ops["call_address"]
+    offset = ops["offset"]
     enter, poll, poll_into = hooks["enter"], hooks["poll"], hooks["poll_into"]
     publish, call_thread, call_launch = hooks["publish"], hooks["call_thread"], hooks["call_launch"]
 
@@ -148,56 +231,136 @@ def register_dispatch() -> None:  # noqa: PLR0915 - one overload per helper, eac
 
         return impl
 
-    def _validate(request: Any, slot_size: Any, table: Any, table_count: Any) -> Any:
-        def impl(request: Any, slot_size: Any, table: Any, table_count: Any) -> Any:
-            head = carray(as_ptr(request), 3, np.uint32)
-            if head[0] != _MAGIC_REQUEST:
-                return np.int32(-1), np.uint64(0), np.uint8(0)
-            if head[2] > slot_size - dispatch.HEADER_SIZE:
-                return np.int32(-3), np.uint64(0), np.uint8(0)
-            function_id = head[1]
-            entries = carray(as_ptr(as_int(table)), table_count * 16, np.uint8)
-            words = carray(as_ptr(as_int(table)), table_count * 4, np.uint32)
-            for e in range(table_count):
-                if words[4 * e + 2] == function_id:  # the first entry of the id, as C++'s
-                    low, high = np.uint64(words[4 * e]), np.uint64(words[4 * e + 1])
-                    handler = low | (high << np.uint64(32))
-                    if entries[16 * e + 12] != 0 or handler == 0:  # not DEVICE_CALL
-                        break
-                    return np.int32(0), handler, entries[16 * e + 13]
-            return np.int32(-2), np.uint64(0), np.uint8(0)
+    # The framing reads and writes the headers as the device header does: three 8-byte
+    # words (after inlining, the reads right after a poll are served from the registers the
+    # staging stored; the response header is three stores to memory that may be mapped
+    # over PCIe, where each store is a transaction), with 32-bit unsigned indices (no
+    # negative-index wraparound, no 64-bit index math).
+    low32, high32 = np.uint64(0xFFFFFFFF), np.uint64(0xFFFFFFFF00000000)
+    magic_response = np.uint64(_MAGIC_RESPONSE)
+    header_size = dispatch.HEADER_SIZE
+
+    def jit(function: Any) -> Any:
+        return cuda.jit(device=True, forceinline=True)(function)
+
+    @jit
+    def lookup(entries: Any, table_count: Any, function_id: Any) -> Any:
+        e = np.uint32(0)
+        while e < table_count:
+            id_mode = entries[np.uint32(e + e + np.uint32(1))]  # function_id | mode << 32
+            if np.uint32(id_mode & low32) == function_id:  # the first entry of the id, as C++'s
+                handler = entries[np.uint32(e + e)]
+                if np.uint8(id_mode >> np.uint64(32)) != 0 or handler == 0:  # not DEVICE_CALL
+                    break
+                return np.int32(0), handler, np.uint8(id_mode >> np.uint64(40))
+            e = np.uint32(e + np.uint32(1))
+        return np.int32(-2), np.uint64(0), np.uint8(0)
+
+    def _validate(
+        request: Any, slot_size: Any, table: Any, table_count: Any, cache: Any = None
+    ) -> Any:
+        def check(request: Any, slot_size: Any) -> Any:
+            head = carray(as_ptr(request), 3, np.uint64)
+            w0, w1 = head[0], head[1]
+            status = np.int32(0)
+            if np.uint32(w0 & low32) != _MAGIC_REQUEST:
+                status = np.int32(-1)
+            elif np.uint32(w1 & low32) > np.uint32(slot_size - header_size):
+                status = np.int32(-3)
+            return status, np.uint32(w0 >> np.uint64(32))
+
+        def find(status: Any, function_id: Any, table: Any, table_count: Any) -> Any:
+            if status != 0:
+                return status, np.uint64(0), np.uint8(0)
+            count = np.uint32(table_count)
+            entries = carray(as_ptr(as_int(table)), count * np.uint32(2), np.uint64)
+            return lookup(entries, count, function_id)
+
+        check, find = (jit(f) for f in (check, find))
+        if isinstance(cache, (types.NoneType, types.Omitted)) or cache is None:
+
+            def impl(
+                request: Any, slot_size: Any, table: Any, table_count: Any, cache: Any = None
+            ) -> Any:
+                status, function_id = check(request, slot_size)
+                return find(status, function_id, table, table_count)
+
+            return impl
+
+        def impl_cached(
+            request: Any, slot_size: Any, table: Any, table_count: Any, cache: Any = None
+        ) -> Any:
+            # cudaq_validate_request_cached: a request for the function looked up last is
+            # valid without a lookup (the table does not change while the kernel runs)
+            status, function_id = check(request, slot_size)
+            if status == 0 and cache[0] != 0 and function_id == cache[1]:
+                return status, cache[0], np.uint8(cache[2])
+            status, handler, shape = find(status, function_id, table, table_count)
+            if status == 0:
+                cache[0], cache[1], cache[2] = handler, function_id, shape
+            return status, handler, shape
+
+        return impl_cached
+
+    def _lookup_cache() -> Any:
+        def impl() -> Any:
+            cache = cuda.local.array(3, np.uint64)  # handler (0: empty), function id, shape
+            cache[0] = 0
+            cache[1] = 0
+            cache[2] = 0
+            return cache
 
         return impl
 
     def _call(handler: Any, shape: Any, request: Any, response: Any, max_result: Any) -> Any:
         def impl(handler: Any, shape: Any, request: Any, response: Any, max_result: Any) -> Any:
-            length = cuda.local.array(1, np.uint32)
+            # cudaq_call_handler / cudaq_call_launch_handler: both 8-byte aligned (the
+            # contract of a poll); a thread-shaped handler with the request in shared memory
+            # and the response in global memory goes through the switch with both spaces
+            # known (its arguments read with shared-memory loads issued ahead of its global
+            # stores), any other request through the pointer.
+            assume_aligned8(request)
+            assume_aligned8(response)
+            arg_len = np.uint32(carray(as_ptr(request), 3, np.uint64)[1] & low32)
+            # the same pointers the spaces are known of, offset (not new integers)
+            args = offset(as_ptr(request), np.uint32(header_size))
+            result = offset(as_ptr(response), np.uint32(header_size))
+            limit = np.uint32(max_result)
+            length = cuda.local.array(1, np.uint32)  # each call its own: see call_address
             length[0] = 0
-            head = carray(as_ptr(request), 3, np.uint32)
-            args = as_ptr(request + np.uint64(dispatch.HEADER_SIZE))
-            result = as_ptr(response + np.uint64(dispatch.HEADER_SIZE))
-            if shape == 1:
-                status = call_thread(
-                    as_ptr(handler), args, head[2], result, np.uint32(max_result), data_ptr(length)
-                )
+            to = as_ptr(handler)
+            if shape != 1:
+                status = call_launch(to, args, arg_len, result, limit, data_ptr(length))
+            elif known_spaces(request, response):
+                assume_known_spaces(request, response)
+                status = call_thread(to, args, arg_len, result, limit, data_ptr(length))
             else:
-                status = call_launch(
-                    as_ptr(handler), args, head[2], result, np.uint32(max_result), data_ptr(length)
-                )
-            return status, length[0]
+                other = cuda.local.array(1, np.uint32)
+                other[0] = 0
+                status = call_address(handler, args, arg_len, result, limit, data_ptr(other))
+                length[0] = other[0]
+            n = length[0]
+            return status, n if n < limit else limit
 
         return impl
 
+    @jit
+    def write(response: Any, request: Any, status: Any, result_len: Any) -> None:
+        head = carray(as_ptr(request), 3, np.uint64)
+        out = carray(as_ptr(response), 3, np.uint64)
+        out[0] = magic_response | (np.uint64(np.uint32(np.int32(status))) << np.uint64(32))
+        out[1] = np.uint64(np.uint32(result_len)) | (head[1] & high32)  # the request id echoed
+        out[2] = head[2]  # the timestamp echoed
+
     def _header(response: Any, request: Any, status: Any, result_len: Any) -> Any:
         def impl(response: Any, request: Any, status: Any, result_len: Any) -> Any:
-            head = carray(as_ptr(request), 6, np.uint32)
-            out = carray(as_ptr(response), 6, np.uint32)
-            out[0] = _MAGIC_RESPONSE
-            out[1] = np.uint32(np.int32(status))
-            out[2] = np.uint32(result_len)
-            out[3] = head[3]
-            out[4] = head[4]
-            out[5] = head[5]
+            assume_aligned8(request)
+            assume_aligned8(response)
+            if known_spaces(request, response):  # as write_response_header
+                assume_known_spaces(request, response)
+                write(response, request, status, result_len)
+            else:
+                write(response, request, status, result_len)
 
         return impl
 
@@ -227,6 +390,7 @@ def register_dispatch() -> None:  # noqa: PLR0915 - one overload per helper, eac
         (dispatch.tx_publish, _publish),
         (dispatch.table_to_shared, _to_shared),
         (dispatch.validate_request, _validate),
+        (dispatch.lookup_cache, _lookup_cache),
         (dispatch.call_handler, _call),
         (dispatch.write_response_header, _header),
         (dispatch.count_request, _count),

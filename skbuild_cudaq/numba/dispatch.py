@@ -11,29 +11,32 @@ loads and stores. Addresses (a session, a request, a response, a handler) are in
     from numba import cuda
     from skbuild_cudaq.numba import dispatch_kernel
     from skbuild_cudaq.numba.dispatch import (HEADER_SIZE, call_handler, count_request,
-        enter_kernel, rx_poll, table_to_shared, tx_publish, validate_request,
+        enter_kernel, lookup_cache, rx_poll, table_to_shared, tx_publish, validate_request,
         write_response_header)
 
     @dispatch_kernel
     def py_single_thread_dispatcher(transport_ctx, slot_size, table, table_count,
                                     shutdown_flag, stats):
+        max_result = slot_size - HEADER_SIZE
         if cuda.threadIdx.x != 0 or cuda.blockIdx.x != 0:
             return
-        max_result = slot_size - HEADER_SIZE
         table = table_to_shared(table, table_count, cuda.shared.array(1024, numpy.uint8))
         session = enter_kernel(transport_ctx, shutdown_flag)
         if session == 0:
             return
-        running, request, response = rx_poll(session)
-        while running:
-            status, handler, shape = validate_request(request, slot_size, table, table_count)
+        cache = lookup_cache()
+        while True:
+            running, request, response = rx_poll(session)  # polled at the top of the loop
+            if not running:
+                return
+            status, handler, shape = validate_request(request, slot_size, table,
+                                                      table_count, cache)
             count_request(stats)
             result_len = 0
             if status == 0:
                 status, result_len = call_handler(handler, shape, request, response, max_result)
             write_response_header(response, request, status, result_len)
             tx_publish(session, response)
-            running, request, response = rx_poll(session)
 
 On the CPU these functions only say that they run on the GPU.
 """
@@ -47,6 +50,7 @@ __all__ = [
     "call_handler",
     "count_request",
     "enter_kernel",
+    "lookup_cache",
     "rx_poll",
     "rx_poll_into",
     "table_to_shared",
@@ -98,18 +102,31 @@ def tx_publish(session: int, response: int) -> None:
     _device_only("tx_publish")
 
 
-def validate_request(request: int, slot_size: int, table: Any, table_count: int) -> Any:
+def validate_request(
+    request: int, slot_size: int, table: Any, table_count: int, cache: Any = None
+) -> Any:
     """Checks a request and finds its entry (``cudaq_validate_request``): ``(status,
     handler, shape)``; status 0 with the DEVICE_CALL entry's handler address and shape, else
     -1 (bad magic), -2 (no DEVICE_CALL entry for the function id) or -3 (arguments longer
-    than the slot)."""
+    than the slot). With ``cache`` (:func:`lookup_cache`, made once before the kernel's loop:
+    ``cudaq_validate_request_cached``), a request for the function looked up last is valid
+    without a lookup in the table."""
     _device_only("validate_request")
+
+
+def lookup_cache() -> Any:
+    """``cudaq_lookup_cache_empty``: the kernel's memory of the entry it looked up last, for
+    :func:`validate_request` (kept in registers across the kernel's loop)."""
+    _device_only("lookup_cache")
 
 
 def call_handler(handler: int, shape: int, request: int, response: int, max_result: int) -> Any:
     """Calls a handler of ``shape`` with the request's arguments and the response's result
-    area through the module's handler switch (``cudaq_dev_call_handler`` or
-    ``cudaq_dev_call_launch_handler``): ``(status, result_len)``."""
+    area through the module's handler switch (``cudaq_call_handler`` or
+    ``cudaq_call_launch_handler``): ``(status, result_len)``, ``result_len`` at most
+    ``max_result``. A thread-shaped handler's request in shared memory (:func:`rx_poll_into`)
+    with its response in global memory is served with both address spaces known to the
+    compiler, any other through the handler's address."""
     _device_only("call_handler")
 
 

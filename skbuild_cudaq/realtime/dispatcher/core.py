@@ -414,8 +414,9 @@ class Dispatcher(Generic[BridgeT], Closing):
 
                 kernel = graph_library.get_kernel(GRAPH_DISPATCH_KERNEL)
                 self._check_block(kernel, GRAPH_DISPATCH_KERNEL)
+                streams = (args.stream, self._gpu.standby_stream())
                 self._served.graphs.launch(
-                    kernel, config, args.stream, args.kernel_args(), self._gpu.reader
+                    kernel, config, streams, args.kernel_args(), self._gpu.reader
                 )
             elif plan.shared_kernel:
                 kernel = get_device_kernel(

@@ -124,15 +124,16 @@ def device_call_names(table: FunctionTable, library: Any, device: int) -> dict[s
 
 class GraphRun:
     """A dispatcher's graph handlers while it runs: their device records
-    (``cudaq_graph_io_t`` + a request copy each), their mailboxes, and the dispatch graph
-    (the graph dispatch kernel as the one node of a device-launchable graph)."""
+    (``cudaq_graph_io_t`` + a request copy each), their mailboxes, the baton and the two
+    dispatch graphs (the graph dispatch kernel as the one node of a device-launchable graph,
+    roles 0 and 1, taking turns: see ``device/graph_dispatch_kernel.cu``)."""
 
     def __init__(self, entries: list[FunctionEntry], slot_size: int) -> None:
         self.entries = entries
         self.slot_size = slot_size
-        self.records = 0  # device allocation of every record
-        self.dispatch_graph: Any = None
-        self.dispatch_exec: Any = None
+        self.records = 0  # device allocation of every record, then the baton
+        self.dispatch_graphs: list[Any] = []
+        self.dispatch_execs: list[Any] = []
 
     @property
     def record_size(self) -> int:
@@ -142,6 +143,11 @@ class GraphRun:
 
     def record_of(self, index: int) -> int:
         return self.records + index * self.record_size
+
+    @property
+    def baton(self) -> int:
+        """Device address of the word naming the dispatch kernel that serves (0 first)."""
+        return self.record_of(len(self.entries))
 
     def prepare(self, drv: Any, stream: Any, device: int) -> dict[str, int]:
         """Check and upload each graph (on ``stream``, one no kernel runs on, of GPU
@@ -190,7 +196,7 @@ class GraphRun:
                 drv.cuGraphUpload(drv.CUgraphExec(entry.graph_exec), stream),
                 f"cuGraphUpload({entry.name!r})",
             )
-        size = self.record_size * len(self.entries)
+        size = self.record_size * len(self.entries) + 8  # the records, then the baton
         self.records = _driver.ptr(
             _driver.check(drv.cuMemAlloc(size), "cuMemAlloc(graph I/O contexts)")
         )
@@ -209,19 +215,27 @@ class GraphRun:
         return words
 
     def launch(
-        self, kernel: Any, config: Any, stream: Any, args: tuple[Any, ...], side: Any
+        self, kernel: Any, config: Any, streams: tuple[Any, Any], args: tuple[Any, ...], side: Any
     ) -> None:
-        """Launch ``kernel`` on ``stream`` as the node of a graph instantiated for device
-        launch (captured and uploaded on the idle stream ``side``)."""
+        """Launch ``kernel`` twice, roles 0 and 1 (``args``, then the baton and the role), each
+        the node of a graph instantiated for device launch (captured and uploaded on the idle
+        stream ``side``), on ``streams[0]`` and ``streams[1]``."""
         from skbuild_cudaq.realtime.graph import capture_stream_graph, instantiate_for_device_launch
         from skbuild_cudaq.realtime.launch import launch_kernel
 
         drv = _driver.driver()
-        self.dispatch_graph = capture_stream_graph(
-            lambda s: launch_kernel(kernel, config, s, *args), side
-        )
-        self.dispatch_exec = instantiate_for_device_launch(self.dispatch_graph, side)
-        _driver.check(drv.cuGraphLaunch(self.dispatch_exec, stream), "cuGraphLaunch(dispatch)")
+        baton = ctypes.c_void_p(self.baton)
+        for role in (0, 1):
+            params = (*args, baton, ctypes.c_uint32(role))
+
+            def record(stream: Any, params: tuple[Any, ...] = params) -> None:
+                launch_kernel(kernel, config, stream, *params)
+
+            graph = capture_stream_graph(record, side)
+            self.dispatch_graphs.append(graph)
+            self.dispatch_execs.append(instantiate_for_device_launch(graph, side))
+        for exec_, stream in zip(self.dispatch_execs, streams, strict=True):
+            _driver.check(drv.cuGraphLaunch(exec_, stream), "cuGraphLaunch(dispatch)")
 
     def read(self, drv: Any, index: int) -> Any:
         """The device record of graph entry ``index`` (:class:`GraphIO`)."""
@@ -244,12 +258,12 @@ class GraphRun:
             mailbox = entry.mailbox
             if self.records and not mailbox.closed and mailbox.value == self.record_of(index):
                 mailbox.value = 0
-        exec_, graph = self.dispatch_exec, self.dispatch_graph
-        self.dispatch_exec = self.dispatch_graph = None
+        execs, graphs = self.dispatch_execs, self.dispatch_graphs
+        self.dispatch_execs, self.dispatch_graphs = [], []
         records, self.records = self.records, 0
-        if exec_ is not None:
+        for exec_ in execs:
             _driver.check(drv.cuGraphExecDestroy(exec_), "cuGraphExecDestroy(dispatch)")
-        if graph is not None:
+        for graph in graphs:
             _driver.check(drv.cuGraphDestroy(graph), "cuGraphDestroy(dispatch)")
         if records:
             _driver.check(drv.cuMemFree(records), "cuMemFree(graph I/O contexts)")

@@ -1,12 +1,12 @@
-"""What a device dispatcher holds on its GPU: the context, two streams and three allocations.
+"""What a device dispatcher holds on its GPU: the context, its streams and three allocations.
 
 The context is the device's primary context through the run time's one helper
 (:func:`skbuild_cudaq.realtime._driver.primary_context`, retained once per
-process, as the lookups and the launch helper use it). The kernel's stream and
-the counter reader are non-blocking (the legacy default stream would serialise
-with a persistent kernel). Allocations: the packed function table and the
-processed counter (device memory), the shutdown flag and the counter read-back
-(16 bytes of mapped pinned host memory: ``[0:4]`` flag, ``[8:16]`` read-back).
+process, as the lookups and the launch helper use it). The kernel's stream, the
+counter reader and, for graph handlers, the standby kernel's stream are non-blocking
+(the legacy default stream would serialise with a persistent kernel). Allocations: the
+packed function table and the processed counter (device memory), the shutdown flag and the
+counter read-back (16 bytes of mapped pinned host memory: ``[0:4]`` flag, ``[8:16]`` read-back).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ class DeviceResources:
         self.context: Any = None
         self.stream: Any = None  # the kernel's stream (non-blocking)
         self.reader: Any = None  # reads the counter while the kernel runs (non-blocking)
+        self.standby: Any = None  # the graph dispatch kernel's second stream (graph handlers)
         self.table_ptr = 0
         self.stats_ptr = 0
         self.pinned_ptr = 0  # [0:4] shutdown flag (mapped), [8:16] counter read-back
@@ -89,25 +90,39 @@ class DeviceResources:
         if self.pinned_ptr:
             ctypes.c_int32.from_address(self.pinned_ptr).value = 1
 
-    def stream_state(self) -> tuple[int, Any]:
-        """``(code, result)`` of ``cuStreamQuery`` on the kernel's stream (0: idle)."""
+    def standby_stream(self) -> Any:
+        """The second stream of a graph dispatch (made once; non-blocking): its standby
+        kernel runs there (:mod:`.plan`), and :meth:`wait_stream` waits for it too."""
+        if self.standby is None:
+            assert self.drv is not None
+            flags = int(self.drv.CUstream_flags.CU_STREAM_NON_BLOCKING)
+            self.standby = _driver.check(self.drv.cuStreamCreate(flags), "cuStreamCreate")
+        return self.standby
+
+    def stream_state(self, stream: Any = None) -> tuple[int, Any]:
+        """``(code, result)`` of ``cuStreamQuery`` on ``stream`` (the kernel's by default;
+        0: idle)."""
         assert self.drv is not None
-        result = self.drv.cuStreamQuery(self.stream)
+        result = self.drv.cuStreamQuery(self.stream if stream is None else stream)
         return int(result[0] if isinstance(result, tuple) else result), result
 
     def wait_stream(self, timeout: float | None) -> bool:
-        """Wait for the kernel's stream (None: no limit), polling it rather than blocking in
-        the driver. True once it is idle."""
+        """Wait for the kernel's stream and the standby one (None: no limit), polling them
+        rather than blocking in the driver. True once both are idle."""
         if self.drv is None or self.stream is None:
             return True
         end = deadline(timeout, time.monotonic())
         delay = 1e-5
+        pending = [s for s in (self.stream, self.standby) if s is not None]
         while True:
-            code, result = self.stream_state()
-            if code == 0:
+            for stream in list(pending):
+                code, result = self.stream_state(stream)
+                if code == 0:
+                    pending.remove(stream)
+                elif code != NOT_READY:
+                    _driver.check(result, "dispatch kernel")  # a fault of the kernel: raise it
+            if not pending:
                 return True
-            if code != NOT_READY:
-                _driver.check(result, "dispatch kernel")  # a fault of the kernel: raise it
             if time.monotonic() >= end:
                 return False
             time.sleep(delay)
@@ -141,13 +156,13 @@ class DeviceResources:
         )
 
     def destroy_streams(self) -> None:
-        """Destroy both streams (the context is current); the primary context stays retained."""
+        """Destroy the streams (the context is current); the primary context stays retained."""
         drv = self.drv
         if drv is not None:
-            for stream in (self.stream, self.reader):
+            for stream in (self.stream, self.reader, self.standby):
                 if stream is not None:
                     _driver.check(drv.cuStreamDestroy(stream), "cuStreamDestroy")
-            self.stream = self.reader = None
+            self.stream = self.reader = self.standby = None
 
     def forget_context(self) -> None:
         self.drv = None

@@ -325,12 +325,19 @@ def flood_section(name: str, path: Path, f: Json, page: Page) -> list[str]:
 
 
 def python_device_section(name: str, path: Path, d: Json, page: Page) -> list[str]:
-    build = d.get("build_seconds") or {}
+    build, first = d.get("build_seconds") or {}, d.get("time_to_first_answer_s") or {}
+    answer = (
+        f" Time to the first answer from a fresh process: the notebook path (define, compile, "
+        f"link, serve) {fmt(first.get('notebook'))} s, a built extension "
+        f"{fmt(first.get('built'))} s."
+        if first
+        else ""
+    )
     return [
         "Python device code (numba-cuda) against its C++ twin, in the same run and dispatch "
         "kernel: `twin_*` is the Python handler's p50 (or throughput) over the C++ one's, "
         "`dispatcher_p50` the Python dispatch kernel's over the C++ one's. Building one handler "
-        f"module: numba {fmt(build.get('numba'))} s, nvcc {fmt(build.get('nvcc'))} s.",
+        f"module: numba {fmt(build.get('numba'))} s, nvcc {fmt(build.get('nvcc'))} s.{answer}",
         "",
         *goals_table(d.get("goals")),
     ]

@@ -749,7 +749,7 @@ def _quoted_figures() -> dict[str, list[str]]:
             f"costs about {g['floor_one_kernel'] - g['device_function']:.1f} µs more than a "
             f"device function, and a second kernel about "
             f"{g['floor_two_kernels'] - g['floor_one_kernel']:.1f}",
-            f"the host path about "
+            f"the host path takes about "
             f"{g['host_graph_two_kernels'] - g['graph_two_kernels']:.1f} µs more",
         ],
     }

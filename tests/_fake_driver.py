@@ -11,9 +11,11 @@ Install it with the ``use_driver`` fixture of ``tests/conftest.py`` (the one sea
   addresses differ per context, real ctypes "pinned" memory, a "device" memory map,
   and a persistent "kernel" that keeps its stream busy until it sees the shutdown flag.
   For the host path's graph workers it hands out C-callable entry points
-  (``cuGetProcAddress``) whose graph launches stay running until a test ends them
-  (:meth:`FakeDriver.end_graph`): bookkeeping and error paths only, never the proof that a
-  graph answers (``tests/test_parity_gpu.py`` is).
+  (``cuGetProcAddress``) that keep stream order: each worker stream runs what was enqueued
+  on it in turn (a copy reads its pinned source when it runs, not when it is enqueued; a
+  graph starts once everything before it has run and runs until a test publishes and ends
+  it: :meth:`FakeDriver.publish_graph`, :meth:`FakeDriver.end_graph`). Bookkeeping and
+  error paths only, never the proof that a graph answers (``tests/test_parity_gpu.py`` is).
 - :func:`startup_driver`: device 0 an sm_90, no context current, a given
   ``cuDevicePrimaryCtxRetain``; records the call order of the start-up.
 - :func:`failing_driver`: the calls example_app's launchers make, one of them failing.
@@ -86,13 +88,27 @@ class FakeStream(str):
 
 @dataclass
 class FakeGraphRun:
-    """A graph the host path launched on a worker stream: it runs until the test ends it."""
+    """A graph the host path launched on a worker stream. It starts once what was enqueued
+    before it on its stream has run (the copy of its request among them) and runs until the
+    test ends it; a failure before it on its stream ends it unstarted."""
 
     graph_exec: int
     stream: FakeStream
-    record: int  #: the device record the copy before it filled (its I/O context)
+    record: int  #: the device record the copy before it fills (its I/O context)
+    started: bool = False  #: everything before it on its stream has run: it runs
+    published: bool = False  #: it did what ``cudaq_graph_publish`` does
     done: bool = False
     error: int = 0  #: what the stream reports once it has ended (0: success)
+
+
+@dataclass
+class _FakeCopy:
+    """A ``cuMemcpyHtoDAsync`` waiting its turn on its stream: it reads ``src`` when it runs."""
+
+    dst: int
+    src: int
+    size: int
+    enqueued: bytes  #: the source as it was at the call (a change before the copy ran: a hazard)
 
 
 #: Calls the driver refuses (CUDA_ERROR_INVALID_CONTEXT) while no context is current: memory
@@ -178,7 +194,13 @@ class FakeDriver:
         self.graph_runs: list[FakeGraphRun] = []  # graphs launched by the host path
         self.proc_versions: list[int] = []  # the ABI each cuGetProcAddress asked for
         self.missing_procs: set[str] = set()  # entry points cuGetProcAddress says are absent
-        self._copied: dict[int, int] = {}  # stream handle -> the record its last copy filled
+        self._copied: dict[int, int] = {}  # stream handle -> the record its last copy fills
+        self._queues: dict[int, list[_FakeCopy | FakeGraphRun]] = {}  # what a stream has not run
+        self._order = threading.Lock()  # the streams' state: the loop's calls and the test's
+        self.graph_queries: dict[int, int] = {}  # stream handle -> cuStreamQuery calls (loop's)
+        #: copies whose pinned source changed between the call and the copy's turn (the host
+        #: wrote memory a pending copy was still to read)
+        self.hazards: list[str] = []
         self._procs: dict[str, Any] | None = None
 
     def _ok(self, name: str, *values: Any) -> tuple[Any, ...]:
@@ -467,26 +489,52 @@ class FakeDriver:
         code = self._code("cuMemcpyHtoDAsync")
         if code == 0:
             assert self.current() is not None, "no context current on the serving thread"
-            self._write_device(dst, ctypes.string_at(src or 0, size))
-            self._copied[stream or 0] = dst
+            handle = stream or 0
+            copy = _FakeCopy(dst, src or 0, size, ctypes.string_at(src or 0, size))
+            with self._order:
+                self._queues.setdefault(handle, []).append(copy)
+                self._copied[handle] = dst
+                self._advance(handle)
         return code
 
     def _c_graph_launch(self, graph_exec: int | None, stream: int | None) -> int:
         code = self._code("cuGraphLaunch")
         if code == 0:
             handle = stream or 0
-            assert not any(r.stream.handle == handle and not r.done for r in self.graph_runs), (
-                "a graph launched on a worker stream that is still busy"
-            )
-            record = self._copied[handle]
-            self.graph_runs.append(FakeGraphRun(graph_exec or 0, self.streams[handle], record))
+            with self._order:
+                run = FakeGraphRun(graph_exec or 0, self.streams[handle], self._copied[handle])
+                self.graph_runs.append(run)
+                self._queues.setdefault(handle, []).append(run)
+                self._advance(handle)
         return code
 
     def _c_stream_query(self, stream: int | None) -> int:
-        runs = [r for r in self.graph_runs if r.stream.handle == (stream or 0)]
-        if any(not r.done for r in runs):
-            return NOT_READY
-        return runs[-1].error if runs else 0  # what the stream's last graph ended with
+        handle = stream or 0
+        with self._order:
+            self.graph_queries[handle] = self.graph_queries.get(handle, 0) + 1
+            if self._queues.get(handle):
+                return NOT_READY
+            runs = [r for r in self.graph_runs if r.stream.handle == handle]
+            return runs[-1].error if runs else 0  # what the stream's last graph ended with
+
+    def _advance(self, handle: int) -> None:
+        """Run what stream ``handle`` holds, in order, up to a graph that has not ended (it
+        starts: it runs until the test ends it). Under ``_order``."""
+        queue = self._queues.get(handle, [])
+        while queue:
+            op = queue[0]
+            if isinstance(op, FakeGraphRun):
+                if not op.done:
+                    op.started = True
+                    return
+            else:
+                data = ctypes.string_at(op.src, op.size)
+                if data != op.enqueued:
+                    self.hazards.append(
+                        f"the source of a copy into {op.dst:#x} changed before the copy ran"
+                    )
+                self._write_device(op.dst, data)
+            queue.pop(0)
 
     def _c_get_error_name(self, code: int, out: Any) -> int:
         name = self._names.get(code)
@@ -507,6 +555,28 @@ class FakeDriver:
         arg_len = struct.unpack_from("<I", self.read_device(request + 8, 4))[0]
         return self.read_device(request + 24, arg_len)
 
+    def publish_graph(
+        self, run: FakeGraphRun, *, status: int = 0, result: bytes | None = None
+    ) -> bytes:
+        """What ``cudaq_graph_publish`` does in the running ``run``: the response header and
+        ``result`` (by default its arguments plus one, byte by byte) into the response slot,
+        then the flag value into the response flag. The graph runs on (its tail) until
+        :meth:`end_graph`. Returns the request's arguments."""
+        assert run.started and not run.done, "a graph publishes while it runs"
+        assert not run.published, "a graph publishes once"
+        request, response, flag, value, slot_size, *_ = self.graph_io(run)
+        _magic, _fid, arg_len, request_id, timestamp = struct.unpack(
+            "<IIIIQ", self.read_device(request, 24)
+        )
+        args = self.read_device(request + 24, arg_len)
+        out = bytes((b + 1) & 0xFF for b in args) if result is None else result
+        out = out[: slot_size - 24]
+        head = struct.pack("<IiIIQ", 0x43555153, status, len(out), request_id, timestamp)
+        ctypes.memmove(response, head + out, len(head) + len(out))  # mapped: same address
+        run.published = True
+        ctypes.c_uint32.from_address(flag).value = value
+        return args
+
     def end_graph(
         self,
         run: FakeGraphRun,
@@ -516,23 +586,30 @@ class FakeDriver:
         result: bytes | None = None,
         error: int = 0,
     ) -> bytes:
-        """End ``run`` as a graph would: with ``publish``, what ``cudaq_graph_publish`` does
-        (the response header and ``result`` -- by default its arguments plus one, byte by
-        byte -- into the response slot, then the flag value into the response flag), else
-        nothing; its stream then reports ``error``. Returns the request's arguments."""
-        request, response, flag, value, slot_size, *_ = self.graph_io(run)
-        _magic, _fid, arg_len, request_id, timestamp = struct.unpack(
-            "<IIIIQ", self.read_device(request, 24)
-        )
+        """End the running ``run`` as a graph would: with ``publish`` (unless it has
+        published already), :meth:`publish_graph` first, else nothing; its stream then
+        reports ``error``. With an error, what was enqueued behind it on its stream never
+        runs (as after a fault): its copies are dropped, its graphs end unstarted with the
+        same error. Then the stream runs on. Returns the request's arguments."""
+        assert run.started and not run.done, "a graph ends once it has started (stream order)"
+        request = self.graph_io(run)[0]
+        arg_len = struct.unpack_from("<I", self.read_device(request + 8, 4))[0]
         args = self.read_device(request + 24, arg_len)
-        if publish:
-            out = bytes((b + 1) & 0xFF for b in args) if result is None else result
-            out = out[: slot_size - 24]
-            head = struct.pack("<IiIIQ", 0x43555153, status, len(out), request_id, timestamp)
-            ctypes.memmove(response, head + out, len(head) + len(out))  # mapped: same address
-            ctypes.c_uint32.from_address(flag).value = value
-        run.error = error
-        run.done = True
+        if publish and not run.published:
+            self.publish_graph(run, status=status, result=result)
+        handle = run.stream.handle
+        with self._order:
+            run.error = error
+            run.done = True
+            queue = self._queues[handle]
+            assert queue[0] is run
+            queue.pop(0)
+            if error:
+                for op in queue:
+                    if isinstance(op, FakeGraphRun):
+                        op.error, op.done = error, True
+                queue.clear()
+            self._advance(handle)
         return args
 
 

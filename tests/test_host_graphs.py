@@ -1,12 +1,14 @@
 """Graph handlers on the host path, without a GPU: the table and mailbox checks, the typed
 errors, and the graph workers' bookkeeping (launch, idle mask, recycling, the queue of a busy
-worker, stop with graphs in flight, reserved statuses for what fails).
+worker, the next launch once a graph answered, stop with graphs in flight, reserved statuses
+for what fails, before and after an answer).
 
-The CUDA driver is ``tests/_fake_driver.py``'s: its C-callable entry points record what the
-native loop enqueues, and a graph "runs" until the test ends it (``FakeDriver.end_graph``
-does what ``cudaq_graph_publish`` does). That proves bookkeeping and error paths only; that a
-real graph answers is ``tests/test_parity_gpu.py``'s
-``test_graph_launch_host_path_10000_checked_round_trips`` (H200).
+The CUDA driver is ``tests/_fake_driver.py``'s: its C-callable entry points keep stream order
+(a copy reads its source when its turn comes; a graph starts once what was before it on its
+stream has run), and a graph "runs" until the test publishes and ends it
+(``FakeDriver.publish_graph`` does what ``cudaq_graph_publish`` does, ``FakeDriver.end_graph``
+ends it). That proves bookkeeping and error paths only; that a real graph answers is
+``tests/test_parity_gpu.py``'s ``test_graph_launch_host_path_10000_checked_round_trips``.
 """
 
 from __future__ import annotations
@@ -244,10 +246,10 @@ def test_a_graph_request_is_launched_on_its_worker_and_published_once_the_graph_
 def test_requests_for_a_busy_graph_wait_in_its_queue_while_the_rest_is_served(
     drv: FakeDriver, mailboxes: list[GraphMailbox]
 ) -> None:
-    """Two graph entries, three requests each: one launch per worker at a time (the fake
-    refuses a launch on a busy stream), both workers busy at once, the queued requests
-    launched in order as their worker is recycled, host requests answered all along, every
-    graph answer published out of ring order where it came late."""
+    """Two graph entries, three requests each: one request per worker at a time (the next
+    launched once its graph answered), both workers busy at once, the queued requests
+    launched in order, host requests answered all along, every graph answer published out
+    of ring order where it came late."""
     with HostDispatcher(LAYOUT, graph_table(mailboxes, graphs=2)) as d:
         client = d.client()
         tickets = [(name, bytes([i]), client.submit(name, bytes([i]))) for i in range(3)
@@ -383,6 +385,160 @@ def test_what_fails_on_the_way_is_answered_with_a_reserved_status(
             "launch_failures": 3,
             "launch_error": 700,
         }
+
+
+def test_the_next_request_is_launched_once_the_graph_answered_not_once_its_stream_is_done(
+    drv: FakeDriver, mailboxes: list[GraphMailbox]
+) -> None:
+    """A graph that published and runs on (its tail): its worker launches the next request
+    at once, before its stream is done; stream order runs that copy and graph after the
+    tail. Its bit in the idle mask comes back only once the stream is seen done, and the
+    stream is asked at most every GRAPH_QUERY_NS, before the answer and after it."""
+    began = time.monotonic_ns()
+    with HostDispatcher(LAYOUT, graph_table(mailboxes)) as d:
+        loop, client = d._loop, d.client()
+        stream = int(d._graphs._streams[0]) if d._graphs is not None else 0
+        first = client.submit("decode0", b"\x01")
+        (run,) = runs(drv, 1)
+        drv.publish_graph(run)
+        assert client.wait(first, timeout=DEADLINE).result == b"\x02"
+        second = client.submit("decode0", b"\x05")
+        after = runs(drv, 2)[1]  # launched while the graph before it still runs
+        assert not run.done and not after.started
+        assert loop.idle_mask == 0 and loop.graphs_outstanding == 1
+        time.sleep(0.05)  # the tail runs on: the worker stays busy, its stream asked now and then
+        assert loop.idle_mask == 0 and d._loop.graph_stats()[0][5] is True
+        drv.end_graph(run, publish=False)  # the tail ends: the second copy and graph run
+        assert after.started and drv.graph_request(after) == b"\x05"
+        assert drv.graph_io(after)[3] == 2  # the launch's number, for its publish
+        drv.end_graph(after)
+        assert client.wait(second, timeout=DEADLINE).result == b"\x06"
+        until(lambda: loop.idle_mask == 1, "the worker idle once its stream is done")
+        assert d._loop.graph_stats()[0][4:] == (0, False)
+        d.stop()
+        assert d.processed == 2 and d.handler_errors == 0 and drv.hazards == []
+    elapsed = time.monotonic_ns() - began
+    assert 0 < drv.graph_queries[stream] <= elapsed // _native.GRAPH_QUERY_NS + 1, (
+        drv.graph_queries[stream],
+        elapsed,
+    )
+
+
+def test_a_stream_error_after_the_answer_is_recorded_and_the_answer_stands(
+    drv: FakeDriver, mailboxes: list[GraphMailbox]
+) -> None:
+    """The graph published, then its tail faulted, seen before another request came: the
+    answer stands, the error is recorded (launch_error, last_handler_error; not a launch
+    failure, not a handler error) and the worker is idle again. The same where the graph
+    publishes and faults at once (the loop may see both in one look)."""
+    with HostDispatcher(LAYOUT, graph_table(mailboxes)) as d:
+        client = d.client()
+        ticket = client.submit("decode0", b"a")
+        (run,) = runs(drv, 1)
+        drv.publish_graph(run)
+        assert client.wait(ticket, timeout=DEADLINE).result == b"b"
+        drv.end_graph(run, publish=False, error=700)
+        until(lambda: d._loop.idle_mask == 1, "the worker idle once its stream is done")
+        assert d.last_handler_error == (
+            "decode0: its stream reported CUDA_ERROR_ILLEGAL_ADDRESS (700) after its request "
+            "was answered"
+        )
+        assert d.graph_stats()["decode0"] == {
+            "requests": 1,
+            "launch_failures": 0,
+            "launch_error": 700,
+        }
+        assert d.processed == 1 and d.handler_errors == 0 and d._loop.graphs_outstanding == 0
+        ticket = client.submit("decode0", b"c")
+        drv.end_graph(runs(drv, 2)[1], error=719)  # published as it ended, faulting
+        assert client.wait(ticket, timeout=DEADLINE).result == b"d"
+        until(lambda: d._loop.idle_mask == 1, "the worker idle once its stream is done")
+        assert d.last_handler_error == (
+            "decode0: its stream reported CUresult (719) after its request was answered"
+        )
+        assert d.graph_stats()["decode0"]["launch_error"] == 719
+        assert d.processed == 2 and d.handler_errors == 0
+
+
+def test_a_tail_that_faults_with_the_next_request_launched_behind_it(
+    drv: FakeDriver, mailboxes: list[GraphMailbox]
+) -> None:
+    """The graph published and its tail faulted after the next request was launched behind
+    it: that request's copy and graph never run (the fault is sticky: the fake then refuses
+    every later call, as the context does). The next request is answered
+    STATUS_GRAPH_LAUNCH_FAILED exactly once, naming the tail as a possible cause; the error
+    is recorded; the worker is idle again, and a later request is refused at its copy
+    (answered at once). Nothing hangs, every count is exact."""
+    with HostDispatcher(LAYOUT, graph_table(mailboxes)) as d:
+        client = d.client()
+        first = client.submit("decode0", b"a")
+        (run,) = runs(drv, 1)
+        drv.publish_graph(run)
+        assert client.wait(first, timeout=DEADLINE).result == b"b"
+        second = client.submit("decode0", b"c")
+        behind = runs(drv, 2)[1]
+        assert not behind.started
+        drv.fail["cuMemcpyHtoDAsync"] = drv.fail["cuGraphLaunch"] = 700  # sticky
+        drv.end_graph(run, publish=False, error=700)
+        resp = client.wait(second, timeout=DEADLINE)
+        assert (resp.status, resp.result) == (
+            STATUS_GRAPH_LAUNCH_FAILED,
+            b"the graph failed: CUDA_ERROR_ILLEGAL_ADDRESS (700)"[: LAYOUT.max_payload],
+        )
+        assert behind.done and not behind.started and not behind.published
+        until(lambda: d._loop.idle_mask == 1, "the worker idle once its stream is done")
+        assert d.last_handler_error == (
+            "decode0: the graph failed: CUDA_ERROR_ILLEGAL_ADDRESS (700) (or the tail of the "
+            "graph before it, after that one answered)"
+        )
+        time.sleep(0.01)  # a second answer would come meanwhile
+        assert d.processed == 2 and d.handler_errors == 1 and d._loop.graphs_outstanding == 0
+        status, text = client.call("decode0", b"d", timeout=DEADLINE)
+        assert (status, text) == (
+            STATUS_GRAPH_LAUNCH_FAILED,
+            b"cuMemcpyHtoDAsync failed: CUDA_ERROR_ILLEGAL_ADDRESS (700)"[: LAYOUT.max_payload],
+        )
+        assert client.call("host_echo", b"on", timeout=DEADLINE) == (0, b"on")
+        d.stop()
+        assert d.processed == 4 and d.handler_errors == 2 and len(drv.graph_runs) == 2
+        assert d.graph_stats()["decode0"] == {
+            "requests": 3,
+            "launch_failures": 2,
+            "launch_error": 700,
+        }
+
+
+def test_a_launch_refused_after_its_copy_holds_the_worker_until_its_stream_is_done(
+    drv: FakeDriver, mailboxes: list[GraphMailbox]
+) -> None:
+    """The next request launched behind an answered graph's tail: its copy is enqueued,
+    its cuGraphLaunch refused: answered at once (STATUS_GRAPH_LAUNCH_FAILED), but the copy
+    still waits its turn and reads the worker's image then, so no request is launched on
+    that worker (its image written) until its stream is done; then the one waiting is."""
+    with HostDispatcher(LAYOUT, graph_table(mailboxes)) as d:
+        client = d.client()
+        first = client.submit("decode0", b"a")
+        (run,) = runs(drv, 1)
+        drv.publish_graph(run)
+        assert client.wait(first, timeout=DEADLINE).result == b"b"
+        drv.fail["cuGraphLaunch"] = 999
+        status, text = client.call("decode0", b"b", timeout=DEADLINE)
+        assert (status, text) == (
+            STATUS_GRAPH_LAUNCH_FAILED,
+            b"cuGraphLaunch failed: CUresult (999)",
+        )
+        del drv.fail["cuGraphLaunch"]
+        third = client.submit("decode0", b"c")
+        time.sleep(0.05)  # many times GRAPH_QUERY_NS: the loop had every chance to launch it
+        assert drv.log.count("cuMemcpyHtoDAsync") == 2 and len(drv.graph_runs) == 1
+        assert client.poll(third) is None and d._loop.graph_stats()[0][4] == 1  # queued
+        drv.end_graph(run, publish=False)  # the tail ends, then the refused launch's copy runs
+        later = runs(drv, 2)[1]
+        assert drv.graph_request(later) == b"c"
+        drv.end_graph(later)
+        assert client.wait(third, timeout=DEADLINE).result == b"d"
+        assert drv.hazards == []  # no copy's source was written before the copy ran
+        assert d.processed == 3 and d.handler_errors == 1
 
 
 def test_no_context_on_the_serving_thread_fails_each_launch_with_a_reserved_status(

@@ -33,19 +33,29 @@ from skbuild_cudaq.realtime.host.dispatcher import STATUS_GRAPH_NOT_PUBLISHED
 from skbuild_cudaq.realtime.ring import RingClient, RingLayout
 
 #: The driver entry points of a graph worker (``cu_entry_points_t`` of ``host/native/internal.h``)
-#: and a thread that plays the GPU. A graph's exec handle is its record's address (the graph's
-#: mailbox), a stream is a number from 1 to 64; cuMemcpyHtoDAsync copies at once (host memory stands
-#: in for device memory), cuGraphLaunch hands the graph to the GPU thread, which writes the response
-#: (the request's arguments plus one, byte by byte) and stores the launch's number into the publish
-#: word (a release), then marks the stream done. A request whose first argument byte is ``REFUSED``
-#: is refused by cuGraphLaunch (999); one whose first byte is ``SILENT`` runs a graph that ends
-#: without publishing.
+#: and a thread that plays the GPU, in stream order. A graph's exec handle is its record's address
+#: (the graph's mailbox), a stream is a number from 1 to 64 with a queue of operations the GPU
+#: thread runs in turn: cuMemcpyHtoDAsync and cuGraphLaunch enqueue (host memory stands in for
+#: device memory). A copy reads its source when its turn comes (a source changed since the call is
+#: counted as a hazard: the loop wrote an image a pending copy was still to read). A graph writes
+#: the response (the request's arguments plus one, byte by byte) and stores the launch's number into
+#: the publish word (a release), then runs on for ``TAIL_NS`` (its tail) before the next operation
+#: of its stream runs; cuStreamQuery says NOT_READY while its stream holds anything. A request whose
+#: first argument byte is ``REFUSED`` is refused by cuGraphLaunch (999) after its copy was enqueued;
+#: one whose first byte is ``SILENT`` runs a graph that ends without publishing. ``queries(s)``,
+#: ``copies_behind()`` (copies enqueued behind a graph still running) and ``hazards_seen()`` say
+#: what happened.
 INSTANT_GPU_C = r"""
 #include <pthread.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #define STREAMS 64
+#define DEPTH 8        /* a worker's stream holds at most an answered graph, a copy and a graph */
+#define IO_SIZE 64     /* GRAPH_IO_SIZE: the request follows the I/O context in an image */
+#define TAIL_NS 30000u /* a graph runs on this long after it published */
 typedef struct {
   uint64_t request, response, response_flag;
   uint32_t response_flag_value, slot_size, sequence, released;
@@ -53,13 +63,40 @@ typedef struct {
   uint32_t launch_error, launch_failures;
 } io_t;
 
-static struct { uint64_t record; uint32_t busy; } streams[STREAMS + 1];
+typedef struct {
+  uint64_t dst;       /* a copy's destination; a graph's record */
+  const uint8_t *src; /* a copy's source; NULL: a graph */
+  uint64_t n, sum;    /* a copy's size, its source's checksum at the call */
+} op_t;
+
+static struct {
+  op_t ops[DEPTH];
+  uint32_t head, tail;  /* next to run (the GPU thread's), next free (the serving thread's) */
+  const uint8_t *image; /* serving thread: the source of the last copy enqueued */
+  uint64_t queries;     /* serving thread: cuStreamQuery calls */
+  int running;          /* GPU thread: the graph at head published and is in its tail */
+  uint64_t tail_until;  /* GPU thread: when that tail ends */
+} streams[STREAMS + 1];
+static uint64_t hazards, behind;
 static pthread_t gpu;
 static uint32_t gpu_stop;
 
 static void copy(uint8_t *dst, const uint8_t *src, uint64_t n) { /* no libc: all of it seen */
   for (uint64_t i = 0; i < n; ++i)
     dst[i] = src[i];
+}
+
+static uint64_t checksum(const uint8_t *p, uint64_t n) { /* FNV-1a */
+  uint64_t h = 1469598103934665603ull;
+  for (uint64_t i = 0; i < n; ++i)
+    h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 static void run_graph(uint64_t record) {
@@ -80,16 +117,36 @@ static void run_graph(uint64_t record) {
                    __ATOMIC_RELEASE);
 }
 
+/* Runs stream s's next operation as far as it goes now; 1: something ran. */
+static int gpu_step(int s) {
+  const uint32_t h = __atomic_load_n(&streams[s].head, __ATOMIC_RELAXED);
+  if (h == __atomic_load_n(&streams[s].tail, __ATOMIC_ACQUIRE))
+    return 0;
+  const op_t *op = &streams[s].ops[h % DEPTH];
+  if (op->src != NULL) {
+    if (checksum(op->src, op->n) != op->sum)
+      __atomic_fetch_add(&hazards, 1, __ATOMIC_RELAXED);
+    copy((uint8_t *)(uintptr_t)op->dst, op->src, op->n);
+  } else if (!streams[s].running) {
+    run_graph(op->dst);
+    streams[s].running = 1;
+    streams[s].tail_until = now_ns() + TAIL_NS;
+    return 1;
+  } else if (now_ns() < streams[s].tail_until) {
+    return 0;
+  } else {
+    streams[s].running = 0;
+  }
+  __atomic_store_n(&streams[s].head, h + 1, __ATOMIC_RELEASE);
+  return 1;
+}
+
 static void *gpu_main(void *arg) {
   (void)arg;
   while (!__atomic_load_n(&gpu_stop, __ATOMIC_RELAXED)) {
     int ran = 0;
     for (int s = 1; s <= STREAMS; ++s)
-      if (__atomic_load_n(&streams[s].busy, __ATOMIC_ACQUIRE)) {
-        run_graph(streams[s].record);
-        __atomic_store_n(&streams[s].busy, 0, __ATOMIC_RELEASE);
-        ran = 1;
-      }
+      ran |= gpu_step(s);
     if (!ran)
       sched_yield();
   }
@@ -106,30 +163,53 @@ int gpu_join(void) {
   return pthread_join(gpu, NULL);
 }
 
+/* Appends an operation to stream s (the serving thread): 1 for a stream the loop should not
+ * use, 2 for one holding more than a worker ever enqueues. */
+static int enqueue(uintptr_t s, uint64_t dst, const uint8_t *src, uint64_t n) {
+  if (s < 1 || s > STREAMS)
+    return 1;
+  const uint32_t t = streams[s].tail, h = __atomic_load_n(&streams[s].head, __ATOMIC_ACQUIRE);
+  if (t - h >= DEPTH)
+    return 2;
+  if (src != NULL && t != h)
+    __atomic_fetch_add(&behind, 1, __ATOMIC_RELAXED);
+  op_t *op = &streams[s].ops[t % DEPTH];
+  op->dst = dst;
+  op->src = src;
+  op->n = n;
+  op->sum = src != NULL ? checksum(src, n) : 0;
+  __atomic_store_n(&streams[s].tail, t + 1, __ATOMIC_RELEASE);
+  return 0;
+}
+
 int ctx_set_current(void *ctx) { return ctx ? 0 : 201; }
 
 int memcpy_htod_async(unsigned long long dst, const void *src, uint64_t n, void *stream) {
-  (void)stream;
-  copy((uint8_t *)(uintptr_t)dst, (const uint8_t *)src, n);
-  return 0;
+  const int rc = enqueue((uintptr_t)stream, dst, (const uint8_t *)src, n);
+  if (rc == 0)
+    streams[(uintptr_t)stream].image = (const uint8_t *)src;
+  return rc;
 }
 
 int graph_launch(void *exec, void *stream) {
   const uintptr_t s = (uintptr_t)stream;
-  if (s < 1 || s > STREAMS || __atomic_load_n(&streams[s].busy, __ATOMIC_ACQUIRE))
-    return 1; /* CUDA_ERROR_INVALID_VALUE: a stream the loop should not have used */
-  const io_t *io = (const io_t *)exec;
-  const uint8_t *req = (const uint8_t *)(uintptr_t)io->request;
+  if (s < 1 || s > STREAMS || streams[s].image == NULL)
+    return 1;
+  const uint8_t *req = streams[s].image + IO_SIZE; /* what the copy before it brings */
   if (req[8] > 0 && req[24] == 0xFF) /* REFUSED (arg_len's low byte: arguments are short) */
     return 999;
-  streams[s].record = (uint64_t)(uintptr_t)exec;
-  __atomic_store_n(&streams[s].busy, 1, __ATOMIC_RELEASE);
-  return 0;
+  return enqueue(s, (uint64_t)(uintptr_t)exec, NULL, 0);
 }
 
 int stream_query(void *stream) {
-  return __atomic_load_n(&streams[(uintptr_t)stream].busy, __ATOMIC_ACQUIRE) ? 600 : 0;
+  const uintptr_t s = (uintptr_t)stream;
+  __atomic_store_n(&streams[s].queries, streams[s].queries + 1, __ATOMIC_RELAXED);
+  return __atomic_load_n(&streams[s].head, __ATOMIC_ACQUIRE) == streams[s].tail ? 0 : 600;
 }
+
+uint64_t queries(int s) { return __atomic_load_n(&streams[s].queries, __ATOMIC_RELAXED); }
+uint64_t hazards_seen(void) { return __atomic_load_n(&hazards, __ATOMIC_RELAXED); }
+uint64_t copies_behind(void) { return __atomic_load_n(&behind, __ATOMIC_RELAXED); }
 """
 
 DEADLINE = 10.0
@@ -156,7 +236,10 @@ def instant_gpu(tmp_path_factory: pytest.TempPathFactory) -> Any:
          str(lib)],
         check=True,
     )  # fmt: skip
-    return ctypes.CDLL(str(lib))
+    gpu = ctypes.CDLL(str(lib))
+    for name in ("queries", "hazards_seen", "copies_behind"):
+        getattr(gpu, name).restype = ctypes.c_uint64
+    return gpu
 
 
 def _address(lib: Any, name: str) -> int:
@@ -194,14 +277,18 @@ def test_graph_bookkeeping_is_read_while_the_loop_serves_graphs_without_the_gil(
     instant_gpu: Any,
 ) -> None:
     """1,000 graph requests over four workers, up to 16 in flight, answered by a GPU thread
-    (a tenth refused by cuGraphLaunch, a tenth ending without publishing) while the serving
-    thread launches, sweeps and recycles without ever taking the GIL; a second Python thread
-    reads the bookkeeping all along (graph_stats(), the idle mask, graphs outstanding, the
-    counters, the last handler error). Every answer is the right one; each value the reader
-    sees is one the loop wrote (counts only grow, never more outstanding than slots); the
-    final counts are exact. Under ThreadSanitizer: what the serving thread writes and the reader
-    reads meanwhile is atomic on both sides (a worker's counts and queue were plain stores
-    read by graph_stats()'s atomic loads: a data race)."""
+    in stream order (a tenth refused by cuGraphLaunch after their copy, a tenth ending without
+    publishing, every graph running on after it published) while the serving thread launches,
+    sweeps and recycles without ever taking the GIL; a second Python thread reads the
+    bookkeeping all along (graph_stats(), the idle mask, graphs outstanding, the counters, the
+    last handler error). Every answer is the right one; each value the reader sees is one the
+    loop wrote (counts only grow, never more outstanding than slots); the final counts are
+    exact. Next requests were launched behind a graph still running (once it answered), no
+    image was written while a copy was still to read it, and no stream was asked more often
+    than every GRAPH_QUERY_NS. Under ThreadSanitizer: what the serving thread writes and the
+    reader reads meanwhile is atomic on both sides (a worker's counts and queue were plain
+    stores read by graph_stats()'s atomic loads: a data race), and the images the serving
+    thread writes are ordered with the GPU thread's copies of them."""
     layout, workers, total, window = RingLayout(16, 64), 4, 1000, 16
     loop, ring = _graph_loop(instant_gpu, layout, workers)
     assert instant_gpu.gpu_start() == 0
@@ -233,6 +320,7 @@ def test_graph_bookkeeping_is_read_while_the_loop_serves_graphs_without_the_gil(
 
     reader = threading.Thread(target=read, daemon=True)
     counts = {"refused": 0, "silent": 0}
+    began = time.monotonic_ns()
     try:
         assert loop.start()
         reader.start()
@@ -259,12 +347,16 @@ def test_graph_bookkeeping_is_read_while_the_loop_serves_graphs_without_the_gil(
         while reads[0] <= 10 and time.monotonic() < end:  # a loaded machine: the reader's turn
             time.sleep(0.001)
         assert loop.stop(DEADLINE)
+        elapsed = time.monotonic_ns() - began
     finally:
         done.set()
         reader.join(DEADLINE)
         loop.stop(DEADLINE)
         assert instant_gpu.gpu_join() == 0
     assert seen == []
+    queries = [instant_gpu.queries(w + 1) for w in range(workers)]
+    assert all(0 < q <= elapsed // _native.GRAPH_QUERY_NS + 1 for q in queries), (queries, elapsed)
+    assert instant_gpu.copies_behind() > 0 and instant_gpu.hazards_seen() == 0
     assert reads[0] > 10, "the reader hardly ran while the loop served"
     stats = loop.graph_stats()
     assert sum(row[1] for row in stats) == total and all(row[1] > 0 for row in stats)

@@ -7,6 +7,7 @@ EXPORT_VERSION: int
 BATCH: int
 IDLE_SPIN_NS: int
 GRAPH_IO_SIZE: int
+GRAPH_QUERY_NS: int  # a busy graph worker's stream is asked at most this often
 MAX_GRAPH_WORKERS: int
 STATUS_GRAPH_LAUNCH_FAILED: int
 STATUS_GRAPH_NOT_PUBLISHED: int
@@ -33,7 +34,7 @@ class Loop:
     @property
     def num_workers(self) -> int: ...
     @property
-    def idle_mask(self) -> int: ...  # bit w set: graph worker w has nothing on its stream
+    def idle_mask(self) -> int: ...  # bit w set: worker w's stream seen done, nothing in hand
     @property
     def graphs_outstanding(self) -> int: ...
     @property
@@ -54,6 +55,8 @@ class Loop:
         owner: object,
         /,
     ) -> None: ...
+    # (name, requests, launch_failures, launch_error, queued, busy); busy: the worker's bit
+    # clear in idle_mask (its stream not yet seen done, even with its request answered)
     def graph_stats(self) -> list[tuple[str, int, int, int, int, bool]]: ...
 
 class Feeder:

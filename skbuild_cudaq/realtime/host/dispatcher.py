@@ -60,8 +60,9 @@ serving thread launches an entry's CUDA graph on a worker stream of its own for 
 its requests (one worker per entry, at most 64), with the I/O context filled as on the
 device path, and serves on; the graph writes the response into the ring and publishes
 it through its mailbox's I/O context, and the thread counts and publishes it in the ring
-once it sees that (exactly once). A request for a graph whose worker is busy waits in
-that worker's queue while every other request is answered. The ring must be memory the
+once it sees that (exactly once), then launches the entry's next request at once (stream
+order runs it after the rest of the graph). A request for a graph that has not answered yet
+waits in its worker's queue while every other request is answered. The ring must be memory the
 GPU can reach: without ``buffer`` the dispatcher allocates pinned, mapped memory itself;
 a ``buffer`` given must be pinned and mapped (a ``HostRingBridge``'s), else
 :class:`HostDispatcherError` at construction. A launch the driver refuses or a graph

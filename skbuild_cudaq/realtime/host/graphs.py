@@ -24,12 +24,19 @@ the worker's bit in the idle mask and serves on. The graph writes the response i
 ring's response slot (``response`` is the slot's device address: the ring must be pinned,
 mapped memory) and stores the launch's number into the publish word; the loop's sweep sees
 it, counts the answer and publishes it in the ring (the response flag: exactly once, counted
-first, like every answer of the host path). The sweep asks a busy worker's stream whether it
-is done (``cuStreamQuery``) and then recycles the worker; a request for a busy worker waits
+first, like every answer of the host path), and launches the worker's next request at once:
+the graph ran after its copy, so the image is free, and stream order runs the next copy and
+graph after whatever the graph still does after its publish (its tail). The sweep asks a
+busy worker's stream whether it is done (``cuStreamQuery``, at most every 20 µs, before the
+answer and after it) and then sets the worker's bit in the idle mask again; ``stop()`` waits
+for every stream to be done. A request for a worker whose graph has not answered yet waits
 in that worker's queue while the loop serves every other request (the ring orders answers
 per slot, not across slots). A launch the driver refuses, a graph whose stream reports an
 error and a graph that ended without publishing are answered by the loop with a reserved
-status and counted as handler errors.
+status and counted as handler errors; an error after the answer is recorded
+(``launch_error``, ``last_handler_error``) and the answer stands. A launch refused after its
+copy was enqueued holds the worker until its stream is done (the copy still reads the
+image).
 
 The loop links nothing of CUDA: it calls the driver through the addresses of its entry
 points (:data:`DRIVER_ENTRY_POINTS`, from ``cuGetProcAddress``) and makes the mailboxes'

@@ -1,5 +1,6 @@
 /* The serving loop's graph workers (worker_t in internal.h): set_graphs(), launching a
- * GRAPH_LAUNCH request's graph, the sweep that publishes and recycles, graph_stats(). */
+ * GRAPH_LAUNCH request's graph, the sweep that publishes, launches the next request and
+ * recycles, graph_stats(). */
 #include "internal.h"
 
 /* ------------------------------------------------------------------------------------ */
@@ -48,10 +49,24 @@ static void graph_answer(LoopObject *self, const worker_t *w, uint64_t k, int32_
   graph_publish(self, k);
 }
 
-/* Hands request k to worker wi, which is idle: the image of its record filled (the I/O
- * context as the device path fills it, the request copied after it), the copy into the
- * record and the graph enqueued on its stream; the worker is busy until its stream is done.
- * A call the driver refuses is answered at once (STATUS_GRAPH_LAUNCH_FAILED). */
+/* Whether worker wi is idle: its stream seen done (cuStreamQuery), nothing in hand. */
+static inline int graph_idle(const LoopObject *self, uint32_t wi) {
+  return (int)((self->idle_mask >> wi) & 1ull);
+}
+
+/* Whether worker w may launch its next request: its last one is answered and no copy of a
+ * refused launch may still read its image. Its stream need not be done: the answer was
+ * published by the graph, which ran after its copy (the image is free again), or by the loop
+ * once the stream was done or nothing was enqueued; the next copy and graph queue behind
+ * what still runs there (the graph's tail) in stream order. */
+static inline int graph_free(const worker_t *w) { return w->answered && !w->image_held; }
+
+/* Hands request k to worker wi, which is free (graph_free): the image of its record filled
+ * (the I/O context as the device path fills it, the request copied after it), the copy into
+ * the record and the graph enqueued on its stream; the worker is busy until the sweep sees
+ * its stream done. A call the driver refuses is answered at once
+ * (STATUS_GRAPH_LAUNCH_FAILED); a refused launch after its copy was enqueued holds the image
+ * (the copy may still read it) until the stream is done. */
 static void graph_launch(LoopObject *self, uint32_t wi, uint64_t k) {
   ring_t *r = &self->ring;
   worker_t *w = &self->workers[wi];
@@ -82,6 +97,7 @@ static void graph_launch(LoopObject *self, uint32_t wi, uint64_t k) {
   memcpy(w->staging + GRAPH_IO_SIZE, req, request_bytes);
   w->k = k;
   w->answered = 0;
+  w->behind = !graph_idle(self, wi);
   w->next_query_ns = now_ns() + GRAPH_QUERY_NS;
   const char *call = "cuCtxSetCurrent";
   int rc = self->context_result, enqueued = 0;
@@ -99,18 +115,20 @@ static void graph_launch(LoopObject *self, uint32_t wi, uint64_t k) {
     BUMP(&w->launch_failures);
     STORE_RLX(&w->launch_error, (uint32_t)rc);
     w->answered = 1;
+    w->image_held = enqueued;
     graph_answer(self, w, k, STATUS_GRAPH_LAUNCH_FAILED, "%s failed: %s (%d)", call,
                  cu_error_name(self, rc), rc);
     if (!enqueued)
-      return; /* nothing on its stream: the worker stays idle */
+      return; /* nothing new on its stream: the worker stays as it was (idle or not) */
   }
   STORE_RLX(&self->idle_mask, self->idle_mask & ~(1ull << wi));
 }
 
-/* Launches what waits for worker wi while it is idle (a launch refused at once leaves it so). */
+/* Launches what waits for worker wi while it is free (a launch refused at once leaves it so;
+ * a refused launch after its copy holds it until its stream is done). */
 static void graph_run_queue(LoopObject *self, uint32_t wi) {
   worker_t *w = &self->workers[wi];
-  while (w->queued != 0 && ((self->idle_mask >> wi) & 1ull)) {
+  while (w->queued != 0 && graph_free(w)) {
     const uint32_t slot = w->head;
     w->head = self->pend_next[slot];
     STORE_RLX(&w->queued, w->queued - 1);
@@ -119,7 +137,7 @@ static void graph_run_queue(LoopObject *self, uint32_t wi) {
 }
 
 /* Request k (valid, its flag seen) is for worker wi's graph: launched now if the worker is
- * idle, else queued behind what waits for it. Answered once the graph has answered. */
+ * free, else queued behind what waits for it. Answered once the graph has answered. */
 void graph_take(LoopObject *self, uint32_t wi, uint64_t k) {
   ring_t *r = &self->ring;
   worker_t *w = &self->workers[wi];
@@ -137,9 +155,68 @@ void graph_take(LoopObject *self, uint32_t wi, uint64_t k) {
   graph_run_queue(self, wi);
 }
 
-/* The sweep over busy workers: publishes what their graphs answered, asks their streams
- * whether they are done (cuStreamQuery), recycles those that are (their bit set again in
- * the idle mask) and launches what waits for them. Returns whether anything happened. */
+/* Worker wi's stream is done: cuStreamQuery said `q` (not CU_ERROR_NOT_READY), so everything
+ * enqueued there has run. Its last request, unless answered, is answered now: published if
+ * the graph published as it ended, else STATUS_GRAPH_NOT_PUBLISHED (the stream succeeded) or
+ * STATUS_GRAPH_LAUNCH_FAILED (it failed: where the request was launched behind an answered
+ * graph's tail, that tail may be what failed; nothing after it ran). An error after the
+ * answer is recorded (launch_error, last_handler_error); the answer stands. The worker is
+ * idle again and its image free. */
+static void graph_stream_done(LoopObject *self, uint32_t wi, int q) {
+  worker_t *w = &self->workers[wi];
+  if (!w->answered && LOAD_ACQ(w->flag) == w->launches) {
+    w->answered = 1; /* it published as it ended */
+    graph_publish(self, w->k);
+  }
+  if (!w->answered) {
+    w->answered = 1;
+    if (q == CU_SUCCESS) {
+      graph_answer(self, w, w->k, STATUS_GRAPH_NOT_PUBLISHED,
+                   "the graph ended without publishing its response (cudaq_graph_publish)");
+    } else {
+      BUMP(&w->launch_failures);
+      STORE_RLX(&w->launch_error, (uint32_t)q);
+      graph_answer(self, w, w->k, STATUS_GRAPH_LAUNCH_FAILED, "the graph failed: %s (%d)%s",
+                   cu_error_name(self, q), q,
+                   w->behind ? " (or the tail of the graph before it, after that one answered)"
+                             : "");
+    }
+  } else if (q != CU_SUCCESS) {
+    STORE_RLX(&w->launch_error, (uint32_t)q);
+    record_error(self, "%s: its stream reported %s (%d) after its request was answered",
+                 w->name, cu_error_name(self, q), q);
+  }
+  w->image_held = 0;
+  STORE_RLX(&self->idle_mask, self->idle_mask | (1ull << wi));
+}
+
+/* One busy worker in the sweep: what its graph published is published in the ring and the
+ * worker's next request launched at once; its stream is asked whether it is done at most
+ * every GRAPH_QUERY_NS (*now: the sweep's clock, read once when first needed). Returns
+ * whether anything happened. */
+static int graph_sweep_worker(LoopObject *self, uint32_t wi, uint64_t *now) {
+  worker_t *w = &self->workers[wi];
+  int progressed = 0;
+  if (!w->answered && LOAD_ACQ(w->flag) == w->launches) {
+    w->answered = 1; /* the graph published: its answer is in the slot, its copy has run */
+    graph_publish(self, w->k);
+    graph_run_queue(self, wi);
+    progressed = 1;
+  }
+  if (*now == 0)
+    *now = now_ns();
+  if (*now < w->next_query_ns)
+    return progressed;
+  w->next_query_ns = *now + GRAPH_QUERY_NS;
+  const int q = self->cu.stream_query(w->stream);
+  if (q == CU_ERROR_NOT_READY)
+    return progressed;
+  graph_stream_done(self, wi, q);
+  graph_run_queue(self, wi);
+  return 1;
+}
+
+/* The sweep over busy workers (graph_sweep_worker each). Returns whether anything happened. */
 int graph_sweep(LoopObject *self) {
   unsigned long long busy = self->all_idle & ~self->idle_mask;
   int progressed = 0;
@@ -147,43 +224,7 @@ int graph_sweep(LoopObject *self) {
   while (busy != 0) {
     const uint32_t wi = (uint32_t)__builtin_ctzll(busy);
     busy &= busy - 1;
-    worker_t *w = &self->workers[wi];
-    if (!w->answered && LOAD_ACQ(w->flag) == w->launches) {
-      w->answered = 1; /* the graph published: its answer is in the slot */
-      graph_publish(self, w->k);
-      progressed = 1;
-    }
-    if (!w->answered) { /* not answered yet: its stream is asked now and then */
-      if (now == 0)
-        now = now_ns();
-      if (now < w->next_query_ns)
-        continue;
-      w->next_query_ns = now + GRAPH_QUERY_NS;
-    }
-    const int q = self->cu.stream_query(w->stream);
-    if (q == CU_ERROR_NOT_READY)
-      continue;
-    if (!w->answered) {
-      w->answered = 1;
-      if (LOAD_ACQ(w->flag) == w->launches) {
-        graph_publish(self, w->k); /* it published as it ended */
-      } else if (q == CU_SUCCESS) {
-        graph_answer(self, w, w->k, STATUS_GRAPH_NOT_PUBLISHED,
-                     "the graph ended without publishing its response (cudaq_graph_publish)");
-      } else {
-        BUMP(&w->launch_failures);
-        STORE_RLX(&w->launch_error, (uint32_t)q);
-        graph_answer(self, w, w->k, STATUS_GRAPH_LAUNCH_FAILED, "the graph failed: %s (%d)",
-                     cu_error_name(self, q), q);
-      }
-    } else if (q != CU_SUCCESS) { /* after its answer: recorded; the answer stands */
-      STORE_RLX(&w->launch_error, (uint32_t)q);
-      record_error(self, "%s: its stream reported %s (%d) after the graph answered", w->name,
-                   cu_error_name(self, q), q);
-    }
-    STORE_RLX(&self->idle_mask, self->idle_mask | (1ull << wi));
-    progressed = 1;
-    graph_run_queue(self, wi);
+    progressed |= graph_sweep_worker(self, wi, &now);
   }
   return progressed;
 }
@@ -263,6 +304,7 @@ PyObject *loop_set_graphs(PyObject *self_obj, PyObject *args) {
     w->flag = (uint32_t *)(uintptr_t)flag;
     w->flag_device = flag_device;
     w->launches = LOAD_ACQ(w->flag); /* the word's last value: no launch matches it yet */
+    w->answered = 1;                 /* nothing launched yet: free */
   }
   Py_DECREF(seq);
   self->cu.ctx_set_current = (cu_ctx_set_current_fn)(uintptr_t)fn[0];
@@ -284,7 +326,10 @@ PyObject *loop_set_graphs(PyObject *self_obj, PyObject *args) {
   Py_RETURN_NONE;
 }
 
-/* graph_stats() -> [(name, requests, launch_failures, launch_error, queued, busy), ...] */
+/* graph_stats() -> [(name, requests, launch_failures, launch_error, queued, busy), ...]:
+ * busy is the worker's bit clear in the idle mask (its stream not yet seen done: a request
+ * in hand, or an answered graph's tail, or a refused launch's copy, may still run there);
+ * a busy worker whose request is answered launches the next one at once. */
 PyObject *loop_graph_stats(PyObject *self_obj, PyObject *unused) {
   (void)unused;
   LoopObject *self = (LoopObject *)self_obj;

@@ -210,8 +210,9 @@ typedef struct {
 #define GRAPH_IO_SIZE 64u /* CUDAQ_GRAPH_IO_SIZE: the context's room before the request copy */
 _Static_assert(sizeof(graph_io_t) == 56, "cudaq_graph_io_t is 56 bytes");
 _Static_assert(sizeof(graph_io_t) <= GRAPH_IO_SIZE, "the request copy follows the context");
-/* A graph whose answer has not been seen yet: its stream is asked at most this often
- * whether it ended (failed, or without publishing); a published one, at every sweep. */
+/* A busy worker's stream is asked at most this often whether it is done (cuStreamQuery):
+ * before the answer, to catch a graph that failed or ended without publishing; after it, to
+ * see the graph's tail end (and report an error there) and let the worker go idle. */
 #define GRAPH_QUERY_NS 20000ull
 #define MAX_WORKERS 64u /* one bit each in the idle mask */
 
@@ -275,11 +276,15 @@ static inline const entry_t *table_find(const table_t *t, uint32_t fid) {
  * the worker's bit in the idle mask and serves on. The graph's cudaq_graph_publish writes
  * the response into the ring's slot and stores the launch's number into the publish word;
  * the loop's sweep sees it there, counts the answer and publishes it in the ring (the
- * response flag: once, counted first, as every other answer). The sweep recycles a worker
- * once cuStreamQuery says its stream is done; a request for a busy worker waits in the
- * worker's queue (the ring orders answers per slot, not across slots) and is launched when
- * the worker is recycled. A launch the driver refuses, a stream that reports an error, and
- * a graph that ended without publishing are answered by the loop with a reserved status. */
+ * response flag: once, counted first, as every other answer). The worker is then free to
+ * launch its next request at once (graph_free): the graph ran after its copy, so the image is
+ * free, and stream order puts the next copy and graph behind the graph's tail. The worker's
+ * bit in the idle mask is set again only once cuStreamQuery (asked at most every
+ * GRAPH_QUERY_NS) says its stream is done; until then the worker is busy (its stream may hold
+ * work), whether or not its request is answered. A request for a worker that is not free
+ * waits in the worker's queue (the ring orders answers per slot, not across slots) and is
+ * launched once it is. A launch the driver refuses, a stream that reports an error, and a
+ * graph that ended without publishing are answered by the loop with a reserved status. */
 typedef struct {
   uint32_t function_id;
   char name[96];
@@ -290,9 +295,13 @@ typedef struct {
   uint32_t *flag;       /* host view of the publish word */
   uint64_t flag_device; /* its device address (the I/O context's response_flag) */
   uint32_t launches;    /* requests handed to the graph: the value its publish stores */
-  int answered;         /* the request on the stream has its answer published */
-  uint64_t k;           /* the request on the stream */
-  uint64_t next_query_ns;
+  int answered;         /* the last request launched has its answer published (1: none) */
+  int image_held;       /* a refused launch's copy may still read the image: no launch
+                           until the stream is done */
+  int behind;           /* the last request was launched behind the tail of an answered
+                           graph (the stream not yet seen done) */
+  uint64_t k;           /* the last request launched */
+  uint64_t next_query_ns; /* the stream is not asked before this (now_ns) */
   uint32_t head, tail, queued; /* requests waiting for this worker (slots, via pend_next) */
   uint32_t launch_failures, launch_error;
   /* launches, queued, launch_failures, launch_error: written by the serving thread only,
@@ -324,7 +333,7 @@ typedef struct {
   uint32_t num_workers;
   unsigned long long all_idle;  /* the idle mask with every worker idle */
   /* written by the serving thread only (STORE_RLX), read while it serves (loop_counter) */
-  unsigned long long idle_mask; /* bit w set: worker w has nothing on its stream */
+  unsigned long long idle_mask; /* bit w set: worker w's stream seen done, nothing in hand */
   unsigned long long graphs_outstanding; /* graph requests taken and not answered yet */
   uint32_t *pend_next;           /* per slot: the next slot in its worker's queue */
   uint64_t *pend_k;              /* per slot: the request number waiting there */

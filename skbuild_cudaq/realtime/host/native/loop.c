@@ -190,7 +190,7 @@ serve:
       seen_gen = gen;
       STORE_REL(&self->table_seen, gen);
     }
-    const int graphs = self->idle_mask != self->all_idle; /* a graph on a worker's stream */
+    const int graphs = self->idle_mask != self->all_idle; /* a worker's stream busy */
     if (graphs && graph_sweep(self)) {
       idle_start = 0;
       nap = 1000;
@@ -215,8 +215,9 @@ serve:
     if (self->exit_exc != NULL) /* set by this thread, with the GIL */
       break;
   }
-  /* Graph requests in hand are answered before the thread stops: their memory (the ring,
-   * the workers' records) is freed only once it has. */
+  /* Before the thread stops, the graph requests in hand are answered (queued ones launched
+   * meanwhile) and every worker's stream is seen done (an answered graph's tail too): their
+   * memory (the ring, the workers' records and images) is freed only once it is. */
   while (self->idle_mask != self->all_idle) {
     if (!LOAD_RLX(&self->life.stop) && self->exit_exc == NULL)
       goto serve; /* a start() cleared the stop meanwhile */
@@ -467,7 +468,7 @@ static PyGetSetDef loop_getset[] = {
     LOOP_COUNTER(published, "responses published"),
     LOOP_COUNTER(rejected, "requests answered -1, -2 or -3"),
     LOOP_COUNTER(handler_errors, "handler failures answered with a reserved status"),
-    LOOP_COUNTER(idle_mask, "bit w set: graph worker w has nothing on its stream"),
+    LOOP_COUNTER(idle_mask, "bit w set: graph worker w's stream seen done, nothing in hand"),
     LOOP_COUNTER(graphs_outstanding, "graph requests taken and not answered yet"),
     {"next", loop_get_next, loop_set_next,
      "the next request number to serve (set only while the serving thread is stopped)", NULL},

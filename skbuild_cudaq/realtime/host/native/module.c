@@ -44,6 +44,7 @@ static int native_exec(PyObject *module) {
       PyModule_AddIntConstant(module, "BATCH", FEEDER_BATCH) < 0 ||
       PyModule_AddIntConstant(module, "IDLE_SPIN_NS", (long)IDLE_SPIN_NS) < 0 ||
       PyModule_AddIntConstant(module, "GRAPH_IO_SIZE", (long)GRAPH_IO_SIZE) < 0 ||
+      PyModule_AddIntConstant(module, "GRAPH_QUERY_NS", (long)GRAPH_QUERY_NS) < 0 ||
       PyModule_AddIntConstant(module, "MAX_GRAPH_WORKERS", (long)MAX_WORKERS) < 0 ||
       PyModule_AddIntConstant(module, "STATUS_GRAPH_LAUNCH_FAILED", STATUS_GRAPH_LAUNCH_FAILED) < 0 ||
       PyModule_AddIntConstant(module, "STATUS_GRAPH_NOT_PUBLISHED", STATUS_GRAPH_NOT_PUBLISHED) < 0)

@@ -125,7 +125,7 @@ _NEEDS_CONTEXT = frozenset(
 )
 
 #: cudaq_graph_io_t (graph.py's GraphIO)
-_GRAPH_IO = struct.Struct("<QQQIIIIQII")
+_GRAPH_IO = struct.Struct("<QQQIIIIQIIQ")
 
 
 class FakeKernel:

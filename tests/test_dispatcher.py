@@ -813,6 +813,42 @@ def test_a_device_graph_is_not_closed_while_a_device_dispatcher_serves_it(
     assert graph.exec is None and drv.log.count("cuGraphExecDestroy") == destroyed + 1
 
 
+def test_the_phase_measurement_serves_graphs_from_its_own_linked_module(
+    drv: FakeDriver, builtin: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``skbuild-cudaq phases --graph``'s dispatcher: no module= (nothing of an extension is
+    linked), its graph entries served by the graph dispatch kernel of the measurement build
+    it was given, launched twice (roles 0 and 1) in blocks of the config's threads, that
+    module held while it runs."""
+    from skbuild_cudaq.realtime import library
+    from skbuild_cudaq.realtime._phases import _measured_graph_dispatcher
+    from skbuild_cudaq.realtime.graph import GraphMailbox
+
+    def no_link(*_: object, **__: object) -> None:
+        raise AssertionError("the measured module is linked already")
+
+    monkeypatch.setattr(library, "get_graph_library", no_link)
+    monkeypatch.setattr(library, "get_library", no_link)
+
+    class Measured(HeldLibrary):  # the measurement build: a linked module of its own
+        def handler_addresses(self, device: int | None = None) -> dict[str, int]:
+            return {}
+
+        def get_kernel(self, name: str) -> SimpleNamespace:
+            assert name == "cudaq_realtime_graph_dispatch"
+            return SimpleNamespace(handle="measured-graph-kernel-handle")
+
+    measured = Measured(0x1000, 0x2000)
+    config = DispatcherConfig(num_slots=4, slot_size=64, block_size=64, stop_timeout=HANG_GUARD_S)
+    with GraphMailbox() as mailbox, _measured_graph_dispatcher(config, measured) as d:
+        d.function_table.add_graph("decode", 0x6E0000, mailbox)
+        d.start()
+        assert drv.log.count("captured measured-graph-kernel-handle") == 2
+        assert builtin == [64, 64] and measured.holds == 1
+        assert d.stop() == 0
+        assert measured.holds == 0 and mailbox.value == 0
+
+
 def test_graph_launch_entry_not_instantiated_for_device_launch_is_refused(
     drv: FakeDriver, graph_library: SimpleNamespace
 ) -> None:

@@ -28,6 +28,12 @@
 // new execution that waits for the baton in its turn. So no request waits for
 // an execution to end and the next to start (about 5 us, every 100 launches,
 // with one kernel).
+//
+// The measurement build (-DCUDAQ_REALTIME_PHASES, cudaq/realtime/detail/phases.cuh)
+// stamps each graph request: its entry found, its I/O context filled, the
+// launch (begun, returned, the refused calls before it), the hand-over of the
+// baton after a tail launch; the context carries the record's address to the
+// graph's kernels, whose helpers stamp the rest.
 #include <cudaq/realtime/detail/block.cuh>
 
 #ifndef CUDAQ_GRAPH_LAUNCHES_PER_EXECUTION
@@ -128,14 +134,36 @@ __device__ GraphOutcome hand_to_graph(void *session, cudaq_graph_io_t *io, const
   io->response_flag_value = value;
   io->slot_size = slot_size;
   io->sequence = sequence;
+#ifdef CUDAQ_REALTIME_PHASES
+  cudaq_phase_record_t *record = cudaq_detail_phase_record();
+  io->phase_record = reinterpret_cast<unsigned long long>(record);
+#endif
   __threadfence(); // the graph's kernels (other grids of this GPU) see all of it
+  CUDAQ_REALTIME_PHASE(8);
   const cudaGraphExec_t exec = reinterpret_cast<cudaGraphExec_t>(io->graph_exec);
   const unsigned long long deadline = globaltimer_ns() + CUDAQ_GRAPH_LAUNCH_DEADLINE_NS;
   cudaError_t err;
+#ifdef CUDAQ_REALTIME_PHASES
+  unsigned long long retries = 0;
+#endif
   do {
+#ifdef CUDAQ_REALTIME_PHASES
+    const unsigned long long launch_clock = clock64();
+    const unsigned long long launch_timer = globaltimer_ns();
+#endif
     err = cudaGraphLaunch(exec, cudaStreamGraphFireAndForget);
-    if (err == cudaSuccess)
+    if (err == cudaSuccess) {
+#ifdef CUDAQ_REALTIME_PHASES
+      record->t[11] = clock64();
+      record->t[9] = launch_clock;
+      record->t[10] = launch_timer;
+      record->t[14] = retries;
+#endif
       return kLaunched;
+    }
+#ifdef CUDAQ_REALTIME_PHASES
+    ++retries;
+#endif
   } while (globaltimer_ns() < deadline && load_shutdown(shutdown_flag) == 0);
   io->launch_error = static_cast<uint32_t>(err);
   io->launch_failures += 1;
@@ -205,6 +233,7 @@ cudaq_realtime_graph_dispatch(void *transport_ctx, uint32_t slot_size,
             continue; // the shared ring's other consumer answers it
           cudaq_graph_io_t *io = graph_entry_io(request, table, table_count);
           if (io != nullptr) {
+            CUDAQ_REALTIME_PHASE(2);
             atomicAdd(stats, 1ull);
             if (!graphs_on) {
               status = CUDAQ_RPC_STATUS_GRAPH_LAUNCH_FAILED;
@@ -221,6 +250,7 @@ cudaq_realtime_graph_dispatch(void *transport_ctx, uint32_t slot_size,
                     cudaGraphLaunch(cudaGetCurrentGraphExec(), cudaStreamGraphTailLaunch) ==
                         cudaSuccess) {
                   store_release_gpu(baton, role ^ 1u); // the other kernel serves on at once
+                  CUDAQ_REALTIME_PHASE_TIMER(15);
                   running = 0;
                   break;
                 }

@@ -82,8 +82,9 @@ GRAPH_IO_SIZE = 64
 #: ``CUDAQ_RPC_STATUS_GRAPH_LAUNCH_FAILED`` names (reserved range, see ``host_path``).
 STATUS_GRAPH_LAUNCH_FAILED = 0x7FFFFF04
 # cudaq_graph_io_t: request, response, response_flag (pointers), response_flag_value,
-# slot_size, sequence, released (u32), graph_exec (u64), launch_error, launch_failures
-_IO = struct.Struct("<QQQIIIIQII")
+# slot_size, sequence, released (u32), graph_exec (u64), launch_error, launch_failures,
+# phase_record (u64: the measurement build's, 0 otherwise)
+_IO = struct.Struct("<QQQIIIIQIIQ")
 assert _IO.size <= GRAPH_IO_SIZE
 _CU_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH = 4
 
@@ -352,10 +353,11 @@ class GraphIO:
             self.graph_exec,
             self.launch_error,
             self.launch_failures,
+            self.phase_record,
         ) = _IO.unpack_from(raw)
 
     @staticmethod
     def initial(graph_exec: int, slot_size: int) -> bytes:
         """A fresh record: no request handed over yet, the graph to launch."""
-        head = _IO.pack(0, 0, 0, 0, slot_size, 0, 0, graph_exec, 0, 0)
+        head = _IO.pack(0, 0, 0, 0, slot_size, 0, 0, graph_exec, 0, 0, 0)
         return head + bytes(GRAPH_IO_SIZE - len(head))

@@ -13,7 +13,9 @@ device launch (which the host path launches as well)::
     ...
     handler.close()  # after the dispatcher stopped
 
-:func:`graph_handler` is the factory ``cudaq-realtime-test-server --graphs`` calls.
+:func:`graph_handler` is the factory ``cudaq-realtime-test-server --graphs`` calls, and
+``skbuild-cudaq phases src/graph_handlers.cu --graph graph_increment`` (which gives it the
+measurement build's linked module in place of the extension).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from skbuild_cudaq.realtime import (
     launch_kernel,
 )
 from skbuild_cudaq.realtime.graph import DeviceGraph
+from skbuild_cudaq.realtime.library import Kernel, Library
 
 __all__ = ["GRAPH_HANDLERS", "GraphHandler", "graph_handler", "graph_increment"]
 
@@ -69,8 +72,16 @@ class GraphHandler:
         self.close()
 
 
+def _kernel(code: ModuleType | Library, name: str, device: int) -> Kernel:
+    """The kernel ``name`` of ``code``: an extension module (its device code, linked), or a
+    module linked already (``skbuild-cudaq phases`` passes its measurement build)."""
+    if isinstance(code, Library):
+        return code.get_kernel(name)
+    return get_device_kernel(code, name, device=device)
+
+
 def graph_increment(
-    core: ModuleType,
+    core: ModuleType | Library,
     *,
     device: int = 0,
     max_bytes: int = 1 << 16,
@@ -80,14 +91,16 @@ def graph_increment(
     """The two-kernel graph of ``graph_increment``, for requests of up to ``max_bytes``.
 
     ``grid`` x ``block`` threads stage the bytes (kernel 1), one block of ``block``
-    threads copies them into the response and publishes it (kernel 2).
+    threads copies them into the response and publishes it (kernel 2). ``core``: the
+    extension module, or a linked :class:`~skbuild_cudaq.realtime.library.Library` holding
+    the two kernels.
     """
     from cuda.bindings import driver
 
     from skbuild_cudaq.realtime import _driver
 
-    stage = get_device_kernel(core, "graph_increment_stage", device=device)
-    publish = get_device_kernel(core, "graph_increment_publish", device=device)
+    stage = _kernel(core, "graph_increment_stage", device)
+    publish = _kernel(core, "graph_increment_publish", device)
     mailbox = GraphMailbox(device)
     try:
         with _driver.pushed(_driver.primary_context(device)):
@@ -112,9 +125,10 @@ def graph_increment(
     return GraphHandler(graph, mailbox, scratch, device)
 
 
-def graph_handler(name: str, module: ModuleType, device: int = 0) -> GraphHandler:
+def graph_handler(name: str, module: ModuleType | Library, device: int = 0) -> GraphHandler:
     """The graph handler ``name`` (one of :data:`GRAPH_HANDLERS`) of ``module``'s device code
-    (what ``cudaq-realtime-test-server --graphs`` calls)."""
+    (what ``cudaq-realtime-test-server --graphs`` calls), or of a linked module (what
+    ``skbuild-cudaq phases --graph`` calls)."""
     if name not in GRAPH_HANDLERS:
         msg = f"example_app has no graph handler {name!r}; it has {', '.join(GRAPH_HANDLERS)}"
         raise InvalidArgumentError(msg)

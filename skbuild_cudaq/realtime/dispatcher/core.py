@@ -403,13 +403,8 @@ class Dispatcher(Generic[BridgeT], Closing):
             from skbuild_cudaq.realtime.launch import LaunchConfig, launch_kernel
             from skbuild_cudaq.realtime.library import get_device_kernel
 
-            if self.module is None:
-                from skbuild_cudaq.realtime.errors import InvalidArgumentError
-
-                msg = "the built-in kernel needs module= (the extension linked with it)"
-                raise InvalidArgumentError(msg)
             config = LaunchConfig(grid=(1, 1, 1), block=(self.config.block_size, 1, 1))
-            if self._served.graphs is not None:
+            if self._served.graphs is not None:  # the graph module's kernel
                 from skbuild_cudaq.realtime.graph import GRAPH_DISPATCH_KERNEL
 
                 kernel = graph_library.get_kernel(GRAPH_DISPATCH_KERNEL)
@@ -418,7 +413,14 @@ class Dispatcher(Generic[BridgeT], Closing):
                 self._served.graphs.launch(
                     kernel, config, streams, args.kernel_args(), self._gpu.reader
                 )
-            elif plan.shared_kernel:
+                self._check_alive()
+                return
+            if self.module is None:
+                from skbuild_cudaq.realtime.errors import InvalidArgumentError
+
+                msg = "the built-in kernel needs module= (the extension linked with it)"
+                raise InvalidArgumentError(msg)
+            if plan.shared_kernel:
                 kernel = get_device_kernel(
                     self.module, BUILTIN_KERNEL_SHARED, device=self.config.device
                 )

@@ -206,9 +206,10 @@ typedef struct {
   uint64_t graph_exec;
   uint32_t launch_error;
   uint32_t launch_failures;
+  uint64_t phase_record; /* the device path's measurement build only: 0 here */
 } graph_io_t;
 #define GRAPH_IO_SIZE 64u /* CUDAQ_GRAPH_IO_SIZE: the context's room before the request copy */
-_Static_assert(sizeof(graph_io_t) == 56, "cudaq_graph_io_t is 56 bytes");
+_Static_assert(sizeof(graph_io_t) == 64, "cudaq_graph_io_t is 64 bytes");
 _Static_assert(sizeof(graph_io_t) <= GRAPH_IO_SIZE, "the request copy follows the context");
 /* A busy worker's stream is asked at most this often whether it is done (cuStreamQuery):
  * before the answer, to catch a graph that failed or ended without publishing; after it, to

@@ -52,6 +52,9 @@ typedef struct cudaq_graph_io {
   unsigned long long graph_exec; // the cudaGraphExec_t it launches
   uint32_t launch_error;         // cudaError_t of the last launch that failed (0: none)
   uint32_t launch_failures;      // requests answered CUDAQ_RPC_STATUS_GRAPH_LAUNCH_FAILED
+  // The measurement build's (-DCUDAQ_REALTIME_PHASES, detail/phases.cuh): the device
+  // address of this request's phase record, which the graph helpers stamp; 0 otherwise.
+  unsigned long long phase_record;
 } cudaq_graph_io_t;
 
 // Bytes of a graph entry's device record: the I/O context, then the request copy.
@@ -60,8 +63,19 @@ static_assert(sizeof(cudaq_graph_io_t) <= CUDAQ_GRAPH_IO_SIZE, "mirrored in real
 
 // The I/O context of the request the graph serves (read through its mailbox).
 // A plain load: the mailbox does not change while a graph that reads it runs.
+// (The measurement build: the first call of thread 0 of block 0 of any of the
+// graph's kernels stamps the request's `started`.)
 static __device__ __forceinline__ cudaq_graph_io_t *cudaq_graph_io(void *const *mailbox) {
+#ifdef CUDAQ_REALTIME_PHASES
+  const bool first = cudaq_detail_phase_first_thread();
+  const unsigned long long entered = first ? cudaq_detail_globaltimer() : 0ull;
+  cudaq_graph_io_t *io = static_cast<cudaq_graph_io_t *>(*mailbox);
+  if (first)
+    cudaq_detail_phase_graph_started(io->phase_record, entered);
+  return io;
+#else
   return static_cast<cudaq_graph_io_t *>(*mailbox);
+#endif
 }
 // The request's arguments, their length, the result area and its room.
 static __device__ __forceinline__ const void *cudaq_graph_args(const cudaq_graph_io_t *io) {
@@ -83,6 +97,10 @@ static __device__ __forceinline__ uint32_t cudaq_graph_max_result(const cudaq_gr
 // request, after every store of the result (see above).
 static __device__ __forceinline__ void cudaq_graph_publish(cudaq_graph_io_t *io, int32_t status,
                                                            uint32_t result_len) {
+#ifdef CUDAQ_REALTIME_PHASES
+  const unsigned long long done = cudaq_detail_globaltimer();
+  const unsigned long long record = io->phase_record; // read before the context is released
+#endif
   const void *request = io->request;
   void *response = io->response;
   volatile uint32_t *flag = io->response_flag;
@@ -94,8 +112,14 @@ static __device__ __forceinline__ void cudaq_graph_publish(cudaq_graph_io_t *io,
   // thread can observe visible to the host before the flag.
   __threadfence_system();
   asm volatile("st.release.sys.global.u32 [%0], %1;" : : "l"(flag), "r"(value) : "memory");
+#ifdef CUDAQ_REALTIME_PHASES
+  const unsigned long long published = cudaq_detail_globaltimer();
+#endif
   asm volatile("st.release.gpu.global.u32 [%0], %1;" : : "l"(&io->released), "r"(sequence)
                : "memory");
+#ifdef CUDAQ_REALTIME_PHASES
+  cudaq_detail_phase_graph_published(record, done, published);
+#endif
 }
 
 // Rank and size of the calling group, for handlers that stride their work.

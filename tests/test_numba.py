@@ -23,6 +23,7 @@ from skbuild_cudaq.numba import (
     size,
     status,
     thread_handler,
+    words,
 )
 
 HANDLERS = textwrap.dedent(
@@ -128,6 +129,21 @@ def test_the_lto_ir_cache_key_covers_this_packages_own_device_code(
 def test_status_packs_the_code_above_the_count() -> None:
     assert status(7) == 7 << 32
     assert status(3, 5) == (3 << 32) | 5
+
+
+def test_words_are_the_whole_8_byte_words_over_the_same_memory() -> None:
+    import numpy as np
+
+    data = np.arange(20, dtype=np.uint8)
+    got = words(data)
+    assert (got.dtype, got.size) == (np.uint64, 2)  # 20 bytes: two whole words
+    assert got.tobytes() == data[:16].tobytes()
+    got[1] = 0  # a view: the store is the array's
+    assert data[8:16].tolist() == [0] * 8 and data[16:].tolist() == [16, 17, 18, 19]
+    assert words(np.zeros(3, dtype=np.uint32)).size == 1  # of any element type: 12 bytes
+    assert words(np.zeros(7, dtype=np.uint8)).size == 0
+    with pytest.raises(ValueError, match="contiguous"):  # never a copy that drops stores
+        words(np.zeros(16, dtype=np.uint8)[::2])
 
 
 def test_an_unknown_element_type_is_refused_naming_the_accepted_ones() -> None:

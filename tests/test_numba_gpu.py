@@ -101,7 +101,9 @@ def test_a_notebook_handler_is_compiled_linked_and_served_with_no_build_step(
         load_nvidia_dynamic_lib("nvvm")
     except Exception as exc:  # any failure to find NVVM is a skip here
         pytest.skip(f"no NVVM (pip install 'nvidia-nvvm==13.0.*'): {exc}")
-    from skbuild_cudaq.numba import device_binary, thread_handler
+    import numpy as np
+
+    from skbuild_cudaq.numba import device_binary, thread_handler, words
     from skbuild_cudaq.realtime import Dispatcher, DispatcherConfig, get_device_handler
     from skbuild_cudaq.realtime.library.registry import release_library
 
@@ -114,17 +116,33 @@ def test_a_notebook_handler_is_compiled_linked_and_served_with_no_build_step(
             result[i] = args[n - 1 - i]
         return n
 
+    @thread_handler(args="uint32", result="uint32")
+    def py_notebook_words(args, result):  # type: ignore[no-untyped-def]
+        # the whole 8-byte words reversed, then the 4-byte element after the last one
+        src, dst = words(args), words(result)
+        n = np.uint32(src.size)
+        for i in range(n):
+            dst[i] = src[n - 1 - i]
+        for k in range(2 * n, args.size):
+            result[k] = args[k]
+        return args.size
+
+    def reversed_words(payload: bytes) -> bytes:
+        whole = len(payload) // 8 * 8
+        chunks = [payload[i : i + 8] for i in range(0, whole, 8)]
+        return b"".join(reversed(chunks)) + payload[whole : len(payload) // 4 * 4]
+
     release_library()  # another test's module may be linked in this process
-    binary = str(device_binary(py_notebook_reverse))
+    binary = str(device_binary(py_notebook_reverse, py_notebook_words))
     config = DispatcherConfig(num_slots=64, slot_size=256, stop_timeout=DEADLINE)
     try:
         with Dispatcher(config, module=binary) as d:
-            d.function_table.add_device(
-                "py_notebook_reverse", get_device_handler(binary, "py_notebook_reverse")
-            )
+            for name in ("py_notebook_reverse", "py_notebook_words"):
+                d.function_table.add_device(name, get_device_handler(binary, name))
             d.start()
             serve(d.bridge.client(), "py_notebook_reverse", random_bytes, lambda p: p[::-1])
-            assert d.stop() == ROUND_TRIPS
+            serve(d.bridge.client(), "py_notebook_words", random_bytes, reversed_words)
+            assert d.stop() == 2 * ROUND_TRIPS
     finally:
         release_library()
 

@@ -18,16 +18,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from skbuild_cudaq.numba import address, handler, rank, size, status, thread_handler
+from skbuild_cudaq.numba import address, handler, rank, size, status, thread_handler, words
 
 #: Handler-specific status, as handlers.cu's EXAMPLE_APP_STATUS_RESULT_TOO_LONG.
 RESULT_TOO_LONG = 1
 
-#: Adding one to each byte of an 8-byte word without carries between bytes (what handlers.cu's
-#: __vadd4 pairs do): the low seven bits of each byte plus one, the top bit xor-ed back.
-LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
-TOP = np.uint64(0x8080808080808080)
-ONES = np.uint64(0x0101010101010101)
+#: Adding one to each byte of a 4-byte half of a word without carries between bytes (what
+#: handlers.cu's __vadd4 does, and its Increment to each half): the low seven bits of each
+#: byte plus one, the top bit xor-ed back.
+LOW7 = np.uint32(0x7F7F7F7F)
+TOP = np.uint32(0x80808080)
+ONES = np.uint32(0x01010101)
+HALF = np.uint64(32)
 
 #: The Steane code's checks are the [7,4] Hamming code's: a single error on qubit q (1..7)
 #: gives syndrome q, so syndrome s flips qubit s (bit s - 1 of the mask); 0 flips nothing.
@@ -42,18 +44,22 @@ def py_rpc_increment(args, result):
     strided over the calling group -- handlers.cu's rpc_increment. The loops stride with a
     ``uint32`` index, as the C++ twin's: ``range(rank(), n, size())`` would count its trips
     with a 64-bit division (a subroutine call) and index with signed 64-bit integers."""
-    n = args.size
+    n = np.uint32(args.size)
     if n > result.size:
         return status(RESULT_TOO_LONG)
-    done = 0
+    done = np.uint32(0)
     if (address(args) | address(result)) & 7 == 0:
-        done = n // 8 * 8
-        words, out = args[:done].view(np.uint64), result[:done].view(np.uint64)
+        src, dst = words(args), words(result)
+        count = np.uint32(src.size)
         i = np.uint32(rank())
-        while i < done // 8:
-            w = words[i]
-            out[i] = ((w & LOW7) + ONES) ^ (w & TOP)
+        while i < count:
+            w = src[i]
+            lo, hi = np.uint32(w), np.uint32(w >> HALF)
+            lo = np.uint32(((lo & LOW7) + ONES) ^ (lo & TOP))
+            hi = np.uint32(((hi & LOW7) + ONES) ^ (hi & TOP))
+            dst[i] = (np.uint64(hi) << HALF) | np.uint64(lo)
             i = np.uint32(i + size())
+        done = np.uint32(count * 8)
     i = np.uint32(done + rank())
     while i < n:
         result[i] = args[i] + 1
@@ -64,21 +70,28 @@ def py_rpc_increment(args, result):
 @thread_handler
 def py_rpc_increment_thread(args, result):
     """Adds one to each byte of the arguments (one thread): handlers.cu's
-    rpc_increment_thread, with its ``uint32`` loop index (unsigned: no negative-index
-    wraparound on each access, 32-bit index math)."""
-    n = args.size
+    rpc_increment_thread, line for line -- ``uint32`` lengths and index (unsigned: no
+    negative-index wraparound on each access, 32-bit index math), the words through
+    :func:`~skbuild_cudaq.numba.words` (no bounds or shape checks) and each word's two
+    halves added to as its ``__vadd4`` pair does. It compiles to the C++ twin's code
+    (``tests/test_numba_sass.py`` compares the two in the linked dispatch kernel)."""
+    n = np.uint32(args.size)
     if n > result.size:
         return status(RESULT_TOO_LONG)
-    done = 0
+    done = np.uint32(0)
     if (address(args) | address(result)) & 7 == 0:
-        done = n // 8 * 8
-        words, out = args[:done].view(np.uint64), result[:done].view(np.uint64)
+        src, dst = words(args), words(result)
+        count = np.uint32(src.size)
         i = np.uint32(0)
-        while i < done // 8:
-            w = words[i]
-            out[i] = ((w & LOW7) + ONES) ^ (w & TOP)
+        while i < count:
+            w = src[i]
+            lo, hi = np.uint32(w), np.uint32(w >> HALF)
+            lo = np.uint32(((lo & LOW7) + ONES) ^ (lo & TOP))
+            hi = np.uint32(((hi & LOW7) + ONES) ^ (hi & TOP))
+            dst[i] = (np.uint64(hi) << HALF) | np.uint64(lo)
             i = np.uint32(i + 1)
-    i = np.uint32(done)
+        done = np.uint32(count * 8)
+    i = done
     while i < n:
         result[i] = args[i] + 1
         i = np.uint32(i + 1)

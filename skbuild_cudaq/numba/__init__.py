@@ -59,6 +59,7 @@ __all__ = [
     "size",
     "status",
     "thread_handler",
+    "words",
 ]
 
 #: Shapes, as the device header numbers them (CUDAQ_HANDLER_SHAPE_LAUNCH / _THREAD).
@@ -172,9 +173,26 @@ def size() -> int:
 
 def address(array: Any) -> int:
     """The address of ``array``'s first element (on the GPU: its device address), e.g. to
-    check that a buffer is 8-byte aligned before viewing it as ``uint64`` words
-    (``args[:k].view(numpy.uint64)``); on the CPU: NumPy's."""
+    check that a buffer is 8-byte aligned before reading it a word at a time
+    (:func:`words`); on the CPU: NumPy's."""
     return int(array.ctypes.data)
+
+
+def words(array: Any) -> Any:
+    """``array``'s whole 8-byte words: a 1-D ``uint64`` array over the same memory, of
+    ``array.nbytes // 8`` elements (the bytes after the last whole word are not in it).
+
+    For a buffer :func:`address` says is 8-byte aligned (on the GPU an unaligned word is a
+    misaligned-address fault): each word is then one load or one store, where ``result`` may
+    be host memory mapped over PCIe and each store a transaction. On the GPU it is the
+    buffer's address and length alone, no arithmetic: ``args[:k].view(numpy.uint64)`` does
+    the same with some twenty instructions and a branch of bounds and shape checks. On the
+    CPU: NumPy's view of the same bytes.
+    """
+    import numpy as np
+
+    raw = np.asarray(array).view(np.uint8)
+    return raw[: raw.size // 8 * 8].view(np.uint64)
 
 
 def status(code: int, count: int = 0) -> int:

@@ -34,7 +34,16 @@ from typing import TYPE_CHECKING, Any
 
 from skbuild_cudaq._cuda_majors import cuda_major
 from skbuild_cudaq.errors import CompileError, ToolchainError
-from skbuild_cudaq.numba import SHAPE_THREAD, PyHandler, PyKernel, address, rank, size, status
+from skbuild_cudaq.numba import (
+    SHAPE_THREAD,
+    PyHandler,
+    PyKernel,
+    address,
+    rank,
+    size,
+    status,
+    words,
+)
 
 if TYPE_CHECKING:
     from skbuild_cudaq.realtime.link.device_code import DeviceCode
@@ -115,12 +124,12 @@ def _target(cc: tuple[int, int]) -> Iterator[None]:
 
 
 def _register() -> None:
-    """Teach numba-cuda :func:`skbuild_cudaq.numba.rank`, ``size``, ``status`` and ``address``
-    (once)."""
+    """Teach numba-cuda :func:`skbuild_cudaq.numba.rank`, ``size``, ``status``, ``address``
+    and ``words`` (once)."""
     if _registered:
         return
     cuda = _numba()
-    from numba.cuda import extending
+    from numba.cuda import extending, types
 
     overload: Any = extending.overload
 
@@ -162,7 +171,28 @@ def _register() -> None:
 
         return impl
 
-    typers = ((rank, _rank), (size, _size), (status, _status), (address, _address))
+    def _words(array: Any) -> Any:
+        import numpy as np
+        from numba.cuda.np.numpy_support import carray
+
+        if not isinstance(array, types.Array) or array.ndim != 1:
+            return None
+        itemsize = array.dtype.bitwidth // 8
+
+        def impl(array: Any) -> Any:
+            # the same address as a uint64 array of the whole words: a shift, no bounds or
+            # shape checks (a slice and a view clamp the bounds and test the byte count)
+            return carray(data_ptr(array), (array.size * itemsize) >> 3, np.uint64)
+
+        return impl
+
+    typers = (
+        (rank, _rank),
+        (size, _size),
+        (status, _status),
+        (address, _address),
+        (words, _words),
+    )
     for function, typer in typers:
         overload(function, target="cuda", inline="always")(typer)
     _registered.append(True)
@@ -219,11 +249,13 @@ def _wrapper(h: PyHandler, body: Any) -> Any:
     def wrapper(a: Any, alen: Any, r: Any, rmax: Any, rlen: Any) -> Any:
         export()
         args = carray(a, alen // args_size, args_t)
-        result = carray(r, rmax // result_size, result_t)
+        room = np.uint32(rmax // result_size)
+        result = carray(r, room, result_t)
         out = np.int64(body(args, result))
-        count = out & low
-        written = count * result_size
-        rlen[0] = np.uint32(written if written < rmax else rmax)
+        # at most the room's whole elements, bounded in 32 bits (one min; a count times the
+        # element size compared in 64 bits was a compare pair and a select each call)
+        count = np.uint32(out & low)
+        rlen[0] = np.uint32((count if count < room else room) * result_size)
         return np.int32(out >> 32)
 
     return wrapper

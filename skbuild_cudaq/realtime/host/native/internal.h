@@ -10,7 +10,8 @@
  *   internal.h    this header: the ring view, the wire header, the thread life cycle's,
  *                 the handler table's, the graph workers' and the loop's types
  *   life.c        the thread life cycle shared by Loop and Feeder (start, stop, fork),
- *                 the shared error texts, sleeping and naming a thread
+ *                 the shared error texts (the loop's last error), sleeping and naming a
+ *                 thread
  *   ring.c        the ring view of one allocation (the layout of ring/layout.py)
  *   handlers.c    native host handlers (lookup, direct call) and Python handler calls
  *   table.c       the handler table: set_table(), and freeing the tables retired
@@ -412,6 +413,7 @@ int life_launch(life_t *l, void *(*fn)(void *), void *arg);
 PyObject *life_stop(life_t *l, PyObject *arg);
 void set_text(life_t *l, char *text, const char *fmt, ...);
 PyObject *get_text(life_t *l, const char *text);
+void record_error(LoopObject *self, const char *fmt, ...);
 /* ring.c */
 int ring_from(ring_t *r, unsigned long long address, unsigned int num_slots,
               unsigned int slot_size, const char *who);
@@ -425,7 +427,6 @@ void table_free(table_t *t);
 void loop_free_retired(LoopObject *self);
 PyObject *loop_set_table(PyObject *self_obj, PyObject *items);
 /* loop.c */
-void record_error(LoopObject *self, const char *fmt, ...);
 extern PyType_Spec loop_spec;
 /* graphs.c */
 void graph_take(LoopObject *self, uint32_t wi, uint64_t k);

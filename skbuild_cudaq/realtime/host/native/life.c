@@ -152,6 +152,17 @@ void set_text(life_t *l, char *text, const char *fmt, ...) {
   pthread_mutex_unlock(&l->mu);
 }
 
+/* The loop's last error (last_handler_error): what its handler calls and graph workers
+ * report, set under the life's mutex like every shared text. */
+void record_error(LoopObject *self, const char *fmt, ...) {
+  char buf[ERROR_TEXT];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  set_text(&self->life, self->last_error, "%s", buf);
+}
+
 PyObject *get_text(life_t *l, const char *text) {
   char buf[ERROR_TEXT];
   life_lock(l);

@@ -34,15 +34,6 @@ static int loop_init(PyObject *self_obj, PyObject *args, PyObject *kwds) {
   return 0;
 }
 
-void record_error(LoopObject *self, const char *fmt, ...) {
-  char buf[ERROR_TEXT];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  set_text(&self->life, self->last_error, "%s", buf);
-}
-
 /* One call of a native handler (any thread, no GIL needed): its result written into the
  * loop's result area (followed by its guard, see RESULT_GUARD), then copied to `out` (the
  * response slot's result) if it kept to max_result_len. A result length above it, or a

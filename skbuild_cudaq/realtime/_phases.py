@@ -119,15 +119,10 @@ class GraphPhases:
     after_relaunch_round_trip_p50_us: float = float("nan")
 
     def as_dict(self) -> dict[str, Any]:
+        """The fields by name, a measurement that could not be made (NaN) as None."""
         return {
-            "launch_call_us": self.launch_call_us,
-            "retries_mean": self.retries_mean,
-            "retried": self.retried,
-            "retries_max": self.retries_max,
-            "relaunches": self.relaunches,
-            "relaunch_us": _nan_to_none(self.relaunch_us),
-            "after_relaunch_round_trip_p50_us": _nan_to_none(self.after_relaunch_round_trip_p50_us),
-            "timer_step_ns": _nan_to_none(self.timer_step_ns),
+            name: _nan_to_none(value) if isinstance(value, float) else value
+            for name, value in dataclasses.asdict(self).items()
         }
 
     def lines(self) -> list[str]:

@@ -28,13 +28,15 @@ the response and publish it).
 graph.json: the header (card, driver, versions), ``settings``, ``cases`` (each row's
 percentiles over every round's samples, µs, and its ``round_p50``), ``goals`` (each
 ``{value, goal, met}``: a row's p50 over its floor's, the median of the rounds' ratios; the
-worst p99 over p50 of the graph rows).
+worst p99 over p50 of the graph rows), ``phases`` (after the rounds, unless ``--no-phases``:
+``skbuild-cudaq phases --json`` on ``graph_increment``, where the device path's time goes).
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import json
 import subprocess
 import sys
 import tempfile
@@ -50,6 +52,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import common as c  # bench/ is not a package
 
+EXAMPLE_GRAPHS = c.BENCH.parent / "example_app" / "src" / "graph_handlers.cu"
 PAYLOAD = bytes(range(8))
 WANT = bytes((b + 1) & 0xFF for b in PAYLOAD)
 NUM_SLOTS, SLOT_SIZE = 8, 64
@@ -299,6 +302,16 @@ def one_round(
     return rows | device_rows(found, args) | host_rows(found, args)
 
 
+def phases() -> dict[str, Any]:
+    """``skbuild-cudaq phases --json`` on example_app's ``graph_increment`` (run outside the
+    source tree: the package as installed), this benchmark's payload."""
+    with tempfile.TemporaryDirectory(prefix="cudaq-bench-phases-") as tmp:
+        run = [sys.executable, "-m", "skbuild_cudaq", "phases", str(EXAMPLE_GRAPHS), "--graph"]
+        run += ["graph_increment", "--payload", str(len(PAYLOAD)), "--json", f"{tmp}/p.json"]
+        subprocess.run(run, check=True, cwd=tmp)
+        return dict(json.loads(Path(tmp, "p.json").read_text(encoding="utf-8")))
+
+
 def summarise(rounds: list[dict[str, np.ndarray]]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Each row's percentiles over all its samples and its p50 per round; the goals."""
     cases: dict[str, Any] = {}
@@ -323,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=500)
     parser.add_argument("--repeats", type=int, default=4000)
+    parser.add_argument("--no-phases", action="store_true", help="no phase breakdown")
     args = parser.parse_args(argv)
     from skbuild_cudaq.realtime import _driver
 
@@ -337,9 +351,10 @@ def main(argv: list[str] | None = None) -> int:
                 rounds.append(one_round(library, host, found, args))
                 print(f"round {i + 1}/{args.rounds} done", file=sys.stderr)
     cases, goals = summarise(rounds)
+    extra = {} if args.no_phases else {"phases": phases()}
     settings = {"arch": arch, "ring": [NUM_SLOTS, SLOT_SIZE], "payload_bytes": len(PAYLOAD)}
     settings |= {"rounds": args.rounds, "warmup": args.warmup, "repeats": args.repeats}
-    c.write_json(args.out, {**doc, "settings": settings, "cases": cases, "goals": goals})
+    c.write_json(args.out, {**doc, "settings": settings, "cases": cases, "goals": goals, **extra})
     for case, p in cases.items():
         print(f"{case:26s} p50 {p['p50']:7.2f} us  p99 {p['p99']:7.2f} us")
     return 0

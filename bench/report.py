@@ -16,6 +16,7 @@ import math
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -263,11 +264,25 @@ def graph_section(name: str, path: Path, g: Json, page: Page) -> list[str]:
         tail = fmt(p99 / p50, 2) if p50 and p99 else ""
         rows.append([LABELS.get(key, key), fmt(get(c, "p50")), fmt(get(c, "p99")), tail, ratio])
     out += table(["Round trip (µs)", "p50", "p99", "p99 / p50", "p50 × floor"], rows)
-    out += ["", *goals_table(g.get("goals"))]
+    out += ["", *goals_table(g.get("goals")), *(graph_phases(g["phases"]) if "phases" in g else [])]
     stats = {LABELS.get(k, k): c for k, c in cases.items()}
     return out + (
         latency_bars(page, "graph.png", "Round trip of graph handlers", stats, g) if cases else []
     )
+
+
+def graph_phases(ph: Json) -> list[str]:
+    """graph.json's ``phases`` (``skbuild-cudaq phases --graph``): each step's median."""
+    step, graph = ph.get("steps_us") or {}, ph.get("graph") or {}
+    rows = [[f"{a} → {b}", fmt(step[b])] for a, b in pairwise(["seen", *step])]
+    rows += [["device, seen → published", fmt(ph.get("device_us"))]]
+    rows += [["the launch call", fmt(graph.get("launch_call_us"))]]
+    rows += [["a relaunch (tail launch + hand-over)", fmt(graph.get("relaunch_us"))]]
+    return ["", f"Where `{ph.get('handler')}`'s time goes on the device path (`skbuild-cudaq "
+            f"phases --graph`, {fmt(ph.get('requests'), 0)} requests; `%globaltimer` times the "
+            f"steps from the launch on, in steps of {fmt(graph.get('timer_step_ns'), 0)} ns "
+            f"here; {fmt(graph.get('retries_mean'), 3)} launch retries a request):", "",
+            *table(["Step", "median (µs)"], rows)]  # fmt: skip
 
 
 def wire_section(name: str, path: Path, w: Json, page: Page) -> list[str]:

@@ -331,14 +331,15 @@ def test_the_floors_compile(nvcc: Path, tmp_path: Path) -> None:
 def test_bench_stays_small() -> None:
     """The suite's size (issue 41: bench/ at most 15 files and 3,000 lines besides its results,
     bench/results/ at most 15 files and 1 MB; issue 56 item 8 added udp_flood.py and issue 53
-    python_device.py, a question each: 3,600 lines; issue 55 the graph floors: 3,800)."""
+    python_device.py, a question each: 3,600 lines; issue 55 the graph floors and where the
+    graph path's time goes: 3,850)."""
     files = [p for p in BENCH.rglob("*") if p.is_file() and "__pycache__" not in p.parts]
     results = [p for p in files if "results" in p.relative_to(BENCH).parts]
     tracked = subprocess.run(
         ["git", "ls-files", "bench"], cwd=BENCH.parent, capture_output=True, text=True, check=False
     ).stdout.split()
     code = [p for p in files if p not in results and str(p.relative_to(BENCH.parent)) in tracked]
-    assert len(code) <= 15 and sum(len(p.read_text().splitlines()) for p in code) <= 3800
+    assert len(code) <= 15 and sum(len(p.read_text().splitlines()) for p in code) <= 3850
     kept = [p for p in results if str(p.relative_to(BENCH.parent)) in tracked]
     assert len(kept) <= 15 and sum(p.stat().st_size for p in kept) <= 1_000_000
 

@@ -537,7 +537,13 @@ def _graph_json() -> dict[str, object]:
     settings = {"arch": "sm_90", "ring": [8, 64], "payload_bytes": 8, "rounds": 3, "warmup": 20,
                 "repeats": 101}  # fmt: skip
     head = _header("graph", "2031-03-01T00:00:00+00:00")
-    return {**head, "settings": settings, "cases": cases, "goals": goals}
+    steps = {"staged": 1.5, "looked_up": 0.25, "filled": 0.75, "launch": 0.125, "started": 3.0,
+             "done": 2.0, "published": 2.5}  # fmt: skip
+    phases = {"kernel": "cudaq_realtime_graph_dispatch", "handler": "graph_increment",
+              "path": "graph", "requests": 10_000, "steps_us": steps, "device_us": 10.25,
+              "round_trip_p50_us": 12.5, "graph": {"launch_call_us": 2.0, "retries_mean": 0.0,
+              "relaunches": 100, "relaunch_us": 2.5, "timer_step_ns": 1440.0}}  # fmt: skip
+    return {**head, "settings": settings, "cases": cases, "goals": goals, "phases": phases}
 
 
 def _wire_json(gpu: bool = True) -> dict[str, object]:
@@ -588,6 +594,10 @@ def test_report_shows_graph_handlers_and_the_wire_against_their_floors(tmp_path:
     assert "| `graph_two_kernels_p50_over_floor` | 1.200 | <= 1.15 | **no** |" in page
     assert "| `graph_one_kernel_p50_over_floor` | 1.125 | <= 1.15 | yes |" in page
     assert "| `graph_p99_over_p50` | 1.327 | <= 2.0 | yes |" in page
+    assert "Where `graph_increment`'s time goes on the device path" in page
+    assert "in steps of 1,440 ns here; 0.000 launch retries a request):" in page
+    assert "| seen → staged | 1.50 |\n| staged → looked_up | 0.25 |" in page
+    assert "| done → published | 2.50 |\n| device, seen → published | 10.25 |" in page
     assert (
         "| UDP, device path, single-thread dispatcher: p50 | 17.50 µs | 14.00 µs (UDP + GPU ring "
         f"floor: C++ thread and kernel) | 1.250× {where} 2031-03-02 |" in page

@@ -678,7 +678,9 @@ def _quoted_figures() -> dict[str, list[str]]:
     def load(name: str) -> Any:
         return json.loads((res / f"{name}.json").read_text(encoding="utf-8"))
 
-    dispatch, startup, graph, wire = (load(n) for n in ("dispatch", "startup", "graph", "wire"))
+    dispatch, startup, graph, wire, py = (
+        load(n) for n in ("dispatch", "startup", "graph", "wire", "python_device")
+    )
     lat, paired, goals = dispatch["latency_us"], dispatch["paired"], dispatch["goals"]
     floor = lat["pingpong_floor"]["p50"]
 
@@ -741,6 +743,14 @@ def _quoted_figures() -> dict[str, list[str]]:
         "cuda-versions.md": [
             f"costs {cu12['warm']['ratio_to_floor']:.2f}× the raw load of a linked cubin, cold "
             f"{cu12['cold']['ratio_to_floor']:.2f}×",
+        ],
+        "python-device-code.md": [
+            f"On an {py['devices'][0]['name']} the round trip through the thread-shaped Python "
+            f"twin is {py['goals']['twin_thread_p50_max']['value']:.3f}× the C++ twin's (p50), "
+            f"through the launch-wide one {py['goals']['twin_launch_p50_max']['value']:.3f}×, "
+            f"warp-parallel throughput {py['goals']['twin_warp_throughput_max']['value']:.3f}×, "
+            f"and `py_single_thread_dispatcher` answers in "
+            f"{py['goals']['dispatcher_p50']['value']:.3f}× the time",
         ],
         "graph-handlers.md": [
             *(

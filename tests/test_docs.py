@@ -593,7 +593,7 @@ def test_report_shows_graph_handlers_and_the_wire_against_their_floors(tmp_path:
     assert "| device function, built-in kernel | 4.80 | 6.37 | 1.33 |  |" in page
     assert "| `graph_two_kernels_p50_over_floor` | 1.200 | <= 1.15 | **no** |" in page
     assert "| `graph_one_kernel_p50_over_floor` | 1.125 | <= 1.15 | yes |" in page
-    assert "| `graph_p99_over_p50` | 1.327 | <= 2.0 | yes |" in page
+    assert "| `graph_p99_over_p50` | 1.327 | <= 2.0 | yes | 1.327 |" in page  # the floor's own
     assert "Where `graph_increment`'s time goes on the device path" in page
     assert "in steps of 1,440 ns here; 0.000 launch retries a request):" in page
     assert "| seen → staged | 1.50 |\n| staged → looked_up | 0.25 |" in page

@@ -264,7 +264,7 @@ def graph_section(name: str, path: Path, g: Json, page: Page) -> list[str]:
         tail = fmt(p99 / p50, 2) if p50 and p99 else ""
         rows.append([LABELS.get(key, key), fmt(get(c, "p50")), fmt(get(c, "p99")), tail, ratio])
     out += table(["Round trip (µs)", "p50", "p99", "p99 / p50", "p50 × floor"], rows)
-    out += ["", *goals_table(g.get("goals")), *(graph_phases(g["phases"]) if "phases" in g else [])]
+    out += [*goals_table(g.get("goals")), *(graph_phases(g["phases"]) if "phases" in g else [])]
     stats = {LABELS.get(k, k): c for k, c in cases.items()}
     return out + (
         latency_bars(page, "graph.png", "Round trip of graph handlers", stats, g) if cases else []
@@ -274,15 +274,13 @@ def graph_section(name: str, path: Path, g: Json, page: Page) -> list[str]:
 def graph_phases(ph: Json) -> list[str]:
     """graph.json's ``phases`` (``skbuild-cudaq phases --graph``): each step's median."""
     step, graph = ph.get("steps_us") or {}, ph.get("graph") or {}
-    rows = [[f"{a} → {b}", fmt(step[b])] for a, b in pairwise(["seen", *step])]
-    rows += [["device, seen → published", fmt(ph.get("device_us"))]]
-    rows += [["the launch call", fmt(graph.get("launch_call_us"))]]
-    rows += [["a relaunch (tail launch + hand-over)", fmt(graph.get("relaunch_us"))]]
-    return ["", f"Where `{ph.get('handler')}`'s time goes on the device path (`skbuild-cudaq "
-            f"phases --graph`, {fmt(ph.get('requests'), 0)} requests; `%globaltimer` times the "
-            f"steps from the launch on, in steps of {fmt(graph.get('timer_step_ns'), 0)} ns "
-            f"here; {fmt(graph.get('retries_mean'), 3)} launch retries a request):", "",
-            *table(["Step", "median (µs)"], rows)]  # fmt: skip
+    steps = ", ".join(f"{a} → {b} {fmt(step[b])}" for a, b in pairwise(["seen", *step]))
+    return [f"Where `{ph.get('handler')}`'s time goes on the device path (`skbuild-cudaq phases "
+            f"--graph`, {fmt(ph.get('requests'), 0)} requests, medians, µs): {steps}; "
+            f"{fmt(ph.get('device_us'))} on the device in all, the launch call "
+            f"{fmt(graph.get('launch_call_us'))}, {fmt(graph.get('retries_mean'), 3)} launch "
+            f"retries a request (`%globaltimer` times the steps from the launch on, in steps of "
+            f"{fmt(graph.get('timer_step_ns'), 0)} ns here).", ""]  # fmt: skip
 
 
 def wire_section(name: str, path: Path, w: Json, page: Page) -> list[str]:

@@ -327,11 +327,12 @@ def summarise(rounds: list[dict[str, np.ndarray]]) -> tuple[dict[str, Any], dict
         paired = c.paired_ratio(cases[row]["round_p50"], cases[floor]["round_p50"])
         goals[name] = c.goal(paired["ratio"], bound, row=row, floor=floor, rounds=paired["ratios"])
     tails = {row: cases[row]["p99"] / cases[row]["p50"] for row in rows}
+    floor_of = {row: floor for row, floor, _ in GOALS.values()}  # the same graph launched bare
     worst = max(P99_ROWS, key=tails.__getitem__)
     goals["graph_p99_over_p50"] = c.goal(
         tails[worst], "<= 2.0", row=worst, rows={r: tails[r] for r in P99_ROWS},
-        floor_value=tails[worst.replace("graph_", "floor_")],  # the same graph launched bare
-        floor_rows={r: tails[r] for r in rows if "floor_" in r},
+        floor_value=tails[floor_of[worst]],
+        floor_rows={floor_of[r]: tails[floor_of[r]] for r in P99_ROWS},
     )  # fmt: skip
     return cases, goals
 
